@@ -1,0 +1,199 @@
+//! The run directory: what a checkpoint is on disk, written atomically, and read back.
+//!
+//! ```text
+//! runs/<name>/
+//!   model.safetensors   every tensor under the PyTorch reference's state_dict name
+//!   config.toml         the resolved config (every value explicit)
+//!   vocab.src.txt       source vocabulary, one token per line, line index = id
+//!   vocab.tgt.txt       target vocabulary
+//!   metrics.jsonl       one JSON object per logged step
+//! ```
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+use anyhow::{bail, Context};
+use candle_core::{DType, Device, Tensor};
+use candle_nn::VarBuilder;
+
+use crate::config::Config;
+use crate::data::Vocab;
+use crate::model::{EncoderDecoder, VocabSizes};
+use crate::train::MetricRecord;
+
+pub const MODEL_FILE: &str = "model.safetensors";
+pub const CONFIG_FILE: &str = "config.toml";
+pub const SRC_VOCAB_FILE: &str = "vocab.src.txt";
+pub const TGT_VOCAB_FILE: &str = "vocab.tgt.txt";
+pub const METRICS_FILE: &str = "metrics.jsonl";
+
+/// Where `transformer train` puts runs by default, and `translate` looks for the latest.
+pub const RUNS_ROOT: &str = "runs";
+
+/// What a checkpoint holds, borrowed from a training run.
+pub struct CheckpointContents<'a> {
+    pub config: &'a Config,
+    pub src_vocab: &'a Vocab,
+    pub tgt_vocab: &'a Vocab,
+    pub tensors: &'a [(String, Tensor)],
+    pub metrics: &'a [MetricRecord],
+}
+
+/// Writes every file of a checkpoint into `dir`, each atomically, the weights last so that a
+/// directory with weights always has the config and vocabularies that explain them.
+pub fn save(dir: &Path, contents: &CheckpointContents) -> anyhow::Result<()> {
+    std::fs::create_dir_all(dir)
+        .with_context(|| format!("cannot create run directory {}", dir.display()))?;
+    write_atomic(
+        &dir.join(CONFIG_FILE),
+        contents.config.to_toml()?.as_bytes(),
+    )?;
+    write_atomic(
+        &dir.join(SRC_VOCAB_FILE),
+        contents.src_vocab.to_text().as_bytes(),
+    )?;
+    write_atomic(
+        &dir.join(TGT_VOCAB_FILE),
+        contents.tgt_vocab.to_text().as_bytes(),
+    )?;
+    let mut metrics = String::new();
+    for record in contents.metrics {
+        metrics.push_str(&serde_json::to_string(record)?);
+        metrics.push('\n');
+    }
+    write_atomic(&dir.join(METRICS_FILE), metrics.as_bytes())?;
+    write_atomic(&dir.join(MODEL_FILE), &serialize_tensors(contents.tensors)?)
+}
+
+fn serialize_tensors(tensors: &[(String, Tensor)]) -> anyhow::Result<Vec<u8>> {
+    let on_host = tensors
+        .iter()
+        .map(|(name, t)| Ok((name.as_str(), t.to_device(&Device::Cpu)?.contiguous()?)))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    // "format": "pt" lets Hugging Face tooling treat the file as a PyTorch state_dict.
+    let metadata = HashMap::from([("format".to_string(), "pt".to_string())]);
+    Ok(safetensors::serialize(on_host, Some(metadata))?)
+}
+
+/// Writes `bytes` to a temporary file beside `path`, syncs it, then renames it over `path`:
+/// readers see the old file or the new one, never half of one.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
+    let file_name = path
+        .file_name()
+        .with_context(|| format!("{} is not a file path", path.display()))?;
+    let tmp = path.with_file_name(format!(".{}.tmp", file_name.to_string_lossy()));
+    let write = || -> std::io::Result<()> {
+        let mut file = File::create(&tmp)?;
+        file.write_all(bytes)?;
+        file.sync_all()?;
+        std::fs::rename(&tmp, path)
+    };
+    write().with_context(|| format!("cannot write {}", path.display()))
+}
+
+/// A checkpoint read back: its config, vocabularies, and the model built from its weights.
+pub struct Checkpoint {
+    pub dir: PathBuf,
+    pub config: Config,
+    pub src_vocab: Vocab,
+    pub tgt_vocab: Vocab,
+    pub model: EncoderDecoder,
+}
+
+/// Loads the checkpoint in `dir` onto `device`.
+pub fn load(dir: &Path, device: &Device) -> anyhow::Result<Checkpoint> {
+    if !dir.is_dir() {
+        bail!(
+            "checkpoint directory {} does not exist; train one with `transformer train` or pass \
+             --checkpoint DIR",
+            dir.display()
+        );
+    }
+    let config_path = dir.join(CONFIG_FILE);
+    let config = Config::load(&config_path)
+        .with_context(|| format!("checkpoint {} has no usable config", dir.display()))?;
+    let src_vocab = Vocab::load(&dir.join(SRC_VOCAB_FILE))?;
+    let tgt_vocab = Vocab::load(&dir.join(TGT_VOCAB_FILE))?;
+    let weights_path = dir.join(MODEL_FILE);
+    if !weights_path.is_file() {
+        bail!(
+            "{} is missing; the checkpoint is incomplete, train again or pick another run",
+            weights_path.display()
+        );
+    }
+    let tensors = candle_core::safetensors::load(&weights_path, device).map_err(|e| {
+        anyhow::anyhow!(
+            "cannot read {}: {e}; the file is damaged, train again or pick another run",
+            weights_path.display()
+        )
+    })?;
+    let vb = VarBuilder::from_tensors(tensors, DType::F32, device);
+    let vocab = VocabSizes {
+        src: src_vocab.len(),
+        tgt: tgt_vocab.len(),
+    };
+    let model = EncoderDecoder::new(&config.model, vocab, vb).map_err(|e| {
+        anyhow::anyhow!(
+            "{} does not match its config and vocabularies: {e}",
+            weights_path.display()
+        )
+    })?;
+    Ok(Checkpoint {
+        dir: dir.to_path_buf(),
+        config,
+        src_vocab,
+        tgt_vocab,
+        model,
+    })
+}
+
+/// The run under `root` whose weights were written last.
+pub fn latest_run(root: &Path) -> anyhow::Result<PathBuf> {
+    let none_found = || {
+        anyhow::anyhow!(
+            "no checkpoint found under {}/; train one with `transformer train` or pass \
+             --checkpoint DIR",
+            root.display()
+        )
+    };
+    let entries = std::fs::read_dir(root).map_err(|_| none_found())?;
+    let mut best: Option<(SystemTime, PathBuf)> = None;
+    for entry in entries.flatten() {
+        let weights = entry.path().join(MODEL_FILE);
+        let Ok(modified) = weights.metadata().and_then(|m| m.modified()) else {
+            continue;
+        };
+        if best.as_ref().is_none_or(|(t, _)| modified > *t) {
+            best = Some((modified, entry.path()));
+        }
+    }
+    best.map(|(_, dir)| dir).ok_or_else(none_found)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_atomic_write_replaces_the_file_and_leaves_no_temporary() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("x.txt");
+        write_atomic(&path, b"one").unwrap();
+        write_atomic(&path, b"two").unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), b"two");
+        let names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().flatten().collect();
+        assert_eq!(names.len(), 1);
+    }
+
+    #[test]
+    fn a_missing_runs_directory_says_how_to_get_a_checkpoint() {
+        let dir = tempfile::tempdir().unwrap();
+        let err = latest_run(&dir.path().join("runs"))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("transformer train"), "{err}");
+    }
+}

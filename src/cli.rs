@@ -1,0 +1,83 @@
+//! The command line: one Args struct per subcommand, nothing else.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "transformer",
+    version,
+    about = "Train and run The Annotated Transformer's encoder-decoder on Candle"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Train a translation model and write a checkpoint directory
+    Train(TrainArgs),
+    /// Translate a sentence, or stdin line by line, with a trained checkpoint
+    Translate(TranslateArgs),
+    /// The Annotated Transformer's untrained-model demo: greedy decoding with random weights
+    InferTest(InferTestArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct DeviceArgs {
+    /// Where to run: auto (CUDA if built in and present, else CPU), cpu, cuda, or cuda:N
+    #[arg(long, default_value = "auto", value_name = "DEVICE")]
+    pub device: String,
+}
+
+#[derive(Debug, Args)]
+pub struct TrainArgs {
+    /// TOML config; without it, the built-in base config (configs/base.toml)
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Run directory (overrides the config's run.dir; default runs/<config name>)
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// Seed for initialisation, dropout and data order (overrides training.seed)
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Replace a checkpoint already in the run directory
+    #[arg(long)]
+    pub overwrite: bool,
+    /// No progress output
+    #[arg(long, short)]
+    pub quiet: bool,
+    #[command(flatten)]
+    pub device: DeviceArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct TranslateArgs {
+    /// Sentence to translate; without it, stdin is translated line by line
+    pub text: Option<String>,
+    /// Checkpoint directory; default: the most recently written run under runs/
+    #[arg(long, value_name = "DIR")]
+    pub checkpoint: Option<PathBuf>,
+    /// Most target tokens to generate, </s> included (default: source length + 50)
+    #[arg(long, value_name = "N")]
+    pub max_len: Option<usize>,
+    /// Print one JSON object per input with tokens, ids and log-probabilities
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub device: DeviceArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct InferTestArgs {
+    /// How many freshly initialised models to run
+    #[arg(long, default_value_t = 10)]
+    pub runs: usize,
+    /// Seed of the first model (run i uses seed + i); random when absent
+    #[arg(long)]
+    pub seed: Option<u64>,
+    #[command(flatten)]
+    pub device: DeviceArgs,
+}

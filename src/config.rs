@@ -1,0 +1,405 @@
+//! The run configuration: TOML sections `[model]`, `[data]`, `[training]` and `[run]`.
+//!
+//! The paper's (and The Annotated Transformer's) defaults live here and nowhere else: every
+//! `Default` impl below. A config file only states what differs. Loading rejects unknown keys and
+//! invalid values with an error that names the file, the line, the key and the rule.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+/// The built-in base config, used by `transformer train` without `--config`.
+pub const BUILTIN_BASE: &str = include_str!("../configs/base.toml");
+
+/// A complete, validated run configuration.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    pub model: ModelConfig,
+    pub data: DataConfig,
+    pub training: TrainingConfig,
+    pub run: RunConfig,
+}
+
+/// The encoder-decoder's hyper-parameters (the paper's Table 3, "base" row).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ModelConfig {
+    /// N: identical layers in the encoder and in the decoder.
+    pub layers: usize,
+    pub d_model: usize,
+    pub d_ff: usize,
+    /// h: attention heads; d_k = d_v = d_model / h.
+    pub heads: usize,
+    /// Dropout on embeddings, sublayer outputs and inside the feed-forward network.
+    pub dropout: f64,
+    /// Dropout on attention probabilities. The reference's `make_model` never passes its
+    /// `dropout` argument to MultiHeadedAttention, so this stays 0.1 whatever `dropout` says.
+    pub attention_dropout: f64,
+    /// Rows of the sinusoidal position table (the reference's `max_len`).
+    pub max_len: usize,
+}
+
+impl Default for ModelConfig {
+    fn default() -> Self {
+        Self {
+            layers: 6,
+            d_model: 512,
+            d_ff: 2048,
+            heads: 8,
+            dropout: 0.1,
+            attention_dropout: 0.1,
+            max_len: 5000,
+        }
+    }
+}
+
+impl ModelConfig {
+    /// d_k = d_v = d_model / h.
+    pub fn head_dim(&self) -> usize {
+        self.d_model / self.heads
+    }
+}
+
+/// Where the training pairs come from and how the vocabularies are built.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DataConfig {
+    /// Training pairs, one per line: `source<TAB>target`, tokens separated by spaces.
+    pub train: PathBuf,
+    /// Words seen fewer times than this in the training data map to `<unk>`.
+    pub min_freq: usize,
+}
+
+impl Default for DataConfig {
+    fn default() -> Self {
+        Self {
+            train: PathBuf::from("data/toy.tsv"),
+            min_freq: 1,
+        }
+    }
+}
+
+/// The optimiser, the schedule, the loss and the loop.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TrainingConfig {
+    /// Seeds initialisation, dropout and data order: same seed, same result on the CPU.
+    pub seed: u64,
+    pub epochs: usize,
+    /// Sentence pairs per batch.
+    pub batch_size: usize,
+    /// The Noam schedule: lr = factor * d_model^-0.5 * min(step^-0.5, step * warmup^-1.5).
+    pub lr_factor: f64,
+    pub warmup: usize,
+    pub adam_beta1: f64,
+    pub adam_beta2: f64,
+    pub adam_eps: f64,
+    /// Probability mass spread over the non-target, non-padding words.
+    pub label_smoothing: f64,
+    /// Steps between progress log lines and metrics records.
+    pub log_every: usize,
+    /// Steps between checkpoints (one is always written at the end).
+    pub checkpoint_every: usize,
+}
+
+impl Default for TrainingConfig {
+    fn default() -> Self {
+        Self {
+            seed: 1,
+            epochs: 10,
+            batch_size: 32,
+            lr_factor: 1.0,
+            warmup: 4000,
+            adam_beta1: 0.9,
+            adam_beta2: 0.98,
+            adam_eps: 1e-9,
+            label_smoothing: 0.1,
+            log_every: 10,
+            checkpoint_every: 1000,
+        }
+    }
+}
+
+/// Where the run directory goes.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RunConfig {
+    /// Run directory; `runs/<config name>` when absent.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dir: Option<PathBuf>,
+}
+
+/// A config error that names where it is: file, line (when known) and key.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ConfigError {
+    pub source_name: String,
+    pub line: Option<usize>,
+    pub key: Option<String>,
+    pub message: String,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.source_name)?;
+        if let Some(line) = self.line {
+            write!(f, " line {line}")?;
+        }
+        if let Some(key) = &self.key {
+            write!(f, ", key `{key}`")?;
+        }
+        write!(f, ": {}", self.message)
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+impl Config {
+    /// Reads and validates a config file.
+    pub fn load(path: &Path) -> anyhow::Result<Self> {
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            anyhow::anyhow!(
+                "cannot read config {}: {e}; check the path given to --config",
+                path.display()
+            )
+        })?;
+        Ok(Self::parse(&text, &path.display().to_string())?)
+    }
+
+    /// Parses and validates config text; `source_name` is used in error messages.
+    pub fn parse(text: &str, source_name: &str) -> Result<Self, ConfigError> {
+        let config: Config = toml::from_str(text).map_err(|e| {
+            let line = e.span().map(|span| line_of_offset(text, span.start));
+            ConfigError {
+                source_name: source_name.to_string(),
+                line,
+                key: e.span().and_then(|span| key_at(text, span.start)),
+                message: one_line(e.message()),
+            }
+        })?;
+        config.validate().map_err(|(key, message)| ConfigError {
+            source_name: source_name.to_string(),
+            line: line_of_key(text, &key),
+            key: Some(key),
+            message,
+        })?;
+        Ok(config)
+    }
+
+    /// The resolved config as TOML, every value explicit; it travels with the weights.
+    pub fn to_toml(&self) -> anyhow::Result<String> {
+        Ok(toml::to_string(self)?)
+    }
+
+    /// Checks the rules serde cannot: returns the offending key and the rule it breaks.
+    fn validate(&self) -> Result<(), (String, String)> {
+        let m = &self.model;
+        let t = &self.training;
+        positive("model.layers", m.layers)?;
+        positive("model.d_model", m.d_model)?;
+        positive("model.d_ff", m.d_ff)?;
+        positive("model.heads", m.heads)?;
+        if !m.d_model.is_multiple_of(m.heads) {
+            return Err((
+                "model.heads".into(),
+                format!(
+                    "d_model ({}) must be divisible by heads ({}); d_k = d_model / heads",
+                    m.d_model, m.heads
+                ),
+            ));
+        }
+        if !m.d_model.is_multiple_of(2) {
+            return Err((
+                "model.d_model".into(),
+                format!(
+                    "must be even for the sine/cosine position table, got {}",
+                    m.d_model
+                ),
+            ));
+        }
+        if m.max_len < 2 {
+            return Err((
+                "model.max_len".into(),
+                format!("must be at least 2 (<s> and </s>), got {}", m.max_len),
+            ));
+        }
+        probability("model.dropout", m.dropout)?;
+        probability("model.attention_dropout", m.attention_dropout)?;
+        positive("data.min_freq", self.data.min_freq)?;
+        positive("training.epochs", t.epochs)?;
+        positive("training.batch_size", t.batch_size)?;
+        positive("training.warmup", t.warmup)?;
+        positive("training.log_every", t.log_every)?;
+        positive("training.checkpoint_every", t.checkpoint_every)?;
+        if !(t.lr_factor.is_finite() && t.lr_factor > 0.0) {
+            return Err((
+                "training.lr_factor".into(),
+                format!("must be a positive number, got {}", t.lr_factor),
+            ));
+        }
+        probability("training.adam_beta1", t.adam_beta1)?;
+        probability("training.adam_beta2", t.adam_beta2)?;
+        if !(t.adam_eps.is_finite() && t.adam_eps > 0.0) {
+            return Err((
+                "training.adam_eps".into(),
+                format!("must be a positive number, got {}", t.adam_eps),
+            ));
+        }
+        probability("training.label_smoothing", t.label_smoothing)?;
+        Ok(())
+    }
+}
+
+fn positive(key: &str, value: usize) -> Result<(), (String, String)> {
+    if value == 0 {
+        return Err((key.into(), "must be at least 1, got 0".into()));
+    }
+    Ok(())
+}
+
+fn probability(key: &str, value: f64) -> Result<(), (String, String)> {
+    if !(0.0..1.0).contains(&value) {
+        return Err((key.into(), format!("must be in [0, 1), got {value}")));
+    }
+    Ok(())
+}
+
+/// toml's messages can span lines; errors here are one line each.
+fn one_line(message: &str) -> String {
+    message.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+fn line_of_offset(text: &str, offset: usize) -> usize {
+    text[..offset.min(text.len())].matches('\n').count() + 1
+}
+
+/// The dotted key (`model.d_model`) written on the line that holds `offset`, if any.
+fn key_at(text: &str, offset: usize) -> Option<String> {
+    let target = line_of_offset(text, offset);
+    let mut section = String::new();
+    for (index, line) in text.lines().enumerate() {
+        let trimmed = line.trim();
+        if let Some(name) = table_header(trimmed) {
+            section = name;
+        }
+        if index + 1 == target {
+            let (key, _) = trimmed.split_once('=')?;
+            let key = key.trim();
+            return Some(if section.is_empty() {
+                key.to_string()
+            } else {
+                format!("{section}.{key}")
+            });
+        }
+    }
+    None
+}
+
+/// The line that sets `section.key`, if the text sets it at all.
+fn line_of_key(text: &str, dotted: &str) -> Option<usize> {
+    let (section, key) = dotted.rsplit_once('.').unwrap_or(("", dotted));
+    let mut current = String::new();
+    for (index, line) in text.lines().enumerate() {
+        let trimmed = line.trim();
+        if let Some(name) = table_header(trimmed) {
+            current = name;
+            continue;
+        }
+        let sets_key = trimmed
+            .split_once('=')
+            .is_some_and(|(k, _)| k.trim() == key);
+        if current == section && sets_key {
+            return Some(index + 1);
+        }
+    }
+    None
+}
+
+fn table_header(trimmed: &str) -> Option<String> {
+    let inner = trimmed.strip_prefix('[')?.split(']').next()?;
+    Some(inner.trim().to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<Config, ConfigError> {
+        Config::parse(text, "test.toml")
+    }
+
+    #[test]
+    fn an_empty_file_gives_the_papers_base_model() {
+        let config = parse("").unwrap();
+        assert_eq!(config.model.layers, 6);
+        assert_eq!(config.model.d_model, 512);
+        assert_eq!(config.model.d_ff, 2048);
+        assert_eq!(config.model.heads, 8);
+        assert_eq!(config.model.head_dim(), 64);
+        assert_eq!(config.model.dropout, 0.1);
+        assert_eq!(config.training.adam_beta2, 0.98);
+        assert_eq!(config.training.adam_eps, 1e-9);
+    }
+
+    #[test]
+    fn the_builtin_base_config_is_the_papers_base_model_on_the_toy_pairs() {
+        let config = parse(BUILTIN_BASE).unwrap();
+        assert_eq!(config.model, ModelConfig::default());
+        assert_eq!(config.data.train, PathBuf::from("data/toy.tsv"));
+    }
+
+    #[test]
+    fn an_unknown_key_is_named_with_its_line_and_section() {
+        let err = parse("[model]\nlayers = 2\nd_modle = 64\n").unwrap_err();
+        assert_eq!(err.line, Some(3));
+        assert_eq!(err.key.as_deref(), Some("model.d_modle"));
+        assert!(err.message.contains("unknown field `d_modle`"), "{err}");
+    }
+
+    #[test]
+    fn a_wrong_type_names_the_key_and_line() {
+        let err = parse("[training]\nseed = 1\nepochs = \"many\"\n").unwrap_err();
+        assert_eq!(err.line, Some(3));
+        assert_eq!(err.key.as_deref(), Some("training.epochs"));
+    }
+
+    #[test]
+    fn d_model_not_divisible_by_heads_is_rejected_with_the_rule() {
+        let err = parse("[model]\nd_model = 100\nheads = 8\n").unwrap_err();
+        assert_eq!(err.key.as_deref(), Some("model.heads"));
+        assert_eq!(err.line, Some(3));
+        assert!(err.message.contains("divisible"), "{err}");
+    }
+
+    #[test]
+    fn zero_sizes_and_out_of_range_dropout_are_rejected() {
+        let err = parse("[model]\nlayers = 0\n").unwrap_err();
+        assert_eq!(err.key.as_deref(), Some("model.layers"));
+        let err = parse("[model]\ndropout = 1.0\n").unwrap_err();
+        assert_eq!(err.key.as_deref(), Some("model.dropout"));
+        let err = parse("[training]\nwarmup = 0\n").unwrap_err();
+        assert_eq!(err.key.as_deref(), Some("training.warmup"));
+        let err = parse("[model]\nlayers = -3\n").unwrap_err();
+        assert_eq!(err.key.as_deref(), Some("model.layers"));
+    }
+
+    #[test]
+    fn the_resolved_config_round_trips_through_toml() {
+        let mut config = parse(BUILTIN_BASE).unwrap();
+        config.run.dir = Some(PathBuf::from("runs/x"));
+        let text = config.to_toml().unwrap();
+        assert_eq!(parse(&text).unwrap(), config);
+    }
+
+    #[test]
+    fn errors_read_as_one_line_naming_file_line_and_key() {
+        let err = parse("[model]\nheads = 7\n").unwrap_err();
+        let shown = err.to_string();
+        assert!(!shown.contains('\n'));
+        assert!(
+            shown.starts_with("test.toml line 2, key `model.heads`: "),
+            "{shown}"
+        );
+    }
+}

@@ -1,0 +1,158 @@
+//! Word vocabularies: one token per line, the line index is the id, specials first.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use anyhow::{bail, Context};
+
+pub const PAD: &str = "<pad>";
+pub const BOS: &str = "<s>";
+pub const EOS: &str = "</s>";
+pub const UNK: &str = "<unk>";
+pub const PAD_ID: u32 = 0;
+pub const BOS_ID: u32 = 1;
+pub const EOS_ID: u32 = 2;
+pub const UNK_ID: u32 = 3;
+const SPECIALS: [&str; 4] = [PAD, BOS, EOS, UNK];
+
+/// A word-level vocabulary.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Vocab {
+    tokens: Vec<String>,
+    ids: HashMap<String, u32>,
+}
+
+/// Ids for a sentence, and the words that were not in the vocabulary.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Encoded {
+    pub ids: Vec<u32>,
+    pub unknown: Vec<String>,
+}
+
+impl Vocab {
+    /// Builds a vocabulary from tokenised sentences: the specials, then every word seen at least
+    /// `min_freq` times, most frequent first (ties in alphabetical order, for reproducibility).
+    pub fn build<'a>(sentences: impl IntoIterator<Item = &'a [String]>, min_freq: usize) -> Self {
+        let mut counts: HashMap<&str, usize> = HashMap::new();
+        for sentence in sentences {
+            for word in sentence {
+                *counts.entry(word.as_str()).or_default() += 1;
+            }
+        }
+        let mut words: Vec<(&str, usize)> = counts
+            .into_iter()
+            .filter(|(word, count)| *count >= min_freq && !SPECIALS.contains(word))
+            .collect();
+        words.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+        let tokens = SPECIALS
+            .iter()
+            .map(|s| s.to_string())
+            .chain(words.into_iter().map(|(w, _)| w.to_string()))
+            .collect();
+        Self::from_tokens(tokens)
+    }
+
+    fn from_tokens(tokens: Vec<String>) -> Self {
+        let ids = tokens
+            .iter()
+            .enumerate()
+            .map(|(i, t)| (t.clone(), i as u32))
+            .collect();
+        Self { tokens, ids }
+    }
+
+    pub fn len(&self) -> usize {
+        self.tokens.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.tokens.is_empty()
+    }
+
+    /// Words -> ids, unknown words -> `<unk>` (and reported).
+    pub fn encode(&self, words: &[String]) -> Encoded {
+        let mut unknown = Vec::new();
+        let ids = words
+            .iter()
+            .map(|w| {
+                self.ids.get(w).copied().unwrap_or_else(|| {
+                    unknown.push(w.clone());
+                    UNK_ID
+                })
+            })
+            .collect();
+        Encoded { ids, unknown }
+    }
+
+    /// The token for an id; out-of-range ids read as `<unk>`.
+    pub fn token(&self, id: u32) -> &str {
+        self.tokens.get(id as usize).map_or(UNK, String::as_str)
+    }
+
+    /// The file format: one token per line.
+    pub fn to_text(&self) -> String {
+        let mut text = self.tokens.join("\n");
+        text.push('\n');
+        text
+    }
+
+    pub fn load(path: &Path) -> anyhow::Result<Self> {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read vocabulary {}", path.display()))?;
+        let tokens: Vec<String> = text.lines().map(str::to_string).collect();
+        if tokens.len() < SPECIALS.len() || tokens[..SPECIALS.len()] != SPECIALS {
+            bail!(
+                "vocabulary {} must start with the lines {}; the checkpoint is damaged or not ours",
+                path.display(),
+                SPECIALS.join(", ")
+            );
+        }
+        Ok(Self::from_tokens(tokens))
+    }
+}
+
+/// Splits a sentence into words at whitespace.
+pub fn tokenize(sentence: &str) -> Vec<String> {
+    sentence.split_whitespace().map(str::to_string).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn specials_come_first_then_words_by_frequency() {
+        let sentences = [tokenize("b a b"), tokenize("c b a")];
+        let vocab = Vocab::build(sentences.iter().map(Vec::as_slice), 1);
+        let tokens: Vec<&str> = (0..vocab.len() as u32).map(|i| vocab.token(i)).collect();
+        assert_eq!(tokens, ["<pad>", "<s>", "</s>", "<unk>", "b", "a", "c"]);
+    }
+
+    #[test]
+    fn rare_and_unknown_words_become_unk() {
+        let sentences = [tokenize("a a b")];
+        let vocab = Vocab::build(sentences.iter().map(Vec::as_slice), 2);
+        let encoded = vocab.encode(&tokenize("a b z"));
+        assert_eq!(encoded.ids, vec![4, UNK_ID, UNK_ID]);
+        assert_eq!(encoded.unknown, vec!["b".to_string(), "z".to_string()]);
+    }
+
+    #[test]
+    fn a_vocabulary_survives_its_file_format() {
+        let sentences = [tokenize("ich mochte ein bier")];
+        let vocab = Vocab::build(sentences.iter().map(Vec::as_slice), 1);
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("vocab.txt");
+        std::fs::write(&path, vocab.to_text()).unwrap();
+        assert_eq!(Vocab::load(&path).unwrap(), vocab);
+    }
+
+    #[test]
+    fn a_file_without_the_specials_is_rejected() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("vocab.txt");
+        std::fs::write(&path, "a\nb\n").unwrap();
+        let err = Vocab::load(&path).unwrap_err().to_string();
+        assert!(err.contains("vocab.txt") && err.contains("<pad>"), "{err}");
+    }
+}

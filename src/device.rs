@@ -1,0 +1,105 @@
+//! Choosing where tensors live: the only file that names CUDA or the CPU.
+
+use std::str::FromStr;
+
+use anyhow::bail;
+use candle_core::Device;
+
+/// What `--device` asked for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeviceRequest {
+    /// CUDA when this build has it and a GPU answers, else the CPU.
+    Auto,
+    Cpu,
+    Cuda(usize),
+}
+
+impl FromStr for DeviceRequest {
+    type Err = anyhow::Error;
+
+    fn from_str(s: &str) -> anyhow::Result<Self> {
+        match s {
+            "auto" => Ok(Self::Auto),
+            "cpu" => Ok(Self::Cpu),
+            "cuda" => Ok(Self::Cuda(0)),
+            _ => match s.strip_prefix("cuda:").map(str::parse::<usize>) {
+                Some(Ok(ordinal)) => Ok(Self::Cuda(ordinal)),
+                _ => bail!("--device {s:?} is not a device; use auto, cpu, cuda or cuda:N"),
+            },
+        }
+    }
+}
+
+/// The device to run on and a one-line note saying which and why (for stderr).
+pub struct SelectedDevice {
+    pub device: Device,
+    pub note: String,
+}
+
+/// Resolves a request to a device; asking for CUDA where there is none is an error.
+pub fn select(request: DeviceRequest) -> anyhow::Result<SelectedDevice> {
+    match request {
+        DeviceRequest::Cpu => Ok(SelectedDevice {
+            device: Device::Cpu,
+            note: "device: cpu (requested)".into(),
+        }),
+        DeviceRequest::Cuda(ordinal) => {
+            let device = open_cuda(ordinal).map_err(|why| {
+                anyhow::anyhow!("--device cuda:{ordinal} is not available: {why}; use --device cpu")
+            })?;
+            Ok(SelectedDevice {
+                device,
+                note: format!("device: cuda:{ordinal} (requested)"),
+            })
+        }
+        DeviceRequest::Auto => Ok(match open_cuda(0) {
+            Ok(device) => SelectedDevice {
+                device,
+                note: "device: cuda:0 (auto: a CUDA GPU is present)".into(),
+            },
+            Err(why) => SelectedDevice {
+                device: Device::Cpu,
+                note: format!("device: cpu (auto: {why})"),
+            },
+        }),
+    }
+}
+
+/// Opens CUDA device `ordinal`, or says why not.
+fn open_cuda(ordinal: usize) -> Result<Device, String> {
+    if !candle_core::utils::cuda_is_available() {
+        return Err("this build has no CUDA support; rebuild with \
+                    `cargo build --release --features cuda`"
+            .into());
+    }
+    Device::new_cuda(ordinal).map_err(|e| format!("no usable CUDA device ({e})"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn device_names_parse_and_nonsense_is_named() {
+        assert_eq!(
+            "auto".parse::<DeviceRequest>().unwrap(),
+            DeviceRequest::Auto
+        );
+        assert_eq!(
+            "cuda".parse::<DeviceRequest>().unwrap(),
+            DeviceRequest::Cuda(0)
+        );
+        assert_eq!(
+            "cuda:2".parse::<DeviceRequest>().unwrap(),
+            DeviceRequest::Cuda(2)
+        );
+        let err = "gpu".parse::<DeviceRequest>().unwrap_err().to_string();
+        assert!(err.contains("\"gpu\""), "{err}");
+    }
+
+    #[test]
+    fn auto_always_finds_somewhere_to_run() {
+        let selected = select(DeviceRequest::Auto).unwrap();
+        assert!(selected.note.starts_with("device: "));
+    }
+}

@@ -1,0 +1,28 @@
+//! `transformer`: The Annotated Transformer (Vaswani et al., 2017, as ported by Harvard NLP)
+//! on Candle, with a trainer and a translator around it.
+//!
+//! Where each part of the paper lives:
+//! - [`model::attention`]: scaled dot-product attention and MultiHeadedAttention (3.2, Fig. 2)
+//! - [`model::layers`]: LayerNorm, SublayerConnection (residual + norm), the position-wise
+//!   feed-forward network (3.1, 3.3)
+//! - [`model::encoder`], [`model::decoder`]: the two stacks of Figure 1
+//! - [`model::embeddings`]: embeddings scaled by sqrt(d_model), sinusoidal positions (3.4, 3.5)
+//! - [`model::masks`]: padding and subsequent-position masks (3.2.3)
+//! - [`model::encoder_decoder`]: EncoderDecoder, the Generator, `make_model` with Xavier init
+//! - [`model::dropout`]: residual and attention dropout (5.4) from a seeded source
+//! - [`train`]: label smoothing (5.4), Adam and the Noam schedule (5.3), the loop
+//! - [`decode`]: greedy decoding; [`translator`]: sentences in, sentences out
+//! - [`data`]: sentence pairs, vocabularies, batches; [`checkpoint`]: the run directory
+//! - [`config`]: every hyper-parameter and its default; [`device`]: CPU or CUDA
+
+pub mod checkpoint;
+pub mod cli;
+pub mod commands;
+pub mod config;
+pub mod data;
+pub mod decode;
+pub mod device;
+pub mod model;
+pub mod progress;
+pub mod train;
+pub mod translator;

@@ -1,0 +1,136 @@
+//! Scaled dot-product attention and MultiHeadedAttention (paper section 3.2, Figure 2).
+
+use candle_core::{Result, Tensor, D};
+use candle_nn::{Linear, Module, VarBuilder};
+
+use super::dropout::{dropout, Mode};
+use crate::config::ModelConfig;
+
+/// Score given to masked positions: -1e9 as in the reference, not -inf, so a fully masked row
+/// becomes uniform instead of NaN.
+const MASKED_SCORE: f32 = -1e9;
+
+/// Attention(Q, K, V) = softmax(Q K^T / sqrt(d_k)) V, with masked scores set to -1e9.
+///
+/// `query` is `(batch, heads, q_len, d_k)`, `key` and `value` are `(batch, heads, k_len, d_k)`,
+/// `mask` broadcasts to `(batch, heads, q_len, k_len)` with 0 where attention is not allowed.
+/// Returns the attended values `(batch, heads, q_len, d_k)` and the probabilities.
+pub fn attention(
+    query: &Tensor,
+    key: &Tensor,
+    value: &Tensor,
+    mask: Option<&Tensor>,
+    dropout_p: f64,
+    mode: Mode,
+) -> Result<(Tensor, Tensor)> {
+    let d_k = query.dim(D::Minus1)?;
+    // Dividing by sqrt(d_k) keeps the dot products from pushing softmax into flat regions.
+    let scores = (query.matmul(&key.t()?)? / (d_k as f64).sqrt())?;
+    let scores = match mask {
+        Some(mask) => masked_fill(&scores, mask, MASKED_SCORE)?,
+        None => scores,
+    };
+    // The differentiable softmax: candle_nn::ops::softmax_last_dim has no backward pass.
+    let probabilities = candle_nn::ops::softmax(&scores, D::Minus1)?;
+    let dropped = dropout(&probabilities, dropout_p, mode)?;
+    Ok((dropped.matmul(value)?, probabilities))
+}
+
+/// `torch.masked_fill(mask == 0, value)`: where `mask` is 0, take `value`; `mask` broadcasts.
+fn masked_fill(scores: &Tensor, mask: &Tensor, value: f32) -> Result<Tensor> {
+    let mask = mask.broadcast_as(scores.shape())?;
+    let fill = Tensor::new(value, scores.device())?
+        .to_dtype(scores.dtype())?
+        .broadcast_as(scores.shape())?;
+    mask.where_cond(scores, &fill)
+}
+
+/// h parallel attention heads over learned projections of queries, keys and values.
+///
+/// `linears.0..3` are the query, key, value and output projections, with biases, named as in the
+/// reference's state_dict.
+pub struct MultiHeadedAttention {
+    linears: [Linear; 4],
+    heads: usize,
+    head_dim: usize,
+    dropout: f64,
+}
+
+impl MultiHeadedAttention {
+    pub fn new(cfg: &ModelConfig, vb: VarBuilder) -> Result<Self> {
+        let d = cfg.d_model;
+        let vb = vb.pp("linears");
+        let linear = |i: usize| candle_nn::linear(d, d, vb.pp(i));
+        Ok(Self {
+            linears: [linear(0)?, linear(1)?, linear(2)?, linear(3)?],
+            heads: cfg.heads,
+            head_dim: cfg.head_dim(),
+            dropout: cfg.attention_dropout,
+        })
+    }
+
+    /// `query` `(batch, q_len, d_model)`, `key`/`value` `(batch, k_len, d_model)`, `mask`
+    /// `(batch, 1 or q_len, k_len)`, the same for every head. Returns `(batch, q_len, d_model)`.
+    pub fn forward(
+        &self,
+        query: &Tensor,
+        key: &Tensor,
+        value: &Tensor,
+        mask: Option<&Tensor>,
+        mode: Mode,
+    ) -> Result<Tensor> {
+        let (batch, q_len, d_model) = query.dims3()?;
+        let query = self.split_heads(&self.linears[0].forward(query)?)?;
+        let key = self.split_heads(&self.linears[1].forward(key)?)?;
+        let value = self.split_heads(&self.linears[2].forward(value)?)?;
+        let mask = mask.map(|m| m.unsqueeze(1)).transpose()?;
+        let (x, _) = attention(&query, &key, &value, mask.as_ref(), self.dropout, mode)?;
+        // "Concat" the heads back into (batch, q_len, d_model).
+        let x = x.transpose(1, 2)?.reshape((batch, q_len, d_model))?;
+        self.linears[3].forward(&x)
+    }
+
+    /// `(batch, len, d_model)` -> `(batch, heads, len, d_k)`.
+    fn split_heads(&self, xs: &Tensor) -> Result<Tensor> {
+        let (batch, len, _) = xs.dims3()?;
+        xs.reshape((batch, len, self.heads, self.head_dim))?
+            .transpose(1, 2)?
+            .contiguous()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use candle_core::{DType, Device};
+
+    #[test]
+    fn masked_positions_get_zero_attention() {
+        let dev = Device::Cpu;
+        let q = Tensor::randn(0f32, 1., (1, 2, 3, 4), &dev).unwrap();
+        let k = Tensor::randn(0f32, 1., (1, 2, 5, 4), &dev).unwrap();
+        let v = Tensor::randn(0f32, 1., (1, 2, 5, 4), &dev).unwrap();
+        // Keys 3 and 4 are padding.
+        let mask = Tensor::new(&[[[[1u8, 1, 1, 0, 0]]]], &dev).unwrap();
+        let (_, p) = attention(&q, &k, &v, Some(&mask), 0.0, Mode::Eval).unwrap();
+        let p = p.squeeze(0).unwrap().to_vec3::<f32>().unwrap();
+        for head in &p {
+            for row in head {
+                assert_eq!(row[3], 0.0);
+                assert_eq!(row[4], 0.0);
+                assert!((row.iter().sum::<f32>() - 1.0).abs() < 1e-6);
+            }
+        }
+    }
+
+    #[test]
+    fn a_fully_masked_row_is_uniform_not_nan() {
+        let dev = Device::Cpu;
+        let q = Tensor::ones((1, 1, 1, 2), DType::F32, &dev).unwrap();
+        let k = Tensor::randn(0f32, 1., (1, 1, 4, 2), &dev).unwrap();
+        let mask = Tensor::zeros((1, 1, 1, 4), DType::U8, &dev).unwrap();
+        let (_, p) = attention(&q, &k, &k, Some(&mask), 0.0, Mode::Eval).unwrap();
+        let p = p.flatten_all().unwrap().to_vec1::<f32>().unwrap();
+        assert!(p.iter().all(|&x| (x - 0.25).abs() < 1e-6), "{p:?}");
+    }
+}

@@ -1,0 +1,93 @@
+//! Dropout (paper section 5.4) with a seeded random source.
+//!
+//! Candle cannot seed its CPU random generator, so masks are drawn from our own ChaCha stream:
+//! the same seed gives the same masks, and so the same training run, on the CPU.
+
+use std::cell::RefCell;
+
+use candle_core::{Result, Tensor};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+/// Whether a forward pass trains (dropout on, drawing from the given source) or evaluates.
+#[derive(Clone, Copy)]
+pub enum Mode<'a> {
+    Eval,
+    Train(&'a DropoutRng),
+}
+
+/// The random source for dropout masks; one per training run.
+pub struct DropoutRng {
+    rng: RefCell<ChaCha8Rng>,
+}
+
+impl DropoutRng {
+    pub fn new(seed: u64) -> Self {
+        Self {
+            rng: RefCell::new(ChaCha8Rng::seed_from_u64(seed)),
+        }
+    }
+
+    /// A mask shaped like `like`: 0 with probability `p`, else 1 / (1 - p) (inverted dropout,
+    /// as torch.nn.Dropout, so evaluation needs no rescaling).
+    fn mask(&self, like: &Tensor, p: f64) -> Result<Tensor> {
+        let keep_scale = (1.0 / (1.0 - p)) as f32;
+        // Keep an element when a uniform u32 lands at or above p * 2^32.
+        let threshold = (p * 4_294_967_296.0).min(u32::MAX as f64) as u32;
+        let mut rng = self.rng.borrow_mut();
+        let values: Vec<f32> = (0..like.elem_count())
+            .map(|_| {
+                if rng.random::<u32>() >= threshold {
+                    keep_scale
+                } else {
+                    0.0
+                }
+            })
+            .collect();
+        Tensor::from_vec(values, like.shape(), like.device())?.to_dtype(like.dtype())
+    }
+}
+
+/// Applies dropout with probability `p` in training mode; the identity otherwise.
+pub fn dropout(xs: &Tensor, p: f64, mode: Mode) -> Result<Tensor> {
+    match mode {
+        Mode::Train(rng) if p > 0.0 => xs.mul(&rng.mask(xs, p)?),
+        _ => Ok(xs.clone()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use candle_core::Device;
+
+    #[test]
+    fn evaluation_mode_leaves_the_input_unchanged() {
+        let xs = Tensor::arange(0f32, 10., &Device::Cpu).unwrap();
+        let out = dropout(&xs, 0.5, Mode::Eval).unwrap();
+        assert_eq!(out.to_vec1::<f32>().unwrap(), xs.to_vec1::<f32>().unwrap());
+    }
+
+    #[test]
+    fn training_mode_zeroes_about_p_and_rescales_the_rest() {
+        let rng = DropoutRng::new(7);
+        let xs = Tensor::ones(10_000, candle_core::DType::F32, &Device::Cpu).unwrap();
+        let out = dropout(&xs, 0.25, Mode::Train(&rng))
+            .unwrap()
+            .to_vec1::<f32>()
+            .unwrap();
+        let zeros = out.iter().filter(|&&v| v == 0.0).count();
+        assert!((2300..2700).contains(&zeros), "{zeros} zeros");
+        assert!(out
+            .iter()
+            .all(|&v| v == 0.0 || (v - 1.0 / 0.75).abs() < 1e-6));
+    }
+
+    #[test]
+    fn the_same_seed_draws_the_same_masks() {
+        let xs = Tensor::ones(64, candle_core::DType::F32, &Device::Cpu).unwrap();
+        let a = dropout(&xs, 0.5, Mode::Train(&DropoutRng::new(3))).unwrap();
+        let b = dropout(&xs, 0.5, Mode::Train(&DropoutRng::new(3))).unwrap();
+        assert_eq!(a.to_vec1::<f32>().unwrap(), b.to_vec1::<f32>().unwrap());
+    }
+}

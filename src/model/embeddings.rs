@@ -1,0 +1,116 @@
+//! Embeddings scaled by sqrt(d_model) and the sinusoidal PositionalEncoding (paper 3.4, 3.5).
+
+use candle_core::{DType, Device, Result, Tensor};
+use candle_nn::{Embedding, Module, VarBuilder};
+
+use super::dropout::{dropout, Mode};
+use crate::config::ModelConfig;
+
+/// A learned lookup table whose output is multiplied by sqrt(d_model).
+pub struct Embeddings {
+    lut: Embedding,
+    scale: f64,
+}
+
+impl Embeddings {
+    pub fn new(cfg: &ModelConfig, vocab: usize, vb: VarBuilder) -> Result<Self> {
+        Ok(Self {
+            lut: candle_nn::embedding(vocab, cfg.d_model, vb.pp("lut"))?,
+            // The paper scales embeddings up so they are not drowned by the position signal.
+            scale: (cfg.d_model as f64).sqrt(),
+        })
+    }
+
+    /// Token ids `(batch, len)` -> `(batch, len, d_model)`.
+    pub fn forward(&self, ids: &Tensor) -> Result<Tensor> {
+        self.lut.forward(ids)? * self.scale
+    }
+}
+
+/// Adds the fixed sine/cosine position table, then dropout.
+///
+/// The table `pe` `(1, max_len, d_model)` is a buffer, not a parameter: it is written into
+/// checkpoints (as the reference's `register_buffer` does) but never trained.
+pub struct PositionalEncoding {
+    pe: Tensor,
+    dropout: f64,
+}
+
+impl PositionalEncoding {
+    /// Reads `pe` from a checkpoint when it has one, else computes it.
+    pub fn new(cfg: &ModelConfig, vb: VarBuilder) -> Result<Self> {
+        let pe = if vb.contains_tensor("pe") {
+            vb.get((1, cfg.max_len, cfg.d_model), "pe")?
+        } else {
+            sinusoid_table(cfg.max_len, cfg.d_model, vb.device())?
+                .to_dtype(vb.dtype())?
+                .unsqueeze(0)?
+        };
+        Ok(Self {
+            pe,
+            dropout: cfg.dropout,
+        })
+    }
+
+    /// The `(1, max_len, d_model)` table, for checkpoints.
+    pub fn table(&self) -> &Tensor {
+        &self.pe
+    }
+
+    /// `(batch, len, d_model)` -> same shape; fails when len exceeds the table.
+    pub fn forward(&self, xs: &Tensor, mode: Mode) -> Result<Tensor> {
+        let (_, len, _) = xs.dims3()?;
+        let max_len = self.pe.dim(1)?;
+        if len > max_len {
+            candle_core::bail!(
+                "a sequence of {len} positions is longer than the position table ({max_len}); \
+                 raise model.max_len or shorten the input"
+            )
+        }
+        let with_positions = xs.broadcast_add(&self.pe.narrow(1, 0, len)?)?;
+        dropout(&with_positions, self.dropout, mode)
+    }
+}
+
+/// PE(pos, 2i) = sin(pos / 10000^(2i/d)), PE(pos, 2i+1) = cos(pos / 10000^(2i/d)).
+///
+/// Computed in f32 the way the reference does (exp of a log-space term, then one product), so
+/// the table matches PyTorch's to float rounding rather than differing by up to 4e-4.
+pub fn sinusoid_table(max_len: usize, d_model: usize, device: &Device) -> Result<Tensor> {
+    let log_step = -(10000f64.ln() / d_model as f64) as f32;
+    let div_term: Vec<f32> = (0..d_model)
+        .step_by(2)
+        .map(|i| (i as f32 * log_step).exp())
+        .collect();
+    let mut table = vec![0f32; max_len * d_model];
+    for (pos, row) in table.chunks_mut(d_model).enumerate() {
+        for (pair, &div) in row.chunks_mut(2).zip(&div_term) {
+            let angle = pos as f32 * div;
+            pair[0] = angle.sin();
+            if let Some(odd) = pair.get_mut(1) {
+                *odd = angle.cos();
+            }
+        }
+    }
+    Tensor::from_vec(table, (max_len, d_model), device)?.to_dtype(DType::F32)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_position_table_follows_the_sine_cosine_formula() {
+        let table = sinusoid_table(50, 8, &Device::Cpu).unwrap();
+        let table = table.to_vec2::<f32>().unwrap();
+        for pos in [0usize, 1, 7, 49] {
+            for i in 0..4 {
+                let angle = pos as f64 / 10000f64.powf(2. * i as f64 / 8.);
+                assert!((table[pos][2 * i] as f64 - angle.sin()).abs() < 1e-5);
+                assert!((table[pos][2 * i + 1] as f64 - angle.cos()).abs() < 1e-5);
+            }
+        }
+        assert_eq!(table[0][0], 0.0);
+        assert_eq!(table[0][1], 1.0);
+    }
+}

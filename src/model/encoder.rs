@@ -1,0 +1,67 @@
+//! The encoder stack (Figure 1, left): N layers of self-attention and feed-forward, then a
+//! final LayerNorm (needed because the sublayers are pre-norm).
+
+use candle_core::{Result, Tensor};
+use candle_nn::{Module, VarBuilder};
+
+use super::attention::MultiHeadedAttention;
+use super::dropout::Mode;
+use super::layers::{LayerNorm, PositionwiseFeedForward, SublayerConnection};
+use crate::config::ModelConfig;
+
+/// Self-attention then feed-forward, each wrapped in a SublayerConnection.
+pub struct EncoderLayer {
+    self_attn: MultiHeadedAttention,
+    feed_forward: PositionwiseFeedForward,
+    sublayer: [SublayerConnection; 2],
+}
+
+impl EncoderLayer {
+    pub fn new(cfg: &ModelConfig, vb: VarBuilder) -> Result<Self> {
+        let sublayer = vb.pp("sublayer");
+        Ok(Self {
+            self_attn: MultiHeadedAttention::new(cfg, vb.pp("self_attn"))?,
+            feed_forward: PositionwiseFeedForward::new(cfg, vb.pp("feed_forward"))?,
+            sublayer: [
+                SublayerConnection::new(cfg, sublayer.pp(0))?,
+                SublayerConnection::new(cfg, sublayer.pp(1))?,
+            ],
+        })
+    }
+
+    /// `xs` `(batch, src_len, d_model)`, `mask` `(batch, 1, src_len)`.
+    pub fn forward(&self, xs: &Tensor, mask: &Tensor, mode: Mode) -> Result<Tensor> {
+        let xs = self.sublayer[0].forward(xs, mode, |x| {
+            self.self_attn.forward(x, x, x, Some(mask), mode)
+        })?;
+        self.sublayer[1].forward(&xs, mode, |x| self.feed_forward.forward(x, mode))
+    }
+}
+
+/// N encoder layers and the final norm.
+pub struct Encoder {
+    layers: Vec<EncoderLayer>,
+    norm: LayerNorm,
+}
+
+impl Encoder {
+    pub fn new(cfg: &ModelConfig, vb: VarBuilder) -> Result<Self> {
+        let layers = (0..cfg.layers)
+            .map(|i| EncoderLayer::new(cfg, vb.pp("layers").pp(i)))
+            .collect::<Result<_>>()?;
+        Ok(Self {
+            layers,
+            norm: LayerNorm::new(cfg.d_model, vb.pp("norm"))?,
+        })
+    }
+
+    /// `xs` `(batch, src_len, d_model)` embedded source, `mask` `(batch, 1, src_len)`.
+    /// Returns the memory `(batch, src_len, d_model)`.
+    pub fn forward(&self, xs: &Tensor, mask: &Tensor, mode: Mode) -> Result<Tensor> {
+        let mut xs = xs.clone();
+        for layer in &self.layers {
+            xs = layer.forward(&xs, mask, mode)?;
+        }
+        self.norm.forward(&xs)
+    }
+}

@@ -1,0 +1,147 @@
+//! EncoderDecoder, the Generator and `make_model`: the whole of Figure 1.
+
+use candle_core::{DType, Device, Result, Tensor, D};
+use candle_nn::{Linear, Module, VarBuilder, VarMap};
+
+use super::decoder::Decoder;
+use super::dropout::Mode;
+use super::embeddings::{Embeddings, PositionalEncoding};
+use super::encoder::Encoder;
+use super::init::initialize_parameters;
+use crate::config::ModelConfig;
+
+/// Vocabulary sizes: the only model dimensions that come from the data, not the config.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct VocabSizes {
+    pub src: usize,
+    pub tgt: usize,
+}
+
+/// The reference's `nn.Sequential(Embeddings, PositionalEncoding)`: parameters `0.lut.weight`
+/// and the buffer `1.pe`.
+pub struct EmbeddingStack {
+    embeddings: Embeddings,
+    positions: PositionalEncoding,
+}
+
+impl EmbeddingStack {
+    pub fn new(cfg: &ModelConfig, vocab: usize, vb: VarBuilder) -> Result<Self> {
+        Ok(Self {
+            embeddings: Embeddings::new(cfg, vocab, vb.pp(0))?,
+            positions: PositionalEncoding::new(cfg, vb.pp(1))?,
+        })
+    }
+
+    /// `(batch, len)` ids -> `(batch, len, d_model)`.
+    pub fn forward(&self, ids: &Tensor, mode: Mode) -> Result<Tensor> {
+        self.positions.forward(&self.embeddings.forward(ids)?, mode)
+    }
+}
+
+/// The final linear projection and log-softmax over the target vocabulary.
+pub struct Generator {
+    proj: Linear,
+}
+
+impl Generator {
+    pub fn new(d_model: usize, vocab: usize, vb: VarBuilder) -> Result<Self> {
+        Ok(Self {
+            proj: candle_nn::linear(d_model, vocab, vb.pp("proj"))?,
+        })
+    }
+
+    /// `(..., d_model)` -> log-probabilities `(..., tgt_vocab)`.
+    pub fn forward(&self, xs: &Tensor) -> Result<Tensor> {
+        candle_nn::ops::log_softmax(&self.proj.forward(xs)?, D::Minus1)
+    }
+}
+
+/// The standard encoder-decoder: embed and encode the source, embed and decode the target
+/// against the encoder's memory.
+pub struct EncoderDecoder {
+    encoder: Encoder,
+    decoder: Decoder,
+    src_embed: EmbeddingStack,
+    tgt_embed: EmbeddingStack,
+    generator: Generator,
+}
+
+impl EncoderDecoder {
+    /// Builds the model from `vb`: fresh variables from a VarMap, or a checkpoint's tensors.
+    pub fn new(cfg: &ModelConfig, vocab: VocabSizes, vb: VarBuilder) -> Result<Self> {
+        Ok(Self {
+            encoder: Encoder::new(cfg, vb.pp("encoder"))?,
+            decoder: Decoder::new(cfg, vb.pp("decoder"))?,
+            src_embed: EmbeddingStack::new(cfg, vocab.src, vb.pp("src_embed"))?,
+            tgt_embed: EmbeddingStack::new(cfg, vocab.tgt, vb.pp("tgt_embed"))?,
+            generator: Generator::new(cfg.d_model, vocab.tgt, vb.pp("generator"))?,
+        })
+    }
+
+    /// Source ids `(batch, src_len)`, mask `(batch, 1, src_len)` -> memory
+    /// `(batch, src_len, d_model)`.
+    pub fn encode(&self, src: &Tensor, src_mask: &Tensor, mode: Mode) -> Result<Tensor> {
+        self.encoder
+            .forward(&self.src_embed.forward(src, mode)?, src_mask, mode)
+    }
+
+    /// Target ids `(batch, tgt_len)` against `memory` -> hidden states
+    /// `(batch, tgt_len, d_model)`; `tgt_mask` is `(batch, tgt_len, tgt_len)`.
+    pub fn decode(
+        &self,
+        memory: &Tensor,
+        src_mask: &Tensor,
+        tgt: &Tensor,
+        tgt_mask: &Tensor,
+        mode: Mode,
+    ) -> Result<Tensor> {
+        let tgt = self.tgt_embed.forward(tgt, mode)?;
+        self.decoder.forward(&tgt, memory, src_mask, tgt_mask, mode)
+    }
+
+    /// Encode then decode (teacher forcing): hidden states `(batch, tgt_len, d_model)`.
+    pub fn forward(
+        &self,
+        src: &Tensor,
+        tgt: &Tensor,
+        src_mask: &Tensor,
+        tgt_mask: &Tensor,
+        mode: Mode,
+    ) -> Result<Tensor> {
+        let memory = self.encode(src, src_mask, mode)?;
+        self.decode(&memory, src_mask, tgt, tgt_mask, mode)
+    }
+
+    pub fn generator(&self) -> &Generator {
+        &self.generator
+    }
+
+    /// The non-trained tensors a checkpoint carries: the two position tables.
+    pub fn buffers(&self) -> Vec<(String, Tensor)> {
+        vec![
+            (
+                "src_embed.1.pe".into(),
+                self.src_embed.positions.table().clone(),
+            ),
+            (
+                "tgt_embed.1.pe".into(),
+                self.tgt_embed.positions.table().clone(),
+            ),
+        ]
+    }
+}
+
+/// A fresh model whose parameters live in `varmap`, initialised as the reference does
+/// (Xavier-uniform for every matrix) from `seed`.
+pub fn make_model(
+    cfg: &ModelConfig,
+    vocab: VocabSizes,
+    varmap: &VarMap,
+    seed: u64,
+    device: &Device,
+) -> Result<EncoderDecoder> {
+    let vb = VarBuilder::from_varmap(varmap, DType::F32, device);
+    let model = EncoderDecoder::new(cfg, vocab, vb)?;
+    initialize_parameters(varmap, seed)?;
+    Ok(model)
+}

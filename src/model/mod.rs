@@ -1,0 +1,17 @@
+//! The Transformer of "Attention Is All You Need" as The Annotated Transformer writes it.
+//!
+//! Every module is built from a `VarBuilder` whose prefixes are the PyTorch reference's
+//! state_dict keys, so checkpoints move between the two unchanged.
+
+pub mod attention;
+pub mod decoder;
+pub mod dropout;
+pub mod embeddings;
+pub mod encoder;
+pub mod encoder_decoder;
+pub mod init;
+pub mod layers;
+pub mod masks;
+
+pub use dropout::{DropoutRng, Mode};
+pub use encoder_decoder::{make_model, EncoderDecoder, Generator, VocabSizes};

@@ -1,0 +1,104 @@
+//! The one place that shows training progress: an indicatif bar on a terminal, a plain line
+//! per logged step otherwise (logs, CI), nothing with `--quiet`. Always on stderr.
+
+use std::io::IsTerminal;
+use std::time::Duration;
+
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+
+use crate::train::StepReport;
+
+/// How progress should be shown.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verbosity {
+    Normal,
+    Quiet,
+}
+
+/// Training progress on stderr.
+pub struct TrainProgress {
+    bar: Option<ProgressBar>,
+    plain_every: Option<usize>,
+}
+
+impl TrainProgress {
+    pub fn new(total_steps: usize, log_every: usize, verbosity: Verbosity) -> Self {
+        let terminal = std::io::stderr().is_terminal();
+        match (verbosity, terminal) {
+            (Verbosity::Quiet, _) => Self {
+                bar: None,
+                plain_every: None,
+            },
+            (Verbosity::Normal, true) => Self {
+                bar: Some(training_bar(total_steps)),
+                plain_every: None,
+            },
+            (Verbosity::Normal, false) => Self {
+                bar: None,
+                plain_every: Some(log_every),
+            },
+        }
+    }
+
+    pub fn update(&self, report: &StepReport) {
+        if let Some(bar) = &self.bar {
+            bar.set_position(report.step as u64);
+            bar.set_message(format!(
+                "epoch {} loss {:.4} lr {:.2e} {:.0} tok/s",
+                report.epoch, report.loss, report.lr, report.tokens_per_s
+            ));
+        }
+        if let Some(every) = self.plain_every {
+            if report.step.is_multiple_of(every) || report.step == report.total_steps {
+                eprintln!("{}", plain_line(report));
+            }
+        }
+    }
+
+    /// Prints a line without tearing the bar.
+    pub fn note(&self, line: &str) {
+        match &self.bar {
+            Some(bar) => bar.println(line),
+            None if self.plain_every.is_some() => eprintln!("{line}"),
+            None => {}
+        }
+    }
+
+    pub fn finish(&self) {
+        if let Some(bar) = &self.bar {
+            bar.finish();
+        }
+    }
+}
+
+fn training_bar(total_steps: usize) -> ProgressBar {
+    let bar = ProgressBar::with_draw_target(Some(total_steps as u64), ProgressDrawTarget::stderr());
+    let style = ProgressStyle::with_template(
+        "{elapsed_precise} [{bar:30.cyan/blue}] step {pos}/{len} {msg} ETA {eta}",
+    )
+    .unwrap_or_else(|_| ProgressStyle::default_bar())
+    .progress_chars("=> ");
+    bar.set_style(style);
+    bar.enable_steady_tick(Duration::from_millis(250));
+    bar
+}
+
+fn plain_line(report: &StepReport) -> String {
+    let eta = if report.step == 0 {
+        0.0
+    } else {
+        report.elapsed.as_secs_f64() / report.step as f64
+            * (report.total_steps - report.step) as f64
+    };
+    format!(
+        "step {}/{} epoch {} loss {:.4} lr {:.2e} {:.0} tok/s elapsed {:.0}s ETA {:.0}s",
+        report.step,
+        report.total_steps,
+        report.epoch,
+        report.loss,
+        report.lr,
+        report.tokens_per_s,
+        report.elapsed.as_secs_f64(),
+        eta
+    )
+}

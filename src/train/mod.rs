@@ -1,0 +1,8 @@
+//! Training: the loop, the label-smoothing loss, the Noam schedule and Adam.
+
+pub mod loss;
+pub mod optimizer;
+pub mod schedule;
+pub mod trainer;
+
+pub use trainer::{MetricRecord, StepReport, TrainObserver, Trainer, TrainingData};

@@ -1,0 +1,90 @@
+//! Adam (Kingma & Ba) with the paper's betas, written out so that its state is ours to keep
+//! (candle's AdamW hides its moments, which a resumable checkpoint needs).
+
+use candle_core::backprop::GradStore;
+use candle_core::{Result, Tensor, Var};
+
+/// Adam's hyper-parameters.
+#[derive(Debug, Clone, Copy)]
+pub struct AdamSettings {
+    pub beta1: f64,
+    pub beta2: f64,
+    pub eps: f64,
+}
+
+/// Adam over a fixed list of variables, updated as torch.optim.Adam does (no weight decay).
+pub struct Adam {
+    vars: Vec<Var>,
+    first_moments: Vec<Tensor>,
+    second_moments: Vec<Tensor>,
+    settings: AdamSettings,
+    steps_taken: usize,
+}
+
+impl Adam {
+    pub fn new(vars: Vec<Var>, settings: AdamSettings) -> Result<Self> {
+        let zeros = |v: &Var| v.as_tensor().zeros_like();
+        Ok(Self {
+            first_moments: vars.iter().map(zeros).collect::<Result<_>>()?,
+            second_moments: vars.iter().map(zeros).collect::<Result<_>>()?,
+            vars,
+            settings,
+            steps_taken: 0,
+        })
+    }
+
+    /// One update with learning rate `lr`; variables without a gradient are left alone.
+    pub fn step(&mut self, grads: &GradStore, lr: f64) -> Result<()> {
+        self.steps_taken += 1;
+        let AdamSettings { beta1, beta2, eps } = self.settings;
+        let t = self.steps_taken as i32;
+        let bias_correction1 = 1.0 - beta1.powi(t);
+        let bias_correction2 = 1.0 - beta2.powi(t);
+        for ((var, m), v) in self
+            .vars
+            .iter()
+            .zip(&mut self.first_moments)
+            .zip(&mut self.second_moments)
+        {
+            let Some(grad) = grads.get(var.as_tensor()) else {
+                continue;
+            };
+            *m = (m.affine(beta1, 0.)? + grad.affine(1. - beta1, 0.)?)?;
+            *v = (v.affine(beta2, 0.)? + grad.sqr()?.affine(1. - beta2, 0.)?)?;
+            // p -= lr * m_hat / (sqrt(v_hat) + eps), with m_hat = m / bc1, v_hat = v / bc2.
+            let denominator = v.sqrt()?.affine(1. / bias_correction2.sqrt(), eps)?;
+            let update = m.div(&denominator)?.affine(lr / bias_correction1, 0.)?;
+            var.set(&var.as_tensor().sub(&update)?)?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use candle_core::Device;
+
+    #[test]
+    fn the_first_step_moves_each_weight_by_lr_against_its_gradient_sign() {
+        // With bias correction, Adam's first step is lr * g / (|g| + eps) ~= lr * sign(g).
+        let var = Var::new(&[1f32, -2., 3.], &Device::Cpu).unwrap();
+        let loss = (var.as_tensor() * &Tensor::new(&[2f32, -3., 0.5], &Device::Cpu).unwrap())
+            .unwrap()
+            .sum_all()
+            .unwrap();
+        let grads = loss.backward().unwrap();
+        let settings = AdamSettings {
+            beta1: 0.9,
+            beta2: 0.98,
+            eps: 1e-9,
+        };
+        let mut adam = Adam::new(vec![var.clone()], settings).unwrap();
+        adam.step(&grads, 0.1).unwrap();
+        let after = var.as_tensor().to_vec1::<f32>().unwrap();
+        let want = [0.9f32, -1.9, 2.9];
+        for (a, w) in after.iter().zip(want) {
+            assert!((a - w).abs() < 1e-5, "{after:?}");
+        }
+    }
+}
