@@ -1,0 +1,375 @@
+//! The `transformer` binary as a user runs it.
+
+use std::path::Path;
+
+use assert_cmd::Command;
+use predicates::prelude::*;
+use predicates::str::contains;
+use tempfile::TempDir;
+
+fn transformer() -> Command {
+    Command::cargo_bin("transformer").unwrap()
+}
+
+/// Trains configs/tiny.toml into a fresh directory and returns it.
+fn train_tiny(extra: &[&str]) -> TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    transformer()
+        .args([
+            "train",
+            "--config",
+            "configs/tiny.toml",
+            "--device",
+            "cpu",
+            "--quiet",
+        ])
+        .arg("--out")
+        .arg(dir.path().join("run"))
+        .args(extra)
+        .assert()
+        .success();
+    dir
+}
+
+fn translate(run: &Path, text: &str) -> String {
+    let output = transformer()
+        .args(["translate", "--device", "cpu", "--checkpoint"])
+        .arg(run)
+        .arg(text)
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8(output.stdout).unwrap()
+}
+
+#[test]
+fn help_lists_the_subcommands() {
+    transformer().arg("--help").assert().success().stdout(
+        contains("train")
+            .and(contains("translate"))
+            .and(contains("infer-test")),
+    );
+}
+
+#[test]
+fn infer_test_prints_one_prediction_per_run_starting_from_zero() {
+    let output = transformer()
+        .args([
+            "infer-test",
+            "--runs",
+            "3",
+            "--seed",
+            "5",
+            "--device",
+            "cpu",
+        ])
+        .output()
+        .unwrap();
+    assert!(output.status.success());
+    let stdout = String::from_utf8(output.stdout).unwrap();
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines.len(), 3);
+    for line in &lines {
+        let list = line
+            .strip_prefix("Example Untrained Model Prediction: [")
+            .and_then(|rest| rest.strip_suffix(']'))
+            .unwrap_or_else(|| panic!("unexpected line {line:?}"));
+        let ids: Vec<u32> = list.split(", ").map(|n| n.parse().unwrap()).collect();
+        assert_eq!(ids.len(), 10);
+        assert_eq!(ids[0], 0);
+        assert!(ids.iter().all(|&id| id < 11));
+    }
+}
+
+#[test]
+fn infer_test_with_a_seed_is_reproducible() {
+    let run = || {
+        transformer()
+            .args([
+                "infer-test",
+                "--runs",
+                "2",
+                "--seed",
+                "11",
+                "--device",
+                "cpu",
+            ])
+            .output()
+            .unwrap()
+            .stdout
+    };
+    assert_eq!(run(), run());
+}
+
+#[test]
+fn a_trained_tiny_model_translates_both_toy_sentences() {
+    let dir = train_tiny(&[]);
+    let run = dir.path().join("run");
+    for file in [
+        "model.safetensors",
+        "config.toml",
+        "vocab.src.txt",
+        "vocab.tgt.txt",
+        "metrics.jsonl",
+    ] {
+        assert!(run.join(file).is_file(), "{file} missing");
+    }
+    assert_eq!(translate(&run, "ich mochte ein bier"), "i want a beer .\n");
+    assert_eq!(translate(&run, "ich mochte ein cola"), "i want a coke .\n");
+    let metrics = std::fs::read_to_string(run.join("metrics.jsonl")).unwrap();
+    for line in metrics.lines() {
+        let record: serde_json::Value = serde_json::from_str(line).unwrap();
+        assert!(record["loss"].as_f64().unwrap().is_finite());
+    }
+    let vocab = std::fs::read_to_string(run.join("vocab.src.txt")).unwrap();
+    assert!(vocab.starts_with("<pad>\n<s>\n</s>\n<unk>\n"));
+}
+
+#[test]
+fn stdin_is_translated_line_by_line_and_an_empty_line_stays_empty() {
+    let dir = train_tiny(&[]);
+    transformer()
+        .args(["translate", "--device", "cpu", "--checkpoint"])
+        .arg(dir.path().join("run"))
+        .write_stdin("ich mochte ein bier\n\nich mochte ein cola\n")
+        .assert()
+        .success()
+        .stdout("i want a beer .\n\ni want a coke .\n");
+}
+
+#[test]
+fn json_output_has_tokens_ids_and_log_probs_ending_at_the_end_token() {
+    let dir = train_tiny(&[]);
+    let output = transformer()
+        .args(["translate", "--device", "cpu", "--json", "--checkpoint"])
+        .arg(dir.path().join("run"))
+        .arg("ich mochte ein bier")
+        .output()
+        .unwrap();
+    let json: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(json["source"], "ich mochte ein bier");
+    assert_eq!(json["translation"], "i want a beer .");
+    assert_eq!(json["tokens"].as_array().unwrap().last().unwrap(), "</s>");
+    assert_eq!(json["ids"].as_array().unwrap().last().unwrap(), 2);
+    let log_probs = json["log_probs"].as_array().unwrap();
+    assert_eq!(log_probs.len(), json["ids"].as_array().unwrap().len());
+    assert!(log_probs.iter().all(|p| p.as_f64().unwrap() <= 0.0));
+}
+
+#[test]
+fn max_len_bounds_the_output() {
+    let dir = train_tiny(&[]);
+    transformer()
+        .args([
+            "translate",
+            "--device",
+            "cpu",
+            "--max-len",
+            "2",
+            "--checkpoint",
+        ])
+        .arg(dir.path().join("run"))
+        .arg("ich mochte ein bier")
+        .assert()
+        .success()
+        .stdout("i want\n");
+}
+
+#[test]
+fn an_unknown_word_becomes_unk_with_a_warning() {
+    let dir = train_tiny(&[]);
+    transformer()
+        .args(["translate", "--device", "cpu", "--checkpoint"])
+        .arg(dir.path().join("run"))
+        .arg("ich mochte ein auto")
+        .assert()
+        .success()
+        .stderr(contains("warning: unknown source word \"auto\""));
+}
+
+#[test]
+fn the_same_seed_trains_the_same_weights() {
+    let a = train_tiny(&["--seed", "3"]);
+    let b = train_tiny(&["--seed", "3"]);
+    let weights = |d: &TempDir| std::fs::read(d.path().join("run/model.safetensors")).unwrap();
+    assert_eq!(weights(&a), weights(&b));
+}
+
+#[test]
+fn train_writes_runs_by_config_name_and_translate_finds_the_latest() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("data")).unwrap();
+    std::fs::copy("data/toy.tsv", dir.path().join("data/toy.tsv")).unwrap();
+    let config = std::fs::canonicalize("configs/tiny.toml").unwrap();
+    transformer()
+        .current_dir(dir.path())
+        .args(["train", "--quiet", "--device", "cpu", "--config"])
+        .arg(&config)
+        .assert()
+        .success();
+    assert!(dir.path().join("runs/tiny/model.safetensors").is_file());
+    transformer()
+        .current_dir(dir.path())
+        .args(["translate", "--device", "cpu", "ich mochte ein cola"])
+        .assert()
+        .success()
+        .stdout("i want a coke .\n");
+}
+
+#[test]
+fn train_refuses_to_overwrite_a_checkpoint_unless_asked() {
+    let dir = train_tiny(&[]);
+    let out = dir.path().join("run");
+    let again = |overwrite: bool| {
+        let mut cmd = transformer();
+        cmd.args([
+            "train",
+            "--quiet",
+            "--device",
+            "cpu",
+            "--config",
+            "configs/tiny.toml",
+            "--out",
+        ])
+        .arg(&out);
+        if overwrite {
+            cmd.arg("--overwrite");
+        }
+        cmd.assert()
+    };
+    again(false)
+        .failure()
+        .stderr(contains("already holds a checkpoint").and(contains("--overwrite")));
+    again(true).success();
+}
+
+#[test]
+fn a_missing_config_file_is_named() {
+    transformer()
+        .args(["train", "--config", "configs/nope.toml"])
+        .assert()
+        .failure()
+        .stderr(contains("configs/nope.toml"));
+}
+
+#[test]
+fn an_unknown_config_key_is_named_with_its_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("bad.toml");
+    std::fs::write(&path, "[model]\nlayers = 2\nheadz = 4\n").unwrap();
+    transformer()
+        .args(["train", "--config"])
+        .arg(&path)
+        .assert()
+        .failure()
+        .stderr(contains("bad.toml line 3, key `model.headz`").and(contains("unknown field")));
+}
+
+#[test]
+fn d_model_not_divisible_by_heads_is_a_config_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("bad.toml");
+    std::fs::write(&path, "[model]\nd_model = 30\nheads = 4\n").unwrap();
+    transformer()
+        .args(["train", "--config"])
+        .arg(&path)
+        .assert()
+        .failure()
+        .stderr(contains("key `model.heads`").and(contains("divisible")));
+}
+
+#[test]
+fn a_missing_training_file_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("c.toml");
+    std::fs::write(&path, "[data]\ntrain = \"data/absent.tsv\"\n").unwrap();
+    transformer()
+        .args(["train", "--device", "cpu", "--config"])
+        .arg(&path)
+        .arg("--out")
+        .arg(dir.path().join("run"))
+        .assert()
+        .failure()
+        .stderr(contains("data/absent.tsv"));
+}
+
+#[test]
+fn translate_without_any_checkpoint_says_how_to_get_one() {
+    let dir = tempfile::tempdir().unwrap();
+    transformer()
+        .current_dir(dir.path())
+        .args(["translate", "ich"])
+        .assert()
+        .failure()
+        .stderr(contains("no checkpoint found").and(contains("transformer train")));
+}
+
+#[test]
+fn a_missing_checkpoint_directory_is_named() {
+    transformer()
+        .args(["translate", "--checkpoint", "runs/does-not-exist", "ich"])
+        .assert()
+        .failure()
+        .stderr(contains("runs/does-not-exist"));
+}
+
+#[test]
+fn a_truncated_weights_file_is_a_clear_error() {
+    let dir = train_tiny(&[]);
+    let weights = dir.path().join("run/model.safetensors");
+    let bytes = std::fs::read(&weights).unwrap();
+    std::fs::write(&weights, &bytes[..bytes.len() / 2]).unwrap();
+    transformer()
+        .args(["translate", "--device", "cpu", "--checkpoint"])
+        .arg(dir.path().join("run"))
+        .arg("ich")
+        .assert()
+        .failure()
+        .stderr(contains("model.safetensors").and(contains("damaged")));
+}
+
+#[test]
+fn invalid_utf8_on_stdin_is_an_error_naming_the_line() {
+    let dir = train_tiny(&[]);
+    transformer()
+        .args(["translate", "--device", "cpu", "--checkpoint"])
+        .arg(dir.path().join("run"))
+        .write_stdin(b"ich\n\xff\xfe\n".to_vec())
+        .assert()
+        .failure()
+        .stderr(contains("stdin line 2 is not valid UTF-8"));
+}
+
+#[test]
+fn asking_for_cuda_in_a_cpu_build_is_a_clear_error() {
+    if cfg!(feature = "cuda") {
+        return;
+    }
+    transformer()
+        .args(["infer-test", "--runs", "1", "--device", "cuda"])
+        .assert()
+        .failure()
+        .stderr(contains("--device cuda:0").and(contains("--features cuda")));
+}
+
+#[test]
+fn auto_device_says_which_device_and_why() {
+    transformer()
+        .args(["infer-test", "--runs", "1", "--seed", "1"])
+        .assert()
+        .success()
+        .stderr(contains("device: "));
+}
+
+#[test]
+fn a_misspelled_device_is_named() {
+    transformer()
+        .args(["infer-test", "--device", "gpu"])
+        .assert()
+        .failure()
+        .stderr(contains("\"gpu\""));
+}

@@ -1,0 +1,127 @@
+//! Parity with the PyTorch reference: tests/fixtures/parity was written by
+//! scripts/make_parity_fixture.py (the reference's state_dict as is, plus what it computed).
+//! It is loaded through the same code as `transformer translate --checkpoint`.
+
+use std::path::Path;
+
+use assert_cmd::Command;
+use candle_core::{Device, Tensor};
+use serde_json::Value;
+use transformer::checkpoint;
+use transformer::data::vocab::PAD_ID;
+use transformer::decode::teacher_forced_log_probs;
+use transformer::model::{masks, Mode};
+use transformer::translator::Translator;
+
+const FIXTURE: &str = "tests/fixtures/parity";
+const TOLERANCE: f32 = 1e-4;
+
+fn expected() -> Value {
+    let text = std::fs::read_to_string(Path::new(FIXTURE).join("expected.json")).unwrap();
+    serde_json::from_str(&text).unwrap()
+}
+
+fn ids_matrix(value: &Value) -> Tensor {
+    let rows: Vec<Vec<u32>> = serde_json::from_value(value.clone()).unwrap();
+    let (batch, len) = (rows.len(), rows[0].len());
+    let flat: Vec<u32> = rows.into_iter().flatten().collect();
+    Tensor::from_vec(flat, (batch, len), &Device::Cpu).unwrap()
+}
+
+fn flat_floats(value: &Value) -> Vec<f32> {
+    match value {
+        Value::Array(items) => items.iter().flat_map(flat_floats).collect(),
+        other => vec![other.as_f64().unwrap() as f32],
+    }
+}
+
+fn assert_close(got: &[f32], want: &[f32], what: &str) {
+    assert_eq!(got.len(), want.len(), "{what}: length");
+    let worst = got
+        .iter()
+        .zip(want)
+        .map(|(g, w)| (g - w).abs())
+        .fold(0f32, f32::max);
+    assert!(worst <= TOLERANCE, "{what}: max abs difference {worst}");
+}
+
+#[test]
+fn the_encoder_memory_matches_the_pytorch_reference() {
+    let expected = expected();
+    let loaded = checkpoint::load(Path::new(FIXTURE), &Device::Cpu).unwrap();
+    let src = ids_matrix(&expected["src"]);
+    let src_mask = masks::padding_mask(&src, PAD_ID).unwrap();
+    let memory = loaded.model.encode(&src, &src_mask, Mode::Eval).unwrap();
+    let got = memory.flatten_all().unwrap().to_vec1::<f32>().unwrap();
+    assert_close(&got, &flat_floats(&expected["memory"]), "memory");
+}
+
+#[test]
+fn teacher_forced_log_probs_match_the_pytorch_reference() {
+    let expected = expected();
+    let loaded = checkpoint::load(Path::new(FIXTURE), &Device::Cpu).unwrap();
+    let src = ids_matrix(&expected["src"]);
+    let tgt_in = ids_matrix(&expected["tgt_in"]);
+    let src_mask = masks::padding_mask(&src, PAD_ID).unwrap();
+    let tgt_mask = masks::target_mask(&tgt_in, PAD_ID).unwrap();
+    let log_probs =
+        teacher_forced_log_probs(&loaded.model, &src, &src_mask, &tgt_in, &tgt_mask).unwrap();
+    let got = log_probs.flatten_all().unwrap().to_vec1::<f32>().unwrap();
+    assert_close(&got, &flat_floats(&expected["log_probs"]), "log_probs");
+}
+
+#[test]
+fn greedy_decoding_picks_the_same_words_with_the_same_log_probs() {
+    let expected = expected();
+    let loaded = checkpoint::load(Path::new(FIXTURE), &Device::Cpu).unwrap();
+    let translator = Translator {
+        model: &loaded.model,
+        src_vocab: &loaded.src_vocab,
+        tgt_vocab: &loaded.tgt_vocab,
+        max_positions: loaded.config.model.max_len,
+        device: &Device::Cpu,
+    };
+    for case in expected["greedy"].as_array().unwrap() {
+        let source = case["source"].as_str().unwrap();
+        let max_steps = case["max_steps"].as_u64().unwrap() as usize;
+        let got = translator.translate(source, Some(max_steps)).unwrap();
+        let want_ids: Vec<u32> = serde_json::from_value(case["ids"].clone()).unwrap();
+        assert_eq!(got.ids, want_ids, "ids for {source:?}");
+        assert_close(&got.log_probs, &flat_floats(&case["log_probs"]), source);
+    }
+}
+
+#[test]
+fn translate_json_reproduces_the_reference_greedy_decodes() {
+    let expected = expected();
+    for case in expected["greedy"].as_array().unwrap() {
+        let source = case["source"].as_str().unwrap();
+        let max_steps = case["max_steps"].as_u64().unwrap().to_string();
+        let output = Command::cargo_bin("transformer")
+            .unwrap()
+            .args([
+                "translate",
+                "--checkpoint",
+                FIXTURE,
+                "--json",
+                "--device",
+                "cpu",
+            ])
+            .args(["--max-len", &max_steps, source])
+            .output()
+            .unwrap();
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let got: Value = serde_json::from_slice(&output.stdout).unwrap();
+        assert_eq!(got["source"], case["source"]);
+        assert_eq!(got["ids"], case["ids"], "ids for {source:?}");
+        assert_close(
+            &flat_floats(&got["log_probs"]),
+            &flat_floats(&case["log_probs"]),
+            source,
+        );
+    }
+}
