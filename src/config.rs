@@ -232,20 +232,10 @@ impl Config {
         positive("training.warmup", t.warmup)?;
         positive("training.log_every", t.log_every)?;
         positive("training.checkpoint_every", t.checkpoint_every)?;
-        if !(t.lr_factor.is_finite() && t.lr_factor > 0.0) {
-            return Err((
-                "training.lr_factor".into(),
-                format!("must be a positive number, got {}", t.lr_factor),
-            ));
-        }
+        positive_number("training.lr_factor", t.lr_factor)?;
         probability("training.adam_beta1", t.adam_beta1)?;
         probability("training.adam_beta2", t.adam_beta2)?;
-        if !(t.adam_eps.is_finite() && t.adam_eps > 0.0) {
-            return Err((
-                "training.adam_eps".into(),
-                format!("must be a positive number, got {}", t.adam_eps),
-            ));
-        }
+        positive_number("training.adam_eps", t.adam_eps)?;
         probability("training.label_smoothing", t.label_smoothing)?;
         Ok(())
     }
@@ -254,6 +244,13 @@ impl Config {
 fn positive(key: &str, value: usize) -> Result<(), (String, String)> {
     if value == 0 {
         return Err((key.into(), "must be at least 1, got 0".into()));
+    }
+    Ok(())
+}
+
+fn positive_number(key: &str, value: f64) -> Result<(), (String, String)> {
+    if !(value.is_finite() && value > 0.0) {
+        return Err((key.into(), format!("must be a positive number, got {value}")));
     }
     Ok(())
 }
