@@ -2,11 +2,14 @@
 //!
 //! ```text
 //! runs/<name>/
-//!   model.safetensors   every tensor under the PyTorch reference's state_dict name
-//!   config.toml         the resolved config (every value explicit)
-//!   vocab.src.txt       source vocabulary, one token per line, line index = id
-//!   vocab.tgt.txt       target vocabulary
-//!   metrics.jsonl       one JSON object per logged step
+//!   metrics.jsonl         one JSON object per logged step and per epoch
+//!   last/                 the latest weights (a checkpoint directory)
+//!   best/                 the weights with the best validation BLEU (when there is validation)
+//! <checkpoint>/
+//!   model.safetensors     every tensor under the PyTorch reference's state_dict name
+//!   config.toml           the resolved config (every value explicit)
+//!   vocab.src.txt, vocab.tgt.txt     word vocabularies, or
+//!   tokenizer.json (joint) / tokenizer.src.json + tokenizer.tgt.json   BPE tokenizers
 //! ```
 
 use std::collections::HashMap;
@@ -20,15 +23,15 @@ use candle_core::{DType, Device, Tensor};
 use candle_nn::VarBuilder;
 
 use crate::config::Config;
-use crate::data::Vocab;
+use crate::data::Tokenizers;
 use crate::model::{EncoderDecoder, VocabSizes};
 use crate::train::MetricRecord;
 
 pub const MODEL_FILE: &str = "model.safetensors";
 pub const CONFIG_FILE: &str = "config.toml";
-pub const SRC_VOCAB_FILE: &str = "vocab.src.txt";
-pub const TGT_VOCAB_FILE: &str = "vocab.tgt.txt";
 pub const METRICS_FILE: &str = "metrics.jsonl";
+pub const LAST_DIR: &str = "last";
+pub const BEST_DIR: &str = "best";
 
 /// Where `transformer train` puts runs by default, and `translate` looks for the latest.
 pub const RUNS_ROOT: &str = "runs";
@@ -36,36 +39,35 @@ pub const RUNS_ROOT: &str = "runs";
 /// What a checkpoint holds, borrowed from a training run.
 pub struct CheckpointContents<'a> {
     pub config: &'a Config,
-    pub src_vocab: &'a Vocab,
-    pub tgt_vocab: &'a Vocab,
+    pub tokenizers: &'a Tokenizers,
     pub tensors: &'a [(String, Tensor)],
-    pub metrics: &'a [MetricRecord],
 }
 
 /// Writes every file of a checkpoint into `dir`, each atomically, the weights last so that a
-/// directory with weights always has the config and vocabularies that explain them.
+/// directory with weights always has the config and tokenizers that explain them.
 pub fn save(dir: &Path, contents: &CheckpointContents) -> anyhow::Result<()> {
     std::fs::create_dir_all(dir)
-        .with_context(|| format!("cannot create run directory {}", dir.display()))?;
+        .with_context(|| format!("cannot create checkpoint directory {}", dir.display()))?;
     write_atomic(
         &dir.join(CONFIG_FILE),
         contents.config.to_toml()?.as_bytes(),
     )?;
-    write_atomic(
-        &dir.join(SRC_VOCAB_FILE),
-        contents.src_vocab.to_text().as_bytes(),
-    )?;
-    write_atomic(
-        &dir.join(TGT_VOCAB_FILE),
-        contents.tgt_vocab.to_text().as_bytes(),
-    )?;
-    let mut metrics = String::new();
-    for record in contents.metrics {
-        metrics.push_str(&serde_json::to_string(record)?);
-        metrics.push('\n');
+    for (name, text) in contents.tokenizers.files()? {
+        write_atomic(&dir.join(name), text.as_bytes())?;
     }
-    write_atomic(&dir.join(METRICS_FILE), metrics.as_bytes())?;
     write_atomic(&dir.join(MODEL_FILE), &serialize_tensors(contents.tensors)?)
+}
+
+/// Writes `metrics.jsonl` (one JSON object per line) into the run directory.
+pub fn save_metrics(run_dir: &Path, metrics: &[MetricRecord]) -> anyhow::Result<()> {
+    std::fs::create_dir_all(run_dir)
+        .with_context(|| format!("cannot create run directory {}", run_dir.display()))?;
+    let mut text = String::new();
+    for record in metrics {
+        text.push_str(&serde_json::to_string(record)?);
+        text.push('\n');
+    }
+    write_atomic(&run_dir.join(METRICS_FILE), text.as_bytes())
 }
 
 fn serialize_tensors(tensors: &[(String, Tensor)]) -> anyhow::Result<Vec<u8>> {
@@ -94,36 +96,45 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
     write().with_context(|| format!("cannot write {}", path.display()))
 }
 
-/// A checkpoint read back: its config, vocabularies, and the model built from its weights.
+/// A checkpoint read back: its config, tokenizers, and the model built from its weights.
 pub struct Checkpoint {
     pub dir: PathBuf,
     pub config: Config,
-    pub src_vocab: Vocab,
-    pub tgt_vocab: Vocab,
+    pub tokenizers: Tokenizers,
     pub model: EncoderDecoder,
 }
 
-/// Loads the checkpoint in `dir` onto `device`.
-pub fn load(dir: &Path, device: &Device) -> anyhow::Result<Checkpoint> {
-    if !dir.is_dir() {
+/// The checkpoint a path names: the directory itself when it holds weights, else its `best/`,
+/// else its `last/` (so a run directory works too).
+pub fn resolve(path: &Path) -> anyhow::Result<PathBuf> {
+    if !path.is_dir() {
         bail!(
             "checkpoint directory {} does not exist; train one with `transformer train` or pass \
              --checkpoint DIR",
-            dir.display()
+            path.display()
         );
     }
+    [path.to_path_buf(), path.join(BEST_DIR), path.join(LAST_DIR)]
+        .into_iter()
+        .find(|dir| dir.join(MODEL_FILE).is_file())
+        .ok_or_else(|| {
+            anyhow::anyhow!(
+                "{} holds no {MODEL_FILE} (nor best/ or last/ with one); the checkpoint is \
+                 incomplete, train again or pick another run",
+                path.display()
+            )
+        })
+}
+
+/// Loads the checkpoint at `path` (see `resolve`) onto `device`.
+pub fn load(path: &Path, device: &Device) -> anyhow::Result<Checkpoint> {
+    let dir = resolve(path)?;
+    let dir = dir.as_path();
     let config_path = dir.join(CONFIG_FILE);
     let config = Config::load(&config_path)
         .with_context(|| format!("checkpoint {} has no usable config", dir.display()))?;
-    let src_vocab = Vocab::load(&dir.join(SRC_VOCAB_FILE))?;
-    let tgt_vocab = Vocab::load(&dir.join(TGT_VOCAB_FILE))?;
+    let tokenizers = Tokenizers::load(dir)?;
     let weights_path = dir.join(MODEL_FILE);
-    if !weights_path.is_file() {
-        bail!(
-            "{} is missing; the checkpoint is incomplete, train again or pick another run",
-            weights_path.display()
-        );
-    }
     let tensors = candle_core::safetensors::load(&weights_path, device).map_err(|e| {
         anyhow::anyhow!(
             "cannot read {}: {e}; the file is damaged, train again or pick another run",
@@ -132,20 +143,19 @@ pub fn load(dir: &Path, device: &Device) -> anyhow::Result<Checkpoint> {
     })?;
     let vb = VarBuilder::from_tensors(tensors, DType::F32, device);
     let vocab = VocabSizes {
-        src: src_vocab.len(),
-        tgt: tgt_vocab.len(),
+        src: tokenizers.src.vocab_size(),
+        tgt: tokenizers.tgt.vocab_size(),
     };
     let model = EncoderDecoder::new(&config.model, vocab, vb).map_err(|e| {
         anyhow::anyhow!(
-            "{} does not match its config and vocabularies: {e}",
+            "{} does not match its config and tokenizers: {e}",
             weights_path.display()
         )
     })?;
     Ok(Checkpoint {
         dir: dir.to_path_buf(),
         config,
-        src_vocab,
-        tgt_vocab,
+        tokenizers,
         model,
     })
 }
@@ -162,8 +172,10 @@ pub fn latest_run(root: &Path) -> anyhow::Result<PathBuf> {
     let entries = std::fs::read_dir(root).map_err(|_| none_found())?;
     let mut best: Option<(SystemTime, PathBuf)> = None;
     for entry in entries.flatten() {
-        let weights = entry.path().join(MODEL_FILE);
-        let Ok(modified) = weights.metadata().and_then(|m| m.modified()) else {
+        let Ok(dir) = resolve(&entry.path()) else {
+            continue;
+        };
+        let Ok(modified) = dir.join(MODEL_FILE).metadata().and_then(|m| m.modified()) else {
             continue;
         };
         if best.as_ref().is_none_or(|(t, _)| modified > *t) {

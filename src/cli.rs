@@ -21,6 +21,8 @@ pub enum Command {
     Train(TrainArgs),
     /// Translate a sentence, or stdin line by line, with a trained checkpoint
     Translate(TranslateArgs),
+    /// Score translations with BLEU and chrF exactly as sacreBLEU does
+    Eval(EvalArgs),
     /// The Annotated Transformer's untrained-model demo: greedy decoding with random weights
     InferTest(InferTestArgs),
 }
@@ -54,18 +56,60 @@ pub struct TrainArgs {
 }
 
 #[derive(Debug, Args)]
-pub struct TranslateArgs {
-    /// Sentence to translate; without it, stdin is translated line by line
-    pub text: Option<String>,
-    /// Checkpoint directory; default: the most recently written run under runs/
-    #[arg(long, value_name = "DIR")]
-    pub checkpoint: Option<PathBuf>,
+pub struct DecodeArgs {
+    /// Beam size; 1 is greedy decoding
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    pub beam: usize,
+    /// Length penalty exponent for beam search: scores are divided by ((5 + len) / 6)^alpha
+    #[arg(long, default_value_t = 0.6, value_name = "ALPHA")]
+    pub length_penalty: f32,
     /// Most target tokens to generate, </s> included (default: source length + 50)
     #[arg(long, value_name = "N")]
     pub max_len: Option<usize>,
+    /// Sentences decoded together (greedy decoding)
+    #[arg(long, default_value_t = 32, value_name = "N")]
+    pub batch_size: usize,
+}
+
+#[derive(Debug, Args)]
+pub struct TranslateArgs {
+    /// Sentence to translate; without it, stdin is translated line by line
+    pub text: Option<String>,
+    /// Checkpoint or run directory (a run's best/, else last/); default: the run under runs/
+    /// written most recently
+    #[arg(long, value_name = "DIR")]
+    pub checkpoint: Option<PathBuf>,
     /// Print one JSON object per input with tokens, ids and log-probabilities
     #[arg(long)]
     pub json: bool,
+    #[command(flatten)]
+    pub decode: DecodeArgs,
+    #[command(flatten)]
+    pub device: DeviceArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct EvalArgs {
+    /// Reference translations, one per line (plain or .gz)
+    #[arg(long = "ref", value_name = "FILE")]
+    pub reference: PathBuf,
+    /// Score this hypothesis file instead of translating (no model needed)
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["checkpoint", "src"])]
+    pub hyp: Option<PathBuf>,
+    /// Checkpoint or run directory to translate --src with
+    #[arg(long, value_name = "DIR", requires = "src")]
+    pub checkpoint: Option<PathBuf>,
+    /// Source sentences, one per line, aligned with --ref
+    #[arg(long, value_name = "FILE", requires = "checkpoint")]
+    pub src: Option<PathBuf>,
+    /// Also write the translations here
+    #[arg(long, value_name = "FILE")]
+    pub out: Option<PathBuf>,
+    /// Print {"bleu": ..., "signature": ..., ...} instead of sacreBLEU's text lines
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub decode: DecodeArgs,
     #[command(flatten)]
     pub device: DeviceArgs,
 }

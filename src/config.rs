@@ -62,23 +62,64 @@ impl ModelConfig {
     }
 }
 
-/// Where the training pairs come from and how the vocabularies are built.
+/// Where the sentence pairs come from and how text becomes ids.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct DataConfig {
-    /// Training pairs, one per line: `source<TAB>target`, tokens separated by spaces.
-    pub train: PathBuf,
-    /// Words seen fewer times than this in the training data map to `<unk>`.
+    /// Training pairs: a TSV path (`source<TAB>target` per line) or `{ src = ..., tgt = ... }`,
+    /// two line-aligned text files; plain or `.gz`.
+    pub train: CorpusSource,
+    /// Validation pairs, scored (loss and greedy BLEU) after every epoch; optional.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub valid: Option<CorpusSource>,
+    /// `word`: whitespace-separated words; `bpe`: subwords learned on the training split.
+    pub tokenizer: TokenizerKind,
+    /// Subword vocabulary size (bpe), specials included.
+    pub vocab_size: usize,
+    /// One subword vocabulary for both languages (bpe) instead of one per side.
+    pub joint_vocab: bool,
+    /// Words (word) or merges (bpe) seen fewer times than this are left out.
     pub min_freq: usize,
 }
 
 impl Default for DataConfig {
     fn default() -> Self {
         Self {
-            train: PathBuf::from("data/toy.tsv"),
+            train: CorpusSource::Tsv(PathBuf::from("data/toy.tsv")),
+            valid: None,
+            tokenizer: TokenizerKind::Word,
+            vocab_size: 8000,
+            joint_vocab: true,
             min_freq: 1,
         }
     }
+}
+
+/// A parallel corpus on disk.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum CorpusSource {
+    /// One file, `source<TAB>target` per line.
+    Tsv(PathBuf),
+    /// Two line-aligned files.
+    Parallel { src: PathBuf, tgt: PathBuf },
+}
+
+impl fmt::Display for CorpusSource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Tsv(path) => write!(f, "{}", path.display()),
+            Self::Parallel { src, tgt } => write!(f, "{} + {}", src.display(), tgt.display()),
+        }
+    }
+}
+
+/// How sentences become token ids.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TokenizerKind {
+    Word,
+    Bpe,
 }
 
 /// The optimiser, the schedule, the loss and the loop.
@@ -88,8 +129,13 @@ pub struct TrainingConfig {
     /// Seeds initialisation, dropout and data order: same seed, same result on the CPU.
     pub seed: u64,
     pub epochs: usize,
-    /// Sentence pairs per batch.
-    pub batch_size: usize,
+    /// Most tokens per batch: sentences x the longer padded side.
+    pub max_tokens: usize,
+    /// Batches whose gradients are summed before each optimiser step.
+    pub accumulate: usize,
+    /// Rescale gradients whose global L2 norm exceeds this; absent: no clipping.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub clip_grad_norm: Option<f64>,
     /// The Noam schedule: lr = factor * d_model^-0.5 * min(step^-0.5, step * warmup^-1.5).
     pub lr_factor: f64,
     pub warmup: usize,
@@ -109,7 +155,9 @@ impl Default for TrainingConfig {
         Self {
             seed: 1,
             epochs: 10,
-            batch_size: 32,
+            max_tokens: 4096,
+            accumulate: 1,
+            clip_grad_norm: None,
             lr_factor: 1.0,
             warmup: 4000,
             adam_beta1: 0.9,
@@ -228,7 +276,17 @@ impl Config {
         probability("model.attention_dropout", m.attention_dropout)?;
         positive("data.min_freq", self.data.min_freq)?;
         positive("training.epochs", t.epochs)?;
-        positive("training.batch_size", t.batch_size)?;
+        positive("training.max_tokens", t.max_tokens)?;
+        positive("training.accumulate", t.accumulate)?;
+        if let Some(norm) = t.clip_grad_norm {
+            positive_number("training.clip_grad_norm", norm)?;
+        }
+        if self.data.tokenizer == TokenizerKind::Bpe && self.data.vocab_size < 16 {
+            return Err((
+                "data.vocab_size".into(),
+                format!("must be at least 16 for bpe, got {}", self.data.vocab_size),
+            ));
+        }
         positive("training.warmup", t.warmup)?;
         positive("training.log_every", t.log_every)?;
         positive("training.checkpoint_every", t.checkpoint_every)?;
@@ -250,7 +308,10 @@ fn positive(key: &str, value: usize) -> Result<(), (String, String)> {
 
 fn positive_number(key: &str, value: f64) -> Result<(), (String, String)> {
     if !(value.is_finite() && value > 0.0) {
-        return Err((key.into(), format!("must be a positive number, got {value}")));
+        return Err((
+            key.into(),
+            format!("must be a positive number, got {value}"),
+        ));
     }
     Ok(())
 }
@@ -343,7 +404,10 @@ mod tests {
     fn the_builtin_base_config_is_the_papers_base_model_on_the_toy_pairs() {
         let config = parse(BUILTIN_BASE).unwrap();
         assert_eq!(config.model, ModelConfig::default());
-        assert_eq!(config.data.train, PathBuf::from("data/toy.tsv"));
+        assert_eq!(
+            config.data.train,
+            CorpusSource::Tsv(PathBuf::from("data/toy.tsv"))
+        );
     }
 
     #[test]
@@ -382,9 +446,30 @@ mod tests {
     }
 
     #[test]
+    fn a_corpus_is_a_tsv_path_or_two_aligned_files() {
+        let config = parse("[data]\ntrain = { src = \"a.de.gz\", tgt = \"a.en.gz\" }\nvalid = \"v.tsv\"\ntokenizer = \"bpe\"\n").unwrap();
+        assert_eq!(
+            config.data.train,
+            CorpusSource::Parallel {
+                src: "a.de.gz".into(),
+                tgt: "a.en.gz".into()
+            }
+        );
+        assert_eq!(config.data.valid, Some(CorpusSource::Tsv("v.tsv".into())));
+        assert_eq!(config.data.tokenizer, TokenizerKind::Bpe);
+        let err = parse("[data]\ntokenizer = \"chars\"\n").unwrap_err();
+        assert_eq!(err.key.as_deref(), Some("data.tokenizer"));
+    }
+
+    #[test]
     fn the_resolved_config_round_trips_through_toml() {
         let mut config = parse(BUILTIN_BASE).unwrap();
         config.run.dir = Some(PathBuf::from("runs/x"));
+        config.training.clip_grad_norm = Some(1.0);
+        config.data.valid = Some(CorpusSource::Parallel {
+            src: "v.de".into(),
+            tgt: "v.en".into(),
+        });
         let text = config.to_toml().unwrap();
         assert_eq!(parse(&text).unwrap(), config);
     }

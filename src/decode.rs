@@ -1,9 +1,10 @@
-//! Greedy decoding as the reference's `greedy_decode` does it: encode once, then re-decode the
-//! whole prefix at every step and append the most probable next word.
+//! Decoding: the reference's greedy loop (re-decodes the whole prefix each step), and the
+//! cached decoders used for translation: batched greedy and beam search, which keep each
+//! layer's keys/values and project the encoder memory once per sentence.
 
-use candle_core::{Device, Result, Tensor};
+use candle_core::{DType, Result, Tensor, D};
 
-use crate::model::{masks, EncoderDecoder, Mode};
+use crate::model::{masks, DecoderState, EncoderDecoder, Mode};
 
 /// A decoded sequence: ids after the start symbol and the Generator's log-probability of each.
 #[derive(Debug, Clone, PartialEq)]
@@ -12,7 +13,20 @@ pub struct Hypothesis {
     pub log_probs: Vec<f32>,
 }
 
-/// When greedy decoding stops.
+impl Hypothesis {
+    fn empty() -> Self {
+        Self {
+            ids: Vec::new(),
+            log_probs: Vec::new(),
+        }
+    }
+
+    pub fn score(&self) -> f32 {
+        self.log_probs.iter().sum()
+    }
+}
+
+/// When decoding stops.
 #[derive(Debug, Clone, Copy)]
 pub struct DecodeLimits {
     /// Most ids to generate.
@@ -22,8 +36,8 @@ pub struct DecodeLimits {
     pub end: Option<u32>,
 }
 
-/// Greedily decodes one source sentence `src` `(1, src_len)` with mask `src_mask`
-/// `(1, 1, src_len)`, starting from `start`. Ties go to the lowest id, as torch.max does.
+/// The reference's `greedy_decode` for one sentence `src` `(1, src_len)`, mask `(1, 1, src_len)`:
+/// every step re-decodes the whole prefix. Ties go to the lowest id, as torch.max does.
 pub fn greedy_decode(
     model: &EncoderDecoder,
     src: &Tensor,
@@ -34,12 +48,17 @@ pub fn greedy_decode(
     let device = src.device();
     let memory = model.encode(src, src_mask, Mode::Eval)?;
     let mut prefix = vec![start];
-    let mut hypothesis = Hypothesis {
-        ids: Vec::new(),
-        log_probs: Vec::new(),
-    };
+    let mut hypothesis = Hypothesis::empty();
     for _ in 0..limits.max_steps {
-        let log_probs = next_word_log_probs(model, &memory, src_mask, &prefix, device)?;
+        let ys = Tensor::from_slice(&prefix, (1, prefix.len()), device)?;
+        let tgt_mask = masks::subsequent_mask(prefix.len(), device)?;
+        let hidden = model.decode(&memory, src_mask, &ys, &tgt_mask, Mode::Eval)?;
+        let last = hidden.narrow(1, prefix.len() - 1, 1)?.squeeze(1)?;
+        let log_probs = model
+            .generator()
+            .forward(&last)?
+            .squeeze(0)?
+            .to_vec1::<f32>()?;
         let (best, best_log_prob) = first_argmax(&log_probs);
         prefix.push(best);
         hypothesis.ids.push(best);
@@ -51,24 +70,155 @@ pub fn greedy_decode(
     Ok(hypothesis)
 }
 
-/// The Generator's log-probabilities `(tgt_vocab,)` for the word after `prefix`.
-fn next_word_log_probs(
+/// Greedy decoding of a batch `src` `(batch, src_len)` with padding mask `src_mask`
+/// `(batch, 1, src_len)`, one cached decoder step per position. Stops when every sentence has
+/// produced `limits.end` or after `limits.max_steps`.
+pub fn greedy_batch(
     model: &EncoderDecoder,
-    memory: &Tensor,
+    src: &Tensor,
     src_mask: &Tensor,
-    prefix: &[u32],
-    device: &Device,
-) -> Result<Vec<f32>> {
-    let ys = Tensor::from_slice(prefix, (1, prefix.len()), device)?;
-    let tgt_mask = masks::subsequent_mask(prefix.len(), device)?;
-    let hidden = model.decode(memory, src_mask, &ys, &tgt_mask, Mode::Eval)?;
-    let last = hidden.narrow(1, prefix.len() - 1, 1)?.squeeze(1)?;
-    model
-        .generator()
-        .forward(&last)?
-        .squeeze(0)?
-        .to_dtype(candle_core::DType::F32)?
-        .to_vec1::<f32>()
+    start: u32,
+    limits: DecodeLimits,
+) -> Result<Vec<Hypothesis>> {
+    let batch = src.dim(0)?;
+    let device = src.device();
+    let memory = model.encode(src, src_mask, Mode::Eval)?;
+    let mut state = model.start_decoding(&memory, src_mask)?;
+    let mut hypotheses = vec![Hypothesis::empty(); batch];
+    let mut finished = vec![false; batch];
+    let mut last = Tensor::full(start, (batch, 1), device)?;
+    for _ in 0..limits.max_steps {
+        let log_probs = step_log_probs(model, &last, &mut state)?;
+        let best = log_probs.argmax_keepdim(D::Minus1)?;
+        let best_log_probs = log_probs.gather(&best, D::Minus1)?;
+        let ids = best.flatten_all()?.to_vec1::<u32>()?;
+        let scores = best_log_probs.flatten_all()?.to_vec1::<f32>()?;
+        for (row, hypothesis) in hypotheses.iter_mut().enumerate() {
+            if finished[row] {
+                continue;
+            }
+            hypothesis.ids.push(ids[row]);
+            hypothesis.log_probs.push(scores[row]);
+            finished[row] = limits.end == Some(ids[row]);
+        }
+        if finished.iter().all(|&f| f) {
+            break;
+        }
+        last = best;
+    }
+    Ok(hypotheses)
+}
+
+/// The Generator's log-probabilities `(batch, vocab)` for the position after `last` `(batch, 1)`.
+fn step_log_probs(
+    model: &EncoderDecoder,
+    last: &Tensor,
+    state: &mut DecoderState,
+) -> Result<Tensor> {
+    let hidden = model.decode_step(last, state)?;
+    model.generator().forward(&hidden.squeeze(1)?)
+}
+
+/// Beam search settings.
+#[derive(Debug, Clone, Copy)]
+pub struct BeamSettings {
+    pub beam: usize,
+    /// GNMT length penalty exponent alpha: hypotheses are ranked by
+    /// log-prob / ((5 + length) / 6)^alpha; 0 ranks by raw log-prob.
+    pub length_penalty: f32,
+}
+
+/// Beam search for one sentence `src` `(1, src_len)`, with the decoder cache reordered as beams
+/// are chosen. Stops when `beam` hypotheses have ended (or after `limits.max_steps`) and returns
+/// the best by length-normalised score. With `beam == 1` this is greedy decoding.
+pub fn beam_search(
+    model: &EncoderDecoder,
+    src: &Tensor,
+    src_mask: &Tensor,
+    start: u32,
+    limits: DecodeLimits,
+    settings: BeamSettings,
+) -> Result<Hypothesis> {
+    let device = src.device();
+    let k = settings.beam.max(1);
+    let memory = model.encode(src, src_mask, Mode::Eval)?;
+    let mut state = model.start_decoding(&memory, src_mask)?;
+    let mut beams = vec![Hypothesis::empty()];
+    let mut finished: Vec<Hypothesis> = Vec::new();
+    let normalised =
+        |h: &Hypothesis| h.score() / length_penalty(h.ids.len(), settings.length_penalty);
+    for _ in 0..limits.max_steps {
+        let last_ids: Vec<u32> = beams
+            .iter()
+            .map(|b| *b.ids.last().unwrap_or(&start))
+            .collect();
+        let last = Tensor::from_vec(last_ids, (beams.len(), 1), device)?;
+        let log_probs = step_log_probs(model, &last, &mut state)?;
+        let candidates = best_candidates(&beams, &log_probs, 2 * k)?;
+        let mut next = Vec::with_capacity(k);
+        let mut parents = Vec::with_capacity(k);
+        for (parent, id, log_prob) in candidates {
+            let mut hypothesis = beams[parent].clone();
+            hypothesis.ids.push(id);
+            hypothesis.log_probs.push(log_prob);
+            if limits.end == Some(id) {
+                finished.push(hypothesis);
+            } else {
+                parents.push(parent as u32);
+                next.push(hypothesis);
+            }
+            if next.len() == k {
+                break;
+            }
+        }
+        if finished.len() >= k || next.is_empty() {
+            break;
+        }
+        state = state.select(&Tensor::new(parents.as_slice(), device)?)?;
+        beams = next;
+    }
+    if finished.is_empty() {
+        finished = beams;
+    }
+    let best = finished
+        .into_iter()
+        .max_by(|a, b| normalised(a).total_cmp(&normalised(b)))
+        .unwrap_or_else(Hypothesis::empty);
+    Ok(best)
+}
+
+/// ((5 + length) / 6)^alpha, Wu et al. 2016.
+fn length_penalty(length: usize, alpha: f32) -> f32 {
+    ((5.0 + length as f32) / 6.0).powf(alpha)
+}
+
+/// The `count` best (beam, id, token log-prob) extensions by total log-prob, best first.
+fn best_candidates(
+    beams: &[Hypothesis],
+    log_probs: &Tensor,
+    count: usize,
+) -> Result<Vec<(usize, u32, f32)>> {
+    let rows = log_probs.to_dtype(DType::F32)?.to_vec2::<f32>()?;
+    let mut candidates: Vec<(f32, usize, u32, f32)> = Vec::new();
+    for (beam, row) in rows.iter().enumerate() {
+        let base = beams[beam].score();
+        let mut ids: Vec<u32> = (0..row.len() as u32).collect();
+        let keep = count.min(ids.len());
+        // Highest log-prob first; the lower id first on ties, as greedy decoding does.
+        let order = |a: &u32, b: &u32| row[*b as usize].total_cmp(&row[*a as usize]).then(a.cmp(b));
+        ids.select_nth_unstable_by(keep - 1, order);
+        ids.truncate(keep);
+        candidates.extend(
+            ids.into_iter()
+                .map(|id| (base + row[id as usize], beam, id, row[id as usize])),
+        );
+    }
+    candidates.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)).then(a.2.cmp(&b.2)));
+    candidates.truncate(count);
+    Ok(candidates
+        .into_iter()
+        .map(|(_, beam, id, lp)| (beam, id, lp))
+        .collect())
 }
 
 /// Index and value of the largest entry; the first one on ties.
@@ -94,6 +244,22 @@ pub fn teacher_forced_log_probs(
     model.generator().forward(&hidden)
 }
 
+/// Cached log-probabilities `(batch, len, vocab)` of the same teacher-forced target, one
+/// incremental step per position: must equal `teacher_forced_log_probs`.
+pub fn incremental_log_probs(
+    model: &EncoderDecoder,
+    src: &Tensor,
+    src_mask: &Tensor,
+    tgt_in: &Tensor,
+) -> Result<Tensor> {
+    let memory = model.encode(src, src_mask, Mode::Eval)?;
+    let mut state = model.start_decoding(&memory, src_mask)?;
+    let steps = (0..tgt_in.dim(1)?)
+        .map(|t| step_log_probs(model, &tgt_in.narrow(1, t, 1)?, &mut state))
+        .collect::<Result<Vec<_>>>()?;
+    Tensor::stack(&steps, 1)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -101,5 +267,12 @@ mod tests {
     #[test]
     fn argmax_takes_the_first_of_equal_maxima() {
         assert_eq!(first_argmax(&[0.1, 0.5, 0.5, 0.2]), (1, 0.5));
+    }
+
+    #[test]
+    fn the_length_penalty_is_one_at_length_one_and_grows() {
+        assert_eq!(length_penalty(1, 0.6), 1.0);
+        assert!(length_penalty(10, 0.6) > 1.0);
+        assert_eq!(length_penalty(10, 0.0), 1.0);
     }
 }

@@ -22,6 +22,7 @@ pub mod config;
 pub mod data;
 pub mod decode;
 pub mod device;
+pub mod metrics;
 pub mod model;
 pub mod progress;
 pub mod train;

@@ -1,26 +1,47 @@
-//! Sentence in, sentence out: tokenize, map to ids, greedy-decode, map back to words.
+//! Sentences in, sentences out: tokenize, map to ids, decode (batched greedy or beam search),
+//! map back to text.
 
 use anyhow::bail;
 use candle_core::{Device, Tensor};
 use serde::Serialize;
 
 use crate::data::batch::with_boundaries;
-use crate::data::vocab::{BOS_ID, EOS_ID};
-use crate::data::{tokenize, Vocab};
-use crate::decode::{greedy_decode, DecodeLimits};
+use crate::data::vocab::{BOS_ID, EOS_ID, PAD_ID};
+use crate::data::Tokenizers;
+use crate::decode::{beam_search, greedy_batch, BeamSettings, DecodeLimits, Hypothesis};
 use crate::model::{masks, EncoderDecoder};
 
-/// Target tokens allowed beyond the source length when `--max-len` is not given.
+/// Target tokens allowed beyond the source length when no maximum is given.
 const DEFAULT_EXTRA_TARGET_TOKENS: usize = 50;
 
-/// A trained model with its vocabularies, on a device.
+/// How to decode.
+#[derive(Debug, Clone, Copy)]
+pub struct DecodeOptions {
+    /// 1: greedy (batched); more: beam search with this many beams.
+    pub beam: usize,
+    pub length_penalty: f32,
+    /// Most generated tokens (`</s>` included); default source length + 50.
+    pub max_len: Option<usize>,
+}
+
+impl Default for DecodeOptions {
+    fn default() -> Self {
+        Self {
+            beam: 1,
+            length_penalty: 0.6,
+            max_len: None,
+        }
+    }
+}
+
+/// A trained model with its tokenizers, on a device.
 pub struct Translator<'a> {
     pub model: &'a EncoderDecoder,
-    pub src_vocab: &'a Vocab,
-    pub tgt_vocab: &'a Vocab,
+    pub tokenizers: &'a Tokenizers,
     /// Rows of the position table: the longest sequence either side can have.
     pub max_positions: usize,
     pub device: &'a Device,
+    pub options: DecodeOptions,
 }
 
 /// One translated sentence, as `translate --json` prints it.
@@ -33,63 +54,115 @@ pub struct Translation {
     pub ids: Vec<u32>,
     /// The Generator's log-probability of each generated id.
     pub log_probs: Vec<f32>,
-    /// Source words that were not in the vocabulary and became `<unk>`.
+    /// Source pieces that were not in the vocabulary and became `<unk>`.
     #[serde(skip)]
     pub unknown_words: Vec<String>,
 }
 
 impl Translator<'_> {
-    /// Translates one sentence; an empty sentence gives an empty translation. `max_len` bounds
-    /// the generated tokens (`</s>` included).
-    pub fn translate(&self, sentence: &str, max_len: Option<usize>) -> anyhow::Result<Translation> {
-        let words = tokenize(sentence);
-        let mut result = Translation {
-            source: sentence.to_string(),
-            translation: String::new(),
-            tokens: Vec::new(),
-            ids: Vec::new(),
-            log_probs: Vec::new(),
-            unknown_words: Vec::new(),
-        };
-        if words.is_empty() {
-            return Ok(result);
+    /// Translates one sentence; an empty sentence gives an empty translation.
+    pub fn translate(&self, sentence: &str) -> anyhow::Result<Translation> {
+        let mut out = self.translate_batch(&[sentence.to_string()])?;
+        Ok(out.remove(0))
+    }
+
+    /// Translates sentences together (one padded batch for greedy decoding).
+    pub fn translate_batch(&self, sentences: &[String]) -> anyhow::Result<Vec<Translation>> {
+        let mut results = Vec::with_capacity(sentences.len());
+        let mut sources = Vec::new();
+        for sentence in sentences {
+            let encoded = self.tokenizers.src.encode(sentence)?;
+            let src_ids = with_boundaries(&encoded.ids);
+            if src_ids.len() > self.max_positions {
+                bail!(
+                    "the input has {} tokens but the model reads at most {} (model.max_len {} \
+                     minus <s> and </s>); split the sentence",
+                    encoded.ids.len(),
+                    self.max_positions - 2,
+                    self.max_positions
+                );
+            }
+            if !encoded.ids.is_empty() {
+                sources.push((results.len(), src_ids));
+            }
+            results.push(Translation {
+                source: sentence.clone(),
+                translation: String::new(),
+                tokens: Vec::new(),
+                ids: Vec::new(),
+                log_probs: Vec::new(),
+                unknown_words: encoded.unknown,
+            });
         }
-        let encoded = self.src_vocab.encode(&words);
-        result.unknown_words = encoded.unknown;
-        let src_ids = with_boundaries(&encoded.ids);
-        if src_ids.len() > self.max_positions {
-            bail!(
-                "the input has {} words but the model reads at most {} (model.max_len {} minus \
-                 <s> and </s>); split the sentence",
-                words.len(),
-                self.max_positions - 2,
-                self.max_positions
-            );
+        let hypotheses = self.decode(&sources)?;
+        for ((index, _), hypothesis) in sources.iter().zip(hypotheses) {
+            let result = &mut results[*index];
+            result.tokens = hypothesis
+                .ids
+                .iter()
+                .map(|&id| self.tokenizers.tgt.token(id))
+                .collect();
+            result.translation = self.tokenizers.tgt.decode(&hypothesis.ids)?;
+            result.ids = hypothesis.ids;
+            result.log_probs = hypothesis.log_probs;
         }
-        let max_steps = max_len
-            .unwrap_or(words.len() + DEFAULT_EXTRA_TARGET_TOKENS)
-            .min(self.max_positions);
-        let src = Tensor::from_slice(&src_ids, (1, src_ids.len()), self.device)?;
-        let src_mask = masks::full_mask(1, src_ids.len(), self.device)?;
-        let limits = DecodeLimits {
+        Ok(results)
+    }
+
+    fn max_steps(&self, src_len: usize) -> usize {
+        self.options
+            .max_len
+            .unwrap_or(src_len - 2 + DEFAULT_EXTRA_TARGET_TOKENS)
+            .min(self.max_positions)
+    }
+
+    fn decode(&self, sources: &[(usize, Vec<u32>)]) -> anyhow::Result<Vec<Hypothesis>> {
+        if sources.is_empty() {
+            return Ok(Vec::new());
+        }
+        if self.options.beam > 1 {
+            let settings = BeamSettings {
+                beam: self.options.beam,
+                length_penalty: self.options.length_penalty,
+            };
+            return sources
+                .iter()
+                .map(|(_, ids)| {
+                    let src = Tensor::from_slice(ids, (1, ids.len()), self.device)?;
+                    let src_mask = masks::full_mask(1, ids.len(), self.device)?;
+                    let limits = self.limits(self.max_steps(ids.len()));
+                    Ok(beam_search(
+                        self.model, &src, &src_mask, BOS_ID, limits, settings,
+                    )?)
+                })
+                .collect();
+        }
+        let width = sources.iter().map(|(_, ids)| ids.len()).max().unwrap_or(0);
+        let mut padded = Vec::with_capacity(sources.len() * width);
+        for (_, ids) in sources {
+            padded.extend_from_slice(ids);
+            padded.extend(std::iter::repeat_n(PAD_ID, width - ids.len()));
+        }
+        let src = Tensor::from_vec(padded, (sources.len(), width), self.device)?;
+        let src_mask = masks::padding_mask(&src, PAD_ID)?;
+        let longest = sources
+            .iter()
+            .map(|(_, ids)| self.max_steps(ids.len()))
+            .max();
+        let limits = self.limits(longest.unwrap_or(1));
+        let mut hypotheses = greedy_batch(self.model, &src, &src_mask, BOS_ID, limits)?;
+        for ((_, ids), hypothesis) in sources.iter().zip(&mut hypotheses) {
+            let own_limit = self.max_steps(ids.len());
+            hypothesis.ids.truncate(own_limit);
+            hypothesis.log_probs.truncate(own_limit);
+        }
+        Ok(hypotheses)
+    }
+
+    fn limits(&self, max_steps: usize) -> DecodeLimits {
+        DecodeLimits {
             max_steps,
             end: Some(EOS_ID),
-        };
-        let hypothesis = greedy_decode(self.model, &src, &src_mask, BOS_ID, limits)?;
-        result.tokens = hypothesis
-            .ids
-            .iter()
-            .map(|&id| self.tgt_vocab.token(id).to_string())
-            .collect();
-        result.translation = hypothesis
-            .ids
-            .iter()
-            .filter(|&&id| id != EOS_ID)
-            .map(|&id| self.tgt_vocab.token(id))
-            .collect::<Vec<_>>()
-            .join(" ");
-        result.ids = hypothesis.ids;
-        result.log_probs = hypothesis.log_probs;
-        Ok(result)
+        }
     }
 }

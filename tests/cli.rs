@@ -110,10 +110,10 @@ fn a_trained_tiny_model_translates_both_toy_sentences() {
     let dir = train_tiny(&[]);
     let run = dir.path().join("run");
     for file in [
-        "model.safetensors",
-        "config.toml",
-        "vocab.src.txt",
-        "vocab.tgt.txt",
+        "last/model.safetensors",
+        "last/config.toml",
+        "last/vocab.src.txt",
+        "last/vocab.tgt.txt",
         "metrics.jsonl",
     ] {
         assert!(run.join(file).is_file(), "{file} missing");
@@ -121,11 +121,23 @@ fn a_trained_tiny_model_translates_both_toy_sentences() {
     assert_eq!(translate(&run, "ich mochte ein bier"), "i want a beer .\n");
     assert_eq!(translate(&run, "ich mochte ein cola"), "i want a coke .\n");
     let metrics = std::fs::read_to_string(run.join("metrics.jsonl")).unwrap();
-    for line in metrics.lines() {
-        let record: serde_json::Value = serde_json::from_str(line).unwrap();
+    let records: Vec<serde_json::Value> = metrics
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let epochs: Vec<_> = records.iter().filter(|r| r["kind"] == "epoch").collect();
+    assert_eq!(
+        epochs.len(),
+        80,
+        "one record per epoch of configs/tiny.toml"
+    );
+    for record in records.iter().filter(|r| r["kind"] == "step") {
         assert!(record["loss"].as_f64().unwrap().is_finite());
     }
-    let vocab = std::fs::read_to_string(run.join("vocab.src.txt")).unwrap();
+    assert!(epochs
+        .iter()
+        .all(|r| r["train_loss"].as_f64().unwrap().is_finite()));
+    let vocab = std::fs::read_to_string(run.join("last/vocab.src.txt")).unwrap();
     assert!(vocab.starts_with("<pad>\n<s>\n</s>\n<unk>\n"));
 }
 
@@ -195,7 +207,7 @@ fn an_unknown_word_becomes_unk_with_a_warning() {
 fn the_same_seed_trains_the_same_weights() {
     let a = train_tiny(&["--seed", "3"]);
     let b = train_tiny(&["--seed", "3"]);
-    let weights = |d: &TempDir| std::fs::read(d.path().join("run/model.safetensors")).unwrap();
+    let weights = |d: &TempDir| std::fs::read(d.path().join("run/last/model.safetensors")).unwrap();
     assert_eq!(weights(&a), weights(&b));
 }
 
@@ -211,7 +223,10 @@ fn train_writes_runs_by_config_name_and_translate_finds_the_latest() {
         .arg(&config)
         .assert()
         .success();
-    assert!(dir.path().join("runs/tiny/model.safetensors").is_file());
+    assert!(dir
+        .path()
+        .join("runs/tiny/last/model.safetensors")
+        .is_file());
     transformer()
         .current_dir(dir.path())
         .args(["translate", "--device", "cpu", "ich mochte ein cola"])
@@ -320,7 +335,7 @@ fn a_missing_checkpoint_directory_is_named() {
 #[test]
 fn a_truncated_weights_file_is_a_clear_error() {
     let dir = train_tiny(&[]);
-    let weights = dir.path().join("run/model.safetensors");
+    let weights = dir.path().join("run/last/model.safetensors");
     let bytes = std::fs::read(&weights).unwrap();
     std::fs::write(&weights, &bytes[..bytes.len() / 2]).unwrap();
     transformer()

@@ -11,7 +11,7 @@ use transformer::checkpoint;
 use transformer::data::vocab::PAD_ID;
 use transformer::decode::teacher_forced_log_probs;
 use transformer::model::{masks, Mode};
-use transformer::translator::Translator;
+use transformer::translator::{DecodeOptions, Translator};
 
 const FIXTURE: &str = "tests/fixtures/parity";
 const TOLERANCE: f32 = 1e-4;
@@ -74,17 +74,20 @@ fn teacher_forced_log_probs_match_the_pytorch_reference() {
 fn greedy_decoding_picks_the_same_words_with_the_same_log_probs() {
     let expected = expected();
     let loaded = checkpoint::load(Path::new(FIXTURE), &Device::Cpu).unwrap();
-    let translator = Translator {
-        model: &loaded.model,
-        src_vocab: &loaded.src_vocab,
-        tgt_vocab: &loaded.tgt_vocab,
-        max_positions: loaded.config.model.max_len,
-        device: &Device::Cpu,
-    };
     for case in expected["greedy"].as_array().unwrap() {
         let source = case["source"].as_str().unwrap();
         let max_steps = case["max_steps"].as_u64().unwrap() as usize;
-        let got = translator.translate(source, Some(max_steps)).unwrap();
+        let translator = Translator {
+            model: &loaded.model,
+            tokenizers: &loaded.tokenizers,
+            max_positions: loaded.config.model.max_len,
+            device: &Device::Cpu,
+            options: DecodeOptions {
+                max_len: Some(max_steps),
+                ..DecodeOptions::default()
+            },
+        };
+        let got = translator.translate(source).unwrap();
         let want_ids: Vec<u32> = serde_json::from_value(case["ids"].clone()).unwrap();
         assert_eq!(got.ids, want_ids, "ids for {source:?}");
         assert_close(&got.log_probs, &flat_floats(&case["log_probs"]), source);

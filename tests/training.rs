@@ -5,26 +5,27 @@ use std::path::Path;
 
 use candle_core::{Device, Tensor};
 use transformer::checkpoint::{self, CheckpointContents};
+use transformer::config::CorpusSource;
 use transformer::config::{Config, ModelConfig};
 use transformer::data::vocab::PAD_ID;
-use transformer::data::{encode_pairs, read_tsv, Vocab};
+use transformer::data::{encode_pairs, read_corpus, Tokenizers};
 use transformer::decode::teacher_forced_log_probs;
 use transformer::model::{masks, DropoutRng, Mode};
 use transformer::train::loss::LabelSmoothing;
 use transformer::train::{Trainer, TrainingData};
 
 fn toy_trainer(model: ModelConfig) -> Trainer {
-    let pairs = read_tsv(Path::new("data/toy.tsv")).unwrap();
-    let src_vocab = Vocab::build(pairs.iter().map(|p| p.src.as_slice()), 1);
-    let tgt_vocab = Vocab::build(pairs.iter().map(|p| p.tgt.as_slice()), 1);
-    let data = TrainingData {
-        pairs: encode_pairs(&pairs, &src_vocab, &tgt_vocab),
-        src_vocab,
-        tgt_vocab,
-    };
+    let source = CorpusSource::Tsv(Path::new("data/toy.tsv").into());
+    let (pairs, _) = read_corpus(&source).unwrap();
     let config = Config {
         model,
         ..Config::default()
+    };
+    let tokenizers = Tokenizers::learn(&config.data, &pairs).unwrap();
+    let data = TrainingData {
+        pairs: encode_pairs(&pairs, &tokenizers, 64).unwrap().0,
+        tokenizers,
+        valid: None,
     };
     Trainer::new(config, data, &Device::Cpu).unwrap()
 }
@@ -66,7 +67,7 @@ fn one_backward_pass_gives_every_parameter_a_nonzero_gradient() {
         .unwrap();
     let log_probs = model.generator().forward(&hidden).unwrap();
     let log_probs = log_probs.reshape((tgt_out.dim(0).unwrap(), ())).unwrap();
-    let vocab = trainer.data().tgt_vocab.len();
+    let vocab = trainer.data().tokenizers.tgt.vocab_size();
     let loss = (LabelSmoothing::new(vocab, PAD_ID, 0.1)
         .loss_sum(&log_probs, &tgt_out)
         .unwrap()
@@ -148,10 +149,8 @@ fn a_saved_checkpoint_loads_back_to_identical_log_probs() {
         dir.path(),
         &CheckpointContents {
             config: trainer.config(),
-            src_vocab: &data.src_vocab,
-            tgt_vocab: &data.tgt_vocab,
+            tokenizers: &data.tokenizers,
             tensors: &tensors,
-            metrics: trainer.metrics(),
         },
     )
     .unwrap();

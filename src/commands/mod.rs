@@ -1,17 +1,22 @@
 //! Glue per subcommand: arguments -> config -> device -> library call -> output.
 
+mod eval;
 mod infer_test;
 mod train;
 mod translate;
 
-use crate::cli::{Command, DeviceArgs};
+use anyhow::bail;
+
+use crate::cli::{Command, DecodeArgs, DeviceArgs};
 use crate::device::{select, DeviceRequest};
+use crate::translator::DecodeOptions;
 
 /// Runs one parsed command.
 pub fn run(command: Command) -> anyhow::Result<()> {
     match command {
         Command::Train(args) => train::run(args),
         Command::Translate(args) => translate::run(args),
+        Command::Eval(args) => eval::run(args),
         Command::InferTest(args) => infer_test::run(args),
     }
 }
@@ -21,4 +26,28 @@ fn device_from(args: &DeviceArgs) -> anyhow::Result<candle_core::Device> {
     let selected = select(args.device.parse::<DeviceRequest>()?)?;
     eprintln!("{}", selected.note);
     Ok(selected.device)
+}
+
+/// Validates the decoding flags.
+fn decode_options(args: &DecodeArgs) -> anyhow::Result<DecodeOptions> {
+    if args.beam == 0 {
+        bail!("--beam must be at least 1 (1 is greedy decoding)");
+    }
+    if args.batch_size == 0 {
+        bail!("--batch-size must be at least 1");
+    }
+    if args.max_len == Some(0) {
+        bail!("--max-len must be at least 1");
+    }
+    if !args.length_penalty.is_finite() {
+        bail!(
+            "--length-penalty must be a number, got {}",
+            args.length_penalty
+        );
+    }
+    Ok(DecodeOptions {
+        beam: args.beam,
+        length_penalty: args.length_penalty,
+        max_len: args.max_len,
+    })
 }

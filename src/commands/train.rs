@@ -1,18 +1,19 @@
-//! `transformer train`: config -> data -> vocabularies -> training loop -> run directory.
+//! `transformer train`: config -> corpora -> tokenizers -> training loop -> run directory.
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use anyhow::bail;
-use candle_core::Device;
 
-use crate::checkpoint::{self, CheckpointContents, MODEL_FILE, RUNS_ROOT};
+use crate::checkpoint::{self, CheckpointContents, BEST_DIR, LAST_DIR, RUNS_ROOT};
 use crate::cli::TrainArgs;
 use crate::config::{Config, BUILTIN_BASE};
-use crate::data::{encode_pairs, read_tsv, Vocab};
+use crate::data::{encode_pairs, read_corpus, SentencePair, Tokenizers};
 use crate::progress::{TrainProgress, Verbosity};
-use crate::train::{StepReport, TrainObserver, Trainer, TrainingData};
-use crate::translator::Translator;
+use crate::train::{
+    CheckpointKind, MetricRecord, StepReport, TrainObserver, Trainer, TrainingData, ValidationData,
+};
+use crate::translator::DecodeOptions;
 
 /// How many training sources to translate when training ends.
 const SAMPLE_TRANSLATIONS: usize = 5;
@@ -34,7 +35,7 @@ pub fn run(args: TrainArgs) -> anyhow::Result<()> {
         .or_else(|| config.run.dir.clone())
         .unwrap_or_else(|| Path::new(RUNS_ROOT).join(&name));
     config.run.dir = Some(run_dir.clone());
-    if run_dir.join(MODEL_FILE).exists() && !args.overwrite {
+    if checkpoint::resolve(&run_dir).is_ok() && !args.overwrite {
         bail!(
             "{} already holds a checkpoint; pass --overwrite to replace it or --out DIR to \
              train into another directory",
@@ -43,30 +44,10 @@ pub fn run(args: TrainArgs) -> anyhow::Result<()> {
     }
     let device = super::device_from(&args.device)?;
 
-    let pairs = read_tsv(&config.data.train)?;
-    let min_freq = config.data.min_freq;
-    let src_vocab = Vocab::build(pairs.iter().map(|p| p.src.as_slice()), min_freq);
-    let tgt_vocab = Vocab::build(pairs.iter().map(|p| p.tgt.as_slice()), min_freq);
-    eprintln!(
-        "data: {} pairs from {}; vocabularies: {} source, {} target words",
-        pairs.len(),
-        config.data.train.display(),
-        src_vocab.len(),
-        tgt_vocab.len()
-    );
-    let samples: Vec<String> = pairs
-        .iter()
-        .take(SAMPLE_TRANSLATIONS)
-        .map(|p| p.src.join(" "))
-        .collect();
-    let data = TrainingData {
-        pairs: encode_pairs(&pairs, &src_vocab, &tgt_vocab),
-        src_vocab,
-        tgt_vocab,
-    };
-
+    let data = prepare_data(&config)?;
+    let samples: Vec<String> = data.1.iter().take(SAMPLE_TRANSLATIONS).cloned().collect();
     let started = Instant::now();
-    let mut trainer = Trainer::new(config, data, &device)?;
+    let mut trainer = Trainer::new(config, data.0, &device)?;
     let verbosity = if args.quiet {
         Verbosity::Quiet
     } else {
@@ -83,12 +64,67 @@ pub fn run(args: TrainArgs) -> anyhow::Result<()> {
     trainer.run(&mut observer)?;
     observer.progress.finish();
     eprintln!(
-        "trained {} steps in {:.1}s; checkpoint in {}",
+        "trained {} steps in {:.1}s; checkpoints in {}",
         trainer.step(),
         started.elapsed().as_secs_f64(),
         run_dir.display()
     );
-    print_sample_translations(&trainer, &samples, &device)
+    let translator = trainer.translator(DecodeOptions::default());
+    for (source, translation) in samples.iter().zip(translator.translate_batch(&samples)?) {
+        println!("{source} => {}", translation.translation);
+    }
+    Ok(())
+}
+
+/// Reads and cleans the corpora, learns the tokenizers, encodes everything. Also returns the
+/// first training sources, to show translations of at the end.
+fn prepare_data(config: &Config) -> anyhow::Result<(TrainingData, Vec<String>)> {
+    let (pairs, report) = read_corpus(&config.data.train)?;
+    eprintln!("train data {}: {report}", config.data.train);
+    let tokenizers = Tokenizers::learn(&config.data, &pairs)?;
+    let max_positions = config.model.max_len;
+    let (encoded, too_long) = encode_pairs(&pairs, &tokenizers, max_positions)?;
+    eprintln!(
+        "tokenizer: {:?}, {} source / {} target tokens in the vocabulary{}",
+        config.data.tokenizer,
+        tokenizers.src.vocab_size(),
+        tokenizers.tgt.vocab_size(),
+        if too_long > 0 {
+            format!("; {too_long} pairs longer than model.max_len left out")
+        } else {
+            String::new()
+        }
+    );
+    let valid = match &config.data.valid {
+        Some(source) => {
+            let (valid_pairs, report) = read_corpus(source)?;
+            eprintln!("valid data {source}: {report}");
+            Some(validation_data(&valid_pairs, &tokenizers, max_positions)?)
+        }
+        None => None,
+    };
+    let samples = pairs.iter().map(|p| p.src.clone()).collect();
+    Ok((
+        TrainingData {
+            pairs: encoded,
+            tokenizers,
+            valid,
+        },
+        samples,
+    ))
+}
+
+fn validation_data(
+    pairs: &[SentencePair],
+    tokenizers: &Tokenizers,
+    max_positions: usize,
+) -> anyhow::Result<ValidationData> {
+    let (encoded, _) = encode_pairs(pairs, tokenizers, max_positions)?;
+    Ok(ValidationData {
+        pairs: encoded,
+        sources: pairs.iter().map(|p| p.src.clone()).collect(),
+        references: pairs.iter().map(|p| p.tgt.clone()).collect(),
+    })
 }
 
 /// `configs/base.toml` -> `base`.
@@ -109,45 +145,45 @@ impl TrainObserver for CheckpointingObserver {
         self.progress.update(report);
     }
 
-    fn on_checkpoint(&mut self, trainer: &Trainer) -> anyhow::Result<()> {
+    fn on_epoch(&mut self, record: &MetricRecord) {
+        if let MetricRecord::Epoch {
+            epoch,
+            train_loss,
+            valid_loss,
+            valid_bleu,
+            ..
+        } = record
+        {
+            let mut line = format!("epoch {epoch}: train loss {train_loss:.4}");
+            if let (Some(loss), Some(bleu)) = (valid_loss, valid_bleu) {
+                line.push_str(&format!(", valid loss {loss:.4}, valid BLEU {bleu:.2}"));
+            }
+            self.progress.note(&line);
+        }
+    }
+
+    fn on_checkpoint(&mut self, trainer: &Trainer, kind: CheckpointKind) -> anyhow::Result<()> {
         let tensors = trainer.named_tensors()?;
-        let data = trainer.data();
+        let dir = self.run_dir.join(match kind {
+            CheckpointKind::Last => LAST_DIR,
+            CheckpointKind::Best => BEST_DIR,
+        });
         checkpoint::save(
-            &self.run_dir,
+            &dir,
             &CheckpointContents {
                 config: trainer.config(),
-                src_vocab: &data.src_vocab,
-                tgt_vocab: &data.tgt_vocab,
+                tokenizers: &trainer.data().tokenizers,
                 tensors: &tensors,
-                metrics: trainer.metrics(),
             },
         )?;
-        self.progress.note(&format!(
-            "step {}: checkpoint written to {}",
-            trainer.step(),
-            self.run_dir.display()
-        ));
+        checkpoint::save_metrics(&self.run_dir, trainer.metrics())?;
+        if kind == CheckpointKind::Best {
+            self.progress.note(&format!(
+                "step {}: new best checkpoint in {}",
+                trainer.step(),
+                dir.display()
+            ));
+        }
         Ok(())
     }
-}
-
-/// Greedy translations of the first few training sources, to stdout.
-fn print_sample_translations(
-    trainer: &Trainer,
-    sources: &[String],
-    device: &Device,
-) -> anyhow::Result<()> {
-    let data = trainer.data();
-    let translator = Translator {
-        model: trainer.model(),
-        src_vocab: &data.src_vocab,
-        tgt_vocab: &data.tgt_vocab,
-        max_positions: trainer.config().model.max_len,
-        device,
-    };
-    for source in sources {
-        let translation = translator.translate(source, None)?;
-        println!("{source} => {}", translation.translation);
-    }
-    Ok(())
 }

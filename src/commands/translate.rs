@@ -1,4 +1,4 @@
-//! `transformer translate`: one sentence from the command line, or stdin line by line.
+//! `transformer translate`: one sentence from the command line, or stdin in batches of lines.
 
 use std::io::{BufRead, Write};
 use std::path::Path;
@@ -10,6 +10,7 @@ use crate::cli::TranslateArgs;
 use crate::translator::{Translation, Translator};
 
 pub fn run(args: TranslateArgs) -> anyhow::Result<()> {
+    let options = super::decode_options(&args.decode)?;
     let dir = match &args.checkpoint {
         Some(dir) => dir.clone(),
         None => checkpoint::latest_run(Path::new(RUNS_ROOT))?,
@@ -18,40 +19,70 @@ pub fn run(args: TranslateArgs) -> anyhow::Result<()> {
     let loaded = checkpoint::load(&dir, &device)?;
     let translator = Translator {
         model: &loaded.model,
-        src_vocab: &loaded.src_vocab,
-        tgt_vocab: &loaded.tgt_vocab,
+        tokenizers: &loaded.tokenizers,
         max_positions: loaded.config.model.max_len,
         device: &device,
+        options,
     };
     let mut out = std::io::stdout().lock();
     if let Some(text) = &args.text {
-        return emit(
-            &translator.translate(text, args.max_len)?,
-            args.json,
-            &mut out,
-        );
+        return emit(&translator.translate(text)?, args.json, &mut out);
     }
-    let mut stdin = std::io::stdin().lock();
-    let mut line = Vec::new();
-    for number in 1.. {
-        line.clear();
-        if stdin
-            .read_until(b'\n', &mut line)
-            .context("cannot read stdin")?
-            == 0
-        {
-            break;
+    let mut lines = StdinLines::new();
+    loop {
+        let (first_line, batch) = lines.next_batch(args.decode.batch_size)?;
+        if batch.is_empty() {
+            return Ok(());
         }
-        let text = std::str::from_utf8(&line).map_err(|_| {
-            anyhow::anyhow!("stdin line {number} is not valid UTF-8; convert the input to UTF-8")
+        let translations = translator.translate_batch(&batch).with_context(|| {
+            format!("stdin lines {first_line}-{}", first_line + batch.len() - 1)
         })?;
-        let text = text.trim_end_matches(['\n', '\r']);
-        let translation = translator
-            .translate(text, args.max_len)
-            .with_context(|| format!("stdin line {number}"))?;
-        emit(&translation, args.json, &mut out)?;
+        for translation in &translations {
+            emit(translation, args.json, &mut out)?;
+        }
     }
-    Ok(())
+}
+
+/// Stdin as UTF-8 lines, read a batch at a time.
+struct StdinLines {
+    stdin: std::io::StdinLock<'static>,
+    read: usize,
+}
+
+impl StdinLines {
+    fn new() -> Self {
+        Self {
+            stdin: std::io::stdin().lock(),
+            read: 0,
+        }
+    }
+
+    /// Up to `size` lines (fewer at the end of input); returns the first one's line number.
+    fn next_batch(&mut self, size: usize) -> anyhow::Result<(usize, Vec<String>)> {
+        let first = self.read + 1;
+        let mut batch = Vec::with_capacity(size);
+        let mut bytes = Vec::new();
+        while batch.len() < size {
+            bytes.clear();
+            if self
+                .stdin
+                .read_until(b'\n', &mut bytes)
+                .context("cannot read stdin")?
+                == 0
+            {
+                break;
+            }
+            self.read += 1;
+            let text = String::from_utf8(std::mem::take(&mut bytes)).map_err(|_| {
+                anyhow::anyhow!(
+                    "stdin line {} is not valid UTF-8; convert the input to UTF-8",
+                    self.read
+                )
+            })?;
+            batch.push(text.trim_end_matches(['\n', '\r']).to_string());
+        }
+        Ok((first, batch))
+    }
 }
 
 /// Warns about unknown words on stderr and prints the result on stdout.

@@ -5,7 +5,8 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
 use super::corpus::SentencePair;
-use super::vocab::{Vocab, BOS_ID, EOS_ID, PAD_ID};
+use super::tokenizer::Tokenizers;
+use super::vocab::{BOS_ID, EOS_ID, PAD_ID};
 
 /// A pair as ids: the source `<s> w1 .. wn </s>` and the target `<s> v1 .. vm </s>`.
 #[derive(Debug, Clone, PartialEq)]
@@ -23,15 +24,25 @@ pub fn with_boundaries(ids: &[u32]) -> Vec<u32> {
     out
 }
 
-/// Encodes training pairs with their vocabularies (every word is known: they were built here).
-pub fn encode_pairs(pairs: &[SentencePair], src: &Vocab, tgt: &Vocab) -> Vec<EncodedPair> {
-    pairs
-        .iter()
-        .map(|pair| EncodedPair {
-            src: with_boundaries(&src.encode(&pair.src).ids),
-            tgt: with_boundaries(&tgt.encode(&pair.tgt).ids),
-        })
-        .collect()
+/// Encodes pairs with `<s>`/`</s>` around both sides. Pairs longer than `max_positions` on
+/// either side are left out; returns them and how many were dropped.
+pub fn encode_pairs(
+    pairs: &[SentencePair],
+    tokenizers: &Tokenizers,
+    max_positions: usize,
+) -> anyhow::Result<(Vec<EncodedPair>, usize)> {
+    let mut encoded = Vec::with_capacity(pairs.len());
+    let mut too_long = 0;
+    for pair in pairs {
+        let src = with_boundaries(&tokenizers.src.encode(&pair.src)?.ids);
+        let tgt = with_boundaries(&tokenizers.tgt.encode(&pair.tgt)?.ids);
+        if src.len() > max_positions || tgt.len() > max_positions {
+            too_long += 1;
+        } else {
+            encoded.push(EncodedPair { src, tgt });
+        }
+    }
+    Ok((encoded, too_long))
 }
 
 /// A batch of padded, row-major id matrices, as the reference's `Batch` holds them:
@@ -78,26 +89,62 @@ fn push_padded(out: &mut Vec<u32>, ids: &[u32], len: usize) {
     out.extend(std::iter::repeat_n(PAD_ID, len - ids.len()));
 }
 
-/// The batches of one epoch: every pair once, in an order drawn from `seed` and `epoch`.
+/// The batches of one epoch: every pair exactly once, pairs of similar length together (less
+/// padding), each batch within `max_tokens` (sentences x the longer padded side; a pair longer
+/// than that gets a batch of its own), in an order drawn from `seed` and `epoch`.
 pub fn epoch_batches(
     pairs: &[EncodedPair],
-    batch_size: usize,
+    max_tokens: usize,
     seed: u64,
     epoch: usize,
 ) -> Vec<PaddedBatch> {
-    let mut order: Vec<&EncodedPair> = pairs.iter().collect();
     let mut rng =
         ChaCha8Rng::seed_from_u64(seed ^ (epoch as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15));
+    let mut order: Vec<&EncodedPair> = pairs.iter().collect();
+    // Shuffle, then a stable sort by length: equal lengths stay in random order.
     order.shuffle(&mut rng);
-    order
-        .chunks(batch_size.max(1))
-        .map(PaddedBatch::new)
-        .collect()
+    order.sort_by_key(|p| p.src.len().max(p.tgt.len()));
+    let mut batches = Vec::new();
+    let mut current: Vec<&EncodedPair> = Vec::new();
+    let (mut src_len, mut tgt_len) = (0, 0);
+    for pair in order {
+        let (s, t) = (src_len.max(pair.src.len()), tgt_len.max(pair.tgt.len()));
+        if !current.is_empty() && (current.len() + 1) * s.max(t) > max_tokens {
+            batches.push(PaddedBatch::new(&current));
+            current.clear();
+            (src_len, tgt_len) = (pair.src.len(), pair.tgt.len());
+        } else {
+            (src_len, tgt_len) = (s, t);
+        }
+        current.push(pair);
+    }
+    if !current.is_empty() {
+        batches.push(PaddedBatch::new(&current));
+    }
+    batches.shuffle(&mut rng);
+    batches
 }
 
-/// Batches per epoch, for progress bars and schedules.
-pub fn batches_per_epoch(pairs: usize, batch_size: usize) -> usize {
-    pairs.div_ceil(batch_size.max(1))
+/// Batches in input order (no shuffling, no sorting), for evaluation.
+pub fn ordered_batches(pairs: &[EncodedPair], max_tokens: usize) -> Vec<PaddedBatch> {
+    let mut batches = Vec::new();
+    let mut start = 0;
+    while start < pairs.len() {
+        let mut end = start + 1;
+        let mut longest = pairs[start].src.len().max(pairs[start].tgt.len());
+        while end < pairs.len() {
+            let next = longest.max(pairs[end].src.len()).max(pairs[end].tgt.len());
+            if (end - start + 1) * next > max_tokens {
+                break;
+            }
+            longest = next;
+            end += 1;
+        }
+        let slice: Vec<&EncodedPair> = pairs[start..end].iter().collect();
+        batches.push(PaddedBatch::new(&slice));
+        start = end;
+    }
+    batches
 }
 
 #[cfg(test)]
@@ -123,17 +170,32 @@ mod tests {
     }
 
     #[test]
-    fn an_epoch_uses_every_pair_once_in_a_seeded_order() {
+    fn an_epoch_uses_every_pair_once_within_the_token_budget_in_a_seeded_order() {
+        // Sources of 1..=8 words: 3..=10 tokens with <s> and </s>.
+        let pairs: Vec<EncodedPair> = (1..=40u32)
+            .map(|i| pair(&vec![i + 3; (i % 8 + 1) as usize], &[i + 3]))
+            .collect();
+        let batches = epoch_batches(&pairs, 30, 9, 0);
+        let mut seen: Vec<u32> = Vec::new();
+        for b in &batches {
+            assert!(b.size * b.src_len.max(b.tgt_len) <= 30);
+            seen.extend(b.src.chunks(b.src_len).map(|s| s[1]));
+        }
+        seen.sort();
+        assert_eq!(seen, (4..=43).collect::<Vec<_>>());
+        assert_eq!(epoch_batches(&pairs, 30, 9, 0), batches);
+        assert_ne!(epoch_batches(&pairs, 30, 9, 1), batches);
+    }
+
+    #[test]
+    fn ordered_batches_keep_the_input_order() {
         let pairs: Vec<EncodedPair> = (4..14).map(|i| pair(&[i], &[i])).collect();
-        let batches = epoch_batches(&pairs, 3, 9, 0);
-        assert_eq!(batches.len(), batches_per_epoch(10, 3));
-        let mut seen: Vec<u32> = batches
+        let batches = ordered_batches(&pairs, 9);
+        let seen: Vec<u32> = batches
             .iter()
             .flat_map(|b| b.src.chunks(3).map(|s| s[1]))
             .collect();
-        seen.sort();
         assert_eq!(seen, (4..14).collect::<Vec<_>>());
-        assert_eq!(epoch_batches(&pairs, 3, 9, 0), batches);
-        assert_ne!(epoch_batches(&pairs, 3, 9, 1), batches);
+        assert!(batches.iter().all(|b| b.size == 3 || b.size == 1));
     }
 }

@@ -1,29 +1,123 @@
-//! Reading parallel sentence pairs from a TSV file: `source<TAB>target` per line.
+//! Reading parallel corpora (a TSV file or two aligned text files, plain or gzip) and cleaning
+//! them: whitespace normalised, empty and placeholder pairs dropped and counted.
 
+use std::io::Read;
 use std::path::Path;
 
 use anyhow::{bail, Context};
 
-use super::vocab::tokenize;
+use crate::config::CorpusSource;
 
-/// One tokenised training pair.
+/// One sentence pair, whitespace-normalised.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SentencePair {
-    pub src: Vec<String>,
-    pub tgt: Vec<String>,
+    pub src: String,
+    pub tgt: String,
 }
 
-/// Reads every non-blank line of `path` as a pair; fails naming the file and line of the first
-/// malformed one, or when there are no pairs at all.
-pub fn read_tsv(path: &Path) -> anyhow::Result<Vec<SentencePair>> {
-    let text = std::fs::read_to_string(path).with_context(|| {
-        format!(
-            "cannot read training data {}; check data.train in the config",
+/// What cleaning did to a corpus.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct CleaningReport {
+    pub read: usize,
+    pub kept: usize,
+    /// Pairs with an empty side (after whitespace normalisation).
+    pub empty: usize,
+    /// Pairs with a side that has no letter or digit, such as Multi30k's `@@` lines.
+    pub placeholder: usize,
+}
+
+impl std::fmt::Display for CleaningReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} pairs read, {} kept, {} dropped ({} with an empty side, {} placeholders)",
+            self.read,
+            self.kept,
+            self.read - self.kept,
+            self.empty,
+            self.placeholder
+        )
+    }
+}
+
+/// Reads a whole UTF-8 text file, decompressing it first when its name ends in `.gz`.
+pub fn read_text(path: &Path) -> anyhow::Result<String> {
+    let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let bytes = if path.extension().is_some_and(|e| e == "gz") {
+        let mut out = Vec::new();
+        flate2::read::MultiGzDecoder::new(bytes.as_slice())
+            .read_to_end(&mut out)
+            .with_context(|| format!("{} is not a valid gzip file", path.display()))?;
+        out
+    } else {
+        bytes
+    };
+    String::from_utf8(bytes).map_err(|e| {
+        let line = 1 + e.as_bytes()[..e.utf8_error().valid_up_to()]
+            .iter()
+            .filter(|&&b| b == b'\n')
+            .count();
+        anyhow::anyhow!(
+            "{} line {line} is not valid UTF-8; convert the file to UTF-8",
             path.display()
         )
-    })?;
+    })
+}
+
+/// Lines of a text file, without their `\n` / `\r\n` endings.
+fn read_lines(path: &Path) -> anyhow::Result<Vec<String>> {
+    let text = read_text(path)?;
+    Ok(text
+        .lines()
+        .map(|l| l.strip_suffix('\r').unwrap_or(l).to_string())
+        .collect())
+}
+
+/// Reads and cleans a corpus; fails on misaligned files, malformed TSV lines, or when nothing
+/// is left.
+pub fn read_corpus(source: &CorpusSource) -> anyhow::Result<(Vec<SentencePair>, CleaningReport)> {
+    let raw = match source {
+        CorpusSource::Tsv(path) => read_tsv_lines(path)?,
+        CorpusSource::Parallel { src, tgt } => {
+            let (src_lines, tgt_lines) = (read_lines(src)?, read_lines(tgt)?);
+            if src_lines.len() != tgt_lines.len() {
+                bail!(
+                    "{} has {} lines but {} has {}; parallel files must be aligned line by line",
+                    src.display(),
+                    src_lines.len(),
+                    tgt.display(),
+                    tgt_lines.len()
+                );
+            }
+            src_lines.into_iter().zip(tgt_lines).collect()
+        }
+    };
+    let mut report = CleaningReport {
+        read: raw.len(),
+        ..CleaningReport::default()
+    };
+    let mut pairs = Vec::with_capacity(raw.len());
+    for (src, tgt) in raw {
+        let (src, tgt) = (normalize_whitespace(&src), normalize_whitespace(&tgt));
+        if src.is_empty() || tgt.is_empty() {
+            report.empty += 1;
+        } else if is_placeholder(&src) || is_placeholder(&tgt) {
+            report.placeholder += 1;
+        } else {
+            pairs.push(SentencePair { src, tgt });
+        }
+    }
+    report.kept = pairs.len();
+    if pairs.is_empty() {
+        bail!("{source} holds no usable sentence pairs ({report})");
+    }
+    Ok((pairs, report))
+}
+
+/// `source<TAB>target` lines; blank lines are skipped, a line without a tab is an error.
+fn read_tsv_lines(path: &Path) -> anyhow::Result<Vec<(String, String)>> {
     let mut pairs = Vec::new();
-    for (index, line) in text.lines().enumerate() {
+    for (index, line) in read_lines(path)?.into_iter().enumerate() {
         if line.trim().is_empty() {
             continue;
         }
@@ -34,26 +128,19 @@ pub fn read_tsv(path: &Path) -> anyhow::Result<Vec<SentencePair>> {
                 index + 1
             );
         };
-        let pair = SentencePair {
-            src: tokenize(src),
-            tgt: tokenize(tgt),
-        };
-        if pair.src.is_empty() || pair.tgt.is_empty() {
-            bail!(
-                "{} line {}: both the source and the target need at least one word",
-                path.display(),
-                index + 1
-            );
-        }
-        pairs.push(pair);
-    }
-    if pairs.is_empty() {
-        bail!(
-            "{} holds no sentence pairs; add lines of `source<TAB>target`",
-            path.display()
-        );
+        pairs.push((src.to_string(), tgt.to_string()));
     }
     Ok(pairs)
+}
+
+/// Every run of whitespace (no-break spaces and tabs included) becomes one space; trimmed.
+pub fn normalize_whitespace(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// A line with no letter or digit (`@@`, `-`, `...`) stands for a missing sentence.
+fn is_placeholder(text: &str) -> bool {
+    !text.chars().any(char::is_alphanumeric)
 }
 
 #[cfg(test)]
@@ -61,33 +148,70 @@ mod tests {
     use super::*;
 
     #[test]
-    fn pairs_are_split_at_the_tab_and_blank_lines_skipped() {
+    fn tsv_pairs_are_split_at_the_first_tab_and_blank_lines_skipped() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("pairs.tsv");
-        std::fs::write(&path, "ich mochte\ti want\n\n ein bier \ta beer .\n").unwrap();
-        let pairs = read_tsv(&path).unwrap();
-        assert_eq!(pairs.len(), 2);
-        assert_eq!(pairs[1].src, vec!["ein", "bier"]);
-        assert_eq!(pairs[1].tgt, vec!["a", "beer", "."]);
+        std::fs::write(&path, "ich mochte\ti want\n\n ein  bier \ta beer .\n").unwrap();
+        let (pairs, report) = read_corpus(&CorpusSource::Tsv(path)).unwrap();
+        assert_eq!(report.kept, 2);
+        assert_eq!(pairs[1].src, "ein bier");
+        assert_eq!(pairs[1].tgt, "a beer .");
     }
 
     #[test]
-    fn a_line_without_a_tab_is_named() {
+    fn a_tsv_line_without_a_tab_is_named() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("pairs.tsv");
         std::fs::write(&path, "a\tb\nno tab here\n").unwrap();
-        let err = read_tsv(&path).unwrap_err().to_string();
+        let err = read_corpus(&CorpusSource::Tsv(path))
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("pairs.tsv line 2"), "{err}");
     }
 
     #[test]
-    fn an_empty_file_is_an_error() {
+    fn parallel_gzip_files_are_read_and_cleaned() {
+        use std::io::Write;
+        let dir = tempfile::tempdir().unwrap();
+        let src = dir.path().join("x.de.gz");
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+        gz.write_all("Zwei\u{a0}Männer  stehen.\n@@\nein Hund\n\n".as_bytes())
+            .unwrap();
+        std::fs::write(&src, gz.finish().unwrap()).unwrap();
+        let tgt = dir.path().join("x.en");
+        std::fs::write(&tgt, "Two men stand.\nA cat.\n a dog \nsomething\n").unwrap();
+        let (pairs, report) = read_corpus(&CorpusSource::Parallel { src, tgt }).unwrap();
+        assert_eq!(pairs[0].src, "Zwei Männer stehen.");
+        assert_eq!(pairs[1].tgt, "a dog");
+        assert_eq!(
+            (report.read, report.kept, report.placeholder, report.empty),
+            (4, 2, 1, 1)
+        );
+    }
+
+    #[test]
+    fn misaligned_parallel_files_are_an_error_naming_both() {
+        let dir = tempfile::tempdir().unwrap();
+        let (src, tgt) = (dir.path().join("a.de"), dir.path().join("a.en"));
+        std::fs::write(&src, "a\nb\n").unwrap();
+        std::fs::write(&tgt, "a\n").unwrap();
+        let err = read_corpus(&CorpusSource::Parallel { src, tgt })
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("a.de has 2 lines") && err.contains("a.en has 1"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn an_empty_corpus_is_an_error() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("pairs.tsv");
         std::fs::write(&path, "\n").unwrap();
-        assert!(read_tsv(&path)
+        let err = read_corpus(&CorpusSource::Tsv(path))
             .unwrap_err()
-            .to_string()
-            .contains("no sentence pairs"));
+            .to_string();
+        assert!(err.contains("no usable sentence pairs"), "{err}");
     }
 }

@@ -1,9 +1,11 @@
-//! Data: reading sentence pairs, word vocabularies, and padded batches.
+//! Data: reading and cleaning sentence pairs, tokenizers (words or BPE), padded batches.
 
 pub mod batch;
 pub mod corpus;
+pub mod tokenizer;
 pub mod vocab;
 
-pub use batch::{encode_pairs, epoch_batches, EncodedPair, PaddedBatch};
-pub use corpus::{read_tsv, SentencePair};
+pub use batch::{encode_pairs, epoch_batches, ordered_batches, EncodedPair, PaddedBatch};
+pub use corpus::{read_corpus, read_text, CleaningReport, SentencePair};
+pub use tokenizer::{TextTokenizer, Tokenizers};
 pub use vocab::{tokenize, Vocab};

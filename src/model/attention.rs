@@ -45,6 +45,23 @@ fn masked_fill(scores: &Tensor, mask: &Tensor, value: f32) -> Result<Tensor> {
     mask.where_cond(scores, &fill)
 }
 
+/// Keys and values split into heads, `(batch, heads, len, d_k)` each.
+#[derive(Debug, Clone)]
+pub struct KeyValues {
+    pub keys: Tensor,
+    pub values: Tensor,
+}
+
+impl KeyValues {
+    /// Keeps the rows `indices` of the batch, in that order (beam search reorders beams).
+    pub fn select(&self, indices: &Tensor) -> Result<Self> {
+        Ok(Self {
+            keys: self.keys.index_select(indices, 0)?,
+            values: self.values.index_select(indices, 0)?,
+        })
+    }
+}
+
 /// h parallel attention heads over learned projections of queries, keys and values.
 ///
 /// `linears.0..3` are the query, key, value and output projections, with biases, named as in the
@@ -79,12 +96,59 @@ impl MultiHeadedAttention {
         mask: Option<&Tensor>,
         mode: Mode,
     ) -> Result<Tensor> {
+        let key_values = KeyValues {
+            keys: self.split_heads(&self.linears[1].forward(key)?)?,
+            values: self.split_heads(&self.linears[2].forward(value)?)?,
+        };
+        self.attend(query, &key_values, mask, mode)
+    }
+
+    /// Projects `xs` `(batch, len, d_model)` into keys and values, e.g. the encoder memory once
+    /// per sentence for every decoding step's source attention.
+    pub fn key_values(&self, xs: &Tensor) -> Result<KeyValues> {
+        Ok(KeyValues {
+            keys: self.split_heads(&self.linears[1].forward(xs)?)?,
+            values: self.split_heads(&self.linears[2].forward(xs)?)?,
+        })
+    }
+
+    /// Self-attention for new positions `xs` `(batch, new, d_model)` during incremental
+    /// decoding: their keys and values are appended to `cache`, and they attend to every
+    /// cached position (earlier positions never see later ones, so no mask is needed when
+    /// one position is added at a time).
+    pub fn forward_cached(&self, xs: &Tensor, cache: &mut Option<KeyValues>) -> Result<Tensor> {
+        let new = self.key_values(xs)?;
+        let all = match cache.take() {
+            Some(old) => KeyValues {
+                keys: Tensor::cat(&[&old.keys, &new.keys], 2)?,
+                values: Tensor::cat(&[&old.values, &new.values], 2)?,
+            },
+            None => new,
+        };
+        let out = self.attend(xs, &all, None, Mode::Eval)?;
+        *cache = Some(all);
+        Ok(out)
+    }
+
+    /// Attention of `query` `(batch, q_len, d_model)` over projected keys and values.
+    pub fn attend(
+        &self,
+        query: &Tensor,
+        key_values: &KeyValues,
+        mask: Option<&Tensor>,
+        mode: Mode,
+    ) -> Result<Tensor> {
         let (batch, q_len, d_model) = query.dims3()?;
         let query = self.split_heads(&self.linears[0].forward(query)?)?;
-        let key = self.split_heads(&self.linears[1].forward(key)?)?;
-        let value = self.split_heads(&self.linears[2].forward(value)?)?;
         let mask = mask.map(|m| m.unsqueeze(1)).transpose()?;
-        let (x, _) = attention(&query, &key, &value, mask.as_ref(), self.dropout, mode)?;
+        let (x, _) = attention(
+            &query,
+            &key_values.keys,
+            &key_values.values,
+            mask.as_ref(),
+            self.dropout,
+            mode,
+        )?;
         // "Concat" the heads back into (batch, q_len, d_model).
         let x = x.transpose(1, 2)?.reshape((batch, q_len, d_model))?;
         self.linears[3].forward(&x)

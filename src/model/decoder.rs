@@ -4,7 +4,7 @@
 use candle_core::{Result, Tensor};
 use candle_nn::{Module, VarBuilder};
 
-use super::attention::MultiHeadedAttention;
+use super::attention::{KeyValues, MultiHeadedAttention};
 use super::dropout::Mode;
 use super::layers::{LayerNorm, PositionwiseFeedForward, SublayerConnection};
 use crate::config::ModelConfig;
@@ -53,6 +53,56 @@ impl DecoderLayer {
     }
 }
 
+impl DecoderLayer {
+    /// One incremental step: `xs` `(batch, 1, d_model)` new position, `cache` this layer's
+    /// self-attention keys/values so far, `memory_kv` the source keys/values computed once.
+    pub fn forward_step(
+        &self,
+        xs: &Tensor,
+        cache: &mut Option<KeyValues>,
+        memory_kv: &KeyValues,
+        src_mask: &Tensor,
+    ) -> Result<Tensor> {
+        let mode = Mode::Eval;
+        let xs = self.sublayer[0].forward(xs, mode, |x| self.self_attn.forward_cached(x, cache))?;
+        let xs = self.sublayer[1].forward(&xs, mode, |x| {
+            self.src_attn.attend(x, memory_kv, Some(src_mask), mode)
+        })?;
+        self.sublayer[2].forward(&xs, mode, |x| self.feed_forward.forward(x, mode))
+    }
+}
+
+/// What incremental decoding keeps between steps: per layer, the self-attention keys/values
+/// of the positions decoded so far and the source keys/values, projected once per sentence.
+#[derive(Debug, Clone)]
+pub struct DecoderState {
+    self_attn: Vec<Option<KeyValues>>,
+    memory_kv: Vec<KeyValues>,
+    src_mask: Tensor,
+    /// Positions decoded so far.
+    pub len: usize,
+}
+
+impl DecoderState {
+    /// Keeps the rows `indices` of the batch, in that order (beam search reorders beams).
+    pub fn select(&self, indices: &Tensor) -> Result<Self> {
+        Ok(Self {
+            self_attn: self
+                .self_attn
+                .iter()
+                .map(|c| c.as_ref().map(|kv| kv.select(indices)).transpose())
+                .collect::<Result<_>>()?,
+            memory_kv: self
+                .memory_kv
+                .iter()
+                .map(|kv| kv.select(indices))
+                .collect::<Result<_>>()?,
+            src_mask: self.src_mask.index_select(indices, 0)?,
+            len: self.len,
+        })
+    }
+}
+
 /// N decoder layers and the final norm.
 pub struct Decoder {
     layers: Vec<DecoderLayer>,
@@ -68,6 +118,35 @@ impl Decoder {
             layers,
             norm: LayerNorm::new(cfg.d_model, vb.pp("norm"))?,
         })
+    }
+
+    /// The state before the first incremental step: source keys/values for every layer.
+    pub fn start(&self, memory: &Tensor, src_mask: &Tensor) -> Result<DecoderState> {
+        Ok(DecoderState {
+            self_attn: vec![None; self.layers.len()],
+            memory_kv: self
+                .layers
+                .iter()
+                .map(|layer| layer.src_attn.key_values(memory))
+                .collect::<Result<_>>()?,
+            src_mask: src_mask.clone(),
+            len: 0,
+        })
+    }
+
+    /// One incremental step: embedded new position `(batch, 1, d_model)` -> its hidden state.
+    pub fn forward_step(&self, xs: &Tensor, state: &mut DecoderState) -> Result<Tensor> {
+        let mut xs = xs.clone();
+        for (i, layer) in self.layers.iter().enumerate() {
+            xs = layer.forward_step(
+                &xs,
+                &mut state.self_attn[i],
+                &state.memory_kv[i],
+                &state.src_mask,
+            )?;
+        }
+        state.len += 1;
+        self.norm.forward(&xs)
     }
 
     /// Embedded target `(batch, tgt_len, d_model)` -> hidden states of the same shape.

@@ -59,15 +59,21 @@ impl PositionalEncoding {
 
     /// `(batch, len, d_model)` -> same shape; fails when len exceeds the table.
     pub fn forward(&self, xs: &Tensor, mode: Mode) -> Result<Tensor> {
+        self.forward_at(xs, 0, mode)
+    }
+
+    /// As `forward`, for positions `offset..offset + len` (incremental decoding).
+    pub fn forward_at(&self, xs: &Tensor, offset: usize, mode: Mode) -> Result<Tensor> {
         let (_, len, _) = xs.dims3()?;
         let max_len = self.pe.dim(1)?;
-        if len > max_len {
+        if offset + len > max_len {
             candle_core::bail!(
-                "a sequence of {len} positions is longer than the position table ({max_len}); \
-                 raise model.max_len or shorten the input"
+                "a sequence of {} positions is longer than the position table ({max_len}); \
+                 raise model.max_len or shorten the input",
+                offset + len
             )
         }
-        let with_positions = xs.broadcast_add(&self.pe.narrow(1, 0, len)?)?;
+        let with_positions = xs.broadcast_add(&self.pe.narrow(1, offset, len)?)?;
         dropout(&with_positions, self.dropout, mode)
     }
 }

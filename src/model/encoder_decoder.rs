@@ -3,7 +3,7 @@
 use candle_core::{DType, Device, Result, Tensor, D};
 use candle_nn::{Linear, Module, VarBuilder, VarMap};
 
-use super::decoder::Decoder;
+use super::decoder::{Decoder, DecoderState};
 use super::dropout::Mode;
 use super::embeddings::{Embeddings, PositionalEncoding};
 use super::encoder::Encoder;
@@ -34,7 +34,13 @@ impl EmbeddingStack {
 
     /// `(batch, len)` ids -> `(batch, len, d_model)`.
     pub fn forward(&self, ids: &Tensor, mode: Mode) -> Result<Tensor> {
-        self.positions.forward(&self.embeddings.forward(ids)?, mode)
+        self.forward_at(ids, 0, mode)
+    }
+
+    /// As `forward`, for ids at positions `offset..` (incremental decoding).
+    pub fn forward_at(&self, ids: &Tensor, offset: usize, mode: Mode) -> Result<Tensor> {
+        self.positions
+            .forward_at(&self.embeddings.forward(ids)?, offset, mode)
     }
 }
 
@@ -110,6 +116,18 @@ impl EncoderDecoder {
     ) -> Result<Tensor> {
         let memory = self.encode(src, src_mask, mode)?;
         self.decode(&memory, src_mask, tgt, tgt_mask, mode)
+    }
+
+    /// Prepares incremental decoding against `memory`: computes the source keys/values once.
+    pub fn start_decoding(&self, memory: &Tensor, src_mask: &Tensor) -> Result<DecoderState> {
+        self.decoder.start(memory, src_mask)
+    }
+
+    /// Decodes one more position: `ids` `(batch, 1)` the latest tokens -> hidden states
+    /// `(batch, 1, d_model)`; `state` remembers everything before.
+    pub fn decode_step(&self, ids: &Tensor, state: &mut DecoderState) -> Result<Tensor> {
+        let xs = self.tgt_embed.forward_at(ids, state.len, Mode::Eval)?;
+        self.decoder.forward_step(&xs, state)
     }
 
     pub fn generator(&self) -> &Generator {

@@ -13,5 +13,6 @@ pub mod init;
 pub mod layers;
 pub mod masks;
 
+pub use decoder::DecoderState;
 pub use dropout::{DropoutRng, Mode};
 pub use encoder_decoder::{make_model, EncoderDecoder, Generator, VocabSizes};

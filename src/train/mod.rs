@@ -5,4 +5,6 @@ pub mod optimizer;
 pub mod schedule;
 pub mod trainer;
 
-pub use trainer::{MetricRecord, StepReport, TrainObserver, Trainer, TrainingData};
+pub use trainer::{
+    CheckpointKind, MetricRecord, StepReport, TrainObserver, Trainer, TrainingData, ValidationData,
+};

@@ -1,7 +1,6 @@
 //! Adam (Kingma & Ba) with the paper's betas, written out so that its state is ours to keep
 //! (candle's AdamW hides its moments, which a resumable checkpoint needs).
 
-use candle_core::backprop::GradStore;
 use candle_core::{Result, Tensor, Var};
 
 /// Adam's hyper-parameters.
@@ -33,20 +32,27 @@ impl Adam {
         })
     }
 
-    /// One update with learning rate `lr`; variables without a gradient are left alone.
-    pub fn step(&mut self, grads: &GradStore, lr: f64) -> Result<()> {
+    /// The variables, in the order `step` expects their gradients.
+    pub fn vars(&self) -> &[Var] {
+        &self.vars
+    }
+
+    /// One update with learning rate `lr`; `grads[i]` belongs to `vars()[i]`, and variables
+    /// without a gradient are left alone.
+    pub fn step(&mut self, grads: &[Option<Tensor>], lr: f64) -> Result<()> {
         self.steps_taken += 1;
         let AdamSettings { beta1, beta2, eps } = self.settings;
         let t = self.steps_taken as i32;
         let bias_correction1 = 1.0 - beta1.powi(t);
         let bias_correction2 = 1.0 - beta2.powi(t);
-        for ((var, m), v) in self
+        for (((var, m), v), grad) in self
             .vars
             .iter()
             .zip(&mut self.first_moments)
             .zip(&mut self.second_moments)
+            .zip(grads)
         {
-            let Some(grad) = grads.get(var.as_tensor()) else {
+            let Some(grad) = grad else {
                 continue;
             };
             *m = (m.affine(beta1, 0.)? + grad.affine(1. - beta1, 0.)?)?;
@@ -80,7 +86,8 @@ mod tests {
             eps: 1e-9,
         };
         let mut adam = Adam::new(vec![var.clone()], settings).unwrap();
-        adam.step(&grads, 0.1).unwrap();
+        adam.step(&[grads.get(var.as_tensor()).cloned()], 0.1)
+            .unwrap();
         let after = var.as_tensor().to_vec1::<f32>().unwrap();
         let want = [0.9f32, -1.9, 2.9];
         for (a, w) in after.iter().zip(want) {

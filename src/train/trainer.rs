@@ -1,5 +1,6 @@
-//! The training loop: batches -> forward -> label-smoothed loss -> backward -> Adam, with the
-//! Noam learning rate, periodic metrics and checkpoints handed to an observer.
+//! The training loop: token-budget batches -> forward -> label-smoothed loss -> backward
+//! (accumulated over `accumulate` batches, clipped) -> Adam with the Noam rate; validation
+//! loss and BLEU after each epoch; checkpoints handed to an observer.
 
 use std::time::{Duration, Instant};
 
@@ -12,16 +13,27 @@ use super::loss::LabelSmoothing;
 use super::optimizer::{Adam, AdamSettings};
 use super::schedule::noam_rate;
 use crate::config::Config;
-use crate::data::batch::batches_per_epoch;
 use crate::data::vocab::PAD_ID;
-use crate::data::{epoch_batches, EncodedPair, PaddedBatch, Vocab};
+use crate::data::{epoch_batches, ordered_batches, EncodedPair, PaddedBatch, Tokenizers};
+use crate::metrics::corpus_bleu;
 use crate::model::{make_model, masks, DropoutRng, EncoderDecoder, Mode, VocabSizes};
+use crate::translator::{DecodeOptions, Translator};
 
-/// Everything the loop trains on: encoded pairs and the vocabularies that encoded them.
+/// Sentences per batch when translating the validation set for BLEU.
+const VALIDATION_DECODE_BATCH: usize = 64;
+
+/// Everything the loop trains on.
 pub struct TrainingData {
     pub pairs: Vec<EncodedPair>,
-    pub src_vocab: Vocab,
-    pub tgt_vocab: Vocab,
+    pub tokenizers: Tokenizers,
+    pub valid: Option<ValidationData>,
+}
+
+/// The validation split: encoded pairs for the loss, raw text for BLEU.
+pub struct ValidationData {
+    pub pairs: Vec<EncodedPair>,
+    pub sources: Vec<String>,
+    pub references: Vec<String>,
 }
 
 /// What one optimiser step did, for progress display.
@@ -40,20 +52,43 @@ pub struct StepReport {
 
 /// One line of metrics.jsonl.
 #[derive(Debug, Clone, Serialize)]
-pub struct MetricRecord {
-    pub step: usize,
-    pub epoch: usize,
-    /// Mean loss per target token over the steps since the previous record.
-    pub loss: f64,
-    pub lr: f64,
-    pub tokens_per_s: f64,
-    pub elapsed_s: f64,
+#[serde(tag = "kind", rename_all = "lowercase")]
+pub enum MetricRecord {
+    Step {
+        step: usize,
+        epoch: usize,
+        /// Mean loss per target token over the steps since the previous record.
+        loss: f64,
+        lr: f64,
+        tokens_per_s: f64,
+        elapsed_s: f64,
+    },
+    Epoch {
+        step: usize,
+        epoch: usize,
+        train_loss: f64,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        valid_loss: Option<f64>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        valid_bleu: Option<f64>,
+        elapsed_s: f64,
+    },
+}
+
+/// Which checkpoint the loop asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CheckpointKind {
+    /// The current weights (periodically, after each epoch, at the end).
+    Last,
+    /// The weights with the best validation BLEU so far.
+    Best,
 }
 
 /// Receives progress and decides what a checkpoint means (the loop never touches files).
 pub trait TrainObserver {
     fn on_step(&mut self, report: &StepReport);
-    fn on_checkpoint(&mut self, trainer: &Trainer) -> anyhow::Result<()>;
+    fn on_epoch(&mut self, record: &MetricRecord);
+    fn on_checkpoint(&mut self, trainer: &Trainer, kind: CheckpointKind) -> anyhow::Result<()>;
 }
 
 /// A model being trained, with its optimiser state and its metrics so far.
@@ -68,14 +103,15 @@ pub struct Trainer {
     dropout_rng: DropoutRng,
     step: usize,
     metrics: Vec<MetricRecord>,
+    best_bleu: Option<f64>,
 }
 
 impl Trainer {
     /// A freshly initialised model for `data`, seeded from the config.
     pub fn new(config: Config, data: TrainingData, device: &Device) -> anyhow::Result<Self> {
         let vocab = VocabSizes {
-            src: data.src_vocab.len(),
-            tgt: data.tgt_vocab.len(),
+            src: data.tokenizers.src.vocab_size(),
+            tgt: data.tokenizers.tgt.vocab_size(),
         };
         let seed = config.training.seed;
         let varmap = VarMap::new();
@@ -107,68 +143,149 @@ impl Trainer {
             optimizer,
             step: 0,
             metrics: Vec::new(),
+            best_bleu: None,
         })
     }
 
+    /// Optimiser steps in the whole run.
     pub fn total_steps(&self) -> usize {
-        self.config.training.epochs
-            * batches_per_epoch(self.data.pairs.len(), self.config.training.batch_size)
+        let t = &self.config.training;
+        let batches = epoch_batches(&self.data.pairs, t.max_tokens, t.seed, 0).len();
+        t.epochs * batches.div_ceil(t.accumulate)
     }
 
-    /// Trains for the configured epochs, checkpointing every `checkpoint_every` steps and at
-    /// the end.
+    /// Trains for the configured epochs: a `Last` checkpoint every `checkpoint_every` steps
+    /// and after every epoch, a `Best` one whenever validation BLEU improves.
     pub fn run(&mut self, observer: &mut dyn TrainObserver) -> anyhow::Result<()> {
         let t = self.config.training.clone();
         let total_steps = self.total_steps();
         let started = Instant::now();
-        let (mut tokens_seen, mut loss_since_log, mut steps_since_log) = (0usize, 0.0, 0usize);
-        for epoch in 0..t.epochs {
-            for batch in epoch_batches(&self.data.pairs, t.batch_size, t.seed, epoch) {
+        let mut tokens_seen = 0usize;
+        let (mut loss_since_log, mut steps_since_log) = (0.0, 0usize);
+        for epoch in 1..=t.epochs {
+            let batches = epoch_batches(&self.data.pairs, t.max_tokens, t.seed, epoch - 1);
+            let (mut epoch_loss, mut epoch_steps) = (0.0, 0usize);
+            for group in batches.chunks(t.accumulate) {
                 self.step += 1;
                 let lr = noam_rate(self.step, self.config.model.d_model, t.lr_factor, t.warmup);
-                let loss = self.train_step(&batch, lr)?;
-                tokens_seen += batch.ntokens;
-                loss_since_log += loss;
-                steps_since_log += 1;
+                let loss = self.optimizer_step(group, lr)?;
+                tokens_seen += group.iter().map(|b| b.ntokens).sum::<usize>();
+                (epoch_loss, epoch_steps) = (epoch_loss + loss, epoch_steps + 1);
+                (loss_since_log, steps_since_log) = (loss_since_log + loss, steps_since_log + 1);
                 let elapsed = started.elapsed();
-                let report = StepReport {
+                let tokens_per_s = tokens_seen as f64 / elapsed.as_secs_f64().max(1e-9);
+                observer.on_step(&StepReport {
                     step: self.step,
                     total_steps,
-                    epoch: epoch + 1,
+                    epoch,
                     loss,
                     lr,
-                    tokens_per_s: tokens_seen as f64 / elapsed.as_secs_f64().max(1e-9),
+                    tokens_per_s,
                     elapsed,
-                };
-                observer.on_step(&report);
-                if self.step.is_multiple_of(t.log_every) || self.step == total_steps {
-                    self.metrics.push(MetricRecord {
+                });
+                if self.step.is_multiple_of(t.log_every) {
+                    self.metrics.push(MetricRecord::Step {
                         step: self.step,
-                        epoch: epoch + 1,
+                        epoch,
                         loss: loss_since_log / steps_since_log as f64,
                         lr,
-                        tokens_per_s: report.tokens_per_s,
+                        tokens_per_s,
                         elapsed_s: elapsed.as_secs_f64(),
                     });
                     (loss_since_log, steps_since_log) = (0.0, 0);
                 }
-                if self.step.is_multiple_of(t.checkpoint_every) && self.step != total_steps {
-                    observer.on_checkpoint(self)?;
+                if self.step.is_multiple_of(t.checkpoint_every) {
+                    observer.on_checkpoint(self, CheckpointKind::Last)?;
+                }
+            }
+            self.end_epoch(
+                epoch,
+                epoch_loss / epoch_steps.max(1) as f64,
+                started,
+                observer,
+            )?;
+        }
+        Ok(())
+    }
+
+    /// Validation, the epoch's metrics line, and the epoch's checkpoints.
+    fn end_epoch(
+        &mut self,
+        epoch: usize,
+        train_loss: f64,
+        started: Instant,
+        observer: &mut dyn TrainObserver,
+    ) -> anyhow::Result<()> {
+        let (valid_loss, valid_bleu) = match &self.data.valid {
+            Some(valid) => (
+                Some(self.validation_loss(&valid.pairs)?),
+                Some(self.validation_bleu(valid)?),
+            ),
+            None => (None, None),
+        };
+        let record = MetricRecord::Epoch {
+            step: self.step,
+            epoch,
+            train_loss,
+            valid_loss,
+            valid_bleu,
+            elapsed_s: started.elapsed().as_secs_f64(),
+        };
+        observer.on_epoch(&record);
+        self.metrics.push(record);
+        observer.on_checkpoint(self, CheckpointKind::Last)?;
+        if let Some(bleu) = valid_bleu {
+            if self.best_bleu.is_none_or(|best| bleu > best) {
+                self.best_bleu = Some(bleu);
+                observer.on_checkpoint(self, CheckpointKind::Best)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// One optimiser step over `group` (accumulated batches); returns the loss per target
+    /// token over the group.
+    fn optimizer_step(&mut self, group: &[PaddedBatch], lr: f64) -> anyhow::Result<f64> {
+        let group_tokens: usize = group.iter().map(|b| b.ntokens).sum();
+        let mut grads: Vec<Option<Tensor>> = vec![None; self.optimizer.vars().len()];
+        let mut total = 0.0;
+        for batch in group {
+            let loss = (self.batch_loss_sum(batch, Mode::Train(&self.dropout_rng))?
+                / group_tokens as f64)?;
+            let value = f64::from(loss.to_scalar::<f32>()?);
+            if !value.is_finite() {
+                bail!(
+                    "the loss became {value} at step {}; lower training.lr_factor, raise \
+                     training.warmup or set training.clip_grad_norm, then train again",
+                    self.step
+                );
+            }
+            total += value;
+            let store = loss.backward()?;
+            for (slot, var) in grads.iter_mut().zip(self.optimizer.vars()) {
+                if let Some(grad) = store.get(var.as_tensor()) {
+                    *slot = Some(match slot.take() {
+                        Some(sum) => (sum + grad)?,
+                        None => grad.clone(),
+                    });
                 }
             }
         }
-        observer.on_checkpoint(self)
+        if let Some(max_norm) = self.config.training.clip_grad_norm {
+            clip_grad_norm(&mut grads, max_norm)?;
+        }
+        self.optimizer.step(&grads, lr)?;
+        Ok(total)
     }
 
-    /// One optimiser step on `batch`; returns the loss per target token.
-    fn train_step(&mut self, batch: &PaddedBatch, lr: f64) -> anyhow::Result<f64> {
+    /// Summed label-smoothed KL of one batch.
+    fn batch_loss_sum(&self, batch: &PaddedBatch, mode: Mode) -> candle_core::Result<Tensor> {
         let dev = &self.device;
         let src = Tensor::from_slice(&batch.src, (batch.size, batch.src_len), dev)?;
         let tgt_in = Tensor::from_slice(&batch.tgt_in, (batch.size, batch.tgt_len), dev)?;
         let tgt_out = Tensor::from_slice(&batch.tgt_out, batch.size * batch.tgt_len, dev)?;
         let src_mask = masks::padding_mask(&src, PAD_ID)?;
         let tgt_mask = masks::target_mask(&tgt_in, PAD_ID)?;
-        let mode = Mode::Train(&self.dropout_rng);
         let hidden = self
             .model
             .forward(&src, &tgt_in, &src_mask, &tgt_mask, mode)?;
@@ -177,18 +294,43 @@ impl Trainer {
             .generator()
             .forward(&hidden)?
             .reshape((batch.size * batch.tgt_len, ()))?;
-        let loss = (self.criterion.loss_sum(&log_probs, &tgt_out)? / batch.ntokens as f64)?;
-        let value = f64::from(loss.to_scalar::<f32>()?);
-        if !value.is_finite() {
-            bail!(
-                "the loss became {value} at step {}; lower training.lr_factor or raise \
-                 training.warmup, then train again",
-                self.step
+        self.criterion.loss_sum(&log_probs, &tgt_out)
+    }
+
+    /// Loss per target token over the validation pairs, dropout off.
+    fn validation_loss(&self, pairs: &[EncodedPair]) -> anyhow::Result<f64> {
+        let (mut sum, mut tokens) = (0.0, 0usize);
+        for batch in ordered_batches(pairs, self.config.training.max_tokens) {
+            sum += f64::from(
+                self.batch_loss_sum(&batch, Mode::Eval)?
+                    .to_scalar::<f32>()?,
             );
+            tokens += batch.ntokens;
         }
-        let grads = loss.backward()?;
-        self.optimizer.step(&grads, lr)?;
-        Ok(value)
+        Ok(sum / tokens.max(1) as f64)
+    }
+
+    /// Corpus BLEU of greedy translations of the validation sources.
+    fn validation_bleu(&self, valid: &ValidationData) -> anyhow::Result<f64> {
+        let translator = self.translator(DecodeOptions::default());
+        let mut hypotheses = Vec::with_capacity(valid.sources.len());
+        for chunk in valid.sources.chunks(VALIDATION_DECODE_BATCH) {
+            for translation in translator.translate_batch(chunk)? {
+                hypotheses.push(translation.translation);
+            }
+        }
+        Ok(corpus_bleu(&hypotheses, &valid.references).score)
+    }
+
+    /// A translator over the model as it is now.
+    pub fn translator(&self, options: DecodeOptions) -> Translator<'_> {
+        Translator {
+            model: &self.model,
+            tokenizers: &self.data.tokenizers,
+            max_positions: self.config.model.max_len,
+            device: &self.device,
+            options,
+        }
     }
 
     pub fn model(&self) -> &EncoderDecoder {
@@ -225,5 +367,52 @@ impl Trainer {
         tensors.extend(self.model.buffers());
         tensors.sort_by(|a, b| a.0.cmp(&b.0));
         Ok(tensors)
+    }
+}
+
+/// Scales all gradients down so that their global L2 norm is at most `max_norm`, as
+/// torch.nn.utils.clip_grad_norm_ does.
+fn clip_grad_norm(grads: &mut [Option<Tensor>], max_norm: f64) -> candle_core::Result<()> {
+    let squares = grads
+        .iter()
+        .flatten()
+        .map(|g| g.sqr()?.sum_all())
+        .collect::<candle_core::Result<Vec<_>>>()?;
+    if squares.is_empty() {
+        return Ok(());
+    }
+    let norm = f64::from(
+        Tensor::stack(&squares, 0)?
+            .sum_all()?
+            .sqrt()?
+            .to_scalar::<f32>()?,
+    );
+    let scale = max_norm / (norm + 1e-6);
+    if scale < 1.0 {
+        for grad in grads.iter_mut().flatten() {
+            *grad = (&*grad * scale)?;
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn clipping_rescales_to_the_max_norm_and_leaves_small_gradients_alone() {
+        let dev = Device::Cpu;
+        let mut grads = vec![
+            Some(Tensor::new(&[3f32, 0.], &dev).unwrap()),
+            None,
+            Some(Tensor::new(&[4f32], &dev).unwrap()),
+        ];
+        clip_grad_norm(&mut grads, 1.0).unwrap();
+        let a = grads[0].as_ref().unwrap().to_vec1::<f32>().unwrap();
+        let b = grads[2].as_ref().unwrap().to_vec1::<f32>().unwrap();
+        assert!((a[0] - 0.6).abs() < 1e-5 && (b[0] - 0.8).abs() < 1e-5);
+        clip_grad_norm(&mut grads, 10.0).unwrap();
+        assert!((grads[0].as_ref().unwrap().to_vec1::<f32>().unwrap()[0] - 0.6).abs() < 1e-5);
     }
 }

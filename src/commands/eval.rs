@@ -1,0 +1,85 @@
+//! `transformer eval`: corpus BLEU and chrF of a checkpoint's translations, or of a hypothesis
+//! file, exactly as sacreBLEU computes them.
+
+use std::path::Path;
+
+use anyhow::Context;
+
+use crate::checkpoint;
+use crate::cli::EvalArgs;
+use crate::data::corpus::normalize_whitespace;
+use crate::metrics::{self, chrf_signature, corpus_bleu, corpus_chrf, read_segments, BleuScore};
+use crate::translator::Translator;
+
+pub fn run(args: EvalArgs) -> anyhow::Result<()> {
+    let references = read_segments(&args.reference)?;
+    let hypotheses = match (&args.hyp, &args.checkpoint, &args.src) {
+        (Some(hyp), _, _) => {
+            let lines = read_segments(hyp)?;
+            metrics::check_aligned(lines.len(), references.len(), hyp, &args.reference)?;
+            lines
+        }
+        (None, Some(dir), Some(src)) => {
+            let sources = read_segments(src)?;
+            metrics::check_aligned(sources.len(), references.len(), src, &args.reference)?;
+            translate_all(&args, dir, &sources)?
+        }
+        _ => anyhow::bail!("give --hyp FILE, or --checkpoint DIR and --src FILE, with --ref FILE"),
+    };
+    if let Some(out) = &args.out {
+        let mut text = hypotheses.join("\n");
+        text.push('\n');
+        checkpoint::write_atomic(out, text.as_bytes())?;
+    }
+    let bleu = corpus_bleu(&hypotheses, &references);
+    let chrf = corpus_chrf(&hypotheses, &references);
+    if args.json {
+        println!("{}", json_report(&bleu, chrf, hypotheses.len())?);
+    } else {
+        println!("{}", bleu.format_text());
+        println!("chrF2|{} = {chrf:.2}", chrf_signature());
+    }
+    Ok(())
+}
+
+fn translate_all(args: &EvalArgs, dir: &Path, sources: &[String]) -> anyhow::Result<Vec<String>> {
+    let options = super::decode_options(&args.decode)?;
+    let device = super::device_from(&args.device)?;
+    let loaded = checkpoint::load(dir, &device)?;
+    let translator = Translator {
+        model: &loaded.model,
+        tokenizers: &loaded.tokenizers,
+        max_positions: loaded.config.model.max_len,
+        device: &device,
+        options,
+    };
+    let sources: Vec<String> = sources.iter().map(|s| normalize_whitespace(s)).collect();
+    let mut hypotheses = Vec::with_capacity(sources.len());
+    for (index, chunk) in sources.chunks(args.decode.batch_size).enumerate() {
+        let first = index * args.decode.batch_size + 1;
+        let translations = translator.translate_batch(chunk).with_context(|| {
+            format!(
+                "translating source lines {first}-{}",
+                first + chunk.len() - 1
+            )
+        })?;
+        hypotheses.extend(translations.into_iter().map(|t| t.translation));
+    }
+    Ok(hypotheses)
+}
+
+fn json_report(bleu: &BleuScore, chrf: f64, sentences: usize) -> anyhow::Result<String> {
+    let ratio = bleu.hyp_len as f64 / bleu.ref_len.max(1) as f64;
+    Ok(serde_json::to_string(&serde_json::json!({
+        "bleu": bleu.score,
+        "signature": BleuScore::signature(),
+        "precisions": bleu.precisions,
+        "brevity_penalty": bleu.brevity_penalty,
+        "ratio": ratio,
+        "hyp_len": bleu.hyp_len,
+        "ref_len": bleu.ref_len,
+        "chrf": chrf,
+        "chrf_signature": chrf_signature(),
+        "sentences": sentences,
+    }))?)
+}

@@ -1,0 +1,293 @@
+//! Text <-> ids for each side: word vocabularies (the toy config) or BPE subwords learned with
+//! Hugging Face `tokenizers` and saved as `tokenizer.json`, which Python reads too.
+
+use std::path::Path;
+
+use anyhow::{anyhow, Context};
+use tokenizers::models::bpe::{BpeTrainerBuilder, BPE};
+use tokenizers::models::TrainerWrapper;
+use tokenizers::pre_tokenizers::metaspace::{Metaspace, PrependScheme};
+use tokenizers::{AddedToken, Tokenizer};
+
+use super::corpus::SentencePair;
+use super::vocab::{tokenize, Encoded, Vocab, BOS, EOS, PAD, UNK, UNK_ID};
+use crate::config::{DataConfig, TokenizerKind};
+
+pub const JOINT_TOKENIZER_FILE: &str = "tokenizer.json";
+pub const SRC_TOKENIZER_FILE: &str = "tokenizer.src.json";
+pub const TGT_TOKENIZER_FILE: &str = "tokenizer.tgt.json";
+pub const SRC_VOCAB_FILE: &str = "vocab.src.txt";
+pub const TGT_VOCAB_FILE: &str = "vocab.tgt.txt";
+
+/// One side's tokenizer.
+#[derive(Clone)]
+pub enum TextTokenizer {
+    Word(Vocab),
+    Bpe(Box<Tokenizer>),
+}
+
+impl TextTokenizer {
+    /// Text -> ids (no `<s>`/`</s>`), and the pieces that became `<unk>`.
+    pub fn encode(&self, text: &str) -> anyhow::Result<Encoded> {
+        match self {
+            Self::Word(vocab) => Ok(vocab.encode(&tokenize(text))),
+            Self::Bpe(tokenizer) => {
+                let encoding = tokenizer
+                    .encode(text, false)
+                    .map_err(|e| anyhow!("cannot tokenize {text:?}: {e}"))?;
+                let ids = encoding.get_ids().to_vec();
+                let unknown = ids
+                    .iter()
+                    .zip(encoding.get_offsets())
+                    .filter(|(&id, _)| id == UNK_ID)
+                    .map(|(_, &(start, end))| text.get(start..end).unwrap_or("?").to_string())
+                    .collect();
+                Ok(Encoded { ids, unknown })
+            }
+        }
+    }
+
+    /// Ids -> text, special tokens left out; subwords are joined back into words.
+    pub fn decode(&self, ids: &[u32]) -> anyhow::Result<String> {
+        match self {
+            Self::Word(vocab) => Ok(ids
+                .iter()
+                // <pad>, <s> and </s> are not words; <unk> stays visible.
+                .filter(|&&id| id >= UNK_ID)
+                .map(|&id| vocab.token(id))
+                .collect::<Vec<_>>()
+                .join(" ")),
+            Self::Bpe(tokenizer) => tokenizer
+                .decode(ids, true)
+                .map_err(|e| anyhow!("cannot decode ids {ids:?}: {e}")),
+        }
+    }
+
+    /// The token string of one id.
+    pub fn token(&self, id: u32) -> String {
+        match self {
+            Self::Word(vocab) => vocab.token(id).to_string(),
+            Self::Bpe(tokenizer) => tokenizer.id_to_token(id).unwrap_or_else(|| UNK.into()),
+        }
+    }
+
+    pub fn vocab_size(&self) -> usize {
+        match self {
+            Self::Word(vocab) => vocab.len(),
+            Self::Bpe(tokenizer) => tokenizer.get_vocab_size(true),
+        }
+    }
+}
+
+/// The source and target tokenizers of a model.
+#[derive(Clone)]
+pub struct Tokenizers {
+    pub src: TextTokenizer,
+    pub tgt: TextTokenizer,
+    /// One BPE vocabulary shared by both sides.
+    pub joint: bool,
+}
+
+impl Tokenizers {
+    /// Learns the tokenizers the config asks for from the training pairs.
+    pub fn learn(cfg: &DataConfig, pairs: &[SentencePair]) -> anyhow::Result<Self> {
+        let sources = || pairs.iter().map(|p| p.src.as_str());
+        let targets = || pairs.iter().map(|p| p.tgt.as_str());
+        match cfg.tokenizer {
+            TokenizerKind::Word => {
+                let src: Vec<Vec<String>> = sources().map(tokenize).collect();
+                let tgt: Vec<Vec<String>> = targets().map(tokenize).collect();
+                Ok(Self {
+                    src: TextTokenizer::Word(Vocab::build(
+                        src.iter().map(Vec::as_slice),
+                        cfg.min_freq,
+                    )),
+                    tgt: TextTokenizer::Word(Vocab::build(
+                        tgt.iter().map(Vec::as_slice),
+                        cfg.min_freq,
+                    )),
+                    joint: false,
+                })
+            }
+            TokenizerKind::Bpe if cfg.joint_vocab => {
+                let joint = learn_bpe(sources().chain(targets()), cfg)?;
+                Ok(Self {
+                    src: joint.clone(),
+                    tgt: joint,
+                    joint: true,
+                })
+            }
+            TokenizerKind::Bpe => Ok(Self {
+                src: learn_bpe(sources(), cfg)?,
+                tgt: learn_bpe(targets(), cfg)?,
+                joint: false,
+            }),
+        }
+    }
+
+    /// The files that store these tokenizers: (file name, contents).
+    pub fn files(&self) -> anyhow::Result<Vec<(&'static str, String)>> {
+        Ok(match (&self.src, &self.tgt) {
+            (TextTokenizer::Word(src), TextTokenizer::Word(tgt)) => vec![
+                (SRC_VOCAB_FILE, src.to_text()),
+                (TGT_VOCAB_FILE, tgt.to_text()),
+            ],
+            (TextTokenizer::Bpe(joint), _) if self.joint => {
+                vec![(JOINT_TOKENIZER_FILE, bpe_json(joint)?)]
+            }
+            (TextTokenizer::Bpe(src), TextTokenizer::Bpe(tgt)) => vec![
+                (SRC_TOKENIZER_FILE, bpe_json(src)?),
+                (TGT_TOKENIZER_FILE, bpe_json(tgt)?),
+            ],
+            _ => anyhow::bail!("mixed word and BPE tokenizers are not supported"),
+        })
+    }
+
+    /// Reads whichever tokenizer files `dir` holds.
+    pub fn load(dir: &Path) -> anyhow::Result<Self> {
+        let joint = dir.join(JOINT_TOKENIZER_FILE);
+        if joint.is_file() {
+            let tokenizer = load_bpe(&joint)?;
+            return Ok(Self {
+                src: tokenizer.clone(),
+                tgt: tokenizer,
+                joint: true,
+            });
+        }
+        if dir.join(SRC_TOKENIZER_FILE).is_file() {
+            return Ok(Self {
+                src: load_bpe(&dir.join(SRC_TOKENIZER_FILE))?,
+                tgt: load_bpe(&dir.join(TGT_TOKENIZER_FILE))?,
+                joint: false,
+            });
+        }
+        Ok(Self {
+            src: TextTokenizer::Word(Vocab::load(&dir.join(SRC_VOCAB_FILE))?),
+            tgt: TextTokenizer::Word(Vocab::load(&dir.join(TGT_VOCAB_FILE))?),
+            joint: false,
+        })
+    }
+}
+
+/// Byte-pair encoding over SentencePiece-style words (`▁` marks a word start), with our four
+/// specials first so that they get ids 0-3.
+fn learn_bpe<'a>(
+    texts: impl Iterator<Item = &'a str> + Send,
+    cfg: &DataConfig,
+) -> anyhow::Result<TextTokenizer> {
+    let specials = [PAD, BOS, EOS, UNK]
+        .map(|s| AddedToken::from(s, true))
+        .to_vec();
+    let model = BPE::builder()
+        .unk_token(UNK.into())
+        .build()
+        .map_err(|e| anyhow!("cannot build a BPE model: {e}"))?;
+    let mut tokenizer = Tokenizer::new(model);
+    let metaspace = Metaspace::new('▁', PrependScheme::Always, true);
+    tokenizer.with_pre_tokenizer(Some(metaspace.clone()));
+    tokenizer.with_decoder(Some(metaspace));
+    let mut trainer: TrainerWrapper = BpeTrainerBuilder::new()
+        .vocab_size(cfg.vocab_size)
+        .min_frequency(cfg.min_freq as u64)
+        .special_tokens(specials)
+        .show_progress(false)
+        .build()
+        .into();
+    tokenizer
+        .train(&mut trainer, texts)
+        .map_err(|e| anyhow!("cannot learn BPE merges: {e}"))?;
+    Ok(TextTokenizer::Bpe(Box::new(tokenizer)))
+}
+
+fn bpe_json(tokenizer: &Tokenizer) -> anyhow::Result<String> {
+    tokenizer
+        .to_string(true)
+        .map_err(|e| anyhow!("cannot serialise the tokenizer: {e}"))
+}
+
+fn load_bpe(path: &Path) -> anyhow::Result<TextTokenizer> {
+    let tokenizer = Tokenizer::from_file(path)
+        .map_err(|e| anyhow!("{e}"))
+        .with_context(|| format!("cannot read tokenizer {}", path.display()))?;
+    Ok(TextTokenizer::Bpe(Box::new(tokenizer)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pairs() -> Vec<SentencePair> {
+        let lines = [
+            (
+                "Zwei Männer stehen am Herd.",
+                "Two men are standing at the stove.",
+            ),
+            (
+                "Ein Mann steht auf einer Leiter.",
+                "A man is standing on a ladder.",
+            ),
+            (
+                "Zwei Hunde spielen im Schnee.",
+                "Two dogs play in the snow.",
+            ),
+        ];
+        lines
+            .iter()
+            .map(|(s, t)| SentencePair {
+                src: s.to_string(),
+                tgt: t.to_string(),
+            })
+            .collect()
+    }
+
+    fn bpe_config(joint: bool) -> DataConfig {
+        DataConfig {
+            tokenizer: TokenizerKind::Bpe,
+            vocab_size: 120,
+            joint_vocab: joint,
+            ..DataConfig::default()
+        }
+    }
+
+    #[test]
+    fn bpe_puts_the_specials_first_and_decodes_back_to_the_text() {
+        let tokenizers = Tokenizers::learn(&bpe_config(true), &pairs()).unwrap();
+        for (id, special) in [PAD, BOS, EOS, UNK].iter().enumerate() {
+            assert_eq!(tokenizers.src.token(id as u32), *special);
+        }
+        let text = "Two men play in the snow.";
+        let encoded = tokenizers.tgt.encode(text).unwrap();
+        assert!(encoded.unknown.is_empty());
+        assert_eq!(tokenizers.tgt.decode(&encoded.ids).unwrap(), text);
+    }
+
+    #[test]
+    fn unseen_characters_become_unk_and_are_reported() {
+        let tokenizers = Tokenizers::learn(&bpe_config(true), &pairs()).unwrap();
+        let encoded = tokenizers.src.encode("Zwei Q").unwrap();
+        assert!(encoded.ids.contains(&UNK_ID));
+        assert_eq!(encoded.unknown, vec!["Q".to_string()]);
+    }
+
+    #[test]
+    fn tokenizers_survive_their_files_joint_separate_and_word() {
+        let dir = tempfile::tempdir().unwrap();
+        for cfg in [bpe_config(true), bpe_config(false), DataConfig::default()] {
+            let learned = Tokenizers::learn(&cfg, &pairs()).unwrap();
+            let sub = dir
+                .path()
+                .join(format!("{:?}{}", cfg.tokenizer, cfg.joint_vocab));
+            std::fs::create_dir_all(&sub).unwrap();
+            for (name, text) in learned.files().unwrap() {
+                std::fs::write(sub.join(name), text).unwrap();
+            }
+            let loaded = Tokenizers::load(&sub).unwrap();
+            let text = "Zwei Männer spielen.";
+            assert_eq!(
+                loaded.src.encode(text).unwrap(),
+                learned.src.encode(text).unwrap()
+            );
+            assert_eq!(loaded.tgt.vocab_size(), learned.tgt.vocab_size());
+        }
+    }
+}

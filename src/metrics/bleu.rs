@@ -1,0 +1,164 @@
+//! Corpus BLEU exactly as sacreBLEU computes it by default: 13a tokenization, mixed case,
+//! up to 4-grams, exponential smoothing (NIST), one reference per segment.
+
+use std::collections::HashMap;
+
+use super::tokenizer_13a::{python_rstrip, python_split, tokenize_13a};
+use super::SACREBLEU_VERSION;
+
+const MAX_ORDER: usize = 4;
+
+/// A corpus BLEU score and the statistics behind it, as sacreBLEU reports them.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct BleuScore {
+    pub score: f64,
+    /// Modified n-gram precisions in percent, orders 1 to 4.
+    pub precisions: [f64; MAX_ORDER],
+    pub brevity_penalty: f64,
+    pub hyp_len: usize,
+    pub ref_len: usize,
+    pub correct: [usize; MAX_ORDER],
+    pub total: [usize; MAX_ORDER],
+}
+
+impl BleuScore {
+    /// `nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:...`
+    pub fn signature() -> String {
+        format!("nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:{SACREBLEU_VERSION}")
+    }
+
+    /// sacreBLEU's text line: `BLEU|<signature> = 35.21 66.7/42.3/29.0/20.3 (BP = ...)`.
+    pub fn format_text(&self) -> String {
+        let ratio = if self.ref_len > 0 {
+            self.hyp_len as f64 / self.ref_len as f64
+        } else {
+            0.0
+        };
+        format!(
+            "BLEU|{} = {:.2} {:.1}/{:.1}/{:.1}/{:.1} (BP = {:.3} ratio = {:.3} hyp_len = {} ref_len = {})",
+            Self::signature(),
+            self.score,
+            self.precisions[0],
+            self.precisions[1],
+            self.precisions[2],
+            self.precisions[3],
+            self.brevity_penalty,
+            ratio,
+            self.hyp_len,
+            self.ref_len
+        )
+    }
+}
+
+/// Corpus BLEU of `hypotheses` against one reference each (same length, same order).
+pub fn corpus_bleu(hypotheses: &[String], references: &[String]) -> BleuScore {
+    let mut correct = [0usize; MAX_ORDER];
+    let mut total = [0usize; MAX_ORDER];
+    let (mut hyp_len, mut ref_len) = (0usize, 0usize);
+    for (hyp, reference) in hypotheses.iter().zip(references) {
+        let hyp = tokenize_13a(python_rstrip(hyp));
+        let reference = tokenize_13a(python_rstrip(reference));
+        let hyp_tokens = python_split(&hyp);
+        let ref_tokens = python_split(&reference);
+        hyp_len += hyp_tokens.len();
+        ref_len += ref_tokens.len();
+        let ref_counts = ngram_counts(&ref_tokens);
+        for (ngram, count) in ngram_counts(&hyp_tokens) {
+            let n = ngram.len() - 1;
+            total[n] += count;
+            if let Some(&in_ref) = ref_counts.get(&ngram) {
+                correct[n] += count.min(in_ref);
+            }
+        }
+    }
+    score_from_statistics(correct, total, hyp_len, ref_len)
+}
+
+fn ngram_counts<'a>(tokens: &[&'a str]) -> HashMap<Vec<&'a str>, usize> {
+    let mut counts = HashMap::new();
+    for n in 1..=MAX_ORDER {
+        for window in tokens.windows(n) {
+            *counts.entry(window.to_vec()).or_insert(0) += 1;
+        }
+    }
+    counts
+}
+
+/// sacreBLEU's `BLEU.compute_bleu` with smooth_method="exp" and effective_order=False.
+fn score_from_statistics(
+    correct: [usize; MAX_ORDER],
+    total: [usize; MAX_ORDER],
+    hyp_len: usize,
+    ref_len: usize,
+) -> BleuScore {
+    let brevity_penalty = if hyp_len < ref_len {
+        if hyp_len > 0 {
+            (1.0 - ref_len as f64 / hyp_len as f64).exp()
+        } else {
+            0.0
+        }
+    } else {
+        1.0
+    };
+    let mut precisions = [0.0; MAX_ORDER];
+    let mut score = 0.0;
+    if correct.iter().any(|&c| c > 0) {
+        let mut smooth = 1.0;
+        for n in 0..MAX_ORDER {
+            if total[n] == 0 {
+                break;
+            }
+            precisions[n] = if correct[n] == 0 {
+                smooth *= 2.0;
+                100.0 / (smooth * total[n] as f64)
+            } else {
+                100.0 * correct[n] as f64 / total[n] as f64
+            };
+        }
+        let log_sum: f64 = precisions.iter().map(|&p| floored_log(p)).sum();
+        score = brevity_penalty * (log_sum / MAX_ORDER as f64).exp();
+    }
+    BleuScore {
+        score,
+        precisions,
+        brevity_penalty,
+        hyp_len,
+        ref_len,
+        correct,
+        total,
+    }
+}
+
+/// sacreBLEU's `my_log`: log, with log(0) floored to -9999999999.
+fn floored_log(x: f64) -> f64 {
+    if x == 0.0 {
+        -9_999_999_999.0
+    } else {
+        x.ln()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lines(text: &[&str]) -> Vec<String> {
+        text.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn identical_text_scores_100() {
+        let text = lines(&["the cat sat on the mat .", "a dog runs in the park"]);
+        let score = corpus_bleu(&text, &text);
+        assert!((score.score - 100.0).abs() < 1e-9);
+        assert_eq!(score.brevity_penalty, 1.0);
+    }
+
+    #[test]
+    fn no_matches_score_zero_and_empty_hypotheses_get_no_brevity_credit() {
+        let score = corpus_bleu(&lines(&["x y z"]), &lines(&["a b c d"]));
+        assert_eq!(score.score, 0.0);
+        let score = corpus_bleu(&lines(&[""]), &lines(&["a b"]));
+        assert_eq!((score.score, score.brevity_penalty), (0.0, 0.0));
+    }
+}

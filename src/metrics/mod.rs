@@ -1,0 +1,49 @@
+//! Translation quality metrics, computed exactly as sacreBLEU does by default.
+
+pub mod bleu;
+pub mod chrf;
+pub mod tokenizer_13a;
+
+pub use bleu::{corpus_bleu, BleuScore};
+pub use chrf::{chrf_signature, corpus_chrf};
+
+/// The sacreBLEU release whose numbers the committed fixtures pin (tests/fixtures/sacrebleu).
+pub const SACREBLEU_VERSION: &str = "2.6.0";
+
+use std::path::Path;
+
+use anyhow::bail;
+
+/// Reads a text file the way the sacreBLEU command line does: UTF-8, universal newlines
+/// (`\n`, `\r\n` or `\r` end a line), trailing whitespace stripped from each line. `.gz` files
+/// are decompressed first.
+pub fn read_segments(path: &Path) -> anyhow::Result<Vec<String>> {
+    let text = crate::data::read_text(path)?;
+    let text = text.replace("\r\n", "\n").replace('\r', "\n");
+    let text = text.strip_suffix('\n').unwrap_or(&text);
+    if text.is_empty() {
+        return Ok(Vec::new());
+    }
+    Ok(text
+        .split('\n')
+        .map(|line| tokenizer_13a::python_rstrip(line).to_string())
+        .collect())
+}
+
+/// Checks that hypotheses and references pair up line by line.
+pub fn check_aligned(
+    hyp_lines: usize,
+    ref_lines: usize,
+    hyp: &Path,
+    reference: &Path,
+) -> anyhow::Result<()> {
+    if hyp_lines != ref_lines {
+        bail!(
+            "{} has {hyp_lines} lines but {} has {ref_lines}; hypotheses and references must \
+             pair up line by line",
+            hyp.display(),
+            reference.display()
+        );
+    }
+    Ok(())
+}
