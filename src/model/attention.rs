@@ -1,7 +1,9 @@
 //! Scaled dot-product attention and MultiHeadedAttention (paper section 3.2, Figure 2).
 
 use candle_core::{Result, Tensor, D};
-use candle_nn::{Linear, Module, VarBuilder};
+use candle_nn::VarBuilder;
+
+use super::linear::Linear;
 
 use super::dropout::{dropout, Mode};
 use crate::config::ModelConfig;
@@ -30,10 +32,18 @@ pub fn attention(
         Some(mask) => masked_fill(&scores, mask, MASKED_SCORE)?,
         None => scores,
     };
-    // The differentiable softmax: candle_nn::ops::softmax_last_dim has no backward pass.
-    let probabilities = candle_nn::ops::softmax(&scores, D::Minus1)?;
+    let probabilities = softmax_last_dim(&scores)?;
     let dropped = dropout(&probabilities, dropout_p, mode)?;
     Ok((dropped.matmul(value)?, probabilities))
+}
+
+/// Softmax over the last dimension from differentiable ops (candle's fused
+/// `softmax_last_dim` has no backward pass). The row maximum is subtracted for stability and
+/// detached: softmax does not depend on it, so its gradient is zero and need not be computed.
+fn softmax_last_dim(xs: &Tensor) -> Result<Tensor> {
+    let max = xs.max_keepdim(D::Minus1)?.detach();
+    let exp = xs.broadcast_sub(&max)?.exp()?;
+    exp.broadcast_div(&exp.sum_keepdim(D::Minus1)?)
 }
 
 /// `torch.masked_fill(mask == 0, value)`: where `mask` is 0, take `value`; `mask` broadcasts.
@@ -77,7 +87,7 @@ impl MultiHeadedAttention {
     pub fn new(cfg: &ModelConfig, vb: VarBuilder) -> Result<Self> {
         let d = cfg.d_model;
         let vb = vb.pp("linears");
-        let linear = |i: usize| candle_nn::linear(d, d, vb.pp(i));
+        let linear = |i: usize| Linear::new(d, d, vb.pp(i));
         Ok(Self {
             linears: [linear(0)?, linear(1)?, linear(2)?, linear(3)?],
             heads: cfg.heads,

@@ -1,7 +1,9 @@
 //! EncoderDecoder, the Generator and `make_model`: the whole of Figure 1.
 
 use candle_core::{DType, Device, Result, Tensor, D};
-use candle_nn::{Linear, Module, VarBuilder, VarMap};
+use candle_nn::{VarBuilder, VarMap};
+
+use super::linear::Linear;
 
 use super::decoder::{Decoder, DecoderState};
 use super::dropout::Mode;
@@ -52,13 +54,19 @@ pub struct Generator {
 impl Generator {
     pub fn new(d_model: usize, vocab: usize, vb: VarBuilder) -> Result<Self> {
         Ok(Self {
-            proj: candle_nn::linear(d_model, vocab, vb.pp("proj"))?,
+            proj: Linear::new(d_model, vocab, vb.pp("proj"))?,
         })
     }
 
     /// `(..., d_model)` -> log-probabilities `(..., tgt_vocab)`.
     pub fn forward(&self, xs: &Tensor) -> Result<Tensor> {
-        candle_nn::ops::log_softmax(&self.proj.forward(xs)?, D::Minus1)
+        candle_nn::ops::log_softmax(&self.logits(xs)?, D::Minus1)
+    }
+
+    /// `(..., d_model)` -> unnormalised scores `(..., tgt_vocab)`, for a loss that applies
+    /// the log-softmax itself.
+    pub fn logits(&self, xs: &Tensor) -> Result<Tensor> {
+        self.proj.forward(xs)
     }
 }
 

@@ -2,7 +2,9 @@
 //! PositionwiseFeedForward (paper sections 3.1 and 3.3).
 
 use candle_core::{Result, Tensor, D};
-use candle_nn::{Init, Linear, Module, VarBuilder};
+use candle_nn::{Init, Module, VarBuilder};
+
+use super::linear::{broadcast_rows, Linear};
 
 use super::dropout::{dropout, Mode};
 use crate::config::ModelConfig;
@@ -34,17 +36,16 @@ impl Module for LayerNorm {
     fn forward(&self, xs: &Tensor) -> Result<Tensor> {
         let size = xs.dim(D::Minus1)?;
         if size < 2 {
-            candle_core::bail!(
-                "LayerNorm needs at least 2 features for an unbiased std, got {size}"
-            )
+            candle_core::bail!("LayerNorm needs at least 2 features for an unbiased std, got {size}")
         }
-        let centered = xs.broadcast_sub(&xs.mean_keepdim(D::Minus1)?)?;
+        let rows = xs.elem_count() / size;
+        let flat = xs.reshape((rows, size))?;
+        let centered = flat.broadcast_sub(&flat.mean_keepdim(D::Minus1)?)?;
         let variance = (centered.sqr()?.sum_keepdim(D::Minus1)? / (size - 1) as f64)?;
         let denominator = (variance.sqrt()? + LAYER_NORM_EPS)?;
-        centered
-            .broadcast_mul(&self.a_2)?
-            .broadcast_div(&denominator)?
-            .broadcast_add(&self.b_2)
+        // Gain and bias broadcast as products with ones, for a fast backward pass (see linear).
+        let scaled = (centered.broadcast_div(&denominator)? * broadcast_rows(&self.a_2, rows)?)?;
+        (scaled + broadcast_rows(&self.b_2, rows)?)?.reshape(xs.shape())
     }
 }
 
@@ -85,8 +86,8 @@ pub struct PositionwiseFeedForward {
 impl PositionwiseFeedForward {
     pub fn new(cfg: &ModelConfig, vb: VarBuilder) -> Result<Self> {
         Ok(Self {
-            w_1: candle_nn::linear(cfg.d_model, cfg.d_ff, vb.pp("w_1"))?,
-            w_2: candle_nn::linear(cfg.d_ff, cfg.d_model, vb.pp("w_2"))?,
+            w_1: Linear::new(cfg.d_model, cfg.d_ff, vb.pp("w_1"))?,
+            w_2: Linear::new(cfg.d_ff, cfg.d_model, vb.pp("w_2"))?,
             dropout: cfg.dropout,
         })
     }

@@ -11,6 +11,7 @@ pub mod encoder;
 pub mod encoder_decoder;
 pub mod init;
 pub mod layers;
+pub mod linear;
 pub mod masks;
 
 pub use decoder::DecoderState;

@@ -1,5 +1,6 @@
 //! Training: the loop, the label-smoothing loss, the Noam schedule and Adam.
 
+pub mod fused_loss;
 pub mod loss;
 pub mod optimizer;
 pub mod schedule;

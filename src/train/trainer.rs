@@ -9,6 +9,7 @@ use candle_core::{Device, Tensor};
 use candle_nn::VarMap;
 use serde::Serialize;
 
+use super::fused_loss::FusedLabelSmoothing;
 use super::loss::LabelSmoothing;
 use super::optimizer::{Adam, AdamSettings};
 use super::schedule::noam_rate;
@@ -289,11 +290,17 @@ impl Trainer {
         let hidden = self
             .model
             .forward(&src, &tgt_in, &src_mask, &tgt_mask, mode)?;
-        let log_probs = self
-            .model
-            .generator()
-            .forward(&hidden)?
-            .reshape((batch.size * batch.tgt_len, ()))?;
+        let rows = batch.size * batch.tgt_len;
+        let logits = self.model.generator().logits(&hidden)?.reshape((rows, ()))?;
+        if logits.device().is_cpu() {
+            let fused = FusedLabelSmoothing {
+                targets: batch.tgt_out.clone(),
+                pad: PAD_ID,
+                smoothing: self.config.training.label_smoothing,
+            };
+            return fused.loss_sum(&logits);
+        }
+        let log_probs = candle_nn::ops::log_softmax(&logits, candle_core::D::Minus1)?;
         self.criterion.loss_sum(&log_probs, &tgt_out)
     }
 

@@ -1,0 +1,92 @@
+//! A linear layer, `y = x W^T + b`, named as torch.nn.Linear (`weight` `(out, in)`, `bias`).
+//!
+//! Why not candle_nn::Linear: its bias is added with `broadcast_add`, whose backward pass sums
+//! the gradient over every leading dimension with candle's CPU reduction, about 20x slower
+//! than a matrix-vector product (10 ms against 0.5 ms for a 3000 x 1024 gradient, as long as
+//! the layer's own matmul). Broadcasting the bias with a product by a column of ones makes
+//! that sum a matrix product in the backward pass.
+
+use candle_core::{Result, Tensor, D};
+use candle_nn::{Init, VarBuilder};
+
+/// A fully connected layer with bias.
+pub struct Linear {
+    weight: Tensor,
+    bias: Tensor,
+}
+
+impl Linear {
+    /// Zero-initialised: `make_model` draws every parameter afterwards, as the reference does.
+    pub fn new(in_features: usize, out_features: usize, vb: VarBuilder) -> Result<Self> {
+        Ok(Self {
+            weight: vb.get_with_hints((out_features, in_features), "weight", Init::Const(0.))?,
+            bias: vb.get_with_hints(out_features, "bias", Init::Const(0.))?,
+        })
+    }
+
+    /// `(..., in)` -> `(..., out)`.
+    pub fn forward(&self, xs: &Tensor) -> Result<Tensor> {
+        let mut dims = xs.dims().to_vec();
+        let in_features = xs.dim(D::Minus1)?;
+        let rows = xs.elem_count() / in_features.max(1);
+        let ys = xs
+            .reshape((rows, in_features))?
+            .matmul(&self.weight.t()?)?;
+        let ys = (ys + broadcast_rows(&self.bias, rows)?)?;
+        if let Some(last) = dims.last_mut() {
+            *last = self.weight.dim(0)?;
+        }
+        ys.reshape(dims)
+    }
+
+    pub fn weight(&self) -> &Tensor {
+        &self.weight
+    }
+}
+
+/// `vector` `(n,)` repeated as `rows` rows `(rows, n)`, as a product with a column of ones so
+/// that its gradient is a matrix-vector product rather than a slow reduction.
+pub fn broadcast_rows(vector: &Tensor, rows: usize) -> Result<Tensor> {
+    let n = vector.dim(0)?;
+    let ones = Tensor::ones((rows, 1), vector.dtype(), vector.device())?;
+    ones.matmul(&vector.reshape((1, n))?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use candle_core::{DType, Device, Var};
+    use candle_nn::VarMap;
+
+    #[test]
+    fn linear_matches_x_w_transpose_plus_b_and_its_bias_gradient_is_the_column_sum() {
+        let dev = Device::Cpu;
+        let varmap = VarMap::new();
+        let vb = VarBuilder::from_varmap(&varmap, DType::F32, &dev);
+        let layer = Linear::new(3, 2, vb).unwrap();
+        varmap
+            .data()
+            .lock()
+            .unwrap()
+            .get("weight")
+            .unwrap()
+            .set(&Tensor::new(&[[1f32, 2., 3.], [0., -1., 1.]], &dev).unwrap())
+            .unwrap();
+        varmap
+            .data()
+            .lock()
+            .unwrap()
+            .get("bias")
+            .unwrap()
+            .set(&Tensor::new(&[10f32, 20.], &dev).unwrap())
+            .unwrap();
+        let x = Var::new(&[[[1f32, 1., 1.], [2., 0., 1.]]], &dev).unwrap();
+        let y = layer.forward(x.as_tensor()).unwrap();
+        assert_eq!(y.dims(), &[1, 2, 2]);
+        assert_eq!(y.to_vec3::<f32>().unwrap(), vec![vec![vec![16., 20.], vec![15., 21.]]]);
+        let grads = y.sum_all().unwrap().backward().unwrap();
+        let bias = varmap.data().lock().unwrap().get("bias").unwrap().clone();
+        let bias_grad = grads.get(bias.as_tensor()).unwrap().to_vec1::<f32>().unwrap();
+        assert_eq!(bias_grad, vec![2., 2.]);
+    }
+}

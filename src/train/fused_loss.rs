@@ -1,0 +1,159 @@
+//! The label-smoothing loss fused with the Generator's log-softmax, for the CPU.
+//!
+//! The composed version (`LabelSmoothing::loss_sum` over `log_softmax`) walks the
+//! `(tokens, vocab)` logits some twenty times forward and backward, and that matrix is the
+//! largest in the model. Here the forward pass is two sweeps per row and the backward pass
+//! one, using d KL(q || softmax(z)) / dz = softmax(z) - q.
+
+use candle_core::{CpuStorage, CustomOp1, Layout, Result, Shape, Tensor};
+
+/// Per-row label-smoothed KL divergence computed straight from logits `(rows, vocab)`.
+pub struct FusedLabelSmoothing {
+    /// Target id of every row; rows whose target is `pad` cost nothing.
+    pub targets: Vec<u32>,
+    pub pad: u32,
+    pub smoothing: f64,
+}
+
+impl FusedLabelSmoothing {
+    /// Summed KL over the non-padding rows of `logits` `(rows, vocab)`.
+    pub fn loss_sum(self, logits: &Tensor) -> Result<Tensor> {
+        logits.contiguous()?.apply_op1(self)?.sum_all()
+    }
+
+    /// (confidence, spread, sum_j q_j ln q_j) of the smoothed target distribution q.
+    fn distribution(&self, vocab: usize) -> (f64, f64, f64) {
+        let confidence = 1.0 - self.smoothing;
+        let spread = self.smoothing / (vocab - 2) as f64;
+        let x_ln_x = |x: f64| if x > 0.0 { x * x.ln() } else { 0.0 };
+        (confidence, spread, x_ln_x(confidence) + (vocab - 2) as f64 * x_ln_x(spread))
+    }
+
+    fn rows<'a>(&self, storage: &'a CpuStorage, layout: &Layout) -> Result<(&'a [f32], usize)> {
+        let (start, end) = layout
+            .contiguous_offsets()
+            .ok_or_else(|| candle_core::Error::Msg("fused loss needs contiguous logits".into()))?;
+        let (rows, vocab) = layout.shape().dims2()?;
+        if rows != self.targets.len() || vocab < 3 {
+            candle_core::bail!(
+                "fused loss: {rows} rows of {vocab} logits for {} targets",
+                self.targets.len()
+            )
+        }
+        Ok((&storage.as_slice::<f32>()?[start..end], vocab))
+    }
+}
+
+/// max and log-sum-exp of one row.
+fn log_sum_exp(row: &[f32]) -> f64 {
+    let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max) as f64;
+    let sum: f64 = row.iter().map(|&z| (z as f64 - max).exp()).sum();
+    max + sum.ln()
+}
+
+impl CustomOp1 for FusedLabelSmoothing {
+    fn name(&self) -> &'static str {
+        "fused-label-smoothing"
+    }
+
+    fn cpu_fwd(&self, storage: &CpuStorage, layout: &Layout) -> Result<(CpuStorage, Shape)> {
+        let (logits, vocab) = self.rows(storage, layout)?;
+        let (confidence, spread, entropy) = self.distribution(vocab);
+        let pad = self.pad as usize;
+        let losses: Vec<f32> = logits
+            .chunks(vocab)
+            .zip(&self.targets)
+            .map(|(row, &target)| {
+                if target == self.pad {
+                    return 0.0;
+                }
+                let lse = log_sum_exp(row);
+                let log_p = |j: usize| row[j] as f64 - lse;
+                let sum_log_p = row.iter().map(|&z| z as f64).sum::<f64>() - vocab as f64 * lse;
+                let kl = entropy
+                    - (confidence - spread) * log_p(target as usize)
+                    - spread * (sum_log_p - log_p(pad));
+                kl as f32
+            })
+            .collect();
+        let rows = losses.len();
+        Ok((CpuStorage::F32(losses), Shape::from(rows)))
+    }
+
+    fn bwd(&self, arg: &Tensor, _res: &Tensor, grad_res: &Tensor) -> Result<Option<Tensor>> {
+        let grad = arg.apply_op2_no_bwd(grad_res, &FusedLabelSmoothingGrad(self))?;
+        Ok(Some(grad))
+    }
+}
+
+/// d loss / d logits = upstream_row * (softmax(z) - q); zero for padding rows.
+struct FusedLabelSmoothingGrad<'a>(&'a FusedLabelSmoothing);
+
+impl candle_core::CustomOp2 for FusedLabelSmoothingGrad<'_> {
+    fn name(&self) -> &'static str {
+        "fused-label-smoothing-grad"
+    }
+
+    fn cpu_fwd(
+        &self,
+        logits: &CpuStorage,
+        logits_layout: &Layout,
+        upstream: &CpuStorage,
+        upstream_layout: &Layout,
+    ) -> Result<(CpuStorage, Shape)> {
+        let op = self.0;
+        let (logits, vocab) = op.rows(logits, logits_layout)?;
+        let upstream = match upstream_layout.contiguous_offsets() {
+            Some((start, end)) => &upstream.as_slice::<f32>()?[start..end],
+            None => candle_core::bail!("fused loss gradient needs a contiguous upstream gradient"),
+        };
+        let (confidence, spread, _) = op.distribution(vocab);
+        let mut grad = vec![0f32; logits.len()];
+        for ((row, out), (&target, &g)) in logits
+            .chunks(vocab)
+            .zip(grad.chunks_mut(vocab))
+            .zip(op.targets.iter().zip(upstream))
+        {
+            if target == op.pad {
+                continue;
+            }
+            let lse = log_sum_exp(row);
+            for (o, &z) in out.iter_mut().zip(row) {
+                *o = (((z as f64 - lse).exp() - spread) * g as f64) as f32;
+            }
+            out[op.pad as usize] += (spread * g as f64) as f32;
+            out[target as usize] -= ((confidence - spread) * g as f64) as f32;
+        }
+        Ok((CpuStorage::F32(grad), logits_layout.shape().clone()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::train::loss::LabelSmoothing;
+    use candle_core::{Device, Var, D};
+
+    #[test]
+    fn the_fused_loss_and_its_gradient_equal_the_composed_ones() {
+        let dev = Device::Cpu;
+        let logits = Var::from_tensor(&Tensor::randn(0f32, 3., (6, 9), &dev).unwrap()).unwrap();
+        let targets = vec![3u32, 0, 8, 1, 2, 0];
+        let t = Tensor::new(targets.as_slice(), &dev).unwrap();
+
+        let composed = LabelSmoothing::new(9, 0, 0.1)
+            .loss_sum(&candle_nn::ops::log_softmax(logits.as_tensor(), D::Minus1).unwrap(), &t)
+            .unwrap();
+        let composed_grad = composed.backward().unwrap().get(&logits).unwrap().clone();
+        let fused = FusedLabelSmoothing { targets, pad: 0, smoothing: 0.1 }
+            .loss_sum(logits.as_tensor())
+            .unwrap();
+        let fused_grad = fused.backward().unwrap().get(&logits).unwrap().clone();
+
+        let (a, b) = (composed.to_scalar::<f32>().unwrap(), fused.to_scalar::<f32>().unwrap());
+        assert!((a - b).abs() < 1e-4 * a.abs().max(1.0), "{a} vs {b}");
+        let diff = (composed_grad - fused_grad).unwrap().abs().unwrap();
+        let worst = diff.max_all().unwrap().to_scalar::<f32>().unwrap();
+        assert!(worst < 1e-5, "gradients differ by {worst}");
+    }
+}
