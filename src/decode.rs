@@ -129,8 +129,9 @@ pub struct BeamSettings {
 }
 
 /// Beam search for one sentence `src` `(1, src_len)`, with the decoder cache reordered as beams
-/// are chosen. Stops when `beam` hypotheses have ended (or after `limits.max_steps`) and returns
-/// the best by length-normalised score. With `beam == 1` this is greedy decoding.
+/// are chosen. A hypothesis that ends leaves the beam, so the search stops when all `beam`
+/// beams have ended (or after `limits.max_steps`); the best by length-normalised score wins.
+/// With `beam == 1` this is greedy decoding.
 pub fn beam_search(
     model: &EncoderDecoder,
     src: &Tensor,
@@ -154,20 +155,25 @@ pub fn beam_search(
             .collect();
         let last = Tensor::from_vec(last_ids, (beams.len(), 1), device)?;
         let log_probs = step_log_probs(model, &last, &mut state)?;
-        let candidates = best_candidates(&beams, &log_probs, 2 * k)?;
-        let mut next = Vec::with_capacity(k);
-        let mut parents = Vec::with_capacity(k);
-        for (parent, id, log_prob) in candidates {
+        // Each ended hypothesis takes its beam out of the search: `open` beams remain.
+        let open = k - finished.len();
+        let candidates = best_candidates(&beams, &log_probs, 2 * open)?;
+        let mut next = Vec::with_capacity(open);
+        let mut parents = Vec::with_capacity(open);
+        for (rank, (parent, id, log_prob)) in candidates.into_iter().enumerate() {
             let mut hypothesis = beams[parent].clone();
             hypothesis.ids.push(id);
             hypothesis.log_probs.push(log_prob);
             if limits.end == Some(id) {
-                finished.push(hypothesis);
-            } else {
+                // An ending counts only when it ranks among the open beams' best extensions.
+                if rank < open {
+                    finished.push(hypothesis);
+                }
+            } else if next.len() + finished.len() < k {
                 parents.push(parent as u32);
                 next.push(hypothesis);
             }
-            if next.len() == k {
+            if next.len() + finished.len() >= k {
                 break;
             }
         }

@@ -36,7 +36,9 @@ impl Module for LayerNorm {
     fn forward(&self, xs: &Tensor) -> Result<Tensor> {
         let size = xs.dim(D::Minus1)?;
         if size < 2 {
-            candle_core::bail!("LayerNorm needs at least 2 features for an unbiased std, got {size}")
+            candle_core::bail!(
+                "LayerNorm needs at least 2 features for an unbiased std, got {size}"
+            )
         }
         let rows = xs.elem_count() / size;
         let flat = xs.reshape((rows, size))?;

@@ -29,9 +29,7 @@ impl Linear {
         let mut dims = xs.dims().to_vec();
         let in_features = xs.dim(D::Minus1)?;
         let rows = xs.elem_count() / in_features.max(1);
-        let ys = xs
-            .reshape((rows, in_features))?
-            .matmul(&self.weight.t()?)?;
+        let ys = xs.reshape((rows, in_features))?.matmul(&self.weight.t()?)?;
         let ys = (ys + broadcast_rows(&self.bias, rows)?)?;
         if let Some(last) = dims.last_mut() {
             *last = self.weight.dim(0)?;
@@ -83,10 +81,17 @@ mod tests {
         let x = Var::new(&[[[1f32, 1., 1.], [2., 0., 1.]]], &dev).unwrap();
         let y = layer.forward(x.as_tensor()).unwrap();
         assert_eq!(y.dims(), &[1, 2, 2]);
-        assert_eq!(y.to_vec3::<f32>().unwrap(), vec![vec![vec![16., 20.], vec![15., 21.]]]);
+        assert_eq!(
+            y.to_vec3::<f32>().unwrap(),
+            vec![vec![vec![16., 20.], vec![15., 21.]]]
+        );
         let grads = y.sum_all().unwrap().backward().unwrap();
         let bias = varmap.data().lock().unwrap().get("bias").unwrap().clone();
-        let bias_grad = grads.get(bias.as_tensor()).unwrap().to_vec1::<f32>().unwrap();
+        let bias_grad = grads
+            .get(bias.as_tensor())
+            .unwrap()
+            .to_vec1::<f32>()
+            .unwrap();
         assert_eq!(bias_grad, vec![2., 2.]);
     }
 }

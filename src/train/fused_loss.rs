@@ -26,7 +26,11 @@ impl FusedLabelSmoothing {
         let confidence = 1.0 - self.smoothing;
         let spread = self.smoothing / (vocab - 2) as f64;
         let x_ln_x = |x: f64| if x > 0.0 { x * x.ln() } else { 0.0 };
-        (confidence, spread, x_ln_x(confidence) + (vocab - 2) as f64 * x_ln_x(spread))
+        (
+            confidence,
+            spread,
+            x_ln_x(confidence) + (vocab - 2) as f64 * x_ln_x(spread),
+        )
     }
 
     fn rows<'a>(&self, storage: &'a CpuStorage, layout: &Layout) -> Result<(&'a [f32], usize)> {
@@ -142,15 +146,25 @@ mod tests {
         let t = Tensor::new(targets.as_slice(), &dev).unwrap();
 
         let composed = LabelSmoothing::new(9, 0, 0.1)
-            .loss_sum(&candle_nn::ops::log_softmax(logits.as_tensor(), D::Minus1).unwrap(), &t)
+            .loss_sum(
+                &candle_nn::ops::log_softmax(logits.as_tensor(), D::Minus1).unwrap(),
+                &t,
+            )
             .unwrap();
         let composed_grad = composed.backward().unwrap().get(&logits).unwrap().clone();
-        let fused = FusedLabelSmoothing { targets, pad: 0, smoothing: 0.1 }
-            .loss_sum(logits.as_tensor())
-            .unwrap();
+        let fused = FusedLabelSmoothing {
+            targets,
+            pad: 0,
+            smoothing: 0.1,
+        }
+        .loss_sum(logits.as_tensor())
+        .unwrap();
         let fused_grad = fused.backward().unwrap().get(&logits).unwrap().clone();
 
-        let (a, b) = (composed.to_scalar::<f32>().unwrap(), fused.to_scalar::<f32>().unwrap());
+        let (a, b) = (
+            composed.to_scalar::<f32>().unwrap(),
+            fused.to_scalar::<f32>().unwrap(),
+        );
         assert!((a - b).abs() < 1e-4 * a.abs().max(1.0), "{a} vs {b}");
         let diff = (composed_grad - fused_grad).unwrap().abs().unwrap();
         let worst = diff.max_all().unwrap().to_scalar::<f32>().unwrap();

@@ -291,7 +291,11 @@ impl Trainer {
             .model
             .forward(&src, &tgt_in, &src_mask, &tgt_mask, mode)?;
         let rows = batch.size * batch.tgt_len;
-        let logits = self.model.generator().logits(&hidden)?.reshape((rows, ()))?;
+        let logits = self
+            .model
+            .generator()
+            .logits(&hidden)?
+            .reshape((rows, ()))?;
         if logits.device().is_cpu() {
             let fused = FusedLabelSmoothing {
                 targets: batch.tgt_out.clone(),

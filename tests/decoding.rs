@@ -1,0 +1,158 @@
+//! Cached decoding against the uncached reference loop, and the decoders against each other,
+//! on the PyTorch parity checkpoint (a small model fitted to three sentences).
+
+use std::path::Path;
+
+use candle_core::{Device, Tensor};
+use transformer::checkpoint::{self, Checkpoint};
+use transformer::data::batch::with_boundaries;
+use transformer::data::vocab::{BOS_ID, EOS_ID, PAD_ID};
+use transformer::decode::{
+    beam_search, greedy_batch, greedy_decode, incremental_log_probs, teacher_forced_log_probs,
+    BeamSettings, DecodeLimits,
+};
+use transformer::model::masks;
+use transformer::translator::{DecodeOptions, Translator};
+
+const SOURCES: [&str; 4] = [
+    "ich mochte ein bier",
+    "du habe eine cola bier",
+    "er mochte wasser",
+    "sie habe ein haus ein bier ein cola",
+];
+
+fn fixture() -> Checkpoint {
+    checkpoint::load(Path::new("tests/fixtures/parity"), &Device::Cpu).unwrap()
+}
+
+fn source_ids(loaded: &Checkpoint, sentence: &str) -> Vec<u32> {
+    with_boundaries(&loaded.tokenizers.src.encode(sentence).unwrap().ids)
+}
+
+fn padded(rows: &[Vec<u32>]) -> Tensor {
+    let width = rows.iter().map(Vec::len).max().unwrap();
+    let flat: Vec<u32> = rows
+        .iter()
+        .flat_map(|r| {
+            r.iter()
+                .copied()
+                .chain(std::iter::repeat(PAD_ID))
+                .take(width)
+        })
+        .collect();
+    Tensor::from_vec(flat, (rows.len(), width), &Device::Cpu).unwrap()
+}
+
+fn limits() -> DecodeLimits {
+    DecodeLimits {
+        max_steps: 12,
+        end: Some(EOS_ID),
+    }
+}
+
+#[test]
+fn cached_decoding_gives_the_same_log_probs_as_full_decoding() {
+    let loaded = fixture();
+    let src = padded(&SOURCES.map(|s| source_ids(&loaded, s)));
+    let tgt_in = Tensor::new(
+        &[
+            [1u32, 4, 8, 10, 11, 2],
+            [1, 5, 9, 12, 2, 0],
+            [1, 6, 8, 10, 13, 2],
+            [1, 4, 4, 4, 4, 4],
+        ],
+        &Device::Cpu,
+    )
+    .unwrap();
+    let src_mask = masks::padding_mask(&src, PAD_ID).unwrap();
+    let tgt_mask = masks::target_mask(&tgt_in, PAD_ID).unwrap();
+    let full =
+        teacher_forced_log_probs(&loaded.model, &src, &src_mask, &tgt_in, &tgt_mask).unwrap();
+    let cached = incremental_log_probs(&loaded.model, &src, &src_mask, &tgt_in).unwrap();
+    assert_eq!(full.dims(), cached.dims());
+    // Positions after a padded target token differ only where the full decoder hides the pad;
+    // compare the rows whose prefixes hold no padding.
+    let diff = (full - cached).unwrap().abs().unwrap();
+    let rows = [0usize, 2, 3];
+    for row in rows {
+        let worst = diff
+            .get(row)
+            .unwrap()
+            .max_all()
+            .unwrap()
+            .to_scalar::<f32>()
+            .unwrap();
+        assert!(worst <= 1e-5, "row {row}: max difference {worst}");
+    }
+}
+
+#[test]
+fn batched_cached_greedy_equals_the_reference_loop_sentence_by_sentence() {
+    let loaded = fixture();
+    let rows: Vec<Vec<u32>> = SOURCES.iter().map(|s| source_ids(&loaded, s)).collect();
+    let src = padded(&rows);
+    let src_mask = masks::padding_mask(&src, PAD_ID).unwrap();
+    let batched = greedy_batch(&loaded.model, &src, &src_mask, BOS_ID, limits()).unwrap();
+    for (ids, got) in rows.iter().zip(&batched) {
+        let one = Tensor::from_slice(ids, (1, ids.len()), &Device::Cpu).unwrap();
+        let one_mask = masks::full_mask(1, ids.len(), &Device::Cpu).unwrap();
+        let want = greedy_decode(&loaded.model, &one, &one_mask, BOS_ID, limits()).unwrap();
+        assert_eq!(got.ids, want.ids);
+        for (a, b) in got.log_probs.iter().zip(&want.log_probs) {
+            assert!((a - b).abs() <= 1e-5, "{a} vs {b}");
+        }
+    }
+}
+
+#[test]
+fn beam_one_is_greedy() {
+    let loaded = fixture();
+    for sentence in SOURCES {
+        let ids = source_ids(&loaded, sentence);
+        let src = Tensor::from_slice(&ids, (1, ids.len()), &Device::Cpu).unwrap();
+        let src_mask = masks::full_mask(1, ids.len(), &Device::Cpu).unwrap();
+        let greedy = greedy_decode(&loaded.model, &src, &src_mask, BOS_ID, limits()).unwrap();
+        let settings = BeamSettings {
+            beam: 1,
+            length_penalty: 0.6,
+        };
+        let beam = beam_search(&loaded.model, &src, &src_mask, BOS_ID, limits(), settings).unwrap();
+        assert_eq!(beam.ids, greedy.ids, "{sentence}");
+        for (a, b) in beam.log_probs.iter().zip(&greedy.log_probs) {
+            assert!((a - b).abs() <= 1e-5);
+        }
+    }
+}
+
+#[test]
+fn a_wider_beam_ends_its_hypothesis_and_scores_at_least_as_well_as_greedy() {
+    let loaded = fixture();
+    for beam in [2, 5] {
+        let options = DecodeOptions {
+            beam,
+            ..DecodeOptions::default()
+        };
+        let translator = Translator {
+            model: &loaded.model,
+            tokenizers: &loaded.tokenizers,
+            max_positions: loaded.config.model.max_len,
+            device: &Device::Cpu,
+            options,
+        };
+        let greedy = Translator {
+            options: DecodeOptions::default(),
+            ..translator
+        };
+        for sentence in SOURCES {
+            let wide = translator.translate(sentence).unwrap();
+            let narrow = greedy.translate(sentence).unwrap();
+            assert_eq!(wide.ids.last(), Some(&EOS_ID), "{sentence}");
+            // Beam search ranks by log-prob / ((5 + len) / 6)^0.6; greedy's pick is one of the
+            // hypotheses it could have kept.
+            let score = |t: &transformer::translator::Translation| {
+                t.log_probs.iter().sum::<f32>() / ((5.0 + t.ids.len() as f32) / 6.0).powf(0.6)
+            };
+            assert!(score(&wide) >= score(&narrow) - 1e-5, "{sentence}");
+        }
+    }
+}
