@@ -78,10 +78,10 @@ SYSTEMS = [good, with_empty_lines, longer_than_reference, no_four_gram_matches, 
            lowercase_detokenized]
 
 
-def score_with_cli(ref_path, hyp_path):
+def score_with_cli(ref_path, hyp_path, lowercase):
     result = subprocess.run(
         [sys.executable, "-m", "sacrebleu", ref_path, "-i", hyp_path, "-m", "bleu", "chrf",
-         "--format", "json", "-w", "10"],
+         "--format", "json", "-w", "10"] + (["-lc"] if lowercase else []),
         capture_output=True, text=True, check=True)
     bleu, chrf = json.loads(result.stdout)
     return bleu, chrf
@@ -93,14 +93,16 @@ def main():
     with open(ref_path, "w", encoding="utf-8") as f:
         f.write("\n".join(REFERENCES) + "\n")
     expected = {"sacrebleu_version": sacrebleu.__version__, "reference": "ref.en", "systems": []}
-    for system in SYSTEMS:
+    # Every system mixed-case (sacreBLEU's default), and one also lowercased (-lc).
+    for system, lowercase in [(s, False) for s in SYSTEMS] + [(lowercase_detokenized, True)]:
         name = system.__name__
         hyp_path = os.path.join(OUT, f"{name}.hyp")
         with open(hyp_path, "w", encoding="utf-8") as f:
             f.write("\n".join(system(i, r) for i, r in enumerate(REFERENCES)) + "\n")
-        bleu, chrf = score_with_cli(ref_path, hyp_path)
+        bleu, chrf = score_with_cli(ref_path, hyp_path, lowercase)
         expected["systems"].append({
             "hypothesis": f"{name}.hyp",
+            "lowercase": lowercase,
             "bleu": float(bleu["score"]),
             "bleu_signature": bleu["signature"],
             "bleu_verbose": bleu["verbose_score"],

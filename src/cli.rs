@@ -108,6 +108,9 @@ pub struct EvalArgs {
     /// Print {"bleu": ..., "signature": ..., ...} instead of sacreBLEU's text lines
     #[arg(long)]
     pub json: bool,
+    /// Lowercase hypotheses and references for BLEU (sacreBLEU's -lc; chrF keeps the case)
+    #[arg(long)]
+    pub lowercase: bool,
     #[command(flatten)]
     pub decode: DecodeArgs,
     #[command(flatten)]

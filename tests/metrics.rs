@@ -6,7 +6,9 @@ use std::path::{Path, PathBuf};
 
 use assert_cmd::Command;
 use serde_json::Value;
-use transformer::metrics::{chrf_signature, corpus_bleu, corpus_chrf, read_segments, BleuScore};
+use transformer::metrics::{
+    chrf_signature, corpus_bleu, corpus_chrf, read_segments, BleuScore, Case,
+};
 
 const FIXTURE: &str = "tests/fixtures/sacrebleu";
 
@@ -26,20 +28,26 @@ fn bleu_chrf_and_signatures_equal_sacrebleus_on_every_system() {
     for system in expected["systems"].as_array().unwrap() {
         let name = system["hypothesis"].as_str().unwrap();
         let hypotheses = read_segments(&fixture(name)).unwrap();
-        let bleu = corpus_bleu(&hypotheses, &references);
+        // sacreBLEU's -lc lowercases for BLEU only; chrF keeps the case.
+        let case = if system["lowercase"] == true {
+            Case::Lower
+        } else {
+            Case::Mixed
+        };
+        let bleu = corpus_bleu(
+            &case.apply(hypotheses.clone()),
+            &case.apply(references.clone()),
+        );
         let want = system["bleu"].as_f64().unwrap();
         assert!(
             (bleu.score - want).abs() < 1e-8,
             "{name}: BLEU {} vs {want}",
             bleu.score
         );
+        let text = bleu.format_text(case);
         let verbose = system["bleu_verbose"].as_str().unwrap();
-        assert!(
-            bleu.format_text().ends_with(verbose),
-            "{name}: {}",
-            bleu.format_text()
-        );
-        assert_eq!(BleuScore::signature(), system["bleu_signature"]);
+        assert!(text.ends_with(verbose), "{name}: {text}");
+        assert_eq!(BleuScore::signature(case), system["bleu_signature"]);
         let chrf = corpus_chrf(&hypotheses, &references);
         let want = system["chrf"].as_f64().unwrap();
         assert!((chrf - want).abs() < 1e-8, "{name}: chrF {chrf} vs {want}");
@@ -68,6 +76,7 @@ fn eval_scores_a_hypothesis_file_as_json_without_a_model() {
     assert!((json["bleu"].as_f64().unwrap() - system["bleu"].as_f64().unwrap()).abs() < 0.01);
     assert!((json["chrf"].as_f64().unwrap() - system["chrf"].as_f64().unwrap()).abs() < 0.01);
     assert_eq!(json["signature"], system["bleu_signature"]);
+    assert_eq!(json["chrf_signature"], system["chrf_signature"]);
 }
 
 #[test]

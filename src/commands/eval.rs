@@ -8,7 +8,9 @@ use anyhow::Context;
 use crate::checkpoint;
 use crate::cli::EvalArgs;
 use crate::data::corpus::normalize_whitespace;
-use crate::metrics::{self, chrf_signature, corpus_bleu, corpus_chrf, read_segments, BleuScore};
+use crate::metrics::{
+    self, chrf_signature, corpus_bleu, corpus_chrf, read_segments, BleuScore, Case,
+};
 use crate::translator::Translator;
 
 pub fn run(args: EvalArgs) -> anyhow::Result<()> {
@@ -31,12 +33,18 @@ pub fn run(args: EvalArgs) -> anyhow::Result<()> {
         text.push('\n');
         checkpoint::write_atomic(out, text.as_bytes())?;
     }
-    let bleu = corpus_bleu(&hypotheses, &references);
-    let chrf = corpus_chrf(&hypotheses, &references);
-    if args.json {
-        println!("{}", json_report(&bleu, chrf, hypotheses.len())?);
+    // As sacreBLEU's -lc: BLEU is lowercased, chrF keeps the case.
+    let case = if args.lowercase {
+        Case::Lower
     } else {
-        println!("{}", bleu.format_text());
+        Case::Mixed
+    };
+    let chrf = corpus_chrf(&hypotheses, &references);
+    let bleu = corpus_bleu(&case.apply(hypotheses.clone()), &case.apply(references));
+    if args.json {
+        println!("{}", json_report(&bleu, chrf, case, hypotheses.len())?);
+    } else {
+        println!("{}", bleu.format_text(case));
         println!("chrF2|{} = {chrf:.2}", chrf_signature());
     }
     Ok(())
@@ -68,11 +76,16 @@ fn translate_all(args: &EvalArgs, dir: &Path, sources: &[String]) -> anyhow::Res
     Ok(hypotheses)
 }
 
-fn json_report(bleu: &BleuScore, chrf: f64, sentences: usize) -> anyhow::Result<String> {
+fn json_report(
+    bleu: &BleuScore,
+    chrf: f64,
+    case: Case,
+    sentences: usize,
+) -> anyhow::Result<String> {
     let ratio = bleu.hyp_len as f64 / bleu.ref_len.max(1) as f64;
     Ok(serde_json::to_string(&serde_json::json!({
         "bleu": bleu.score,
-        "signature": BleuScore::signature(),
+        "signature": BleuScore::signature(case),
         "precisions": bleu.precisions,
         "brevity_penalty": bleu.brevity_penalty,
         "ratio": ratio,

@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 
 use super::tokenizer_13a::{python_rstrip, python_split, tokenize_13a};
-use super::SACREBLEU_VERSION;
+use super::{Case, SACREBLEU_VERSION};
 
 const MAX_ORDER: usize = 4;
 
@@ -23,12 +23,15 @@ pub struct BleuScore {
 
 impl BleuScore {
     /// `nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:...`
-    pub fn signature() -> String {
-        format!("nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:{SACREBLEU_VERSION}")
+    pub fn signature(case: Case) -> String {
+        format!(
+            "nrefs:1|case:{}|eff:no|tok:13a|smooth:exp|version:{SACREBLEU_VERSION}",
+            case.signature()
+        )
     }
 
     /// sacreBLEU's text line: `BLEU|<signature> = 35.21 66.7/42.3/29.0/20.3 (BP = ...)`.
-    pub fn format_text(&self) -> String {
+    pub fn format_text(&self, case: Case) -> String {
         let ratio = if self.ref_len > 0 {
             self.hyp_len as f64 / self.ref_len as f64
         } else {
@@ -36,7 +39,7 @@ impl BleuScore {
         };
         format!(
             "BLEU|{} = {:.2} {:.1}/{:.1}/{:.1}/{:.1} (BP = {:.3} ratio = {:.3} hyp_len = {} ref_len = {})",
-            Self::signature(),
+            Self::signature(case),
             self.score,
             self.precisions[0],
             self.precisions[1],

@@ -10,6 +10,30 @@ pub use chrf::{chrf_signature, corpus_chrf};
 /// The sacreBLEU release whose numbers the committed fixtures pin (tests/fixtures/sacrebleu).
 pub const SACREBLEU_VERSION: &str = "2.6.0";
 
+/// Whether text is scored as it is (sacreBLEU's default) or lowercased first (`-lc`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Case {
+    Mixed,
+    Lower,
+}
+
+impl Case {
+    fn signature(self) -> &'static str {
+        match self {
+            Self::Mixed => "mixed",
+            Self::Lower => "lc",
+        }
+    }
+
+    /// Applies the case setting to segments, as sacreBLEU does before tokenizing.
+    pub fn apply(self, segments: Vec<String>) -> Vec<String> {
+        match self {
+            Self::Mixed => segments,
+            Self::Lower => segments.into_iter().map(|s| s.to_lowercase()).collect(),
+        }
+    }
+}
+
 use std::path::Path;
 
 use anyhow::bail;
