@@ -411,6 +411,20 @@ mod tests {
     }
 
     #[test]
+    fn every_shipped_config_is_valid() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("configs");
+        let mut seen = 0;
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_some_and(|e| e == "toml") {
+                Config::load(&path).unwrap_or_else(|e| panic!("{}: {e:#}", path.display()));
+                seen += 1;
+            }
+        }
+        assert!(seen >= 5, "found {seen} configs");
+    }
+
+    #[test]
     fn an_unknown_key_is_named_with_its_line_and_section() {
         let err = parse("[model]\nlayers = 2\nd_modle = 64\n").unwrap_err();
         assert_eq!(err.line, Some(3));
