@@ -24,6 +24,7 @@ pub mod decode;
 pub mod device;
 pub mod metrics;
 pub mod model;
+pub mod plot;
 pub mod progress;
 pub mod train;
 pub mod translator;

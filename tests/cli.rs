@@ -137,6 +137,8 @@ fn a_trained_tiny_model_translates_both_toy_sentences() {
     assert!(epochs
         .iter()
         .all(|r| r["train_loss"].as_f64().unwrap().is_finite()));
+    let picture = std::fs::read(run.join("loss.png")).unwrap();
+    assert!(picture.starts_with(b"\x89PNG\r\n\x1a\n") && picture.len() > 10_000);
     let vocab = std::fs::read_to_string(run.join("last/vocab.src.txt")).unwrap();
     assert!(vocab.starts_with("<pad>\n<s>\n</s>\n<unk>\n"));
 }

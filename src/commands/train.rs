@@ -9,11 +9,15 @@ use crate::checkpoint::{self, CheckpointContents, BEST_DIR, LAST_DIR, RUNS_ROOT}
 use crate::cli::TrainArgs;
 use crate::config::{Config, BUILTIN_BASE};
 use crate::data::{encode_pairs, read_corpus, SentencePair, Tokenizers};
+use crate::plot;
 use crate::progress::{TrainProgress, Verbosity};
 use crate::train::{
     CheckpointKind, MetricRecord, StepReport, TrainObserver, Trainer, TrainingData, ValidationData,
 };
 use crate::translator::DecodeOptions;
+
+/// The training-curves picture in the run directory.
+const LOSS_PLOT_FILE: &str = "loss.png";
 
 /// How many training sources to translate when training ends.
 const SAMPLE_TRANSLATIONS: usize = 5;
@@ -177,6 +181,11 @@ impl TrainObserver for CheckpointingObserver {
             },
         )?;
         checkpoint::save_metrics(&self.run_dir, trainer.metrics())?;
+        // A picture that cannot be drawn is no reason to stop training.
+        let plot_path = self.run_dir.join(LOSS_PLOT_FILE);
+        if let Err(e) = plot::write_training_curves(trainer.metrics(), &plot_path) {
+            self.progress.note(&format!("warning: {e:#}"));
+        }
         if kind == CheckpointKind::Best {
             self.progress.note(&format!(
                 "step {}: new best checkpoint in {}",

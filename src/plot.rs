@@ -1,0 +1,202 @@
+//! Training curves as a picture: `loss.png` in the run directory, redrawn at every checkpoint.
+//! Pure Rust (plotters' bitmap backend, DejaVu Sans compiled in): no system libraries.
+
+use std::path::Path;
+use std::sync::Once;
+
+use anyhow::anyhow;
+use plotters::prelude::*;
+use plotters::style::FontStyle;
+
+use crate::train::MetricRecord;
+
+const FONT: &[u8] = include_bytes!("../assets/DejaVuSans.ttf");
+const SIZE: (u32, u32) = (1000, 700);
+const BLEU_COLOR: RGBColor = RGBColor(0, 130, 60);
+
+fn register_font() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        // The bytes are a valid TrueType font compiled into the binary; a failure would leave
+        // text unrendered, never crash.
+        let _ = plotters::style::register_font("sans-serif", FontStyle::Normal, FONT);
+    });
+}
+
+/// The series a picture shows, pulled out of metrics.jsonl records.
+#[derive(Default)]
+struct Curves {
+    train_steps: Vec<(f64, f64)>,
+    train_epochs: Vec<(f64, f64)>,
+    valid_loss: Vec<(f64, f64)>,
+    valid_bleu: Vec<(f64, f64)>,
+}
+
+impl Curves {
+    fn from(metrics: &[MetricRecord]) -> Self {
+        let mut curves = Self::default();
+        for record in metrics {
+            match record {
+                MetricRecord::Step { step, loss, .. } => {
+                    curves.train_steps.push((*step as f64, *loss))
+                }
+                MetricRecord::Epoch {
+                    step,
+                    train_loss,
+                    valid_loss,
+                    valid_bleu,
+                    ..
+                } => {
+                    let x = *step as f64;
+                    curves.train_epochs.push((x, *train_loss));
+                    if let Some(loss) = valid_loss {
+                        curves.valid_loss.push((x, *loss));
+                    }
+                    if let Some(bleu) = valid_bleu {
+                        curves.valid_bleu.push((x, *bleu));
+                    }
+                }
+            }
+        }
+        curves
+    }
+}
+
+/// Draws training and validation loss (and validation BLEU when there is some) against the
+/// step into a PNG at `path`, written to a temporary file first and renamed.
+pub fn write_training_curves(metrics: &[MetricRecord], path: &Path) -> anyhow::Result<()> {
+    register_font();
+    let curves = Curves::from(metrics);
+    if curves.train_steps.is_empty() && curves.train_epochs.is_empty() {
+        return Ok(());
+    }
+    // The encoder picks the format from the extension, so the temporary name ends in .png.
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let tmp = path.with_file_name(format!(".tmp.{name}"));
+    draw(&curves, &tmp).map_err(|e| anyhow!("cannot draw {}: {e}", path.display()))?;
+    std::fs::rename(&tmp, path).map_err(|e| anyhow!("cannot write {}: {e}", path.display()))
+}
+
+type DrawResult = Result<(), Box<dyn std::error::Error>>;
+
+fn draw(curves: &Curves, path: &Path) -> DrawResult {
+    let root = BitMapBackend::new(path, SIZE).into_drawing_area();
+    root.fill(&WHITE)?;
+    if curves.valid_bleu.is_empty() {
+        draw_losses(curves, &root)?;
+    } else {
+        let (top, bottom) = root.split_vertically(SIZE.1 * 3 / 5);
+        draw_losses(curves, &top)?;
+        draw_bleu(curves, &bottom)?;
+    }
+    root.present()?;
+    Ok(())
+}
+
+fn last_step(curves: &Curves) -> f64 {
+    curves
+        .train_steps
+        .iter()
+        .chain(&curves.train_epochs)
+        .map(|p| p.0)
+        .fold(1.0, f64::max)
+}
+
+fn draw_losses<DB: DrawingBackend>(
+    curves: &Curves,
+    area: &DrawingArea<DB, plotters::coord::Shift>,
+) -> DrawResult
+where
+    DB::ErrorType: 'static,
+{
+    let all = curves
+        .train_steps
+        .iter()
+        .chain(&curves.train_epochs)
+        .chain(&curves.valid_loss);
+    let top = all
+        .map(|p| p.1)
+        .filter(|v| v.is_finite())
+        .fold(0.1, f64::max)
+        * 1.05;
+    let mut chart = ChartBuilder::on(area)
+        .caption(
+            "Loss (label-smoothed KL per target token)",
+            ("sans-serif", 24),
+        )
+        .margin(15)
+        .x_label_area_size(40)
+        .y_label_area_size(60)
+        .build_cartesian_2d(0f64..last_step(curves), 0f64..top)?;
+    chart
+        .configure_mesh()
+        .x_desc("step")
+        .x_label_formatter(&|x| format!("{x:.0}"))
+        .y_desc("loss")
+        .label_style(("sans-serif", 16))
+        .draw()?;
+    let series = [
+        (&curves.train_steps, BLUE.mix(0.5), "train (logged steps)"),
+        (&curves.train_epochs, BLUE.to_rgba(), "train (epoch mean)"),
+        (&curves.valid_loss, RED.to_rgba(), "validation"),
+    ];
+    for (points, color, label) in series {
+        if points.is_empty() {
+            continue;
+        }
+        chart
+            .draw_series(LineSeries::new(
+                points.iter().copied(),
+                color.stroke_width(2),
+            ))?
+            .label(label)
+            .legend(move |(x, y)| PathElement::new([(x, y), (x + 20, y)], color.stroke_width(2)));
+    }
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .label_font(("sans-serif", 16))
+        .draw()?;
+    Ok(())
+}
+
+fn draw_bleu<DB: DrawingBackend>(
+    curves: &Curves,
+    area: &DrawingArea<DB, plotters::coord::Shift>,
+) -> DrawResult
+where
+    DB::ErrorType: 'static,
+{
+    let top = curves.valid_bleu.iter().map(|p| p.1).fold(1.0, f64::max) * 1.1;
+    let mut chart = ChartBuilder::on(area)
+        .caption(
+            "Validation BLEU (greedy, sacreBLEU 13a)",
+            ("sans-serif", 24),
+        )
+        .margin(15)
+        .x_label_area_size(40)
+        .y_label_area_size(60)
+        .build_cartesian_2d(0f64..last_step(curves), 0f64..top)?;
+    chart
+        .configure_mesh()
+        .x_desc("step")
+        .x_label_formatter(&|x| format!("{x:.0}"))
+        .y_desc("BLEU")
+        .label_style(("sans-serif", 16))
+        .draw()?;
+    chart.draw_series(LineSeries::new(
+        curves.valid_bleu.iter().copied(),
+        BLEU_COLOR.stroke_width(2),
+    ))?;
+    chart.draw_series(
+        curves
+            .valid_bleu
+            .iter()
+            .map(|&p| Circle::new(p, 4, BLEU_COLOR.filled())),
+    )?;
+    Ok(())
+}
