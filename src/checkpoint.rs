@@ -26,6 +26,7 @@ use crate::config::Config;
 use crate::data::Tokenizers;
 use crate::model::{EncoderDecoder, VocabSizes};
 use crate::train::MetricRecord;
+use crate::translator::{DecodeOptions, Translator};
 
 pub const MODEL_FILE: &str = "model.safetensors";
 pub const CONFIG_FILE: &str = "config.toml";
@@ -102,6 +103,19 @@ pub struct Checkpoint {
     pub config: Config,
     pub tokenizers: Tokenizers,
     pub model: EncoderDecoder,
+}
+
+impl Checkpoint {
+    /// A translator over this checkpoint's model and tokenizers.
+    pub fn translator<'a>(&'a self, device: &'a Device, options: DecodeOptions) -> Translator<'a> {
+        Translator {
+            model: &self.model,
+            tokenizers: &self.tokenizers,
+            max_positions: self.config.model.max_len,
+            device,
+            options,
+        }
+    }
 }
 
 /// The checkpoint a path names: the directory itself when it holds weights, else its `best/`,

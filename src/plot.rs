@@ -5,6 +5,7 @@ use std::path::Path;
 use std::sync::Once;
 
 use anyhow::anyhow;
+use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
 use plotters::style::FontStyle;
 
@@ -105,6 +106,35 @@ fn last_step(curves: &Curves) -> f64 {
         .fold(1.0, f64::max)
 }
 
+type StepChart<'a, DB> = ChartContext<'a, DB, Cartesian2d<RangedCoordf64, RangedCoordf64>>;
+
+/// Axes with the step along x and `y_desc` from 0 to `y_max`, mesh and labels drawn.
+fn step_chart<'a, DB: DrawingBackend>(
+    area: &'a DrawingArea<DB, plotters::coord::Shift>,
+    caption: &str,
+    y_desc: &str,
+    x_max: f64,
+    y_max: f64,
+) -> Result<StepChart<'a, DB>, Box<dyn std::error::Error>>
+where
+    DB::ErrorType: 'static,
+{
+    let mut chart = ChartBuilder::on(area)
+        .caption(caption, ("sans-serif", 24))
+        .margin(15)
+        .x_label_area_size(40)
+        .y_label_area_size(60)
+        .build_cartesian_2d(0f64..x_max, 0f64..y_max)?;
+    chart
+        .configure_mesh()
+        .x_desc("step")
+        .x_label_formatter(&|x| format!("{x:.0}"))
+        .y_desc(y_desc)
+        .label_style(("sans-serif", 16))
+        .draw()?;
+    Ok(chart)
+}
+
 fn draw_losses<DB: DrawingBackend>(
     curves: &Curves,
     area: &DrawingArea<DB, plotters::coord::Shift>,
@@ -122,22 +152,8 @@ where
         .filter(|v| v.is_finite())
         .fold(0.1, f64::max)
         * 1.05;
-    let mut chart = ChartBuilder::on(area)
-        .caption(
-            "Loss (label-smoothed KL per target token)",
-            ("sans-serif", 24),
-        )
-        .margin(15)
-        .x_label_area_size(40)
-        .y_label_area_size(60)
-        .build_cartesian_2d(0f64..last_step(curves), 0f64..top)?;
-    chart
-        .configure_mesh()
-        .x_desc("step")
-        .x_label_formatter(&|x| format!("{x:.0}"))
-        .y_desc("loss")
-        .label_style(("sans-serif", 16))
-        .draw()?;
+    let caption = "Loss (label-smoothed KL per target token)";
+    let mut chart = step_chart(area, caption, "loss", last_step(curves), top)?;
     let series = [
         (&curves.train_steps, BLUE.mix(0.5), "train (logged steps)"),
         (&curves.train_epochs, BLUE.to_rgba(), "train (epoch mean)"),
@@ -172,22 +188,8 @@ where
     DB::ErrorType: 'static,
 {
     let top = curves.valid_bleu.iter().map(|p| p.1).fold(1.0, f64::max) * 1.1;
-    let mut chart = ChartBuilder::on(area)
-        .caption(
-            "Validation BLEU (greedy, sacreBLEU 13a)",
-            ("sans-serif", 24),
-        )
-        .margin(15)
-        .x_label_area_size(40)
-        .y_label_area_size(60)
-        .build_cartesian_2d(0f64..last_step(curves), 0f64..top)?;
-    chart
-        .configure_mesh()
-        .x_desc("step")
-        .x_label_formatter(&|x| format!("{x:.0}"))
-        .y_desc("BLEU")
-        .label_style(("sans-serif", 16))
-        .draw()?;
+    let caption = "Validation BLEU (greedy, sacreBLEU 13a)";
+    let mut chart = step_chart(area, caption, "BLEU", last_step(curves), top)?;
     chart.draw_series(LineSeries::new(
         curves.valid_bleu.iter().copied(),
         BLEU_COLOR.stroke_width(2),

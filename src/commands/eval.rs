@@ -11,7 +11,6 @@ use crate::data::corpus::normalize_whitespace;
 use crate::metrics::{
     self, chrf_signature, corpus_bleu, corpus_chrf, read_segments, BleuScore, Case,
 };
-use crate::translator::Translator;
 
 pub fn run(args: EvalArgs) -> anyhow::Result<()> {
     let references = read_segments(&args.reference)?;
@@ -54,13 +53,7 @@ fn translate_all(args: &EvalArgs, dir: &Path, sources: &[String]) -> anyhow::Res
     let options = super::decode_options(&args.decode)?;
     let device = super::device_from(&args.device)?;
     let loaded = checkpoint::load(dir, &device)?;
-    let translator = Translator {
-        model: &loaded.model,
-        tokenizers: &loaded.tokenizers,
-        max_positions: loaded.config.model.max_len,
-        device: &device,
-        options,
-    };
+    let translator = loaded.translator(&device, options);
     let sources: Vec<String> = sources.iter().map(|s| normalize_whitespace(s)).collect();
     let mut hypotheses = Vec::with_capacity(sources.len());
     for (index, chunk) in sources.chunks(args.decode.batch_size).enumerate() {

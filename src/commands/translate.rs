@@ -7,7 +7,7 @@ use anyhow::Context;
 
 use crate::checkpoint::{self, RUNS_ROOT};
 use crate::cli::TranslateArgs;
-use crate::translator::{Translation, Translator};
+use crate::translator::Translation;
 
 pub fn run(args: TranslateArgs) -> anyhow::Result<()> {
     let options = super::decode_options(&args.decode)?;
@@ -17,13 +17,7 @@ pub fn run(args: TranslateArgs) -> anyhow::Result<()> {
     };
     let device = super::device_from(&args.device)?;
     let loaded = checkpoint::load(&dir, &device)?;
-    let translator = Translator {
-        model: &loaded.model,
-        tokenizers: &loaded.tokenizers,
-        max_positions: loaded.config.model.max_len,
-        device: &device,
-        options,
-    };
+    let translator = loaded.translator(&device, options);
     let mut out = std::io::stdout().lock();
     if let Some(text) = &args.text {
         return emit(&translator.translate(text)?, args.json, &mut out);

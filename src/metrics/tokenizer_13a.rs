@@ -36,13 +36,18 @@ fn pad_symbols(chars: &[char]) -> Vec<char> {
     out
 }
 
-/// `([^0-9])([\.,])` -> `\1 \2 `, scanning left to right without overlapping matches.
-fn split_period_comma_after_non_digit(chars: &[char]) -> Vec<char> {
+/// One of the two-character substitutions of sacreBLEU's `TokenizerRegexp`, applied as
+/// `re.sub` does: scanning left to right, a match consumes both characters.
+fn substitute_pairs(
+    chars: &[char],
+    matches: impl Fn(char, char) -> bool,
+    replace: impl Fn(char, char) -> [char; 4],
+) -> Vec<char> {
     let mut out = Vec::with_capacity(chars.len() * 2);
     let mut i = 0;
     while i < chars.len() {
-        if i + 1 < chars.len() && !chars[i].is_ascii_digit() && matches!(chars[i + 1], '.' | ',') {
-            out.extend([chars[i], ' ', chars[i + 1], ' ']);
+        if i + 1 < chars.len() && matches(chars[i], chars[i + 1]) {
+            out.extend(replace(chars[i], chars[i + 1]));
             i += 2;
         } else {
             out.push(chars[i]);
@@ -50,38 +55,33 @@ fn split_period_comma_after_non_digit(chars: &[char]) -> Vec<char> {
         }
     }
     out
+}
+
+/// `([^0-9])([\.,])` -> `\1 \2 `
+fn split_period_comma_after_non_digit(chars: &[char]) -> Vec<char> {
+    substitute_pairs(
+        chars,
+        |a, b| !a.is_ascii_digit() && matches!(b, '.' | ','),
+        |a, b| [a, ' ', b, ' '],
+    )
 }
 
 /// `([\.,])([^0-9])` -> ` \1 \2`
 fn split_period_comma_before_non_digit(chars: &[char]) -> Vec<char> {
-    let mut out = Vec::with_capacity(chars.len() * 2);
-    let mut i = 0;
-    while i < chars.len() {
-        if i + 1 < chars.len() && matches!(chars[i], '.' | ',') && !chars[i + 1].is_ascii_digit() {
-            out.extend([' ', chars[i], ' ', chars[i + 1]]);
-            i += 2;
-        } else {
-            out.push(chars[i]);
-            i += 1;
-        }
-    }
-    out
+    substitute_pairs(
+        chars,
+        |a, b| matches!(a, '.' | ',') && !b.is_ascii_digit(),
+        |a, b| [' ', a, ' ', b],
+    )
 }
 
 /// `([0-9])(-)` -> `\1 \2 `
 fn split_dash_after_digit(chars: &[char]) -> Vec<char> {
-    let mut out = Vec::with_capacity(chars.len() * 2);
-    let mut i = 0;
-    while i < chars.len() {
-        if i + 1 < chars.len() && chars[i].is_ascii_digit() && chars[i + 1] == '-' {
-            out.extend([chars[i], ' ', '-', ' ']);
-            i += 2;
-        } else {
-            out.push(chars[i]);
-            i += 1;
-        }
-    }
-    out
+    substitute_pairs(
+        chars,
+        |a, b| a.is_ascii_digit() && b == '-',
+        |a, b| [a, ' ', b, ' '],
+    )
 }
 
 /// Python's `str.isspace`: Unicode White_Space plus the information separators U+001C..U+001F.
