@@ -12,15 +12,17 @@
 //!   tokenizer.json (joint) / tokenizer.src.json + tokenizer.tgt.json   BPE tokenizers
 //! ```
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
 use anyhow::{bail, Context};
-use candle_core::{DType, Device, Tensor};
-use candle_nn::VarBuilder;
+use candle_core::{DType, Device, Shape, Tensor};
+use candle_nn::var_builder::SimpleBackend;
+use candle_nn::{Init, VarBuilder};
 
 use crate::config::Config;
 use crate::data::Tokenizers;
@@ -118,6 +120,67 @@ impl Checkpoint {
     }
 }
 
+/// Serves a checkpoint's tensors to a `VarBuilder` and remembers which names the model asked
+/// for, so that tensors nobody asked for can be reported (PyTorch's strict loading).
+struct RecordingBackend {
+    tensors: HashMap<String, Tensor>,
+    requested: Arc<Mutex<HashSet<String>>>,
+}
+
+impl RecordingBackend {
+    fn new(tensors: HashMap<String, Tensor>) -> (Self, Arc<Mutex<HashSet<String>>>) {
+        let requested = Arc::new(Mutex::new(HashSet::new()));
+        let backend = Self {
+            tensors,
+            requested: requested.clone(),
+        };
+        (backend, requested)
+    }
+
+    fn fetch(&self, name: &str) -> candle_core::Result<&Tensor> {
+        if let Ok(mut requested) = self.requested.lock() {
+            requested.insert(name.to_string());
+        }
+        self.tensors
+            .get(name)
+            .ok_or_else(|| candle_core::Error::Msg(format!("tensor {name} is missing")))
+    }
+}
+
+impl SimpleBackend for RecordingBackend {
+    fn get(
+        &self,
+        shape: Shape,
+        name: &str,
+        _: Init,
+        dtype: DType,
+        device: &Device,
+    ) -> candle_core::Result<Tensor> {
+        let tensor = self.fetch(name)?;
+        if tensor.shape() != &shape {
+            candle_core::bail!(
+                "tensor {name} has shape {:?} but the config needs {:?}",
+                tensor.dims(),
+                shape.dims()
+            )
+        }
+        tensor.to_device(device)?.to_dtype(dtype)
+    }
+
+    fn get_unchecked(
+        &self,
+        name: &str,
+        dtype: DType,
+        device: &Device,
+    ) -> candle_core::Result<Tensor> {
+        self.fetch(name)?.to_device(device)?.to_dtype(dtype)
+    }
+
+    fn contains_tensor(&self, name: &str) -> bool {
+        self.tensors.contains_key(name)
+    }
+}
+
 /// The checkpoint a path names: the directory itself when it holds weights, else its `best/`,
 /// else its `last/` (so a run directory works too).
 pub fn resolve(path: &Path) -> anyhow::Result<PathBuf> {
@@ -155,7 +218,9 @@ pub fn load(path: &Path, device: &Device) -> anyhow::Result<Checkpoint> {
             weights_path.display()
         )
     })?;
-    let vb = VarBuilder::from_tensors(tensors, DType::F32, device);
+    let file_names: Vec<String> = tensors.keys().cloned().collect();
+    let (backend, requested) = RecordingBackend::new(tensors);
+    let vb = VarBuilder::from_backend(Box::new(backend), DType::F32, device.clone());
     let vocab = VocabSizes {
         src: tokenizers.src.vocab_size(),
         tgt: tokenizers.tgt.vocab_size(),
@@ -166,6 +231,26 @@ pub fn load(path: &Path, device: &Device) -> anyhow::Result<Checkpoint> {
             weights_path.display()
         )
     })?;
+    let requested = requested
+        .lock()
+        .map_err(|_| anyhow::anyhow!("lock poisoned"))?;
+    let mut unused: Vec<&String> = file_names
+        .iter()
+        .filter(|n| !requested.contains(*n))
+        .collect();
+    if !unused.is_empty() {
+        unused.sort();
+        bail!(
+            "{} holds tensors that a model with its config.toml does not have: {}; the weights \
+             and the config do not belong together",
+            weights_path.display(),
+            unused
+                .iter()
+                .map(|n| n.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
     Ok(Checkpoint {
         dir: dir.to_path_buf(),
         config,

@@ -21,7 +21,9 @@ fn main() -> ExitCode {
     match transformer::commands::run(cli.command) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            // One line: candle appends a backtrace to its errors when RUST_BACKTRACE is set.
+            let message = format!("{e:#}");
+            eprintln!("error: {}", message.lines().next().unwrap_or_default());
             ExitCode::FAILURE
         }
     }

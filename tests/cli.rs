@@ -390,3 +390,70 @@ fn a_misspelled_device_is_named() {
         .failure()
         .stderr(contains("\"gpu\""));
 }
+
+/// A copy of the PyTorch parity checkpoint that a test may damage.
+fn parity_copy() -> TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    for file in [
+        "model.safetensors",
+        "config.toml",
+        "vocab.src.txt",
+        "vocab.tgt.txt",
+    ] {
+        std::fs::copy(
+            Path::new("tests/fixtures/parity").join(file),
+            dir.path().join(file),
+        )
+        .unwrap();
+    }
+    dir
+}
+
+#[test]
+fn a_tensor_the_config_does_not_have_is_named() {
+    let dir = parity_copy();
+    let weights = dir.path().join("model.safetensors");
+    let mut tensors = candle_core::safetensors::load(&weights, &candle_core::Device::Cpu).unwrap();
+    let extra = candle_core::Tensor::zeros(3, candle_core::DType::F32, &candle_core::Device::Cpu);
+    tensors.insert("encoder.layers.2.norm.a_2".into(), extra.unwrap());
+    candle_core::safetensors::save(&tensors, &weights).unwrap();
+    transformer()
+        .args(["translate", "--device", "cpu", "--checkpoint"])
+        .arg(dir.path())
+        .arg("ich")
+        .assert()
+        .failure()
+        .stderr(contains("encoder.layers.2.norm.a_2").and(contains("does not have")));
+}
+
+#[test]
+fn a_tensor_of_the_wrong_shape_is_named_with_both_shapes() {
+    let dir = parity_copy();
+    let vocab = dir.path().join("vocab.tgt.txt");
+    let mut text = std::fs::read_to_string(&vocab).unwrap();
+    text.push_str("extra\n");
+    std::fs::write(&vocab, text).unwrap();
+    let output = transformer()
+        .env("RUST_BACKTRACE", "1")
+        .args(["translate", "--device", "cpu", "--checkpoint"])
+        .arg(dir.path())
+        .arg("ich")
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8(output.stderr).unwrap();
+    let errors: Vec<&str> = stderr
+        .lines()
+        .filter(|l| !l.starts_with("device: "))
+        .collect();
+    assert_eq!(
+        errors.len(),
+        1,
+        "one line even with RUST_BACKTRACE=1: {stderr}"
+    );
+    assert!(
+        errors[0]
+            .contains("tgt_embed.0.lut.weight has shape [14, 32] but the config needs [15, 32]"),
+        "{stderr}"
+    );
+}
