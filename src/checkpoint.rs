@@ -33,6 +33,8 @@ use crate::translator::{DecodeOptions, Translator};
 pub const MODEL_FILE: &str = "model.safetensors";
 pub const CONFIG_FILE: &str = "config.toml";
 pub const METRICS_FILE: &str = "metrics.jsonl";
+/// The training-curves picture in the run directory.
+pub const LOSS_PLOT_FILE: &str = "loss.png";
 pub const LAST_DIR: &str = "last";
 pub const BEST_DIR: &str = "best";
 
@@ -97,6 +99,22 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
         std::fs::rename(&tmp, path)
     };
     write().with_context(|| format!("cannot write {}", path.display()))
+}
+
+/// Reads a run directory's `metrics.jsonl`.
+pub fn load_metrics(run_dir: &Path) -> anyhow::Result<Vec<MetricRecord>> {
+    let path = run_dir.join(METRICS_FILE);
+    let text = std::fs::read_to_string(&path)
+        .with_context(|| format!("cannot read {}; is this a run directory?", path.display()))?;
+    text.lines()
+        .enumerate()
+        .filter(|(_, line)| !line.trim().is_empty())
+        .map(|(i, line)| {
+            serde_json::from_str(line).with_context(|| {
+                format!("{} line {} is not a metrics record", path.display(), i + 1)
+            })
+        })
+        .collect()
 }
 
 /// A checkpoint read back: its config, tokenizers, and the model built from its weights.

@@ -23,6 +23,8 @@ pub enum Command {
     Translate(TranslateArgs),
     /// Score translations with BLEU and chrF exactly as sacreBLEU does
     Eval(EvalArgs),
+    /// Redraw a run's loss.png from its metrics.jsonl
+    Plot(PlotArgs),
     /// The Annotated Transformer's untrained-model demo: greedy decoding with random weights
     InferTest(InferTestArgs),
 }
@@ -115,6 +117,15 @@ pub struct EvalArgs {
     pub decode: DecodeArgs,
     #[command(flatten)]
     pub device: DeviceArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct PlotArgs {
+    /// Run directory (holds metrics.jsonl)
+    pub run_dir: PathBuf,
+    /// Where to write the picture (default: RUN_DIR/loss.png)
+    #[arg(long, value_name = "FILE")]
+    pub out: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]

@@ -457,3 +457,21 @@ fn a_tensor_of_the_wrong_shape_is_named_with_both_shapes() {
         "{stderr}"
     );
 }
+
+#[test]
+fn plot_redraws_loss_png_and_names_a_damaged_metrics_file() {
+    let dir = train_tiny(&[]);
+    let run = dir.path().join("run");
+    std::fs::remove_file(run.join("loss.png")).unwrap();
+    transformer().arg("plot").arg(&run).assert().success();
+    assert!(std::fs::read(run.join("loss.png"))
+        .unwrap()
+        .starts_with(b"\x89PNG"));
+    std::fs::write(run.join("metrics.jsonl"), "{\"kind\": \"step\"}\n").unwrap();
+    transformer()
+        .arg("plot")
+        .arg(&run)
+        .assert()
+        .failure()
+        .stderr(contains("metrics.jsonl line 1 is not a metrics record"));
+}

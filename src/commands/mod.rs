@@ -2,6 +2,7 @@
 
 mod eval;
 mod infer_test;
+mod plot;
 mod train;
 mod translate;
 
@@ -17,6 +18,7 @@ pub fn run(command: Command) -> anyhow::Result<()> {
         Command::Train(args) => train::run(args),
         Command::Translate(args) => translate::run(args),
         Command::Eval(args) => eval::run(args),
+        Command::Plot(args) => plot::run(args),
         Command::InferTest(args) => infer_test::run(args),
     }
 }

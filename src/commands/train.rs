@@ -5,7 +5,7 @@ use std::time::Instant;
 
 use anyhow::bail;
 
-use crate::checkpoint::{self, CheckpointContents, BEST_DIR, LAST_DIR, RUNS_ROOT};
+use crate::checkpoint::{self, CheckpointContents, BEST_DIR, LAST_DIR, LOSS_PLOT_FILE, RUNS_ROOT};
 use crate::cli::TrainArgs;
 use crate::config::{Config, BUILTIN_BASE};
 use crate::data::{encode_pairs, read_corpus, SentencePair, Tokenizers};
@@ -15,9 +15,6 @@ use crate::train::{
     CheckpointKind, MetricRecord, StepReport, TrainObserver, Trainer, TrainingData, ValidationData,
 };
 use crate::translator::DecodeOptions;
-
-/// The training-curves picture in the run directory.
-const LOSS_PLOT_FILE: &str = "loss.png";
 
 /// How many training sources to translate when training ends.
 const SAMPLE_TRANSLATIONS: usize = 5;

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use anyhow::bail;
 use candle_core::{Device, Tensor};
 use candle_nn::VarMap;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::fused_loss::FusedLabelSmoothing;
 use super::loss::LabelSmoothing;
@@ -52,7 +52,7 @@ pub struct StepReport {
 }
 
 /// One line of metrics.jsonl.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "lowercase")]
 pub enum MetricRecord {
     Step {
