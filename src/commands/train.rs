@@ -84,7 +84,8 @@ fn prepare_data(config: &Config) -> anyhow::Result<(TrainingData, Vec<String>)> 
     eprintln!("train data {}: {report}", config.data.train);
     let tokenizers = Tokenizers::learn(&config.data, &pairs)?;
     let max_positions = config.model.max_len;
-    let (encoded, too_long) = encode_pairs(&pairs, &tokenizers, max_positions)?;
+    let (encoded, kept) = encode_pairs(&pairs, &tokenizers, max_positions)?;
+    let too_long = pairs.len() - kept.len();
     eprintln!(
         "tokenizer: {:?}, {} source / {} target tokens in the vocabulary{}",
         config.data.tokenizer,
@@ -120,11 +121,19 @@ fn validation_data(
     tokenizers: &Tokenizers,
     max_positions: usize,
 ) -> anyhow::Result<ValidationData> {
-    let (encoded, _) = encode_pairs(pairs, tokenizers, max_positions)?;
+    // Pairs the model cannot read (longer than its position table) are left out of both the
+    // loss and BLEU, so that validation never stops a run.
+    let (encoded, kept) = encode_pairs(pairs, tokenizers, max_positions)?;
+    if kept.len() < pairs.len() {
+        eprintln!(
+            "valid data: {} pairs longer than model.max_len left out",
+            pairs.len() - kept.len()
+        );
+    }
     Ok(ValidationData {
         pairs: encoded,
-        sources: pairs.iter().map(|p| p.src.clone()).collect(),
-        references: pairs.iter().map(|p| p.tgt.clone()).collect(),
+        sources: kept.iter().map(|&i| pairs[i].src.clone()).collect(),
+        references: kept.iter().map(|&i| pairs[i].tgt.clone()).collect(),
     })
 }
 

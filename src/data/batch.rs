@@ -25,24 +25,23 @@ pub fn with_boundaries(ids: &[u32]) -> Vec<u32> {
 }
 
 /// Encodes pairs with `<s>`/`</s>` around both sides. Pairs longer than `max_positions` on
-/// either side are left out; returns them and how many were dropped.
+/// either side are left out; also returns the indices of the pairs kept.
 pub fn encode_pairs(
     pairs: &[SentencePair],
     tokenizers: &Tokenizers,
     max_positions: usize,
-) -> anyhow::Result<(Vec<EncodedPair>, usize)> {
+) -> anyhow::Result<(Vec<EncodedPair>, Vec<usize>)> {
     let mut encoded = Vec::with_capacity(pairs.len());
-    let mut too_long = 0;
-    for pair in pairs {
+    let mut kept = Vec::with_capacity(pairs.len());
+    for (index, pair) in pairs.iter().enumerate() {
         let src = with_boundaries(&tokenizers.src.encode(&pair.src)?.ids);
         let tgt = with_boundaries(&tokenizers.tgt.encode(&pair.tgt)?.ids);
-        if src.len() > max_positions || tgt.len() > max_positions {
-            too_long += 1;
-        } else {
+        if src.len() <= max_positions && tgt.len() <= max_positions {
             encoded.push(EncodedPair { src, tgt });
+            kept.push(index);
         }
     }
-    Ok((encoded, too_long))
+    Ok((encoded, kept))
 }
 
 /// A batch of padded, row-major id matrices, as the reference's `Batch` holds them:
