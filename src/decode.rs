@@ -129,9 +129,9 @@ pub struct BeamSettings {
 }
 
 /// Beam search for one sentence `src` `(1, src_len)`, with the decoder cache reordered as beams
-/// are chosen. A hypothesis that ends leaves the beam, so the search stops when all `beam`
-/// beams have ended (or after `limits.max_steps`); the best by length-normalised score wins.
-/// With `beam == 1` this is greedy decoding.
+/// are chosen. `beam` hypotheses stay open; those that end go to a pool of the `beam` best by
+/// length-normalised score, and the search stops early once the pool is full and no open
+/// beam can beat it (or after `limits.max_steps`). With `beam == 1` this is greedy decoding.
 pub fn beam_search(
     model: &EncoderDecoder,
     src: &Tensor,
@@ -145,9 +145,7 @@ pub fn beam_search(
     let memory = model.encode(src, src_mask, Mode::Eval)?;
     let mut state = model.start_decoding(&memory, src_mask)?;
     let mut beams = vec![Hypothesis::empty()];
-    let mut finished: Vec<Hypothesis> = Vec::new();
-    let normalised =
-        |h: &Hypothesis| h.score() / length_penalty(h.ids.len(), settings.length_penalty);
+    let mut finished = FinishedPool::new(k, settings.length_penalty);
     for _ in 0..limits.max_steps {
         let last_ids: Vec<u32> = beams
             .iter()
@@ -155,42 +153,84 @@ pub fn beam_search(
             .collect();
         let last = Tensor::from_vec(last_ids, (beams.len(), 1), device)?;
         let log_probs = step_log_probs(model, &last, &mut state)?;
-        // Each ended hypothesis takes its beam out of the search: `open` beams remain.
-        let open = k - finished.len();
-        let candidates = best_candidates(&beams, &log_probs, 2 * open)?;
-        let mut next = Vec::with_capacity(open);
-        let mut parents = Vec::with_capacity(open);
+        let candidates = best_candidates(&beams, &log_probs, 2 * k)?;
+        let mut next = Vec::with_capacity(k);
+        let mut parents = Vec::with_capacity(k);
         for (rank, (parent, id, log_prob)) in candidates.into_iter().enumerate() {
             let mut hypothesis = beams[parent].clone();
             hypothesis.ids.push(id);
             hypothesis.log_probs.push(log_prob);
             if limits.end == Some(id) {
-                // An ending counts only when it ranks among the open beams' best extensions.
-                if rank < open {
-                    finished.push(hypothesis);
+                // An ending counts only when it ranks among the k best extensions.
+                if rank < k {
+                    finished.offer(hypothesis);
                 }
-            } else if next.len() + finished.len() < k {
+            } else {
                 parents.push(parent as u32);
                 next.push(hypothesis);
-            }
-            if next.len() + finished.len() >= k {
-                break;
+                if next.len() == k {
+                    break;
+                }
             }
         }
-        if finished.len() >= k || next.is_empty() {
+        if next.is_empty() || finished.cannot_improve(&next) {
             break;
         }
         state = state.select(&Tensor::new(parents.as_slice(), device)?)?;
         beams = next;
     }
-    if finished.is_empty() {
-        finished = beams;
+    Ok(finished.best().unwrap_or_else(|| {
+        // Nothing ended within max_steps: the best open hypothesis.
+        let mut open = FinishedPool::new(1, settings.length_penalty);
+        beams.into_iter().for_each(|b| open.offer(b));
+        open.best().unwrap_or_else(Hypothesis::empty)
+    }))
+}
+
+/// The best `capacity` ended hypotheses by length-normalised score.
+struct FinishedPool {
+    capacity: usize,
+    alpha: f32,
+    hypotheses: Vec<(f32, Hypothesis)>,
+}
+
+impl FinishedPool {
+    fn new(capacity: usize, alpha: f32) -> Self {
+        Self {
+            capacity,
+            alpha,
+            hypotheses: Vec::with_capacity(capacity + 1),
+        }
     }
-    let best = finished
-        .into_iter()
-        .max_by(|a, b| normalised(a).total_cmp(&normalised(b)))
-        .unwrap_or_else(Hypothesis::empty);
-    Ok(best)
+
+    fn normalised(&self, hypothesis: &Hypothesis) -> f32 {
+        hypothesis.score() / length_penalty(hypothesis.ids.len(), self.alpha)
+    }
+
+    fn offer(&mut self, hypothesis: Hypothesis) {
+        let score = self.normalised(&hypothesis);
+        self.hypotheses.push((score, hypothesis));
+        self.hypotheses.sort_by(|a, b| b.0.total_cmp(&a.0));
+        self.hypotheses.truncate(self.capacity);
+    }
+
+    /// Once full, the search is over when no open beam, scored at its current length, beats
+    /// the worst ended hypothesis (the heuristic of Hugging Face's beam search; with one beam
+    /// it makes beam search equal greedy decoding).
+    fn cannot_improve(&self, open: &[Hypothesis]) -> bool {
+        let Some(worst) = self.hypotheses.last().map(|h| h.0) else {
+            return false;
+        };
+        let best_open = open
+            .iter()
+            .map(|h| self.normalised(h))
+            .fold(f32::NEG_INFINITY, f32::max);
+        self.hypotheses.len() == self.capacity && best_open <= worst
+    }
+
+    fn best(self) -> Option<Hypothesis> {
+        self.hypotheses.into_iter().next().map(|(_, h)| h)
+    }
 }
 
 /// ((5 + length) / 6)^alpha, Wu et al. 2016.

@@ -28,7 +28,7 @@ impl Default for DecodeOptions {
     fn default() -> Self {
         Self {
             beam: 1,
-            length_penalty: 0.6,
+            length_penalty: 1.0,
             max_len: None,
         }
     }

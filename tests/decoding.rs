@@ -147,10 +147,11 @@ fn a_wider_beam_ends_its_hypothesis_and_scores_at_least_as_well_as_greedy() {
             let wide = translator.translate(sentence).unwrap();
             let narrow = greedy.translate(sentence).unwrap();
             assert_eq!(wide.ids.last(), Some(&EOS_ID), "{sentence}");
-            // Beam search ranks by log-prob / ((5 + len) / 6)^0.6; greedy's pick is one of the
-            // hypotheses it could have kept.
+            // Beam search ranks by log-prob / ((5 + len) / 6)^alpha; greedy's pick is one of
+            // the hypotheses it could have kept.
+            let alpha = DecodeOptions::default().length_penalty;
             let score = |t: &transformer::translator::Translation| {
-                t.log_probs.iter().sum::<f32>() / ((5.0 + t.ids.len() as f32) / 6.0).powf(0.6)
+                t.log_probs.iter().sum::<f32>() / ((5.0 + t.ids.len() as f32) / 6.0).powf(alpha)
             };
             assert!(score(&wide) >= score(&narrow) - 1e-5, "{sentence}");
         }
