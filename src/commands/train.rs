@@ -150,12 +150,25 @@ struct CheckpointingObserver {
     run_dir: PathBuf,
 }
 
+impl CheckpointingObserver {
+    /// metrics.jsonl and loss.png, both redrawn from all records so far.
+    fn write_metrics(&self, metrics: &[MetricRecord]) -> anyhow::Result<()> {
+        checkpoint::save_metrics(&self.run_dir, metrics)?;
+        // A picture that cannot be drawn is no reason to stop training.
+        let plot_path = self.run_dir.join(LOSS_PLOT_FILE);
+        if let Err(e) = plot::write_training_curves(metrics, &plot_path) {
+            self.progress.note(&format!("warning: {e:#}"));
+        }
+        Ok(())
+    }
+}
+
 impl TrainObserver for CheckpointingObserver {
     fn on_step(&mut self, report: &StepReport) {
         self.progress.update(report);
     }
 
-    fn on_epoch(&mut self, record: &MetricRecord) {
+    fn on_epoch(&mut self, record: &MetricRecord, metrics: &[MetricRecord]) -> anyhow::Result<()> {
         if let MetricRecord::Epoch {
             epoch,
             train_loss,
@@ -170,6 +183,7 @@ impl TrainObserver for CheckpointingObserver {
             }
             self.progress.note(&line);
         }
+        self.write_metrics(metrics)
     }
 
     fn on_checkpoint(&mut self, trainer: &Trainer, kind: CheckpointKind) -> anyhow::Result<()> {
@@ -186,12 +200,7 @@ impl TrainObserver for CheckpointingObserver {
                 tensors: &tensors,
             },
         )?;
-        checkpoint::save_metrics(&self.run_dir, trainer.metrics())?;
-        // A picture that cannot be drawn is no reason to stop training.
-        let plot_path = self.run_dir.join(LOSS_PLOT_FILE);
-        if let Err(e) = plot::write_training_curves(trainer.metrics(), &plot_path) {
-            self.progress.note(&format!("warning: {e:#}"));
-        }
+        self.write_metrics(trainer.metrics())?;
         if kind == CheckpointKind::Best {
             self.progress.note(&format!(
                 "step {}: new best checkpoint in {}",

@@ -88,7 +88,8 @@ pub enum CheckpointKind {
 /// Receives progress and decides what a checkpoint means (the loop never touches files).
 pub trait TrainObserver {
     fn on_step(&mut self, report: &StepReport);
-    fn on_epoch(&mut self, record: &MetricRecord);
+    /// After each epoch's validation; `metrics` is every record so far.
+    fn on_epoch(&mut self, record: &MetricRecord, metrics: &[MetricRecord]) -> anyhow::Result<()>;
     fn on_checkpoint(&mut self, trainer: &Trainer, kind: CheckpointKind) -> anyhow::Result<()>;
 }
 
@@ -156,7 +157,7 @@ impl Trainer {
     }
 
     /// Trains for the configured epochs: a `Last` checkpoint every `checkpoint_every` steps
-    /// and after every epoch, a `Best` one whenever validation BLEU improves.
+    /// and at the end, a `Best` one whenever validation BLEU improves.
     pub fn run(&mut self, observer: &mut dyn TrainObserver) -> anyhow::Result<()> {
         let t = self.config.training.clone();
         let total_steps = self.total_steps();
@@ -206,10 +207,13 @@ impl Trainer {
                 observer,
             )?;
         }
+        if !self.step.is_multiple_of(t.checkpoint_every) {
+            observer.on_checkpoint(self, CheckpointKind::Last)?;
+        }
         Ok(())
     }
 
-    /// Validation, the epoch's metrics line, and the epoch's checkpoints.
+    /// Validation, the epoch's metrics line, and a `Best` checkpoint when BLEU improved.
     fn end_epoch(
         &mut self,
         epoch: usize,
@@ -232,9 +236,8 @@ impl Trainer {
             valid_bleu,
             elapsed_s: started.elapsed().as_secs_f64(),
         };
-        observer.on_epoch(&record);
-        self.metrics.push(record);
-        observer.on_checkpoint(self, CheckpointKind::Last)?;
+        self.metrics.push(record.clone());
+        observer.on_epoch(&record, &self.metrics)?;
         if let Some(bleu) = valid_bleu {
             if self.best_bleu.is_none_or(|best| bleu > best) {
                 self.best_bleu = Some(bleu);
