@@ -50,9 +50,18 @@ echo "$files" | while read -r name remote sha; do
     continue
   fi
   if [ -n "$mirror" ]; then
+    if [ ! -f "$mirror/$name" ]; then
+      echo "error: $mirror/$name is missing; point --from at a directory with the Multi30k .gz files" >&2
+      exit 1
+    fi
     cp "$mirror/$name" "$target.part"
   else
-    curl --fail --location --silent --show-error -o "$target.part" "$upstream/$remote"
+    if ! curl --fail --location --silent --show-error -o "$target.part" "$upstream/$remote"; then
+      rm -f "$target.part"
+      echo "error: cannot download $remote from the Multi30k repository; check the network or" \
+        "pass --from DIR with a local copy of the files" >&2
+      exit 1
+    fi
   fi
   if ! echo "$sha  $target.part" | sha256sum --check --status; then
     rm -f "$target.part"
