@@ -475,3 +475,44 @@ fn plot_redraws_loss_png_and_names_a_damaged_metrics_file() {
         .failure()
         .stderr(contains("metrics.jsonl line 1 is not a metrics record"));
 }
+
+#[test]
+fn accumulating_two_one_pair_batches_gives_the_loss_of_one_two_pair_batch() {
+    let dir = tempfile::tempdir().unwrap();
+    let first_step_loss = |max_tokens: usize, accumulate: usize| {
+        let name = format!("acc{accumulate}");
+        let config = dir.path().join(format!("{name}.toml"));
+        std::fs::write(
+            &config,
+            format!(
+                "[model]\nlayers = 1\nd_model = 16\nd_ff = 32\nheads = 2\ndropout = 0.0\n\
+                 attention_dropout = 0.0\n[training]\nepochs = 1\nmax_tokens = {max_tokens}\n\
+                 accumulate = {accumulate}\nlog_every = 1\nwarmup = 10\n"
+            ),
+        )
+        .unwrap();
+        let run = dir.path().join(&name);
+        transformer()
+            .args(["train", "--quiet", "--device", "cpu", "--config"])
+            .arg(&config)
+            .arg("--out")
+            .arg(&run)
+            .assert()
+            .success();
+        let metrics = std::fs::read_to_string(run.join("metrics.jsonl")).unwrap();
+        let steps: Vec<serde_json::Value> = metrics
+            .lines()
+            .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+            .filter(|r| r["kind"] == "step")
+            .collect();
+        assert_eq!(steps.len(), 1, "one optimizer step either way: {metrics}");
+        steps[0]["loss"].as_f64().unwrap()
+    };
+    // 8 tokens hold one toy pair (6-7 tokens) per batch; 64 hold both.
+    let together = first_step_loss(64, 1);
+    let accumulated = first_step_loss(8, 2);
+    assert!(
+        (together - accumulated).abs() < 1e-5,
+        "{together} vs {accumulated}"
+    );
+}
