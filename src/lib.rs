@@ -10,9 +10,13 @@
 //! - [`model::masks`]: padding and subsequent-position masks (3.2.3)
 //! - [`model::encoder_decoder`]: EncoderDecoder, the Generator, `make_model` with Xavier init
 //! - [`model::dropout`]: residual and attention dropout (5.4) from a seeded source
+//! - [`model::linear`]: the linear layers, with bias gradients as matrix products
 //! - [`train`]: label smoothing (5.4), Adam and the Noam schedule (5.3), the loop
-//! - [`decode`]: greedy decoding; [`translator`]: sentences in, sentences out
-//! - [`data`]: sentence pairs, vocabularies, batches; [`checkpoint`]: the run directory
+//! - [`decode`]: greedy decoding (the reference's loop and a cached, batched one), beam
+//!   search; [`translator`]: sentences in, sentences out
+//! - [`metrics`]: BLEU (6.1) and chrF exactly as sacreBLEU computes them
+//! - [`data`]: corpora and cleaning, word and BPE tokenizers, token-budget batches
+//! - [`checkpoint`]: the run directory; [`plot`]: loss.png
 //! - [`config`]: every hyper-parameter and its default; [`device`]: CPU or CUDA
 
 pub mod checkpoint;

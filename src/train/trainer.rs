@@ -2,13 +2,13 @@
 //! (accumulated over `accumulate` batches, clipped) -> Adam with the Noam rate; validation
 //! loss and BLEU after each epoch; checkpoints handed to an observer.
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use anyhow::bail;
 use candle_core::{Device, Tensor};
 use candle_nn::VarMap;
-use serde::{Deserialize, Serialize};
 
+use super::events::{CheckpointKind, MetricRecord, StepReport, TrainObserver};
 use super::fused_loss::FusedLabelSmoothing;
 use super::loss::LabelSmoothing;
 use super::optimizer::{Adam, AdamSettings};
@@ -35,62 +35,6 @@ pub struct ValidationData {
     pub pairs: Vec<EncodedPair>,
     pub sources: Vec<String>,
     pub references: Vec<String>,
-}
-
-/// What one optimiser step did, for progress display.
-#[derive(Debug, Clone)]
-pub struct StepReport {
-    pub step: usize,
-    pub total_steps: usize,
-    pub epoch: usize,
-    /// Label-smoothed KL per target token.
-    pub loss: f64,
-    pub lr: f64,
-    /// Target tokens per second since the run started.
-    pub tokens_per_s: f64,
-    pub elapsed: Duration,
-}
-
-/// One line of metrics.jsonl.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "lowercase")]
-pub enum MetricRecord {
-    Step {
-        step: usize,
-        epoch: usize,
-        /// Mean loss per target token over the steps since the previous record.
-        loss: f64,
-        lr: f64,
-        tokens_per_s: f64,
-        elapsed_s: f64,
-    },
-    Epoch {
-        step: usize,
-        epoch: usize,
-        train_loss: f64,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        valid_loss: Option<f64>,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        valid_bleu: Option<f64>,
-        elapsed_s: f64,
-    },
-}
-
-/// Which checkpoint the loop asks for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CheckpointKind {
-    /// The current weights (periodically, after each epoch, at the end).
-    Last,
-    /// The weights with the best validation BLEU so far.
-    Best,
-}
-
-/// Receives progress and decides what a checkpoint means (the loop never touches files).
-pub trait TrainObserver {
-    fn on_step(&mut self, report: &StepReport);
-    /// After each epoch's validation; `metrics` is every record so far.
-    fn on_epoch(&mut self, record: &MetricRecord, metrics: &[MetricRecord]) -> anyhow::Result<()>;
-    fn on_checkpoint(&mut self, trainer: &Trainer, kind: CheckpointKind) -> anyhow::Result<()>;
 }
 
 /// A model being trained, with its optimiser state and its metrics so far.
