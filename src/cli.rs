@@ -63,8 +63,9 @@ pub struct DecodeArgs {
     #[arg(long, default_value_t = 1, value_name = "N")]
     pub beam: usize,
     /// Length penalty exponent for beam search: scores are divided by ((5 + len) / 6)^alpha
-    #[arg(long, default_value_t = 1.0, value_name = "ALPHA")]
-    pub length_penalty: f32,
+    /// [default: 1.0]
+    #[arg(long, value_name = "ALPHA")]
+    pub length_penalty: Option<f32>,
     /// Most target tokens to generate, </s> included (default: source length + 50)
     #[arg(long, value_name = "N")]
     pub max_len: Option<usize>,

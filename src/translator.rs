@@ -6,6 +6,7 @@ use candle_core::{Device, Tensor};
 use serde::Serialize;
 
 use crate::data::batch::with_boundaries;
+use crate::data::corpus::normalize_whitespace;
 use crate::data::vocab::{BOS_ID, EOS_ID, PAD_ID};
 use crate::data::Tokenizers;
 use crate::decode::{beam_search, greedy_batch, BeamSettings, DecodeLimits, Hypothesis};
@@ -71,7 +72,11 @@ impl Translator<'_> {
         let mut results = Vec::with_capacity(sentences.len());
         let mut sources = Vec::new();
         for sentence in sentences {
-            let encoded = self.tokenizers.src.encode(sentence)?;
+            // Whitespace as training saw it: no-break spaces and runs of spaces become one space.
+            let encoded = self
+                .tokenizers
+                .src
+                .encode(&normalize_whitespace(sentence))?;
             let src_ids = with_boundaries(&encoded.ids);
             if src_ids.len() > self.max_positions {
                 bail!(

@@ -1,15 +1,13 @@
 //! The `transformer` binary as a user runs it.
 
+mod common;
+
+use common::{succeeded, transformer};
 use std::path::Path;
 
-use assert_cmd::Command;
 use predicates::prelude::*;
 use predicates::str::contains;
 use tempfile::TempDir;
-
-fn transformer() -> Command {
-    Command::cargo_bin("transformer").unwrap()
-}
 
 /// Trains configs/tiny.toml into a fresh directory and returns it.
 fn train_tiny(extra: &[&str]) -> TempDir {
@@ -32,16 +30,11 @@ fn train_tiny(extra: &[&str]) -> TempDir {
 }
 
 fn translate(run: &Path, text: &str) -> String {
-    let output = transformer()
-        .args(["translate", "--device", "cpu", "--checkpoint"])
-        .arg(run)
-        .arg(text)
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
+    let output = succeeded(
+        transformer()
+            .args(["translate", "--device", "cpu", "--checkpoint"])
+            .arg(run)
+            .arg(text),
     );
     String::from_utf8(output.stdout).unwrap()
 }

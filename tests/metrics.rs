@@ -2,9 +2,11 @@
 //! (tests/fixtures/sacrebleu, written by scripts/make_sacrebleu_fixture.py with the sacreBLEU
 //! command line).
 
+mod common;
+
+use common::{succeeded, transformer};
 use std::path::{Path, PathBuf};
 
-use assert_cmd::Command;
 use serde_json::Value;
 use transformer::metrics::{
     chrf_signature, corpus_bleu, corpus_chrf, read_segments, BleuScore, Case,
@@ -59,18 +61,12 @@ fn bleu_chrf_and_signatures_equal_sacrebleus_on_every_system() {
 fn eval_scores_a_hypothesis_file_as_json_without_a_model() {
     let expected = expected();
     let system = &expected["systems"][1];
-    let output = Command::cargo_bin("transformer")
-        .unwrap()
-        .args(["eval", "--json", "--ref"])
-        .arg(fixture("ref.en"))
-        .arg("--hyp")
-        .arg(fixture(system["hypothesis"].as_str().unwrap()))
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
+    let output = succeeded(
+        transformer()
+            .args(["eval", "--json", "--ref"])
+            .arg(fixture("ref.en"))
+            .arg("--hyp")
+            .arg(fixture(system["hypothesis"].as_str().unwrap())),
     );
     let json: Value = serde_json::from_slice(&output.stdout).unwrap();
     assert!((json["bleu"].as_f64().unwrap() - system["bleu"].as_f64().unwrap()).abs() < 0.01);
@@ -83,8 +79,7 @@ fn eval_scores_a_hypothesis_file_as_json_without_a_model() {
 fn eval_prints_sacrebleus_text_lines() {
     let expected = expected();
     let system = &expected["systems"][0];
-    let output = Command::cargo_bin("transformer")
-        .unwrap()
+    let output = transformer()
         .args(["eval", "--ref"])
         .arg(fixture("ref.en"))
         .arg("--hyp")
@@ -112,8 +107,7 @@ fn eval_refuses_files_of_different_lengths() {
     let dir = tempfile::tempdir().unwrap();
     let hyp = dir.path().join("short.hyp");
     std::fs::write(&hyp, "one line\n").unwrap();
-    Command::cargo_bin("transformer")
-        .unwrap()
+    transformer()
         .args(["eval", "--ref"])
         .arg(fixture("ref.en"))
         .arg("--hyp")
@@ -133,30 +127,24 @@ fn eval_translates_a_source_file_with_a_checkpoint() {
     );
     std::fs::write(&src, "ich mochte ein bier\ndu habe eine cola bier\n").unwrap();
     std::fs::write(&reference, "i want a beer\nyou have coke\n").unwrap();
-    let output = Command::cargo_bin("transformer")
-        .unwrap()
-        .args([
-            "eval",
-            "--json",
-            "--device",
-            "cpu",
-            "--beam",
-            "3",
-            "--checkpoint",
-            "tests/fixtures/parity",
-        ])
-        .arg("--src")
-        .arg(&src)
-        .arg("--ref")
-        .arg(&reference)
-        .arg("--out")
-        .arg(&out)
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
+    let output = succeeded(
+        transformer()
+            .args([
+                "eval",
+                "--json",
+                "--device",
+                "cpu",
+                "--beam",
+                "3",
+                "--checkpoint",
+                "tests/fixtures/parity",
+            ])
+            .arg("--src")
+            .arg(&src)
+            .arg("--ref")
+            .arg(&reference)
+            .arg("--out")
+            .arg(&out),
     );
     let json: Value = serde_json::from_slice(&output.stdout).unwrap();
     assert_eq!(

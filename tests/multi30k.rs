@@ -1,10 +1,12 @@
 //! The real-data path on slices of Multi30k (scripts/get-multi30k.sh puts the corpus in
 //! data/multi30k/; MULTI30K_DIR overrides). No test trains a full model.
 
+mod common;
+
+use common::{succeeded, transformer};
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
-use assert_cmd::Command;
 use serde_json::Value;
 use transformer::config::CorpusSource;
 use transformer::data::read_corpus;
@@ -76,8 +78,7 @@ fn a_bpe_model_trains_on_a_slice_keeps_best_and_last_and_translates_and_evaluate
     )
     .unwrap();
     let run = dir.path().join("run");
-    Command::cargo_bin("transformer")
-        .unwrap()
+    transformer()
         .args(["train", "--quiet", "--device", "cpu", "--config"])
         .arg(&config)
         .arg("--out")
@@ -105,26 +106,20 @@ fn a_bpe_model_trains_on_a_slice_keeps_best_and_last_and_translates_and_evaluate
         .all(|r| r["valid_bleu"].is_f64() && r["valid_loss"].is_f64()));
 
     for beam in ["1", "3"] {
-        let output = Command::cargo_bin("transformer")
-            .unwrap()
-            .args([
-                "translate",
-                "--device",
-                "cpu",
-                "--max-len",
-                "20",
-                "--beam",
-                beam,
-                "--checkpoint",
-            ])
-            .arg(&run)
-            .write_stdin("Zwei Männer stehen am Herd und bereiten Essen zu.\n\nEin Hund.\n")
-            .output()
-            .unwrap();
-        assert!(
-            output.status.success(),
-            "{}",
-            String::from_utf8_lossy(&output.stderr)
+        let output = succeeded(
+            transformer()
+                .args([
+                    "translate",
+                    "--device",
+                    "cpu",
+                    "--max-len",
+                    "20",
+                    "--beam",
+                    beam,
+                    "--checkpoint",
+                ])
+                .arg(&run)
+                .write_stdin("Zwei Männer stehen am Herd und bereiten Essen zu.\n\nEin Hund.\n"),
         );
         let stdout = String::from_utf8(output.stdout).unwrap();
         let lines: Vec<&str> = stdout.lines().collect();
@@ -136,28 +131,22 @@ fn a_bpe_model_trains_on_a_slice_keeps_best_and_last_and_translates_and_evaluate
         );
     }
 
-    let output = Command::cargo_bin("transformer")
-        .unwrap()
-        .args([
-            "eval",
-            "--json",
-            "--device",
-            "cpu",
-            "--max-len",
-            "20",
-            "--checkpoint",
-        ])
-        .arg(run.join("best"))
-        .arg("--src")
-        .arg(&val_de)
-        .arg("--ref")
-        .arg(&val_en)
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
+    let output = succeeded(
+        transformer()
+            .args([
+                "eval",
+                "--json",
+                "--device",
+                "cpu",
+                "--max-len",
+                "20",
+                "--checkpoint",
+            ])
+            .arg(run.join("best"))
+            .arg("--src")
+            .arg(&val_de)
+            .arg("--ref")
+            .arg(&val_en),
     );
     let json: Value = serde_json::from_slice(&output.stdout).unwrap();
     assert_eq!(json["sentences"], 40);

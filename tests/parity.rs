@@ -2,9 +2,11 @@
 //! scripts/make_parity_fixture.py (the reference's state_dict as is, plus what it computed).
 //! It is loaded through the same code as `transformer translate --checkpoint`.
 
+mod common;
+
+use common::{succeeded, transformer};
 use std::path::Path;
 
-use assert_cmd::Command;
 use candle_core::{Device, Tensor};
 use serde_json::Value;
 use transformer::checkpoint;
@@ -100,23 +102,17 @@ fn translate_json_reproduces_the_reference_greedy_decodes() {
     for case in expected["greedy"].as_array().unwrap() {
         let source = case["source"].as_str().unwrap();
         let max_steps = case["max_steps"].as_u64().unwrap().to_string();
-        let output = Command::cargo_bin("transformer")
-            .unwrap()
-            .args([
-                "translate",
-                "--checkpoint",
-                FIXTURE,
-                "--json",
-                "--device",
-                "cpu",
-            ])
-            .args(["--max-len", &max_steps, source])
-            .output()
-            .unwrap();
-        assert!(
-            output.status.success(),
-            "{}",
-            String::from_utf8_lossy(&output.stderr)
+        let output = succeeded(
+            transformer()
+                .args([
+                    "translate",
+                    "--checkpoint",
+                    FIXTURE,
+                    "--json",
+                    "--device",
+                    "cpu",
+                ])
+                .args(["--max-len", &max_steps, source]),
         );
         let got: Value = serde_json::from_slice(&output.stdout).unwrap();
         assert_eq!(got["source"], case["source"]);

@@ -7,7 +7,6 @@ use anyhow::Context;
 
 use crate::checkpoint;
 use crate::cli::EvalArgs;
-use crate::data::corpus::normalize_whitespace;
 use crate::metrics::{
     self, chrf_signature, corpus_bleu, corpus_chrf, read_segments, BleuScore, Case,
 };
@@ -54,7 +53,6 @@ fn translate_all(args: &EvalArgs, dir: &Path, sources: &[String]) -> anyhow::Res
     let device = super::device_from(&args.device)?;
     let loaded = checkpoint::load(dir, &device)?;
     let translator = loaded.translator(&device, options);
-    let sources: Vec<String> = sources.iter().map(|s| normalize_whitespace(s)).collect();
     let mut hypotheses = Vec::with_capacity(sources.len());
     for (index, chunk) in sources.chunks(args.decode.batch_size).enumerate() {
         let first = index * args.decode.batch_size + 1;

@@ -41,15 +41,15 @@ fn decode_options(args: &DecodeArgs) -> anyhow::Result<DecodeOptions> {
     if args.max_len == Some(0) {
         bail!("--max-len must be at least 1");
     }
-    if !args.length_penalty.is_finite() {
-        bail!(
-            "--length-penalty must be a number, got {}",
-            args.length_penalty
-        );
+    let length_penalty = args
+        .length_penalty
+        .unwrap_or(DecodeOptions::default().length_penalty);
+    if !length_penalty.is_finite() {
+        bail!("--length-penalty must be a number, got {length_penalty}");
     }
     Ok(DecodeOptions {
         beam: args.beam,
-        length_penalty: args.length_penalty,
+        length_penalty,
         max_len: args.max_len,
     })
 }

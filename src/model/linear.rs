@@ -36,10 +36,6 @@ impl Linear {
         }
         ys.reshape(dims)
     }
-
-    pub fn weight(&self) -> &Tensor {
-        &self.weight
-    }
 }
 
 /// `vector` `(n,)` repeated as `rows` rows `(rows, n)`, as a product with a column of ones so
