@@ -3,14 +3,21 @@
 //! ```text
 //! runs/<name>/
 //!   metrics.jsonl         one JSON object per logged step and per epoch
-//!   last/                 the latest weights (a checkpoint directory)
+//!   loss.png              training and validation curves, redrawn at each checkpoint
+//!   last/                 the latest weights, plus what `train --resume` needs
 //!   best/                 the weights with the best validation BLEU (when there is validation)
 //! <checkpoint>/
 //!   model.safetensors     every tensor under the PyTorch reference's state_dict name
 //!   config.toml           the resolved config (every value explicit)
 //!   vocab.src.txt, vocab.tgt.txt     word vocabularies, or
 //!   tokenizer.json (joint) / tokenizer.src.json + tokenizer.tgt.json   BPE tokenizers
+//!   optimizer.safetensors Adam's moments, `<parameter>.exp_avg` / `.exp_avg_sq` (last/ only)
+//!   training_state.json   step, epoch, batch position, dropout stream, metrics (last/ only)
 //! ```
+//!
+//! A checkpoint is written whole into a hidden sibling (`.last.tmp/`) and then swapped in by
+//! two renames, so a crash at any moment leaves the previous checkpoint readable: as `last/`,
+//! or, between the two renames, as `.last.old/`, which loading falls back to.
 
 use std::collections::{HashMap, HashSet};
 use std::fs::File;
@@ -27,7 +34,7 @@ use candle_nn::{Init, VarBuilder};
 use crate::config::Config;
 use crate::data::Tokenizers;
 use crate::model::{EncoderDecoder, VocabSizes};
-use crate::train::MetricRecord;
+use crate::train::{MetricRecord, ResumePoint, TrainingState};
 use crate::translator::{DecodeOptions, Translator};
 
 pub const MODEL_FILE: &str = "model.safetensors";
@@ -35,6 +42,8 @@ pub const CONFIG_FILE: &str = "config.toml";
 pub const METRICS_FILE: &str = "metrics.jsonl";
 /// The training-curves picture in the run directory.
 pub const LOSS_PLOT_FILE: &str = "loss.png";
+pub const OPTIMIZER_FILE: &str = "optimizer.safetensors";
+pub const STATE_FILE: &str = "training_state.json";
 pub const LAST_DIR: &str = "last";
 pub const BEST_DIR: &str = "best";
 
@@ -46,21 +55,78 @@ pub struct CheckpointContents<'a> {
     pub config: &'a Config,
     pub tokenizers: &'a Tokenizers,
     pub tensors: &'a [(String, Tensor)],
+    /// Adam's moments and the loop's state, for checkpoints that `train --resume` reads.
+    pub resume: Option<(&'a [(String, Tensor)], &'a TrainingState)>,
 }
 
-/// Writes every file of a checkpoint into `dir`, each atomically, the weights last so that a
-/// directory with weights always has the config and tokenizers that explain them.
+/// Writes a checkpoint as the directory `dir`, replacing any earlier one there only once
+/// every file of the new one is on disk (see the module docs).
 pub fn save(dir: &Path, contents: &CheckpointContents) -> anyhow::Result<()> {
-    std::fs::create_dir_all(dir)
-        .with_context(|| format!("cannot create checkpoint directory {}", dir.display()))?;
-    write_atomic(
-        &dir.join(CONFIG_FILE),
+    let staging = hidden_sibling(dir, "tmp")?;
+    let retired = hidden_sibling(dir, "old")?;
+    let context = || format!("cannot write checkpoint {}", dir.display());
+    // A crash between the two renames of an earlier save leaves only the retired copy.
+    if !dir.exists() && retired.is_dir() {
+        std::fs::rename(&retired, dir).with_context(context)?;
+    }
+    // A crash during an earlier save leaves a half-written staging directory.
+    if staging.exists() {
+        std::fs::remove_dir_all(&staging).with_context(context)?;
+    }
+    std::fs::create_dir_all(&staging).with_context(context)?;
+    write_synced(
+        &staging.join(CONFIG_FILE),
         contents.config.to_toml()?.as_bytes(),
     )?;
     for (name, text) in contents.tokenizers.files()? {
-        write_atomic(&dir.join(name), text.as_bytes())?;
+        write_synced(&staging.join(name), text.as_bytes())?;
     }
-    write_atomic(&dir.join(MODEL_FILE), &serialize_tensors(contents.tensors)?)
+    write_synced(
+        &staging.join(MODEL_FILE),
+        &serialize_tensors(contents.tensors)?,
+    )?;
+    if let Some((moments, state)) = contents.resume {
+        write_synced(&staging.join(OPTIMIZER_FILE), &serialize_tensors(moments)?)?;
+        let json = serde_json::to_string_pretty(state)?;
+        write_synced(&staging.join(STATE_FILE), json.as_bytes())?;
+    }
+    sync_dir(&staging)?;
+    if dir.exists() {
+        std::fs::rename(dir, &retired).with_context(context)?;
+    }
+    std::fs::rename(&staging, dir).with_context(context)?;
+    if let Some(parent) = dir.parent() {
+        sync_dir(parent)?;
+    }
+    if retired.exists() {
+        std::fs::remove_dir_all(&retired).with_context(context)?;
+    }
+    Ok(())
+}
+
+/// `runs/x/last` -> `runs/x/.last.<suffix>`.
+fn hidden_sibling(dir: &Path, suffix: &str) -> anyhow::Result<PathBuf> {
+    let name = dir
+        .file_name()
+        .with_context(|| format!("{} is not a directory path", dir.display()))?;
+    Ok(dir.with_file_name(format!(".{}.{suffix}", name.to_string_lossy())))
+}
+
+/// Creates `path`, writes `bytes` and waits until they are on disk.
+fn write_synced(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
+    let write = || -> std::io::Result<()> {
+        let mut file = File::create(path)?;
+        file.write_all(bytes)?;
+        file.sync_all()
+    };
+    write().with_context(|| format!("cannot write {}", path.display()))
+}
+
+/// Makes a directory's entries (new files, renames) durable.
+fn sync_dir(dir: &Path) -> anyhow::Result<()> {
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .with_context(|| format!("cannot sync directory {}", dir.display()))
 }
 
 /// Writes `metrics.jsonl` (one JSON object per line) into the run directory.
@@ -92,13 +158,8 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
         .file_name()
         .with_context(|| format!("{} is not a file path", path.display()))?;
     let tmp = path.with_file_name(format!(".{}.tmp", file_name.to_string_lossy()));
-    let write = || -> std::io::Result<()> {
-        let mut file = File::create(&tmp)?;
-        file.write_all(bytes)?;
-        file.sync_all()?;
-        std::fs::rename(&tmp, path)
-    };
-    write().with_context(|| format!("cannot write {}", path.display()))
+    write_synced(&tmp, bytes)?;
+    std::fs::rename(&tmp, path).with_context(|| format!("cannot write {}", path.display()))
 }
 
 /// Reads a run directory's `metrics.jsonl`.
@@ -209,8 +270,12 @@ pub fn resolve(path: &Path) -> anyhow::Result<PathBuf> {
             path.display()
         );
     }
-    [path.to_path_buf(), path.join(BEST_DIR), path.join(LAST_DIR)]
-        .into_iter()
+    std::iter::once(path.to_path_buf())
+        .chain(
+            [BEST_DIR, LAST_DIR]
+                .into_iter()
+                .flat_map(|name| [path.join(name), path.join(format!(".{name}.old"))]),
+        )
         .find(|dir| dir.join(MODEL_FILE).is_file())
         .ok_or_else(|| {
             anyhow::anyhow!(
@@ -224,18 +289,105 @@ pub fn resolve(path: &Path) -> anyhow::Result<PathBuf> {
 /// Loads the checkpoint at `path` (see `resolve`) onto `device`.
 pub fn load(path: &Path, device: &Device) -> anyhow::Result<Checkpoint> {
     let dir = resolve(path)?;
-    let dir = dir.as_path();
-    let config_path = dir.join(CONFIG_FILE);
-    let config = Config::load(&config_path)
-        .with_context(|| format!("checkpoint {} has no usable config", dir.display()))?;
-    let tokenizers = Tokenizers::load(dir)?;
-    let weights_path = dir.join(MODEL_FILE);
-    let tensors = candle_core::safetensors::load(&weights_path, device).map_err(|e| {
+    let (config, tokenizers, tensors) = read_parts(&dir, device)?;
+    let model = build_model(&dir, &config, &tokenizers, tensors, device)?;
+    Ok(Checkpoint {
+        dir,
+        config,
+        tokenizers,
+        model,
+    })
+}
+
+/// A run's `last/` checkpoint with everything `train --resume` needs, checked as strictly
+/// as `load` checks weights.
+pub struct ResumeCheckpoint {
+    pub dir: PathBuf,
+    pub config: Config,
+    pub tokenizers: Tokenizers,
+    pub point: ResumePoint,
+}
+
+/// Reads the resumable checkpoint of the run directory `run_dir`.
+pub fn load_for_resume(run_dir: &Path, device: &Device) -> anyhow::Result<ResumeCheckpoint> {
+    let dir = [
+        run_dir.join(LAST_DIR),
+        run_dir.join(format!(".{LAST_DIR}.old")),
+    ]
+    .into_iter()
+    .find(|dir| dir.join(MODEL_FILE).is_file())
+    .ok_or_else(|| {
         anyhow::anyhow!(
-            "cannot read {}: {e}; the file is damaged, train again or pick another run",
-            weights_path.display()
+            "{} has no {LAST_DIR}/{MODEL_FILE}; pass the run directory that `transformer \
+                 train` wrote (runs/<name>)",
+            run_dir.display()
         )
     })?;
+    let state_path = dir.join(STATE_FILE);
+    let text = std::fs::read_to_string(&state_path).with_context(|| {
+        format!(
+            "cannot read {}; this checkpoint was not written for resuming (an older version \
+             or a best/ copy), so start a new run",
+            state_path.display()
+        )
+    })?;
+    let state: TrainingState = serde_json::from_str(&text).map_err(|e| {
+        anyhow::anyhow!(
+            "{} is damaged ({e}); resume from a copy or start a new run",
+            state_path.display()
+        )
+    })?;
+    let (config, tokenizers, weights) = read_parts(&dir, device)?;
+    build_model(&dir, &config, &tokenizers, weights.clone(), device)?;
+    let moments = read_tensors(&dir.join(OPTIMIZER_FILE), device)?;
+    Ok(ResumeCheckpoint {
+        dir,
+        config,
+        tokenizers,
+        point: ResumePoint {
+            weights,
+            moments,
+            state,
+        },
+    })
+}
+
+/// A checkpoint directory's config, tokenizers and weights, each failure naming its file.
+fn read_parts(
+    dir: &Path,
+    device: &Device,
+) -> anyhow::Result<(Config, Tokenizers, HashMap<String, Tensor>)> {
+    let config = Config::load(&dir.join(CONFIG_FILE))
+        .with_context(|| format!("checkpoint {} has no usable config", dir.display()))?;
+    let tokenizers = Tokenizers::load(dir).with_context(|| {
+        format!(
+            "checkpoint {} is incomplete or damaged (train again or pick another run)",
+            dir.display()
+        )
+    })?;
+    let tensors = read_tensors(&dir.join(MODEL_FILE), device)?;
+    Ok((config, tokenizers, tensors))
+}
+
+fn read_tensors(path: &Path, device: &Device) -> anyhow::Result<HashMap<String, Tensor>> {
+    candle_core::safetensors::load(path, device).map_err(|e| {
+        anyhow::anyhow!(
+            "cannot read {}: {e}; the file is damaged, train again or pick another run",
+            path.display()
+        )
+    })
+}
+
+/// The model for `config` from `tensors`, loaded strictly: a tensor missing, of the wrong
+/// shape, or left over is named.
+fn build_model(
+    dir: &Path,
+    config: &Config,
+    tokenizers: &Tokenizers,
+    tensors: HashMap<String, Tensor>,
+    device: &Device,
+) -> anyhow::Result<EncoderDecoder> {
+    let weights_path = dir.join(MODEL_FILE);
     let file_names: Vec<String> = tensors.keys().cloned().collect();
     let (backend, requested) = RecordingBackend::new(tensors);
     let vb = VarBuilder::from_backend(Box::new(backend), DType::F32, device.clone());
@@ -269,12 +421,7 @@ pub fn load(path: &Path, device: &Device) -> anyhow::Result<Checkpoint> {
                 .join(", ")
         );
     }
-    Ok(Checkpoint {
-        dir: dir.to_path_buf(),
-        config,
-        tokenizers,
-        model,
-    })
+    Ok(model)
 }
 
 /// The run under `root` whose weights were written last.

@@ -41,6 +41,12 @@ pub struct TrainArgs {
     /// TOML config; without it, the built-in base config (configs/base.toml)
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
+    /// Continue the run in DIR from its last/ checkpoint, exactly where it stopped
+    #[arg(long, value_name = "RUN_DIR", conflicts_with_all = ["config", "out", "seed", "overwrite"])]
+    pub resume: Option<PathBuf>,
+    /// Stop after step N with a checkpoint that --resume continues (for time-limited jobs)
+    #[arg(long, value_name = "N")]
+    pub stop_at_step: Option<usize>,
     /// Run directory (overrides the config's run.dir; default runs/<config name>)
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,

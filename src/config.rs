@@ -325,7 +325,14 @@ fn probability(key: &str, value: f64) -> Result<(), (String, String)> {
 
 /// toml's messages can span lines; errors here are one line each.
 fn one_line(message: &str) -> String {
-    message.split_whitespace().collect::<Vec<_>>().join(" ")
+    // serde speaks of Rust types; a config author thinks in numbers.
+    message
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+        .replace("expected usize", "expected a whole number, 0 or more")
+        .replace("expected u64", "expected a whole number, 0 or more")
+        .replace("expected f64", "expected a number")
 }
 
 fn line_of_offset(text: &str, offset: usize) -> usize {

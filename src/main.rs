@@ -24,7 +24,10 @@ fn main() -> ExitCode {
             // One line: candle appends a backtrace to its errors when RUST_BACKTRACE is set.
             let message = format!("{e:#}");
             eprintln!("error: {}", message.lines().next().unwrap_or_default());
-            ExitCode::FAILURE
+            match e.downcast_ref::<transformer::commands::Interrupted>() {
+                Some(interrupted) => ExitCode::from(interrupted.exit_code),
+                None => ExitCode::FAILURE,
+            }
         }
     }
 }

@@ -1,7 +1,7 @@
 //! The one place that shows training progress: an indicatif bar on a terminal, a plain line
 //! per logged step otherwise (logs, CI), nothing with `--quiet`. Always on stderr.
 
-use std::io::IsTerminal;
+use std::io::{IsTerminal, Write};
 use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -50,7 +50,7 @@ impl TrainProgress {
         }
         if let Some(every) = self.plain_every {
             if report.step.is_multiple_of(every) || report.step == report.total_steps {
-                eprintln!("{}", plain_line(report));
+                print_line(&plain_line(report));
             }
         }
     }
@@ -59,7 +59,7 @@ impl TrainProgress {
     pub fn note(&self, line: &str) {
         match &self.bar {
             Some(bar) => bar.println(line),
-            None if self.plain_every.is_some() => eprintln!("{line}"),
+            None if self.plain_every.is_some() => print_line(line),
             None => {}
         }
     }
@@ -69,6 +69,11 @@ impl TrainProgress {
             bar.finish();
         }
     }
+}
+
+/// A line on stderr; a closed stderr (a log pipe gone) must not stop training.
+fn print_line(line: &str) {
+    let _ = writeln!(std::io::stderr().lock(), "{line}");
 }
 
 fn training_bar(total_steps: usize) -> ProgressBar {

@@ -1,7 +1,6 @@
 //! Sentences in, sentences out: tokenize, map to ids, decode (batched greedy or beam search),
 //! map back to text.
 
-use anyhow::bail;
 use candle_core::{Device, Tensor};
 use serde::Serialize;
 
@@ -58,6 +57,9 @@ pub struct Translation {
     /// Source pieces that were not in the vocabulary and became `<unk>`.
     #[serde(skip)]
     pub unknown_words: Vec<String>,
+    /// The source's token count when it was longer than the model reads and was cut.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub truncated_from: Option<usize>,
 }
 
 impl Translator<'_> {
@@ -67,7 +69,9 @@ impl Translator<'_> {
         Ok(out.remove(0))
     }
 
-    /// Translates sentences together (one padded batch for greedy decoding).
+    /// Translates sentences together (one padded batch for greedy decoding). A sentence
+    /// longer than the model reads is translated from its first `max_positions - 2` tokens
+    /// and marked with `truncated_from`.
     pub fn translate_batch(&self, sentences: &[String]) -> anyhow::Result<Vec<Translation>> {
         let mut results = Vec::with_capacity(sentences.len());
         let mut sources = Vec::new();
@@ -77,16 +81,11 @@ impl Translator<'_> {
                 .tokenizers
                 .src
                 .encode(&normalize_whitespace(sentence))?;
-            let src_ids = with_boundaries(&encoded.ids);
-            if src_ids.len() > self.max_positions {
-                bail!(
-                    "the input has {} tokens but the model reads at most {} (model.max_len {} \
-                     minus <s> and </s>); split the sentence",
-                    encoded.ids.len(),
-                    self.max_positions - 2,
-                    self.max_positions
-                );
-            }
+            // A source longer than the position table is cut to fit (the caller warns), so
+            // that one long line does not end a stream of translations.
+            let readable = self.max_positions.saturating_sub(2);
+            let truncated_from = (encoded.ids.len() > readable).then_some(encoded.ids.len());
+            let src_ids = with_boundaries(&encoded.ids[..encoded.ids.len().min(readable)]);
             if !encoded.ids.is_empty() {
                 sources.push((results.len(), src_ids));
             }
@@ -97,6 +96,7 @@ impl Translator<'_> {
                 ids: Vec::new(),
                 log_probs: Vec::new(),
                 unknown_words: encoded.unknown,
+                truncated_from,
             });
         }
         let hypotheses = self.decode(&sources)?;

@@ -151,6 +151,7 @@ fn a_saved_checkpoint_loads_back_to_identical_log_probs() {
             config: trainer.config(),
             tokenizers: &data.tokenizers,
             tensors: &tensors,
+            resume: None,
         },
     )
     .unwrap();

@@ -54,6 +54,7 @@ fn translate_all(args: &EvalArgs, dir: &Path, sources: &[String]) -> anyhow::Res
     let loaded = checkpoint::load(dir, &device)?;
     let translator = loaded.translator(&device, options);
     let mut hypotheses = Vec::with_capacity(sources.len());
+    let mut truncated = Vec::new();
     for (index, chunk) in sources.chunks(args.decode.batch_size).enumerate() {
         let first = index * args.decode.batch_size + 1;
         let translations = translator.translate_batch(chunk).with_context(|| {
@@ -62,7 +63,20 @@ fn translate_all(args: &EvalArgs, dir: &Path, sources: &[String]) -> anyhow::Res
                 first + chunk.len() - 1
             )
         })?;
-        hypotheses.extend(translations.into_iter().map(|t| t.translation));
+        for (offset, translation) in translations.into_iter().enumerate() {
+            if translation.truncated_from.is_some() {
+                truncated.push((first + offset).to_string());
+            }
+            hypotheses.push(translation.translation);
+        }
+    }
+    if !truncated.is_empty() {
+        eprintln!(
+            "warning: source lines {} are longer than the model reads (model.max_len {}); \
+             only their beginnings were translated",
+            truncated.join(", "),
+            loaded.config.model.max_len
+        );
     }
     Ok(hypotheses)
 }

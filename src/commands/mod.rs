@@ -3,6 +3,7 @@
 mod eval;
 mod infer_test;
 mod plot;
+mod stop_signals;
 mod train;
 mod translate;
 
@@ -22,6 +23,22 @@ pub fn run(command: Command) -> anyhow::Result<()> {
         Command::InferTest(args) => infer_test::run(args),
     }
 }
+
+/// A command stopped on request, its work saved; `main` exits with `exit_code` (128 + the
+/// signal, as shells report death by a signal).
+#[derive(Debug)]
+pub struct Interrupted {
+    pub exit_code: u8,
+    pub message: String,
+}
+
+impl std::fmt::Display for Interrupted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for Interrupted {}
 
 /// Resolves `--device` and says on stderr which device was chosen and why.
 fn device_from(args: &DeviceArgs) -> anyhow::Result<candle_core::Device> {

@@ -1,10 +1,13 @@
-//! `transformer train`: config -> corpora -> tokenizers -> training loop -> run directory.
+//! `transformer train`: config -> corpora -> tokenizers -> training loop -> run directory;
+//! `--resume` continues a run from its `last/` checkpoint; SIGINT/SIGTERM stop it cleanly.
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use anyhow::bail;
+use anyhow::{bail, Context};
 
+use super::stop_signals::{signal_name, StopSignals};
+use super::Interrupted;
 use crate::checkpoint::{self, CheckpointContents, BEST_DIR, LAST_DIR, LOSS_PLOT_FILE, RUNS_ROOT};
 use crate::cli::TrainArgs;
 use crate::config::{Config, BUILTIN_BASE};
@@ -12,7 +15,8 @@ use crate::data::{encode_pairs, read_corpus, SentencePair, Tokenizers};
 use crate::plot;
 use crate::progress::{TrainProgress, Verbosity};
 use crate::train::{
-    CheckpointKind, MetricRecord, StepReport, TrainObserver, Trainer, TrainingData, ValidationData,
+    CheckpointKind, Diverged, MetricRecord, RunOutcome, StepReport, StopReason, TrainObserver,
+    Trainer, TrainingData, ValidationData,
 };
 use crate::translator::DecodeOptions;
 
@@ -20,6 +24,106 @@ use crate::translator::DecodeOptions;
 const SAMPLE_TRANSLATIONS: usize = 5;
 
 pub fn run(args: TrainArgs) -> anyhow::Result<()> {
+    let device = super::device_from(&args.device)?;
+    let started = Instant::now();
+    let (mut trainer, run_dir, samples) = match &args.resume {
+        Some(run_dir) => resumed_trainer(run_dir, &device)?,
+        None => new_trainer(&args, &device)?,
+    };
+    let position = trainer.position().clone();
+    let epochs = trainer.config().training.epochs;
+    if position.epoch > epochs {
+        eprintln!(
+            "{} already finished its {epochs} epochs (step {}); nothing to resume",
+            run_dir.display(),
+            position.step
+        );
+        return Ok(());
+    }
+    if let Some(limit) = args.stop_at_step.filter(|&limit| limit <= position.step) {
+        bail!(
+            "--stop-at-step {limit} is not after step {}, where the run stands",
+            position.step
+        );
+    }
+    let verbosity = if args.quiet {
+        Verbosity::Quiet
+    } else {
+        Verbosity::Normal
+    };
+    let mut observer = CheckpointingObserver {
+        progress: TrainProgress::new(
+            trainer.total_steps(),
+            trainer.config().training.log_every,
+            verbosity,
+        ),
+        run_dir: run_dir.clone(),
+        signals: StopSignals::install()?,
+        stop_at_step: args.stop_at_step,
+        step: position.step,
+        saved_step: None,
+    };
+    let outcome = trainer.run(&mut observer);
+    observer.progress.finish();
+    let resume_hint = format!("`transformer train --resume {}`", run_dir.display());
+    match outcome {
+        Err(e) => match e.downcast_ref::<Diverged>() {
+            Some(diverged) => Err(anyhow::anyhow!(
+                "{diverged}; {}; lower training.lr_factor, raise training.warmup or set \
+                 training.clip_grad_norm (e.g. 1.0), then train again",
+                match observer.saved_step {
+                    Some(step) => format!(
+                        "the checkpoint of step {step} is kept in {}",
+                        run_dir.join(LAST_DIR).display()
+                    ),
+                    None => "no checkpoint was written".to_string(),
+                }
+            )),
+            None => Err(e),
+        },
+        Ok(RunOutcome::Stopped(StopReason::Signal(signal))) => Err(Interrupted {
+            exit_code: u8::try_from(128 + signal).unwrap_or(1),
+            message: format!(
+                "interrupted by {} at step {} of {}; checkpoint saved in {}; continue with \
+                 {resume_hint}",
+                signal_name(signal),
+                trainer.step(),
+                trainer.total_steps(),
+                run_dir.join(LAST_DIR).display()
+            ),
+        }
+        .into()),
+        Ok(RunOutcome::Stopped(StopReason::StepLimit)) => {
+            eprintln!(
+                "stopped at step {} of {} as asked; checkpoint saved in {}; continue with \
+                 {resume_hint}",
+                trainer.step(),
+                trainer.total_steps(),
+                run_dir.join(LAST_DIR).display()
+            );
+            Ok(())
+        }
+        Ok(RunOutcome::Finished) => {
+            eprintln!(
+                "trained {} steps in {:.1}s; checkpoints in {}",
+                trainer.step() - position.step,
+                started.elapsed().as_secs_f64(),
+                run_dir.display()
+            );
+            let translator = trainer.translator(DecodeOptions::default());
+            for (source, translation) in samples.iter().zip(translator.translate_batch(&samples)?) {
+                println!("{source} => {}", translation.translation);
+            }
+            Ok(())
+        }
+    }
+}
+
+/// A new run from `--config` (or the built-in base config).
+fn new_trainer(
+    args: &TrainArgs,
+    device: &candle_core::Device,
+) -> anyhow::Result<(Trainer, PathBuf, Vec<String>)> {
     let (mut config, name) = match &args.config {
         Some(path) => (Config::load(path)?, config_name(path)),
         None => (
@@ -38,51 +142,51 @@ pub fn run(args: TrainArgs) -> anyhow::Result<()> {
     config.run.dir = Some(run_dir.clone());
     if checkpoint::resolve(&run_dir).is_ok() && !args.overwrite {
         bail!(
-            "{} already holds a checkpoint; pass --overwrite to replace it or --out DIR to \
-             train into another directory",
+            "{} already holds a checkpoint; continue it with `transformer train --resume {0}`, \
+             pass --overwrite to replace it, or --out DIR to train into another directory",
             run_dir.display()
         );
     }
-    let device = super::device_from(&args.device)?;
+    let (data, samples) = prepare_data(&config, None)?;
+    let trainer = Trainer::new(config, data, device)?;
+    Ok((trainer, run_dir, samples))
+}
 
-    let data = prepare_data(&config)?;
-    let samples: Vec<String> = data.1.iter().take(SAMPLE_TRANSLATIONS).cloned().collect();
-    let started = Instant::now();
-    let mut trainer = Trainer::new(config, data.0, &device)?;
-    let verbosity = if args.quiet {
-        Verbosity::Quiet
-    } else {
-        Verbosity::Normal
-    };
-    let mut observer = CheckpointingObserver {
-        progress: TrainProgress::new(
-            trainer.total_steps(),
-            trainer.config().training.log_every,
-            verbosity,
-        ),
-        run_dir: run_dir.clone(),
-    };
-    trainer.run(&mut observer)?;
-    observer.progress.finish();
+/// The run in `run_dir`, at the step its `last/` checkpoint was written.
+fn resumed_trainer(
+    run_dir: &Path,
+    device: &candle_core::Device,
+) -> anyhow::Result<(Trainer, PathBuf, Vec<String>)> {
+    let saved = checkpoint::load_for_resume(run_dir, device)?;
+    let mut config = saved.config;
+    config.run.dir = Some(run_dir.to_path_buf());
+    let (data, samples) = prepare_data(&config, Some(saved.tokenizers))?;
+    let trainer = Trainer::resume(config, data, device, saved.point)
+        .with_context(|| format!("cannot resume from {}", saved.dir.display()))?;
+    let p = trainer.position();
     eprintln!(
-        "trained {} steps in {:.1}s; checkpoints in {}",
-        trainer.step(),
-        started.elapsed().as_secs_f64(),
-        run_dir.display()
+        "resuming {} at step {} (epoch {}, {} steps into it)",
+        run_dir.display(),
+        p.step,
+        p.epoch,
+        p.steps_in_epoch
     );
-    let translator = trainer.translator(DecodeOptions::default());
-    for (source, translation) in samples.iter().zip(translator.translate_batch(&samples)?) {
-        println!("{source} => {}", translation.translation);
-    }
-    Ok(())
+    Ok((trainer, run_dir.to_path_buf(), samples))
 }
 
 /// Reads and cleans the corpora, learns the tokenizers, encodes everything. Also returns the
 /// first training sources, to show translations of at the end.
-fn prepare_data(config: &Config) -> anyhow::Result<(TrainingData, Vec<String>)> {
+/// A resumed run passes the tokenizers it was trained with.
+fn prepare_data(
+    config: &Config,
+    tokenizers: Option<Tokenizers>,
+) -> anyhow::Result<(TrainingData, Vec<String>)> {
     let (pairs, report) = read_corpus(&config.data.train)?;
     eprintln!("train data {}: {report}", config.data.train);
-    let tokenizers = Tokenizers::learn(&config.data, &pairs)?;
+    let tokenizers = match tokenizers {
+        Some(saved) => saved,
+        None => Tokenizers::learn(&config.data, &pairs)?,
+    };
     let max_positions = config.model.max_len;
     let (encoded, kept) = encode_pairs(&pairs, &tokenizers, max_positions)?;
     let too_long = pairs.len() - kept.len();
@@ -105,7 +209,11 @@ fn prepare_data(config: &Config) -> anyhow::Result<(TrainingData, Vec<String>)> 
         }
         None => None,
     };
-    let samples = pairs.iter().map(|p| p.src.clone()).collect();
+    let samples = pairs
+        .iter()
+        .take(SAMPLE_TRANSLATIONS)
+        .map(|p| p.src.clone())
+        .collect();
     Ok((
         TrainingData {
             pairs: encoded,
@@ -144,10 +252,17 @@ fn config_name(path: &Path) -> String {
         .unwrap_or_else(|| "run".into())
 }
 
-/// Shows progress and writes the run directory whenever the loop asks for a checkpoint.
+/// Shows progress, writes the run directory whenever the loop asks for a checkpoint, and
+/// passes on requests to stop.
 struct CheckpointingObserver {
     progress: TrainProgress,
     run_dir: PathBuf,
+    signals: StopSignals,
+    stop_at_step: Option<usize>,
+    /// The step the loop last reported.
+    step: usize,
+    /// The step of the last `Last` checkpoint this session wrote.
+    saved_step: Option<usize>,
 }
 
 impl CheckpointingObserver {
@@ -165,7 +280,17 @@ impl CheckpointingObserver {
 
 impl TrainObserver for CheckpointingObserver {
     fn on_step(&mut self, report: &StepReport) {
+        self.step = report.step;
         self.progress.update(report);
+    }
+
+    fn stop_requested(&self) -> Option<StopReason> {
+        if let Some(signal) = self.signals.received() {
+            return Some(StopReason::Signal(signal));
+        }
+        self.stop_at_step
+            .filter(|&limit| self.step >= limit)
+            .map(|_| StopReason::StepLimit)
     }
 
     fn on_epoch(&mut self, record: &MetricRecord, metrics: &[MetricRecord]) -> anyhow::Result<()> {
@@ -188,6 +313,10 @@ impl TrainObserver for CheckpointingObserver {
 
     fn on_checkpoint(&mut self, trainer: &Trainer, kind: CheckpointKind) -> anyhow::Result<()> {
         let tensors = trainer.named_tensors()?;
+        let resume_files = match kind {
+            CheckpointKind::Last => Some(trainer.resume_files()?),
+            CheckpointKind::Best => None,
+        };
         let dir = self.run_dir.join(match kind {
             CheckpointKind::Last => LAST_DIR,
             CheckpointKind::Best => BEST_DIR,
@@ -198,8 +327,14 @@ impl TrainObserver for CheckpointingObserver {
                 config: trainer.config(),
                 tokenizers: &trainer.data().tokenizers,
                 tensors: &tensors,
+                resume: resume_files
+                    .as_ref()
+                    .map(|(moments, state)| (moments.as_slice(), state)),
             },
         )?;
+        if kind == CheckpointKind::Last {
+            self.saved_step = Some(trainer.step());
+        }
         self.write_metrics(trainer.metrics())?;
         if kind == CheckpointKind::Best {
             self.progress.note(&format!(

@@ -18,9 +18,15 @@ pub fn run(args: TranslateArgs) -> anyhow::Result<()> {
     let device = super::device_from(&args.device)?;
     let loaded = checkpoint::load(&dir, &device)?;
     let translator = loaded.translator(&device, options);
+    let max_positions = loaded.config.model.max_len;
     let mut out = std::io::stdout().lock();
     if let Some(text) = &args.text {
-        return emit(&translator.translate(text)?, args.json, &mut out);
+        return emit(
+            &translator.translate(text)?,
+            args.json,
+            max_positions,
+            &mut out,
+        );
     }
     let mut lines = StdinLines::new();
     loop {
@@ -32,7 +38,7 @@ pub fn run(args: TranslateArgs) -> anyhow::Result<()> {
             format!("stdin lines {first_line}-{}", first_line + batch.len() - 1)
         })?;
         for translation in &translations {
-            emit(translation, args.json, &mut out)?;
+            emit(translation, args.json, max_positions, &mut out)?;
         }
     }
 }
@@ -80,9 +86,23 @@ impl StdinLines {
 }
 
 /// Warns about unknown words on stderr and prints the result on stdout.
-fn emit(translation: &Translation, json: bool, out: &mut impl Write) -> anyhow::Result<()> {
+fn emit(
+    translation: &Translation,
+    json: bool,
+    max_positions: usize,
+    out: &mut impl Write,
+) -> anyhow::Result<()> {
     for word in &translation.unknown_words {
         eprintln!("warning: unknown source word {word:?} is translated as <unk>");
+    }
+    if let Some(tokens) = translation.truncated_from {
+        eprintln!(
+            "warning: {:?} has {tokens} tokens, more than the model reads; only the first \
+             {} were translated (model.max_len {}); split long sentences",
+            truncate_chars(&translation.source, 40),
+            max_positions - 2,
+            max_positions
+        );
     }
     if json {
         writeln!(out, "{}", serde_json::to_string(translation)?)?;
@@ -92,4 +112,12 @@ fn emit(translation: &Translation, json: bool, out: &mut impl Write) -> anyhow::
     // Flushing per line keeps `translate` usable as a filter in a pipe.
     out.flush()?;
     Ok(())
+}
+
+/// The first `n` characters of `text`, with an ellipsis when cut.
+fn truncate_chars(text: &str, n: usize) -> String {
+    match text.char_indices().nth(n) {
+        Some((cut, _)) => format!("{}...", &text[..cut]),
+        None => text.to_string(),
+    }
 }

@@ -42,7 +42,13 @@ impl std::fmt::Display for CleaningReport {
 
 /// Reads a whole UTF-8 text file, decompressing it first when its name ends in `.gz`.
 pub fn read_text(path: &Path) -> anyhow::Result<String> {
-    let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let bytes = std::fs::read(path).map_err(|e| {
+        anyhow::anyhow!(
+            "cannot read {}: {e}; check the path in the config (relative paths start from the \
+             directory you run in)",
+            path.display()
+        )
+    })?;
     let bytes = if path.extension().is_some_and(|e| e == "gz") {
         let mut out = Vec::new();
         flate2::read::MultiGzDecoder::new(bytes.as_slice())
@@ -109,7 +115,10 @@ pub fn read_corpus(source: &CorpusSource) -> anyhow::Result<(Vec<SentencePair>, 
     }
     report.kept = pairs.len();
     if pairs.is_empty() {
-        bail!("{source} holds no usable sentence pairs ({report})");
+        bail!(
+            "{source} holds no usable sentence pairs ({report}); point the config at a corpus \
+             with `source<TAB>target` lines or aligned src/tgt files"
+        );
     }
     Ok((pairs, report))
 }

@@ -18,13 +18,27 @@ pub enum Mode<'a> {
 
 /// The random source for dropout masks; one per training run.
 pub struct DropoutRng {
+    seed: u64,
     rng: RefCell<ChaCha8Rng>,
 }
 
 impl DropoutRng {
     pub fn new(seed: u64) -> Self {
+        Self::at_position(seed, 0)
+    }
+
+    /// Where the stream stands, to save with a checkpoint: (seed, 32-bit words drawn).
+    pub fn position(&self) -> (u64, u128) {
+        (self.seed, self.rng.borrow().get_word_pos())
+    }
+
+    /// The stream seeded with `seed`, advanced by `words` draws (see `position`).
+    pub fn at_position(seed: u64, words: u128) -> Self {
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        rng.set_word_pos(words);
         Self {
-            rng: RefCell::new(ChaCha8Rng::seed_from_u64(seed)),
+            seed,
+            rng: RefCell::new(rng),
         }
     }
 
@@ -81,6 +95,18 @@ mod tests {
         assert!(out
             .iter()
             .all(|&v| v == 0.0 || (v - 1.0 / 0.75).abs() < 1e-6));
+    }
+
+    #[test]
+    fn a_stream_restored_at_its_position_draws_what_the_original_draws_next() {
+        let xs = Tensor::ones(37, candle_core::DType::F32, &Device::Cpu).unwrap();
+        let original = DropoutRng::new(5);
+        dropout(&xs, 0.5, Mode::Train(&original)).unwrap();
+        let (seed, words) = original.position();
+        let restored = DropoutRng::at_position(seed, words);
+        let a = dropout(&xs, 0.5, Mode::Train(&original)).unwrap();
+        let b = dropout(&xs, 0.5, Mode::Train(&restored)).unwrap();
+        assert_eq!(a.to_vec1::<f32>().unwrap(), b.to_vec1::<f32>().unwrap());
     }
 
     #[test]

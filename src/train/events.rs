@@ -55,10 +55,21 @@ pub enum CheckpointKind {
     Best,
 }
 
+/// Why a run stops before its last epoch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StopReason {
+    /// SIGINT or SIGTERM (the signal number).
+    Signal(i32),
+    /// `--stop-at-step` was reached.
+    StepLimit,
+}
+
 /// Receives progress and decides what a checkpoint means (the loop never touches files).
 pub trait TrainObserver {
     fn on_step(&mut self, report: &StepReport);
     /// After each epoch's validation; `metrics` is every record so far.
     fn on_epoch(&mut self, record: &MetricRecord, metrics: &[MetricRecord]) -> anyhow::Result<()>;
     fn on_checkpoint(&mut self, trainer: &Trainer, kind: CheckpointKind) -> anyhow::Result<()>;
+    /// Asked after every step and epoch; `Some` ends the run after a `Last` checkpoint.
+    fn stop_requested(&self) -> Option<StopReason>;
 }

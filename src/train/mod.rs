@@ -5,7 +5,9 @@ pub mod fused_loss;
 pub mod loss;
 pub mod optimizer;
 pub mod schedule;
+pub mod state;
 pub mod trainer;
 
-pub use events::{CheckpointKind, MetricRecord, StepReport, TrainObserver};
-pub use trainer::{Trainer, TrainingData, ValidationData};
+pub use events::{CheckpointKind, MetricRecord, StepReport, StopReason, TrainObserver};
+pub use state::{RunPosition, TrainingState};
+pub use trainer::{Diverged, ResumePoint, RunOutcome, Trainer, TrainingData, ValidationData};

@@ -37,6 +37,49 @@ impl Adam {
         &self.vars
     }
 
+    /// Updates taken so far (Adam's t, which its bias corrections depend on).
+    pub fn steps_taken(&self) -> usize {
+        self.steps_taken
+    }
+
+    /// The running averages of gradients and squared gradients (torch's `exp_avg` and
+    /// `exp_avg_sq`), in the order of `vars()`.
+    pub fn moments(&self) -> (&[Tensor], &[Tensor]) {
+        (&self.first_moments, &self.second_moments)
+    }
+
+    /// Puts back the state of an earlier run: `steps_taken` updates and the moments in the
+    /// order of `vars()`, each shaped like its variable.
+    pub fn restore(
+        &mut self,
+        steps_taken: usize,
+        first_moments: Vec<Tensor>,
+        second_moments: Vec<Tensor>,
+    ) -> Result<()> {
+        let n = self.vars.len();
+        if first_moments.len() != n || second_moments.len() != n {
+            candle_core::bail!(
+                "optimizer state has {} and {} moments for {n} parameters",
+                first_moments.len(),
+                second_moments.len()
+            );
+        }
+        for ((var, m), v) in self.vars.iter().zip(&first_moments).zip(&second_moments) {
+            if m.shape() != var.shape() || v.shape() != var.shape() {
+                candle_core::bail!(
+                    "optimizer moments of shape {:?} / {:?} for a parameter of shape {:?}",
+                    m.dims(),
+                    v.dims(),
+                    var.dims()
+                );
+            }
+        }
+        self.steps_taken = steps_taken;
+        self.first_moments = first_moments;
+        self.second_moments = second_moments;
+        Ok(())
+    }
+
     /// One update with learning rate `lr`; `grads[i]` belongs to `vars()[i]`, and variables
     /// without a gradient are left alone.
     pub fn step(&mut self, grads: &[Option<Tensor>], lr: f64) -> Result<()> {

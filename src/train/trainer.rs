@@ -1,18 +1,21 @@
 //! The training loop: token-budget batches -> forward -> label-smoothed loss -> backward
 //! (accumulated over `accumulate` batches, clipped) -> Adam with the Noam rate; validation
-//! loss and BLEU after each epoch; checkpoints handed to an observer.
+//! loss and BLEU after each epoch; checkpoints handed to an observer. The loop's whole state
+//! (weights, Adam's moments, its position, the dropout stream) can be saved and restored, so
+//! that a resumed run takes exactly the steps the uninterrupted one would have.
 
-use std::time::Instant;
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
 
-use anyhow::bail;
 use candle_core::{Device, Tensor};
 use candle_nn::VarMap;
 
-use super::events::{CheckpointKind, MetricRecord, StepReport, TrainObserver};
+use super::events::{CheckpointKind, MetricRecord, StepReport, StopReason, TrainObserver};
 use super::fused_loss::FusedLabelSmoothing;
 use super::loss::LabelSmoothing;
 use super::optimizer::{Adam, AdamSettings};
 use super::schedule::noam_rate;
+use super::state::{DataFingerprint, RunPosition, TrainingState, STATE_FORMAT};
 use crate::config::Config;
 use crate::data::vocab::PAD_ID;
 use crate::data::{epoch_batches, ordered_batches, EncodedPair, PaddedBatch, Tokenizers};
@@ -47,10 +50,45 @@ pub struct Trainer {
     optimizer: Adam,
     criterion: LabelSmoothing,
     dropout_rng: DropoutRng,
-    step: usize,
+    position: RunPosition,
     metrics: Vec<MetricRecord>,
-    best_bleu: Option<f64>,
 }
+
+/// How `Trainer::run` ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunOutcome {
+    /// Every configured epoch is done.
+    Finished,
+    /// The observer asked to stop; a `Last` checkpoint of this step was requested first.
+    Stopped(StopReason),
+}
+
+/// The loss stopped being a number: training cannot go on from these weights.
+#[derive(Debug, Clone, Copy)]
+pub struct Diverged {
+    pub step: usize,
+    pub loss: f64,
+}
+
+impl std::fmt::Display for Diverged {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "the loss became {} at step {}", self.loss, self.step)
+    }
+}
+
+impl std::error::Error for Diverged {}
+
+/// A saved run to continue: the model's tensors, Adam's moments (`<name>.exp_avg`,
+/// `<name>.exp_avg_sq`) and the loop's state.
+pub struct ResumePoint {
+    pub weights: HashMap<String, Tensor>,
+    pub moments: HashMap<String, Tensor>,
+    pub state: TrainingState,
+}
+
+/// Suffixes of Adam's moments in `optimizer.safetensors`, as torch names them.
+const FIRST_MOMENT: &str = "exp_avg";
+const SECOND_MOMENT: &str = "exp_avg_sq";
 
 impl Trainer {
     /// A freshly initialised model for `data`, seeded from the config.
@@ -87,10 +125,102 @@ impl Trainer {
             varmap,
             model,
             optimizer,
-            step: 0,
+            position: RunPosition::start(),
             metrics: Vec::new(),
-            best_bleu: None,
         })
+    }
+
+    /// The trainer of a saved run, ready to take its next step; `data` must encode to the
+    /// same pairs as when the run was saved.
+    pub fn resume(
+        config: Config,
+        data: TrainingData,
+        device: &Device,
+        point: ResumePoint,
+    ) -> anyhow::Result<Self> {
+        let state = point.state;
+        if state.format != STATE_FORMAT {
+            anyhow::bail!(
+                "training state format {} is not {STATE_FORMAT}, the one this version writes",
+                state.format
+            );
+        }
+        let fingerprint = DataFingerprint::of(&data.pairs);
+        if fingerprint != state.data {
+            anyhow::bail!(
+                "the training data differs from the run's ({} pairs, hash {}, now {} pairs, hash \
+                 {}); resume needs the same corpus and tokenizers, or start a new run",
+                state.data.pairs,
+                state.data.hash,
+                fingerprint.pairs,
+                fingerprint.hash
+            );
+        }
+        let mut trainer = Self::new(config, data, device)?;
+        let names = trainer.parameter_names()?;
+        let take = |map: &HashMap<String, Tensor>, name: &str, what: &str| {
+            map.get(name).cloned().ok_or_else(|| {
+                anyhow::anyhow!("the checkpoint has no {what} {name}; it cannot be resumed")
+            })
+        };
+        let (mut first, mut second) = (Vec::new(), Vec::new());
+        for (name, var) in names.iter().zip(trainer.optimizer.vars()) {
+            let weight = take(&point.weights, name, "weight")?;
+            if weight.shape() != var.shape() {
+                anyhow::bail!(
+                    "tensor {name} has shape {:?} but the config needs {:?}",
+                    weight.dims(),
+                    var.dims()
+                );
+            }
+            var.set(&weight.to_device(device)?)?;
+            let moment = |suffix| take(&point.moments, &format!("{name}.{suffix}"), "moment");
+            first.push(moment(FIRST_MOMENT)?.to_device(device)?);
+            second.push(moment(SECOND_MOMENT)?.to_device(device)?);
+        }
+        trainer.optimizer.restore(state.adam_steps, first, second)?;
+        let words = state.dropout_words.parse::<u128>().map_err(|_| {
+            anyhow::anyhow!("dropout_words {:?} is not a number", state.dropout_words)
+        })?;
+        trainer.dropout_rng = DropoutRng::at_position(state.dropout_seed, words);
+        trainer.position = state.position;
+        trainer.metrics = state.metrics;
+        Ok(trainer)
+    }
+
+    /// What a `Last` checkpoint needs to resume this run: Adam's moments under
+    /// `<parameter>.exp_avg` / `.exp_avg_sq`, and the loop's state.
+    pub fn resume_files(&self) -> anyhow::Result<(Vec<(String, Tensor)>, TrainingState)> {
+        let names = self.parameter_names()?;
+        let (first, second) = self.optimizer.moments();
+        let mut moments = Vec::with_capacity(2 * names.len());
+        for ((name, m), v) in names.iter().zip(first).zip(second) {
+            moments.push((format!("{name}.{FIRST_MOMENT}"), m.clone()));
+            moments.push((format!("{name}.{SECOND_MOMENT}"), v.clone()));
+        }
+        let (dropout_seed, words) = self.dropout_rng.position();
+        let state = TrainingState {
+            format: STATE_FORMAT,
+            position: self.position.clone(),
+            adam_steps: self.optimizer.steps_taken(),
+            dropout_seed,
+            dropout_words: words.to_string(),
+            data: DataFingerprint::of(&self.data.pairs),
+            metrics: self.metrics.clone(),
+        };
+        Ok((moments, state))
+    }
+
+    /// Parameter names in the order of the optimiser's variables (sorted, as `new` made it).
+    fn parameter_names(&self) -> anyhow::Result<Vec<String>> {
+        let vars = self
+            .varmap
+            .data()
+            .lock()
+            .map_err(|_| anyhow::anyhow!("parameter map lock poisoned"))?;
+        let mut names: Vec<String> = vars.keys().cloned().collect();
+        names.sort();
+        Ok(names)
     }
 
     /// Optimiser steps in the whole run.
@@ -100,69 +230,89 @@ impl Trainer {
         t.epochs * batches.div_ceil(t.accumulate)
     }
 
-    /// Trains for the configured epochs: a `Last` checkpoint every `checkpoint_every` steps
-    /// and at the end, a `Best` one whenever validation BLEU improves.
-    pub fn run(&mut self, observer: &mut dyn TrainObserver) -> anyhow::Result<()> {
+    /// Trains from the current position to the end of the configured epochs: a `Last`
+    /// checkpoint every `checkpoint_every` steps and at the end, a `Best` one whenever
+    /// validation BLEU improves. Stops early, after a `Last` checkpoint, when the observer
+    /// asks to.
+    pub fn run(&mut self, observer: &mut dyn TrainObserver) -> anyhow::Result<RunOutcome> {
         let t = self.config.training.clone();
         let total_steps = self.total_steps();
-        let started = Instant::now();
-        let mut tokens_seen = 0usize;
-        let (mut loss_since_log, mut steps_since_log) = (0.0, 0usize);
-        for epoch in 1..=t.epochs {
+        let clock = RunClock::new(self.position.elapsed_s);
+        while self.position.epoch <= t.epochs {
+            let epoch = self.position.epoch;
             let batches = epoch_batches(&self.data.pairs, t.max_tokens, t.seed, epoch - 1);
-            let (mut epoch_loss, mut epoch_steps) = (0.0, 0usize);
-            for group in batches.chunks(t.accumulate) {
-                self.step += 1;
-                let lr = noam_rate(self.step, self.config.model.d_model, t.lr_factor, t.warmup);
-                let loss = self.optimizer_step(group, lr)?;
-                tokens_seen += group.iter().map(|b| b.ntokens).sum::<usize>();
-                (epoch_loss, epoch_steps) = (epoch_loss + loss, epoch_steps + 1);
-                (loss_since_log, steps_since_log) = (loss_since_log + loss, steps_since_log + 1);
-                let elapsed = started.elapsed();
-                let tokens_per_s = tokens_seen as f64 / elapsed.as_secs_f64().max(1e-9);
-                observer.on_step(&StepReport {
-                    step: self.step,
-                    total_steps,
-                    epoch,
-                    loss,
-                    lr,
-                    tokens_per_s,
-                    elapsed,
-                });
-                if self.step.is_multiple_of(t.log_every) {
-                    self.metrics.push(MetricRecord::Step {
-                        step: self.step,
-                        epoch,
-                        loss: loss_since_log / steps_since_log as f64,
-                        lr,
-                        tokens_per_s,
-                        elapsed_s: elapsed.as_secs_f64(),
-                    });
-                    (loss_since_log, steps_since_log) = (0.0, 0);
-                }
-                if self.step.is_multiple_of(t.checkpoint_every) {
+            let groups: Vec<&[PaddedBatch]> = batches.chunks(t.accumulate).collect();
+            while let Some(group) = groups.get(self.position.steps_in_epoch) {
+                let report = self.train_step(group, total_steps, &clock)?;
+                observer.on_step(&report);
+                if self.position.step.is_multiple_of(t.checkpoint_every) {
                     observer.on_checkpoint(self, CheckpointKind::Last)?;
                 }
+                if let Some(reason) = observer.stop_requested() {
+                    if !self.position.step.is_multiple_of(t.checkpoint_every) {
+                        observer.on_checkpoint(self, CheckpointKind::Last)?;
+                    }
+                    return Ok(RunOutcome::Stopped(reason));
+                }
             }
-            self.end_epoch(
-                epoch,
-                epoch_loss / epoch_steps.max(1) as f64,
-                started,
-                observer,
-            )?;
+            self.end_epoch(&clock, observer)?;
+            if let Some(reason) = observer.stop_requested() {
+                observer.on_checkpoint(self, CheckpointKind::Last)?;
+                return Ok(RunOutcome::Stopped(reason));
+            }
         }
-        if !self.step.is_multiple_of(t.checkpoint_every) {
-            observer.on_checkpoint(self, CheckpointKind::Last)?;
-        }
-        Ok(())
+        observer.on_checkpoint(self, CheckpointKind::Last)?;
+        Ok(RunOutcome::Finished)
     }
 
-    /// Validation, the epoch's metrics line, and a `Best` checkpoint when BLEU improved.
+    /// One optimiser step on `group`, advancing the position and the metrics.
+    fn train_step(
+        &mut self,
+        group: &[PaddedBatch],
+        total_steps: usize,
+        clock: &RunClock,
+    ) -> anyhow::Result<StepReport> {
+        let t = &self.config.training;
+        let step = self.position.step + 1;
+        let lr = noam_rate(step, self.config.model.d_model, t.lr_factor, t.warmup);
+        let log_every = t.log_every;
+        let loss = self.optimizer_step(group, lr, step)?;
+        let p = &mut self.position;
+        p.step = step;
+        p.steps_in_epoch += 1;
+        p.tokens_seen += group.iter().map(|b| b.ntokens).sum::<usize>();
+        p.epoch_loss_sum += loss;
+        p.log_loss_sum += loss;
+        p.log_steps += 1;
+        p.elapsed_s = clock.elapsed_s();
+        let tokens_per_s = p.tokens_seen as f64 / p.elapsed_s.max(1e-9);
+        if step.is_multiple_of(log_every) {
+            self.metrics.push(MetricRecord::Step {
+                step,
+                epoch: p.epoch,
+                loss: p.log_loss_sum / p.log_steps as f64,
+                lr,
+                tokens_per_s,
+                elapsed_s: p.elapsed_s,
+            });
+            (p.log_loss_sum, p.log_steps) = (0.0, 0);
+        }
+        Ok(StepReport {
+            step,
+            total_steps,
+            epoch: p.epoch,
+            loss,
+            lr,
+            tokens_per_s,
+            elapsed: Duration::from_secs_f64(p.elapsed_s),
+        })
+    }
+
+    /// Validation, the epoch's metrics line, a `Best` checkpoint when BLEU improved, and the
+    /// position moved to the next epoch.
     fn end_epoch(
         &mut self,
-        epoch: usize,
-        train_loss: f64,
-        started: Instant,
+        clock: &RunClock,
         observer: &mut dyn TrainObserver,
     ) -> anyhow::Result<()> {
         let (valid_loss, valid_bleu) = match &self.data.valid {
@@ -172,28 +322,37 @@ impl Trainer {
             ),
             None => (None, None),
         };
+        let p = &mut self.position;
+        p.elapsed_s = clock.elapsed_s();
         let record = MetricRecord::Epoch {
-            step: self.step,
-            epoch,
-            train_loss,
+            step: p.step,
+            epoch: p.epoch,
+            train_loss: p.epoch_loss_sum / p.steps_in_epoch.max(1) as f64,
             valid_loss,
             valid_bleu,
-            elapsed_s: started.elapsed().as_secs_f64(),
+            elapsed_s: p.elapsed_s,
         };
+        let improved = valid_bleu.filter(|&bleu| p.best_bleu.is_none_or(|best| bleu > best));
+        if improved.is_some() {
+            p.best_bleu = improved;
+        }
+        (p.epoch, p.steps_in_epoch, p.epoch_loss_sum) = (p.epoch + 1, 0, 0.0);
         self.metrics.push(record.clone());
         observer.on_epoch(&record, &self.metrics)?;
-        if let Some(bleu) = valid_bleu {
-            if self.best_bleu.is_none_or(|best| bleu > best) {
-                self.best_bleu = Some(bleu);
-                observer.on_checkpoint(self, CheckpointKind::Best)?;
-            }
+        if improved.is_some() {
+            observer.on_checkpoint(self, CheckpointKind::Best)?;
         }
         Ok(())
     }
 
     /// One optimiser step over `group` (accumulated batches); returns the loss per target
     /// token over the group.
-    fn optimizer_step(&mut self, group: &[PaddedBatch], lr: f64) -> anyhow::Result<f64> {
+    fn optimizer_step(
+        &mut self,
+        group: &[PaddedBatch],
+        lr: f64,
+        step: usize,
+    ) -> anyhow::Result<f64> {
         let group_tokens: usize = group.iter().map(|b| b.ntokens).sum();
         let mut grads: Vec<Option<Tensor>> = vec![None; self.optimizer.vars().len()];
         let mut total = 0.0;
@@ -202,11 +361,7 @@ impl Trainer {
                 / group_tokens as f64)?;
             let value = f64::from(loss.to_scalar::<f32>()?);
             if !value.is_finite() {
-                bail!(
-                    "the loss became {value} at step {}; lower training.lr_factor, raise \
-                     training.warmup or set training.clip_grad_norm, then train again",
-                    self.step
-                );
+                return Err(Diverged { step, loss: value }.into());
             }
             total += value;
             let store = loss.backward()?;
@@ -304,7 +459,12 @@ impl Trainer {
     }
 
     pub fn step(&self) -> usize {
-        self.step
+        self.position.step
+    }
+
+    /// Where the loop stands.
+    pub fn position(&self) -> &RunPosition {
+        &self.position
     }
 
     pub fn metrics(&self) -> &[MetricRecord] {
@@ -325,6 +485,25 @@ impl Trainer {
         tensors.extend(self.model.buffers());
         tensors.sort_by(|a, b| a.0.cmp(&b.0));
         Ok(tensors)
+    }
+}
+
+/// Training time across resumes: what earlier sessions took plus this one's wall clock.
+struct RunClock {
+    before: f64,
+    started: Instant,
+}
+
+impl RunClock {
+    fn new(before: f64) -> Self {
+        Self {
+            before,
+            started: Instant::now(),
+        }
+    }
+
+    fn elapsed_s(&self) -> f64 {
+        self.before + self.started.elapsed().as_secs_f64()
     }
 }
 

@@ -1,0 +1,120 @@
+//! What a checkpoint needs beyond the weights and Adam's moments to continue a run exactly:
+//! where the loop stands (epoch, batch, step), the running sums behind the logged metrics, the
+//! dropout stream's position, a fingerprint of the training data, and every metric so far.
+
+use serde::{Deserialize, Serialize};
+
+use super::events::MetricRecord;
+use crate::data::EncodedPair;
+
+/// Bumped when the file's meaning changes, so that an old checkpoint is refused by name.
+pub const STATE_FORMAT: u32 = 1;
+
+/// Where the loop stands, and the sums its metrics are averaged from.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunPosition {
+    /// Optimiser steps taken in the whole run.
+    pub step: usize,
+    /// The epoch in progress, from 1; `epochs + 1` once the run is complete.
+    pub epoch: usize,
+    /// Optimiser steps already taken in that epoch: the position in its batch order.
+    pub steps_in_epoch: usize,
+    pub epoch_loss_sum: f64,
+    /// Loss and steps since the last metrics.jsonl step record.
+    pub log_loss_sum: f64,
+    pub log_steps: usize,
+    pub tokens_seen: usize,
+    /// Training time so far, across resumes.
+    pub elapsed_s: f64,
+    pub best_bleu: Option<f64>,
+}
+
+impl RunPosition {
+    /// The start of a run.
+    pub fn start() -> Self {
+        Self {
+            step: 0,
+            epoch: 1,
+            steps_in_epoch: 0,
+            epoch_loss_sum: 0.0,
+            log_loss_sum: 0.0,
+            log_steps: 0,
+            tokens_seen: 0,
+            elapsed_s: 0.0,
+            best_bleu: None,
+        }
+    }
+}
+
+/// Identifies the encoded training pairs, so that a resume on different data is refused
+/// rather than silently continuing at a meaningless position.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DataFingerprint {
+    pub pairs: usize,
+    /// FNV-1a (64-bit, hex) over every source and target id.
+    pub hash: String,
+}
+
+impl DataFingerprint {
+    pub fn of(pairs: &[EncodedPair]) -> Self {
+        const OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
+        const PRIME: u64 = 0x0100_0000_01b3;
+        let mut hash = OFFSET;
+        let mut feed = |value: u32| {
+            for byte in value.to_le_bytes() {
+                hash = (hash ^ u64::from(byte)).wrapping_mul(PRIME);
+            }
+        };
+        for pair in pairs {
+            pair.src.iter().for_each(|&id| feed(id));
+            feed(u32::MAX);
+            pair.tgt.iter().for_each(|&id| feed(id));
+            feed(u32::MAX);
+        }
+        Self {
+            pairs: pairs.len(),
+            hash: format!("{hash:016x}"),
+        }
+    }
+}
+
+/// `training_state.json` in a `last/` checkpoint.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TrainingState {
+    pub format: u32,
+    pub position: RunPosition,
+    /// Adam's update count (its bias corrections depend on it).
+    pub adam_steps: usize,
+    pub dropout_seed: u64,
+    /// 32-bit words drawn from the dropout stream; a string because JSON numbers lose
+    /// integers above 2^53.
+    pub dropout_words: String,
+    pub data: DataFingerprint,
+    pub metrics: Vec<MetricRecord>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pair(src: &[u32], tgt: &[u32]) -> EncodedPair {
+        EncodedPair {
+            src: src.to_vec(),
+            tgt: tgt.to_vec(),
+        }
+    }
+
+    #[test]
+    fn the_fingerprint_sees_order_and_the_boundary_between_source_and_target() {
+        let a = DataFingerprint::of(&[pair(&[1, 2], &[3]), pair(&[4], &[5])]);
+        let swapped = DataFingerprint::of(&[pair(&[4], &[5]), pair(&[1, 2], &[3])]);
+        let moved = DataFingerprint::of(&[pair(&[1], &[2, 3]), pair(&[4], &[5])]);
+        assert_eq!(
+            a,
+            DataFingerprint::of(&[pair(&[1, 2], &[3]), pair(&[4], &[5])])
+        );
+        assert_ne!(a.hash, swapped.hash);
+        assert_ne!(a.hash, moved.hash);
+    }
+}

@@ -1,0 +1,228 @@
+//! Every bad input a user can give gets one `error:` line naming the file, key or value and
+//! the fix, and a non-zero exit; never a panic. Inputs the tool can go on with get a warning.
+
+mod common;
+
+use std::path::Path;
+
+use common::{succeeded, transformer};
+use tempfile::TempDir;
+
+/// Runs `transformer args` in `dir` and checks it failed with exactly one error line that
+/// contains every one of `needles`.
+fn fails_naming(dir: &Path, args: &[&str], needles: &[&str]) {
+    let output = transformer().current_dir(dir).args(args).output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    let errors: Vec<&str> = stderr.lines().filter(|l| l.starts_with("error:")).collect();
+    assert_eq!(errors.len(), 1, "{stderr}");
+    for needle in needles {
+        assert!(
+            errors[0].contains(needle),
+            "{needle:?} not in {:?}",
+            errors[0]
+        );
+    }
+}
+
+/// A directory holding `config.toml` with `text` (and the toy pairs as toy.tsv).
+fn with_config(text: &str) -> TempDir {
+    let dir = TempDir::new().unwrap();
+    std::fs::copy("data/toy.tsv", dir.path().join("toy.tsv")).unwrap();
+    std::fs::write(dir.path().join("config.toml"), text).unwrap();
+    dir
+}
+
+fn config_fails_naming(text: &str, needles: &[&str]) {
+    let dir = with_config(text);
+    let args = ["train", "--device", "cpu", "--config", "config.toml"];
+    fails_naming(dir.path(), &args, needles);
+    assert!(!dir.path().join("runs").exists(), "nothing was written");
+}
+
+#[test]
+fn a_toml_syntax_error_is_named_with_its_line() {
+    config_fails_naming(
+        "[model]\nlayers = 2\nd_model = = 32\n",
+        &["config.toml line 3", "model.d_model"],
+    );
+}
+
+#[test]
+fn a_value_of_the_wrong_type_is_named_with_what_was_expected() {
+    config_fails_naming(
+        "[model]\nlayers = \"six\"\n",
+        &["line 2", "model.layers", "expected a whole number"],
+    );
+    config_fails_naming(
+        "[training]\nlr_factor = \"fast\"\n",
+        &["training.lr_factor", "expected a number"],
+    );
+}
+
+#[test]
+fn zero_and_negative_sizes_are_refused_by_key() {
+    config_fails_naming("[model]\nd_ff = 0\n", &["model.d_ff", "at least 1, got 0"]);
+    config_fails_naming("[model]\nlayers = -2\n", &["model.layers", "-2"]);
+    config_fails_naming(
+        "[training]\nmax_tokens = 0\n",
+        &["training.max_tokens", "at least 1"],
+    );
+}
+
+#[test]
+fn dropout_outside_zero_to_one_is_refused_by_key() {
+    config_fails_naming(
+        "[model]\ndropout = 1.0\n",
+        &["model.dropout", "[0, 1)", "got 1"],
+    );
+    config_fails_naming("[model]\ndropout = -0.1\n", &["model.dropout", "got -0.1"]);
+}
+
+#[test]
+fn an_unknown_key_in_any_section_is_named() {
+    config_fails_naming(
+        "[training]\nlearning_rate = 1\n",
+        &["line 2", "learning_rate"],
+    );
+}
+
+#[test]
+fn an_empty_corpus_is_named_with_how_to_fix_it() {
+    let dir = with_config("[data]\ntrain = \"empty.tsv\"\n");
+    std::fs::write(dir.path().join("empty.tsv"), "\n\n").unwrap();
+    let args = ["train", "--device", "cpu", "--config", "config.toml"];
+    fails_naming(
+        dir.path(),
+        &args,
+        &["empty.tsv", "no usable sentence pairs"],
+    );
+}
+
+#[test]
+fn parallel_files_of_different_lengths_are_named_with_both_counts() {
+    let dir = with_config("[data]\ntrain = { src = \"train.de\", tgt = \"train.en\" }\n");
+    std::fs::write(dir.path().join("train.de"), "ein\nzwei\ndrei\n").unwrap();
+    std::fs::write(dir.path().join("train.en"), "one\ntwo\n").unwrap();
+    let args = ["train", "--device", "cpu", "--config", "config.toml"];
+    fails_naming(
+        dir.path(),
+        &args,
+        &["train.de has 3 lines", "train.en has 2", "aligned"],
+    );
+}
+
+#[test]
+fn a_missing_validation_file_is_named() {
+    let dir = with_config("[data]\ntrain = \"toy.tsv\"\nvalid = \"valid.tsv\"\n");
+    let args = ["train", "--device", "cpu", "--config", "config.toml"];
+    fails_naming(dir.path(), &args, &["valid.tsv", "check the path"]);
+}
+
+/// A checkpoint of a tiny model with an 8-position table, trained for one epoch.
+fn small_checkpoint() -> TempDir {
+    let dir = with_config(
+        "[model]\nlayers = 1\nd_model = 16\nd_ff = 32\nheads = 2\nmax_len = 8\n\
+         [data]\ntrain = \"toy.tsv\"\n[training]\nepochs = 1\nmax_tokens = 64\n",
+    );
+    succeeded(
+        transformer()
+            .current_dir(dir.path())
+            .args([
+                "train",
+                "--device",
+                "cpu",
+                "--quiet",
+                "--config",
+                "config.toml",
+            ])
+            .args(["--out", "run"]),
+    );
+    dir
+}
+
+const TRANSLATE: [&str; 6] = ["translate", "--device", "cpu", "--checkpoint", "run", "ich"];
+
+#[test]
+fn weights_that_are_not_safetensors_are_called_damaged() {
+    let dir = small_checkpoint();
+    let garbage: Vec<u8> = (0..4096u32).map(|i| (i * 7919 % 251) as u8).collect();
+    std::fs::write(dir.path().join("run/last/model.safetensors"), garbage).unwrap();
+    fails_naming(dir.path(), &TRANSLATE, &["model.safetensors", "damaged"]);
+    std::fs::write(dir.path().join("run/last/model.safetensors"), b"").unwrap();
+    fails_naming(dir.path(), &TRANSLATE, &["model.safetensors", "damaged"]);
+}
+
+#[test]
+fn a_damaged_checkpoint_config_is_named_with_its_line() {
+    let dir = small_checkpoint();
+    std::fs::write(dir.path().join("run/last/config.toml"), "[model\n").unwrap();
+    fails_naming(dir.path(), &TRANSLATE, &["run/last", "config.toml line 1"]);
+}
+
+#[test]
+fn a_missing_vocabulary_file_says_the_checkpoint_is_incomplete() {
+    let dir = small_checkpoint();
+    std::fs::remove_file(dir.path().join("run/last/vocab.tgt.txt")).unwrap();
+    fails_naming(
+        dir.path(),
+        &TRANSLATE,
+        &["run/last is incomplete", "vocab.tgt.txt"],
+    );
+}
+
+#[test]
+fn input_longer_than_the_position_table_is_cut_with_a_warning_and_the_stream_goes_on() {
+    let dir = small_checkpoint();
+    let long = "ich mochte ein bier ich mochte ein bier ich mochte";
+    let output = succeeded(
+        transformer()
+            .current_dir(dir.path())
+            .args(["translate", "--device", "cpu", "--checkpoint", "run"])
+            .write_stdin(format!("{long}\nich\n")),
+    );
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(
+        stdout.lines().count(),
+        2,
+        "one output line per input line: {stdout}"
+    );
+    assert!(
+        stderr.contains("has 10 tokens") && stderr.contains("only the first 6"),
+        "{stderr}"
+    );
+    let single = succeeded(transformer().current_dir(dir.path()).args([
+        "translate",
+        "--device",
+        "cpu",
+        "--checkpoint",
+        "run",
+        long,
+    ]));
+    assert!(String::from_utf8_lossy(&single.stderr).contains("model.max_len 8"));
+}
+
+#[test]
+fn eval_names_a_missing_hypothesis_file() {
+    let dir = TempDir::new().unwrap();
+    std::fs::write(dir.path().join("ref.txt"), "a b c\n").unwrap();
+    fails_naming(
+        dir.path(),
+        &["eval", "--hyp", "hyp.txt", "--ref", "ref.txt"],
+        &["hyp.txt"],
+    );
+}
+
+#[test]
+fn eval_names_hypotheses_and_references_of_different_lengths() {
+    let dir = TempDir::new().unwrap();
+    std::fs::write(dir.path().join("hyp.txt"), "a b c\n").unwrap();
+    std::fs::write(dir.path().join("ref.txt"), "a b c\nd e\n").unwrap();
+    fails_naming(
+        dir.path(),
+        &["eval", "--hyp", "hyp.txt", "--ref", "ref.txt"],
+        &["hyp.txt", "ref.txt"],
+    );
+}

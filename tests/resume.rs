@@ -1,0 +1,335 @@
+//! Runs that stop (on request, on a signal, by kill -9, by a crash mid-write, by a diverging
+//! loss) lose nothing, and resumed runs take exactly the steps the uninterrupted run takes.
+
+mod common;
+
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStderr, Command as StdCommand, Stdio};
+
+use common::{succeeded, transformer};
+use predicates::prelude::*;
+use predicates::str::contains;
+use serde_json::Value;
+use tempfile::TempDir;
+
+/// Two one-pair batches per epoch (so runs stop mid-epoch), dropout on, validation on.
+fn write_config(dir: &Path, epochs: usize, extra_training: &str) -> PathBuf {
+    let data = std::fs::canonicalize("data/toy.tsv").unwrap();
+    let text = format!(
+        "[model]\nlayers = 2\nd_model = 32\nd_ff = 64\nheads = 4\ndropout = 0.1\n\n\
+         [data]\ntrain = {data:?}\nvalid = {data:?}\n\n\
+         [training]\nseed = 3\nepochs = {epochs}\nmax_tokens = 8\nlr_factor = 2.0\n\
+         warmup = 20\nlog_every = 1\ncheckpoint_every = 5\n{extra_training}"
+    );
+    let path = dir.join("config.toml");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+fn train(config: &Path, out: &Path, extra: &[&str]) -> std::process::Output {
+    succeeded(
+        transformer()
+            .args(["train", "--device", "cpu", "--config"])
+            .arg(config)
+            .arg("--out")
+            .arg(out)
+            .args(extra),
+    )
+}
+
+fn resume(run: &Path, extra: &[&str]) -> std::process::Output {
+    succeeded(
+        transformer()
+            .args(["train", "--device", "cpu", "--resume"])
+            .arg(run)
+            .args(extra),
+    )
+}
+
+/// metrics.jsonl without the wall-clock fields.
+fn metrics(run: &Path) -> Vec<Value> {
+    std::fs::read_to_string(run.join("metrics.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|line| {
+            let mut record: Value = serde_json::from_str(line).unwrap();
+            let fields = record.as_object_mut().unwrap();
+            fields.remove("elapsed_s");
+            fields.remove("tokens_per_s");
+            record
+        })
+        .collect()
+}
+
+/// Every record equal, numbers within 1e-6.
+fn assert_same_metrics(a: &[Value], b: &[Value]) {
+    assert_eq!(a.len(), b.len(), "{a:?}\n{b:?}");
+    for (x, y) in a.iter().zip(b) {
+        let (x, y) = (x.as_object().unwrap(), y.as_object().unwrap());
+        assert_eq!(x.keys().collect::<Vec<_>>(), y.keys().collect::<Vec<_>>());
+        for (key, value) in x {
+            match (value.as_f64(), y[key].as_f64()) {
+                (Some(p), Some(q)) => assert!((p - q).abs() <= 1e-6, "{key}: {p} vs {q}"),
+                _ => assert_eq!(value, &y[key], "{key}"),
+            }
+        }
+    }
+}
+
+fn checkpoint_step(run: &Path) -> u64 {
+    let text = std::fs::read_to_string(run.join("last/training_state.json")).unwrap();
+    let state: Value = serde_json::from_str(&text).unwrap();
+    state["position"]["step"].as_u64().unwrap()
+}
+
+/// A running `train` and its stderr, read as far as the progress line that was waited for.
+struct Running {
+    child: Child,
+    stderr: BufReader<ChildStderr>,
+    step: u64,
+}
+
+impl Running {
+    /// The rest of stderr, once the process has ended.
+    fn finish(mut self) -> (std::process::ExitStatus, String) {
+        let mut rest = String::new();
+        self.stderr.read_to_string(&mut rest).unwrap();
+        (self.child.wait().unwrap(), rest)
+    }
+}
+
+/// Starts a long run and returns it once its progress shows step `at_least`.
+fn spawn_until_step(config: &Path, out: &Path, at_least: u64) -> Running {
+    let mut child = StdCommand::new(env!("CARGO_BIN_EXE_transformer"))
+        .args(["train", "--device", "cpu", "--config"])
+        .arg(config)
+        .arg("--out")
+        .arg(out)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    while stderr.read_line(&mut line).unwrap() > 0 {
+        let step = line
+            .strip_prefix("step ")
+            .and_then(|rest| rest.split('/').next())
+            .and_then(|n| n.parse::<u64>().ok());
+        if let Some(step) = step.filter(|&s| s >= at_least) {
+            return Running {
+                child,
+                stderr,
+                step,
+            };
+        }
+        line.clear();
+    }
+    let status = child.wait().unwrap();
+    panic!("the run ended ({status}) before step {at_least}");
+}
+
+fn send_signal(flag: &str, child: &Child) {
+    let status = StdCommand::new("kill")
+        .args([flag, &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
+
+#[test]
+fn a_run_stopped_mid_epoch_and_resumed_logs_exactly_the_losses_of_an_uninterrupted_run() {
+    let dir = TempDir::new().unwrap();
+    let config = write_config(dir.path(), 6, "");
+    let (whole, parts) = (dir.path().join("whole"), dir.path().join("parts"));
+    train(&config, &whole, &[]);
+    let stopped = train(&config, &parts, &["--stop-at-step", "7"]);
+    let stderr = String::from_utf8_lossy(&stopped.stderr);
+    assert!(stderr.contains("--resume"), "{stderr}");
+    assert_eq!(checkpoint_step(&parts), 7);
+    resume(&parts, &["--stop-at-step", "10"]);
+    resume(&parts, &[]);
+    assert_same_metrics(&metrics(&whole), &metrics(&parts));
+    for file in [
+        "last/model.safetensors",
+        "last/optimizer.safetensors",
+        "best/model.safetensors",
+    ] {
+        let (a, b) = (whole.join(file), parts.join(file));
+        assert!(
+            std::fs::read(a).unwrap() == std::fs::read(b).unwrap(),
+            "{file} differs"
+        );
+    }
+}
+
+#[test]
+fn sigint_finishes_the_step_saves_it_exits_130_and_the_resumed_run_matches() {
+    let dir = TempDir::new().unwrap();
+    let config = write_config(dir.path(), 5000, "");
+    let run = dir.path().join("run");
+    let running = spawn_until_step(&config, &run, 12);
+    send_signal("-INT", &running.child);
+    let (exit, rest) = running.finish();
+    assert_eq!(exit.code(), Some(130), "{rest}");
+    assert!(
+        rest.contains("interrupted by SIGINT") && rest.contains("--resume"),
+        "{rest}"
+    );
+    let stopped_at = checkpoint_step(&run);
+    let until = (stopped_at + 6).to_string();
+    resume(&run, &["--stop-at-step", &until]);
+    let straight = dir.path().join("straight");
+    train(&config, &straight, &["--stop-at-step", &until]);
+    assert_same_metrics(&metrics(&straight), &metrics(&run));
+}
+
+#[test]
+fn sigterm_also_stops_with_a_checkpoint_of_the_current_step() {
+    let dir = TempDir::new().unwrap();
+    let config = write_config(dir.path(), 5000, "");
+    let run = dir.path().join("run");
+    let running = spawn_until_step(&config, &run, 3);
+    let seen = running.step;
+    send_signal("-TERM", &running.child);
+    let (exit, rest) = running.finish();
+    assert_eq!(exit.code(), Some(143), "{rest}");
+    assert!(rest.contains("interrupted by SIGTERM"), "{rest}");
+    assert!(checkpoint_step(&run) >= seen);
+}
+
+#[test]
+fn kill_9_loses_at_most_checkpoint_every_steps_and_the_run_resumes() {
+    let dir = TempDir::new().unwrap();
+    let config = write_config(dir.path(), 5000, "");
+    let run = dir.path().join("run");
+    let mut running = spawn_until_step(&config, &run, 23);
+    let seen = running.step;
+    running.child.kill().unwrap();
+    running.finish();
+    let saved = checkpoint_step(&run);
+    // Progress for step s is printed before step s's checkpoint is written, so when step
+    // `seen` showed, every checkpoint up to the one before it was complete.
+    assert!(saved + 5 > seen, "saw step {seen}, checkpoint at {saved}");
+    let until = (saved + 3).to_string();
+    resume(&run, &["--stop-at-step", &until]);
+    assert_eq!(checkpoint_step(&run), saved + 3);
+}
+
+#[test]
+fn a_crash_while_writing_a_checkpoint_leaves_the_previous_one_usable() {
+    let dir = TempDir::new().unwrap();
+    let config = write_config(dir.path(), 6, "");
+    let run = dir.path().join("run");
+    train(&config, &run, &["--stop-at-step", "5"]);
+    // What a crash halfway through writing the next checkpoint leaves behind.
+    let staging = run.join(".last.tmp");
+    std::fs::create_dir(&staging).unwrap();
+    let weights = std::fs::read(run.join("last/model.safetensors")).unwrap();
+    std::fs::write(
+        staging.join("model.safetensors"),
+        &weights[..weights.len() / 3],
+    )
+    .unwrap();
+    std::fs::write(run.join(".metrics.jsonl.tmp"), "{\"kind\": \"st").unwrap();
+    transformer()
+        .args(["translate", "--device", "cpu", "--checkpoint"])
+        .arg(run.join("last"))
+        .arg("ich mochte ein bier")
+        .assert()
+        .success();
+    resume(&run, &["--stop-at-step", "8"]);
+    assert_eq!(checkpoint_step(&run), 8);
+    assert!(
+        !staging.exists(),
+        "the half-written checkpoint was cleaned up"
+    );
+}
+
+#[test]
+fn a_crash_between_the_two_renames_falls_back_to_the_retired_checkpoint() {
+    let dir = TempDir::new().unwrap();
+    let config = write_config(dir.path(), 6, "");
+    let run = dir.path().join("run");
+    train(&config, &run, &["--stop-at-step", "5"]);
+    std::fs::rename(run.join("last"), run.join(".last.old")).unwrap();
+    std::fs::remove_dir_all(run.join("best")).unwrap();
+    transformer()
+        .args(["translate", "--device", "cpu", "--checkpoint"])
+        .arg(&run)
+        .arg("ich mochte ein bier")
+        .assert()
+        .success();
+    resume(&run, &["--stop-at-step", "7"]);
+    assert_eq!(checkpoint_step(&run), 7);
+    assert!(!run.join(".last.old").exists());
+}
+
+#[test]
+fn a_diverging_loss_stops_with_the_step_keeps_the_checkpoint_and_suggests_a_fix() {
+    let dir = TempDir::new().unwrap();
+    let config = write_config(dir.path(), 20, "");
+    let text = std::fs::read_to_string(&config).unwrap();
+    let text = text
+        .replace("lr_factor = 2.0", "lr_factor = 1e30")
+        .replace("checkpoint_every = 5", "checkpoint_every = 1");
+    std::fs::write(&config, text).unwrap();
+    let run = dir.path().join("run");
+    transformer()
+        .args(["train", "--device", "cpu", "--config"])
+        .arg(&config)
+        .arg("--out")
+        .arg(&run)
+        .assert()
+        .failure()
+        .stderr(
+            contains("the loss became NaN at step 2")
+                .and(contains("checkpoint of step 1 is kept"))
+                .and(contains("training.lr_factor")),
+        );
+    assert_eq!(checkpoint_step(&run), 1);
+}
+
+#[test]
+fn resuming_a_finished_run_says_there_is_nothing_to_do() {
+    let dir = TempDir::new().unwrap();
+    let config = write_config(dir.path(), 2, "");
+    let run = dir.path().join("run");
+    train(&config, &run, &[]);
+    let out = resume(&run, &[]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("nothing to resume"));
+}
+
+#[test]
+fn resuming_on_different_data_is_refused_by_name() {
+    let dir = TempDir::new().unwrap();
+    let data = dir.path().join("pairs.tsv");
+    std::fs::write(&data, "ich mochte ein bier\ti want a beer\n").unwrap();
+    let config = dir.path().join("config.toml");
+    let text = format!(
+        "[model]\nlayers = 1\nd_model = 16\nd_ff = 32\nheads = 2\n[data]\ntrain = {data:?}\n\
+         [training]\nepochs = 3\nmax_tokens = 8\n"
+    );
+    std::fs::write(&config, text).unwrap();
+    let run = dir.path().join("run");
+    train(&config, &run, &["--stop-at-step", "1"]);
+    std::fs::write(&data, "ich mochte ein bier\ti want a beer .\n").unwrap();
+    transformer()
+        .args(["train", "--device", "cpu", "--resume"])
+        .arg(&run)
+        .assert()
+        .failure()
+        .stderr(contains("training data differs").and(contains("cannot resume from")));
+}
+
+#[test]
+fn resuming_a_directory_without_a_run_says_what_to_pass() {
+    let dir = TempDir::new().unwrap();
+    transformer()
+        .args(["train", "--device", "cpu", "--resume"])
+        .arg(dir.path())
+        .assert()
+        .failure()
+        .stderr(contains("has no last/model.safetensors"));
+}
