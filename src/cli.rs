@@ -25,6 +25,8 @@ pub enum Command {
     Eval(EvalArgs),
     /// Redraw a run's loss.png from its metrics.jsonl
     Plot(PlotArgs),
+    /// Draw every attention head (encoder, decoder, encoder-decoder) for one sentence as a PNG
+    Attention(AttentionArgs),
     /// The Annotated Transformer's untrained-model demo: greedy decoding with random weights
     InferTest(InferTestArgs),
 }
@@ -133,6 +135,26 @@ pub struct PlotArgs {
     /// Where to write the picture (default: RUN_DIR/loss.png)
     #[arg(long, value_name = "FILE")]
     pub out: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct AttentionArgs {
+    /// The source sentence
+    pub text: String,
+    /// Checkpoint or run directory (default: the latest run under runs/)
+    #[arg(long, value_name = "DIR")]
+    pub checkpoint: Option<PathBuf>,
+    /// Where to write the picture
+    #[arg(long, value_name = "FILE", default_value = "attention.png")]
+    pub out: PathBuf,
+    /// Teacher-force this translation instead of the model's own greedy one
+    #[arg(long, value_name = "TEXT")]
+    pub target: Option<String>,
+    /// Draw only these layers (1-based, comma-separated; default: all)
+    #[arg(long, value_name = "N,...", value_delimiter = ',')]
+    pub layers: Vec<usize>,
+    #[command(flatten)]
+    pub device: DeviceArgs,
 }
 
 #[derive(Debug, Args)]

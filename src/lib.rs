@@ -9,14 +9,18 @@
 //! - [`model::embeddings`]: embeddings scaled by sqrt(d_model), sinusoidal positions (3.4, 3.5)
 //! - [`model::masks`]: padding and subsequent-position masks (3.2.3)
 //! - [`model::encoder_decoder`]: EncoderDecoder, the Generator, `make_model` with Xavier init
+//! - [`model::attention_maps`]: every head's attention for one sentence pair (the
+//!   Annotated Transformer's "Attention Visualization")
 //! - [`model::dropout`]: residual and attention dropout (5.4) from a seeded source
 //! - [`model::linear`]: the linear layers, with bias gradients as matrix products
-//! - [`train`]: label smoothing (5.4), Adam and the Noam schedule (5.3), the loop
+//! - [`train`]: label smoothing (5.4), Adam and the Noam schedule (5.3), the loop, and the
+//!   state that lets a run resume exactly
 //! - [`decode`]: greedy decoding (the reference's loop and a cached, batched one), beam
 //!   search; [`translator`]: sentences in, sentences out
 //! - [`metrics`]: BLEU (6.1) and chrF exactly as sacreBLEU computes them
 //! - [`data`]: corpora and cleaning, word and BPE tokenizers, token-budget batches
-//! - [`checkpoint`]: the run directory; [`plot`]: loss.png
+//! - [`checkpoint`]: the run directory, written atomically; [`plot`]: loss.png and attention
+//!   heatmaps
 //! - [`config`]: every hyper-parameter and its default; [`device`]: CPU or CUDA
 
 pub mod checkpoint;

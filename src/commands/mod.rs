@@ -1,5 +1,6 @@
 //! Glue per subcommand: arguments -> config -> device -> library call -> output.
 
+mod attention;
 mod eval;
 mod infer_test;
 mod plot;
@@ -20,6 +21,7 @@ pub fn run(command: Command) -> anyhow::Result<()> {
         Command::Translate(args) => translate::run(args),
         Command::Eval(args) => eval::run(args),
         Command::Plot(args) => plot::run(args),
+        Command::Attention(args) => attention::run(args),
         Command::InferTest(args) => infer_test::run(args),
     }
 }

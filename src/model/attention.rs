@@ -1,5 +1,7 @@
 //! Scaled dot-product attention and MultiHeadedAttention (paper section 3.2, Figure 2).
 
+use std::cell::{Cell, RefCell};
+
 use candle_core::{Result, Tensor, D};
 use candle_nn::VarBuilder;
 
@@ -81,6 +83,15 @@ pub struct MultiHeadedAttention {
     heads: usize,
     head_dim: usize,
     dropout: f64,
+    recorder: AttentionRecorder,
+}
+
+/// Keeps the probabilities of the latest forward pass when switched on: the reference's
+/// `self.attn`, opt-in so that training does not hold on to them.
+#[derive(Default)]
+struct AttentionRecorder {
+    on: Cell<bool>,
+    last: RefCell<Option<Tensor>>,
 }
 
 impl MultiHeadedAttention {
@@ -93,7 +104,21 @@ impl MultiHeadedAttention {
             heads: cfg.heads,
             head_dim: cfg.head_dim(),
             dropout: cfg.attention_dropout,
+            recorder: AttentionRecorder::default(),
         })
+    }
+
+    /// Starts (or stops, dropping what was kept) keeping each forward pass's probabilities.
+    pub fn record(&self, on: bool) {
+        self.recorder.on.set(on);
+        if !on {
+            self.recorder.last.replace(None);
+        }
+    }
+
+    /// The probabilities `(batch, heads, q_len, k_len)` of the latest pass while recording.
+    pub fn recorded(&self) -> Option<Tensor> {
+        self.recorder.last.borrow().clone()
     }
 
     /// `query` `(batch, q_len, d_model)`, `key`/`value` `(batch, k_len, d_model)`, `mask`
@@ -151,7 +176,7 @@ impl MultiHeadedAttention {
         let (batch, q_len, d_model) = query.dims3()?;
         let query = self.split_heads(&self.linears[0].forward(query)?)?;
         let mask = mask.map(|m| m.unsqueeze(1)).transpose()?;
-        let (x, _) = attention(
+        let (x, probabilities) = attention(
             &query,
             &key_values.keys,
             &key_values.values,
@@ -159,6 +184,9 @@ impl MultiHeadedAttention {
             self.dropout,
             mode,
         )?;
+        if self.recorder.on.get() {
+            self.recorder.last.replace(Some(probabilities));
+        }
         // "Concat" the heads back into (batch, q_len, d_model).
         let x = x.transpose(1, 2)?.reshape((batch, q_len, d_model))?;
         self.linears[3].forward(&x)

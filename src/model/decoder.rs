@@ -32,6 +32,15 @@ impl DecoderLayer {
         })
     }
 
+    pub fn self_attention(&self) -> &MultiHeadedAttention {
+        &self.self_attn
+    }
+
+    /// Attention over the encoder memory ("encoder-decoder attention").
+    pub fn source_attention(&self) -> &MultiHeadedAttention {
+        &self.src_attn
+    }
+
     /// `xs` `(batch, tgt_len, d_model)`, `memory` `(batch, src_len, d_model)`, `src_mask`
     /// `(batch, 1, src_len)`, `tgt_mask` `(batch, tgt_len, tgt_len)`.
     pub fn forward(
@@ -118,6 +127,10 @@ impl Decoder {
             layers,
             norm: LayerNorm::new(cfg.d_model, vb.pp("norm"))?,
         })
+    }
+
+    pub fn layers(&self) -> &[DecoderLayer] {
+        &self.layers
     }
 
     /// The state before the first incremental step: source keys/values for every layer.

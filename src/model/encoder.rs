@@ -29,6 +29,10 @@ impl EncoderLayer {
         })
     }
 
+    pub fn self_attention(&self) -> &MultiHeadedAttention {
+        &self.self_attn
+    }
+
     /// `xs` `(batch, src_len, d_model)`, `mask` `(batch, 1, src_len)`.
     pub fn forward(&self, xs: &Tensor, mask: &Tensor, mode: Mode) -> Result<Tensor> {
         let xs = self.sublayer[0].forward(xs, mode, |x| {
@@ -53,6 +57,10 @@ impl Encoder {
             layers,
             norm: LayerNorm::new(cfg.d_model, vb.pp("norm"))?,
         })
+    }
+
+    pub fn layers(&self) -> &[EncoderLayer] {
+        &self.layers
     }
 
     /// `xs` `(batch, src_len, d_model)` embedded source, `mask` `(batch, 1, src_len)`.

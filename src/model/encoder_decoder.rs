@@ -142,6 +142,14 @@ impl EncoderDecoder {
         &self.generator
     }
 
+    pub fn encoder(&self) -> &Encoder {
+        &self.encoder
+    }
+
+    pub fn decoder(&self) -> &Decoder {
+        &self.decoder
+    }
+
     /// The non-trained tensors a checkpoint carries: the two position tables.
     pub fn buffers(&self) -> Vec<(String, Tensor)> {
         vec![

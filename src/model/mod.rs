@@ -4,6 +4,7 @@
 //! state_dict keys, so checkpoints move between the two unchanged.
 
 pub mod attention;
+pub mod attention_maps;
 pub mod decoder;
 pub mod dropout;
 pub mod embeddings;
@@ -14,6 +15,7 @@ pub mod layers;
 pub mod linear;
 pub mod masks;
 
+pub use attention_maps::{attention_maps, AttentionMaps};
 pub use decoder::DecoderState;
 pub use dropout::{DropoutRng, Mode};
 pub use encoder_decoder::{make_model, EncoderDecoder, Generator, VocabSizes};

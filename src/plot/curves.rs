@@ -1,28 +1,15 @@
 //! Training curves as a picture: `loss.png` in the run directory, redrawn at every checkpoint.
-//! Pure Rust (plotters' bitmap backend, DejaVu Sans compiled in): no system libraries.
 
 use std::path::Path;
-use std::sync::Once;
 
-use anyhow::anyhow;
 use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
-use plotters::style::FontStyle;
 
+use super::{write_png_atomic, DrawResult};
 use crate::train::MetricRecord;
 
-const FONT: &[u8] = include_bytes!("../assets/DejaVuSans.ttf");
 const SIZE: (u32, u32) = (1000, 700);
 const BLEU_COLOR: RGBColor = RGBColor(0, 130, 60);
-
-fn register_font() {
-    static ONCE: Once = Once::new();
-    ONCE.call_once(|| {
-        // The bytes are a valid TrueType font compiled into the binary; a failure would leave
-        // text unrendered, never crash.
-        let _ = plotters::style::register_font("sans-serif", FontStyle::Normal, FONT);
-    });
-}
 
 /// The series a picture shows, pulled out of metrics.jsonl records.
 #[derive(Default)]
@@ -66,22 +53,12 @@ impl Curves {
 /// Draws training and validation loss (and validation BLEU when there is some) against the
 /// step into a PNG at `path`, written to a temporary file first and renamed.
 pub fn write_training_curves(metrics: &[MetricRecord], path: &Path) -> anyhow::Result<()> {
-    register_font();
     let curves = Curves::from(metrics);
     if curves.train_steps.is_empty() && curves.train_epochs.is_empty() {
         return Ok(());
     }
-    // The encoder picks the format from the extension, so the temporary name ends in .png.
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let tmp = path.with_file_name(format!(".tmp.{name}"));
-    draw(&curves, &tmp).map_err(|e| anyhow!("cannot draw {}: {e}", path.display()))?;
-    std::fs::rename(&tmp, path).map_err(|e| anyhow!("cannot write {}: {e}", path.display()))
+    write_png_atomic(path, |tmp| draw(&curves, tmp))
 }
-
-type DrawResult = Result<(), Box<dyn std::error::Error>>;
 
 fn draw(curves: &Curves, path: &Path) -> DrawResult {
     let root = BitMapBackend::new(path, SIZE).into_drawing_area();
