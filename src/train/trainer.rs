@@ -4,18 +4,18 @@
 //! (weights, Adam's moments, its position, the dropout stream) can be saved and restored, so
 //! that a resumed run takes exactly the steps the uninterrupted one would have.
 
-use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use candle_core::{Device, Tensor};
 use candle_nn::VarMap;
 
+use super::clip::clip_grad_norm;
 use super::events::{CheckpointKind, MetricRecord, StepReport, StopReason, TrainObserver};
 use super::fused_loss::FusedLabelSmoothing;
 use super::loss::LabelSmoothing;
 use super::optimizer::{Adam, AdamSettings};
 use super::schedule::noam_rate;
-use super::state::{DataFingerprint, RunPosition, TrainingState, STATE_FORMAT};
+use super::state::RunPosition;
 use crate::config::Config;
 use crate::data::vocab::PAD_ID;
 use crate::data::{epoch_batches, ordered_batches, EncodedPair, PaddedBatch, Tokenizers};
@@ -43,15 +43,15 @@ pub struct ValidationData {
 /// A model being trained, with its optimiser state and its metrics so far.
 pub struct Trainer {
     config: Config,
-    data: TrainingData,
+    pub(super) data: TrainingData,
     device: Device,
-    varmap: VarMap,
+    pub(super) varmap: VarMap,
     model: EncoderDecoder,
-    optimizer: Adam,
+    pub(super) optimizer: Adam,
     criterion: LabelSmoothing,
-    dropout_rng: DropoutRng,
-    position: RunPosition,
-    metrics: Vec<MetricRecord>,
+    pub(super) dropout_rng: DropoutRng,
+    pub(super) position: RunPosition,
+    pub(super) metrics: Vec<MetricRecord>,
 }
 
 /// How `Trainer::run` ended.
@@ -77,18 +77,6 @@ impl std::fmt::Display for Diverged {
 }
 
 impl std::error::Error for Diverged {}
-
-/// A saved run to continue: the model's tensors, Adam's moments (`<name>.exp_avg`,
-/// `<name>.exp_avg_sq`) and the loop's state.
-pub struct ResumePoint {
-    pub weights: HashMap<String, Tensor>,
-    pub moments: HashMap<String, Tensor>,
-    pub state: TrainingState,
-}
-
-/// Suffixes of Adam's moments in `optimizer.safetensors`, as torch names them.
-const FIRST_MOMENT: &str = "exp_avg";
-const SECOND_MOMENT: &str = "exp_avg_sq";
 
 impl Trainer {
     /// A freshly initialised model for `data`, seeded from the config.
@@ -128,99 +116,6 @@ impl Trainer {
             position: RunPosition::start(),
             metrics: Vec::new(),
         })
-    }
-
-    /// The trainer of a saved run, ready to take its next step; `data` must encode to the
-    /// same pairs as when the run was saved.
-    pub fn resume(
-        config: Config,
-        data: TrainingData,
-        device: &Device,
-        point: ResumePoint,
-    ) -> anyhow::Result<Self> {
-        let state = point.state;
-        if state.format != STATE_FORMAT {
-            anyhow::bail!(
-                "training state format {} is not {STATE_FORMAT}, the one this version writes",
-                state.format
-            );
-        }
-        let fingerprint = DataFingerprint::of(&data.pairs);
-        if fingerprint != state.data {
-            anyhow::bail!(
-                "the training data differs from the run's ({} pairs, hash {}, now {} pairs, hash \
-                 {}); resume needs the same corpus and tokenizers, or start a new run",
-                state.data.pairs,
-                state.data.hash,
-                fingerprint.pairs,
-                fingerprint.hash
-            );
-        }
-        let mut trainer = Self::new(config, data, device)?;
-        let names = trainer.parameter_names()?;
-        let take = |map: &HashMap<String, Tensor>, name: &str, what: &str| {
-            map.get(name).cloned().ok_or_else(|| {
-                anyhow::anyhow!("the checkpoint has no {what} {name}; it cannot be resumed")
-            })
-        };
-        let (mut first, mut second) = (Vec::new(), Vec::new());
-        for (name, var) in names.iter().zip(trainer.optimizer.vars()) {
-            let weight = take(&point.weights, name, "weight")?;
-            if weight.shape() != var.shape() {
-                anyhow::bail!(
-                    "tensor {name} has shape {:?} but the config needs {:?}",
-                    weight.dims(),
-                    var.dims()
-                );
-            }
-            var.set(&weight.to_device(device)?)?;
-            let moment = |suffix| take(&point.moments, &format!("{name}.{suffix}"), "moment");
-            first.push(moment(FIRST_MOMENT)?.to_device(device)?);
-            second.push(moment(SECOND_MOMENT)?.to_device(device)?);
-        }
-        trainer.optimizer.restore(state.adam_steps, first, second)?;
-        let words = state.dropout_words.parse::<u128>().map_err(|_| {
-            anyhow::anyhow!("dropout_words {:?} is not a number", state.dropout_words)
-        })?;
-        trainer.dropout_rng = DropoutRng::at_position(state.dropout_seed, words);
-        trainer.position = state.position;
-        trainer.metrics = state.metrics;
-        Ok(trainer)
-    }
-
-    /// What a `Last` checkpoint needs to resume this run: Adam's moments under
-    /// `<parameter>.exp_avg` / `.exp_avg_sq`, and the loop's state.
-    pub fn resume_files(&self) -> anyhow::Result<(Vec<(String, Tensor)>, TrainingState)> {
-        let names = self.parameter_names()?;
-        let (first, second) = self.optimizer.moments();
-        let mut moments = Vec::with_capacity(2 * names.len());
-        for ((name, m), v) in names.iter().zip(first).zip(second) {
-            moments.push((format!("{name}.{FIRST_MOMENT}"), m.clone()));
-            moments.push((format!("{name}.{SECOND_MOMENT}"), v.clone()));
-        }
-        let (dropout_seed, words) = self.dropout_rng.position();
-        let state = TrainingState {
-            format: STATE_FORMAT,
-            position: self.position.clone(),
-            adam_steps: self.optimizer.steps_taken(),
-            dropout_seed,
-            dropout_words: words.to_string(),
-            data: DataFingerprint::of(&self.data.pairs),
-            metrics: self.metrics.clone(),
-        };
-        Ok((moments, state))
-    }
-
-    /// Parameter names in the order of the optimiser's variables (sorted, as `new` made it).
-    fn parameter_names(&self) -> anyhow::Result<Vec<String>> {
-        let vars = self
-            .varmap
-            .data()
-            .lock()
-            .map_err(|_| anyhow::anyhow!("parameter map lock poisoned"))?;
-        let mut names: Vec<String> = vars.keys().cloned().collect();
-        names.sort();
-        Ok(names)
     }
 
     /// Optimiser steps in the whole run.
@@ -504,52 +399,5 @@ impl RunClock {
 
     fn elapsed_s(&self) -> f64 {
         self.before + self.started.elapsed().as_secs_f64()
-    }
-}
-
-/// Scales all gradients down so that their global L2 norm is at most `max_norm`, as
-/// torch.nn.utils.clip_grad_norm_ does.
-fn clip_grad_norm(grads: &mut [Option<Tensor>], max_norm: f64) -> candle_core::Result<()> {
-    let squares = grads
-        .iter()
-        .flatten()
-        .map(|g| g.sqr()?.sum_all())
-        .collect::<candle_core::Result<Vec<_>>>()?;
-    if squares.is_empty() {
-        return Ok(());
-    }
-    let norm = f64::from(
-        Tensor::stack(&squares, 0)?
-            .sum_all()?
-            .sqrt()?
-            .to_scalar::<f32>()?,
-    );
-    let scale = max_norm / (norm + 1e-6);
-    if scale < 1.0 {
-        for grad in grads.iter_mut().flatten() {
-            *grad = (&*grad * scale)?;
-        }
-    }
-    Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn clipping_rescales_to_the_max_norm_and_leaves_small_gradients_alone() {
-        let dev = Device::Cpu;
-        let mut grads = vec![
-            Some(Tensor::new(&[3f32, 0.], &dev).unwrap()),
-            None,
-            Some(Tensor::new(&[4f32], &dev).unwrap()),
-        ];
-        clip_grad_norm(&mut grads, 1.0).unwrap();
-        let a = grads[0].as_ref().unwrap().to_vec1::<f32>().unwrap();
-        let b = grads[2].as_ref().unwrap().to_vec1::<f32>().unwrap();
-        assert!((a[0] - 0.6).abs() < 1e-5 && (b[0] - 0.8).abs() < 1e-5);
-        clip_grad_norm(&mut grads, 10.0).unwrap();
-        assert!((grads[0].as_ref().unwrap().to_vec1::<f32>().unwrap()[0] - 0.6).abs() < 1e-5);
     }
 }

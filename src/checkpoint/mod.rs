@@ -1,0 +1,245 @@
+//! The run directory: what a checkpoint is on disk, written atomically, and read back.
+//!
+//! ```text
+//! runs/<name>/
+//!   metrics.jsonl         one JSON object per logged step and per epoch
+//!   loss.png              training and validation curves, redrawn at each checkpoint
+//!   last/                 the latest weights, plus what `train --resume` needs
+//!   best/                 the weights with the best validation BLEU (when there is validation)
+//! <checkpoint>/
+//!   model.safetensors     every tensor under the PyTorch reference's state_dict name
+//!   config.toml           the resolved config (every value explicit)
+//!   vocab.src.txt, vocab.tgt.txt     word vocabularies, or
+//!   tokenizer.json (joint) / tokenizer.src.json + tokenizer.tgt.json   BPE tokenizers
+//!   optimizer.safetensors Adam's moments, `<parameter>.exp_avg` / `.exp_avg_sq` (last/ only)
+//!   training_state.json   step, epoch, batch position, dropout stream, metrics (last/ only)
+//! ```
+//!
+//! A checkpoint is written whole into a hidden sibling (`.last.tmp/`) and then swapped in by
+//! two renames, so a crash at any moment leaves the previous checkpoint readable: as `last/`,
+//! or, between the two renames, as `.last.old/`, which loading falls back to.
+
+mod strict;
+mod write;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+use anyhow::{bail, Context};
+use candle_core::{Device, Tensor};
+
+use crate::config::Config;
+use crate::data::Tokenizers;
+use crate::model::EncoderDecoder;
+use crate::train::{MetricRecord, ResumePoint, TrainingState};
+use crate::translator::{DecodeOptions, Translator};
+use strict::build_model;
+pub use write::{save, save_metrics, write_atomic, CheckpointContents};
+
+pub const MODEL_FILE: &str = "model.safetensors";
+pub const CONFIG_FILE: &str = "config.toml";
+pub const METRICS_FILE: &str = "metrics.jsonl";
+/// The training-curves picture in the run directory.
+pub const LOSS_PLOT_FILE: &str = "loss.png";
+pub const OPTIMIZER_FILE: &str = "optimizer.safetensors";
+pub const STATE_FILE: &str = "training_state.json";
+pub const LAST_DIR: &str = "last";
+pub const BEST_DIR: &str = "best";
+
+/// Where `transformer train` puts runs by default, and `translate` looks for the latest.
+pub const RUNS_ROOT: &str = "runs";
+
+/// Reads a run directory's `metrics.jsonl`.
+pub fn load_metrics(run_dir: &Path) -> anyhow::Result<Vec<MetricRecord>> {
+    let path = run_dir.join(METRICS_FILE);
+    let text = std::fs::read_to_string(&path)
+        .with_context(|| format!("cannot read {}; is this a run directory?", path.display()))?;
+    text.lines()
+        .enumerate()
+        .filter(|(_, line)| !line.trim().is_empty())
+        .map(|(i, line)| {
+            serde_json::from_str(line).with_context(|| {
+                format!("{} line {} is not a metrics record", path.display(), i + 1)
+            })
+        })
+        .collect()
+}
+
+/// A checkpoint read back: its config, tokenizers, and the model built from its weights.
+pub struct Checkpoint {
+    pub dir: PathBuf,
+    pub config: Config,
+    pub tokenizers: Tokenizers,
+    pub model: EncoderDecoder,
+}
+
+impl Checkpoint {
+    /// A translator over this checkpoint's model and tokenizers.
+    pub fn translator<'a>(&'a self, device: &'a Device, options: DecodeOptions) -> Translator<'a> {
+        Translator {
+            model: &self.model,
+            tokenizers: &self.tokenizers,
+            max_positions: self.config.model.max_len,
+            device,
+            options,
+        }
+    }
+}
+
+/// The checkpoint a path names: the directory itself when it holds weights, else its `best/`,
+/// else its `last/` (so a run directory works too).
+pub fn resolve(path: &Path) -> anyhow::Result<PathBuf> {
+    if !path.is_dir() {
+        bail!(
+            "checkpoint directory {} does not exist; train one with `transformer train` or pass \
+             --checkpoint DIR",
+            path.display()
+        );
+    }
+    std::iter::once(path.to_path_buf())
+        .chain(
+            [BEST_DIR, LAST_DIR]
+                .into_iter()
+                .flat_map(|name| [path.join(name), path.join(format!(".{name}.old"))]),
+        )
+        .find(|dir| dir.join(MODEL_FILE).is_file())
+        .ok_or_else(|| {
+            anyhow::anyhow!(
+                "{} holds no {MODEL_FILE} (nor best/ or last/ with one); the checkpoint is \
+                 incomplete, train again or pick another run",
+                path.display()
+            )
+        })
+}
+
+/// Loads the checkpoint at `path` (see `resolve`) onto `device`.
+pub fn load(path: &Path, device: &Device) -> anyhow::Result<Checkpoint> {
+    let dir = resolve(path)?;
+    let (config, tokenizers, tensors) = read_parts(&dir, device)?;
+    let model = build_model(&dir, &config, &tokenizers, tensors, device)?;
+    Ok(Checkpoint {
+        dir,
+        config,
+        tokenizers,
+        model,
+    })
+}
+
+/// A run's `last/` checkpoint with everything `train --resume` needs, checked as strictly
+/// as `load` checks weights.
+pub struct ResumeCheckpoint {
+    pub dir: PathBuf,
+    pub config: Config,
+    pub tokenizers: Tokenizers,
+    pub point: ResumePoint,
+}
+
+/// Reads the resumable checkpoint of the run directory `run_dir`.
+pub fn load_for_resume(run_dir: &Path, device: &Device) -> anyhow::Result<ResumeCheckpoint> {
+    let dir = [
+        run_dir.join(LAST_DIR),
+        run_dir.join(format!(".{LAST_DIR}.old")),
+    ]
+    .into_iter()
+    .find(|dir| dir.join(MODEL_FILE).is_file())
+    .ok_or_else(|| {
+        anyhow::anyhow!(
+            "{} has no {LAST_DIR}/{MODEL_FILE}; pass the run directory that `transformer \
+                 train` wrote (runs/<name>)",
+            run_dir.display()
+        )
+    })?;
+    let state_path = dir.join(STATE_FILE);
+    let text = std::fs::read_to_string(&state_path).with_context(|| {
+        format!(
+            "cannot read {}; this checkpoint was not written for resuming (an older version \
+             or a best/ copy), so start a new run",
+            state_path.display()
+        )
+    })?;
+    let state: TrainingState = serde_json::from_str(&text).map_err(|e| {
+        anyhow::anyhow!(
+            "{} is damaged ({e}); resume from a copy or start a new run",
+            state_path.display()
+        )
+    })?;
+    let (config, tokenizers, weights) = read_parts(&dir, device)?;
+    build_model(&dir, &config, &tokenizers, weights.clone(), device)?;
+    let moments = read_tensors(&dir.join(OPTIMIZER_FILE), device)?;
+    Ok(ResumeCheckpoint {
+        dir,
+        config,
+        tokenizers,
+        point: ResumePoint {
+            weights,
+            moments,
+            state,
+        },
+    })
+}
+
+/// A checkpoint directory's config, tokenizers and weights, each failure naming its file.
+fn read_parts(
+    dir: &Path,
+    device: &Device,
+) -> anyhow::Result<(Config, Tokenizers, HashMap<String, Tensor>)> {
+    let config = Config::load(&dir.join(CONFIG_FILE))
+        .with_context(|| format!("checkpoint {} has no usable config", dir.display()))?;
+    let tokenizers = Tokenizers::load(dir).with_context(|| {
+        format!(
+            "checkpoint {} is incomplete or damaged (train again or pick another run)",
+            dir.display()
+        )
+    })?;
+    let tensors = read_tensors(&dir.join(MODEL_FILE), device)?;
+    Ok((config, tokenizers, tensors))
+}
+
+fn read_tensors(path: &Path, device: &Device) -> anyhow::Result<HashMap<String, Tensor>> {
+    candle_core::safetensors::load(path, device).map_err(|e| {
+        anyhow::anyhow!(
+            "cannot read {}: {e}; the file is damaged, train again or pick another run",
+            path.display()
+        )
+    })
+}
+
+/// The run under `root` whose weights were written last.
+pub fn latest_run(root: &Path) -> anyhow::Result<PathBuf> {
+    let none_found = || {
+        anyhow::anyhow!(
+            "no checkpoint found under {}/; train one with `transformer train` or pass \
+             --checkpoint DIR",
+            root.display()
+        )
+    };
+    let entries = std::fs::read_dir(root).map_err(|_| none_found())?;
+    let mut best: Option<(SystemTime, PathBuf)> = None;
+    for entry in entries.flatten() {
+        let Ok(dir) = resolve(&entry.path()) else {
+            continue;
+        };
+        let Ok(modified) = dir.join(MODEL_FILE).metadata().and_then(|m| m.modified()) else {
+            continue;
+        };
+        if best.as_ref().is_none_or(|(t, _)| modified > *t) {
+            best = Some((modified, entry.path()));
+        }
+    }
+    best.map(|(_, dir)| dir).ok_or_else(none_found)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_missing_runs_directory_says_how_to_get_a_checkpoint() {
+        let dir = tempfile::tempdir().unwrap();
+        let err = latest_run(&dir.path().join("runs"))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("transformer train"), "{err}");
+    }
+}

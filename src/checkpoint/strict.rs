@@ -1,0 +1,123 @@
+//! Strict loading, as PyTorch's `load_state_dict(strict=True)`: every tensor the model asks
+//! for must be there with its shape, and every tensor in the file must be asked for.
+
+use std::collections::{HashMap, HashSet};
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+use anyhow::bail;
+use candle_core::{DType, Device, Shape, Tensor};
+use candle_nn::var_builder::SimpleBackend;
+use candle_nn::{Init, VarBuilder};
+
+use super::MODEL_FILE;
+use crate::config::Config;
+use crate::data::Tokenizers;
+use crate::model::{EncoderDecoder, VocabSizes};
+
+/// Serves a checkpoint's tensors to a `VarBuilder` and remembers which names the model asked
+/// for, so that tensors nobody asked for can be reported (PyTorch's strict loading).
+struct RecordingBackend {
+    tensors: HashMap<String, Tensor>,
+    requested: Arc<Mutex<HashSet<String>>>,
+}
+
+impl RecordingBackend {
+    fn new(tensors: HashMap<String, Tensor>) -> (Self, Arc<Mutex<HashSet<String>>>) {
+        let requested = Arc::new(Mutex::new(HashSet::new()));
+        let backend = Self {
+            tensors,
+            requested: requested.clone(),
+        };
+        (backend, requested)
+    }
+
+    fn fetch(&self, name: &str) -> candle_core::Result<&Tensor> {
+        if let Ok(mut requested) = self.requested.lock() {
+            requested.insert(name.to_string());
+        }
+        self.tensors
+            .get(name)
+            .ok_or_else(|| candle_core::Error::Msg(format!("tensor {name} is missing")))
+    }
+}
+
+impl SimpleBackend for RecordingBackend {
+    fn get(
+        &self,
+        shape: Shape,
+        name: &str,
+        _: Init,
+        dtype: DType,
+        device: &Device,
+    ) -> candle_core::Result<Tensor> {
+        let tensor = self.fetch(name)?;
+        if tensor.shape() != &shape {
+            candle_core::bail!(
+                "tensor {name} has shape {:?} but the config needs {:?}",
+                tensor.dims(),
+                shape.dims()
+            )
+        }
+        tensor.to_device(device)?.to_dtype(dtype)
+    }
+
+    fn get_unchecked(
+        &self,
+        name: &str,
+        dtype: DType,
+        device: &Device,
+    ) -> candle_core::Result<Tensor> {
+        self.fetch(name)?.to_device(device)?.to_dtype(dtype)
+    }
+
+    fn contains_tensor(&self, name: &str) -> bool {
+        self.tensors.contains_key(name)
+    }
+}
+
+/// The model for `config` from `tensors`, loaded strictly: a tensor missing, of the wrong
+/// shape, or left over is named.
+pub(super) fn build_model(
+    dir: &Path,
+    config: &Config,
+    tokenizers: &Tokenizers,
+    tensors: HashMap<String, Tensor>,
+    device: &Device,
+) -> anyhow::Result<EncoderDecoder> {
+    let weights_path = dir.join(MODEL_FILE);
+    let file_names: Vec<String> = tensors.keys().cloned().collect();
+    let (backend, requested) = RecordingBackend::new(tensors);
+    let vb = VarBuilder::from_backend(Box::new(backend), DType::F32, device.clone());
+    let vocab = VocabSizes {
+        src: tokenizers.src.vocab_size(),
+        tgt: tokenizers.tgt.vocab_size(),
+    };
+    let model = EncoderDecoder::new(&config.model, vocab, vb).map_err(|e| {
+        anyhow::anyhow!(
+            "{} does not match its config and tokenizers: {e}",
+            weights_path.display()
+        )
+    })?;
+    let requested = requested
+        .lock()
+        .map_err(|_| anyhow::anyhow!("lock poisoned"))?;
+    let mut unused: Vec<&String> = file_names
+        .iter()
+        .filter(|n| !requested.contains(*n))
+        .collect();
+    if !unused.is_empty() {
+        unused.sort();
+        bail!(
+            "{} holds tensors that a model with its config.toml does not have: {}; the weights \
+             and the config do not belong together",
+            weights_path.display(),
+            unused
+                .iter()
+                .map(|n| n.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+    Ok(model)
+}

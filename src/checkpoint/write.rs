@@ -1,0 +1,142 @@
+//! Writing checkpoints and run files so that a crash never leaves a reader half of one.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+use candle_core::{Device, Tensor};
+
+use super::{CONFIG_FILE, METRICS_FILE, MODEL_FILE, OPTIMIZER_FILE, STATE_FILE};
+use crate::config::Config;
+use crate::data::Tokenizers;
+use crate::train::{MetricRecord, TrainingState};
+
+/// What a checkpoint holds, borrowed from a training run.
+pub struct CheckpointContents<'a> {
+    pub config: &'a Config,
+    pub tokenizers: &'a Tokenizers,
+    pub tensors: &'a [(String, Tensor)],
+    /// Adam's moments and the loop's state, for checkpoints that `train --resume` reads.
+    pub resume: Option<(&'a [(String, Tensor)], &'a TrainingState)>,
+}
+
+/// Writes a checkpoint as the directory `dir`, replacing any earlier one there only once
+/// every file of the new one is on disk (see the module docs).
+pub fn save(dir: &Path, contents: &CheckpointContents) -> anyhow::Result<()> {
+    let staging = hidden_sibling(dir, "tmp")?;
+    let retired = hidden_sibling(dir, "old")?;
+    let context = || format!("cannot write checkpoint {}", dir.display());
+    // A crash between the two renames of an earlier save leaves only the retired copy.
+    if !dir.exists() && retired.is_dir() {
+        std::fs::rename(&retired, dir).with_context(context)?;
+    }
+    // A crash during an earlier save leaves a half-written staging directory.
+    if staging.exists() {
+        std::fs::remove_dir_all(&staging).with_context(context)?;
+    }
+    std::fs::create_dir_all(&staging).with_context(context)?;
+    write_synced(
+        &staging.join(CONFIG_FILE),
+        contents.config.to_toml()?.as_bytes(),
+    )?;
+    for (name, text) in contents.tokenizers.files()? {
+        write_synced(&staging.join(name), text.as_bytes())?;
+    }
+    write_synced(
+        &staging.join(MODEL_FILE),
+        &serialize_tensors(contents.tensors)?,
+    )?;
+    if let Some((moments, state)) = contents.resume {
+        write_synced(&staging.join(OPTIMIZER_FILE), &serialize_tensors(moments)?)?;
+        let json = serde_json::to_string_pretty(state)?;
+        write_synced(&staging.join(STATE_FILE), json.as_bytes())?;
+    }
+    sync_dir(&staging)?;
+    if dir.exists() {
+        std::fs::rename(dir, &retired).with_context(context)?;
+    }
+    std::fs::rename(&staging, dir).with_context(context)?;
+    if let Some(parent) = dir.parent() {
+        sync_dir(parent)?;
+    }
+    if retired.exists() {
+        std::fs::remove_dir_all(&retired).with_context(context)?;
+    }
+    Ok(())
+}
+
+/// `runs/x/last` -> `runs/x/.last.<suffix>`.
+fn hidden_sibling(dir: &Path, suffix: &str) -> anyhow::Result<PathBuf> {
+    let name = dir
+        .file_name()
+        .with_context(|| format!("{} is not a directory path", dir.display()))?;
+    Ok(dir.with_file_name(format!(".{}.{suffix}", name.to_string_lossy())))
+}
+
+/// Creates `path`, writes `bytes` and waits until they are on disk.
+fn write_synced(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
+    let write = || -> std::io::Result<()> {
+        let mut file = File::create(path)?;
+        file.write_all(bytes)?;
+        file.sync_all()
+    };
+    write().with_context(|| format!("cannot write {}", path.display()))
+}
+
+/// Makes a directory's entries (new files, renames) durable.
+fn sync_dir(dir: &Path) -> anyhow::Result<()> {
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .with_context(|| format!("cannot sync directory {}", dir.display()))
+}
+
+/// Writes `metrics.jsonl` (one JSON object per line) into the run directory.
+pub fn save_metrics(run_dir: &Path, metrics: &[MetricRecord]) -> anyhow::Result<()> {
+    std::fs::create_dir_all(run_dir)
+        .with_context(|| format!("cannot create run directory {}", run_dir.display()))?;
+    let mut text = String::new();
+    for record in metrics {
+        text.push_str(&serde_json::to_string(record)?);
+        text.push('\n');
+    }
+    write_atomic(&run_dir.join(METRICS_FILE), text.as_bytes())
+}
+
+fn serialize_tensors(tensors: &[(String, Tensor)]) -> anyhow::Result<Vec<u8>> {
+    let on_host = tensors
+        .iter()
+        .map(|(name, t)| Ok((name.as_str(), t.to_device(&Device::Cpu)?.contiguous()?)))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    // "format": "pt" lets Hugging Face tooling treat the file as a PyTorch state_dict.
+    let metadata = HashMap::from([("format".to_string(), "pt".to_string())]);
+    Ok(safetensors::serialize(on_host, Some(metadata))?)
+}
+
+/// Writes `bytes` to a temporary file beside `path`, syncs it, then renames it over `path`:
+/// readers see the old file or the new one, never half of one.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
+    let file_name = path
+        .file_name()
+        .with_context(|| format!("{} is not a file path", path.display()))?;
+    let tmp = path.with_file_name(format!(".{}.tmp", file_name.to_string_lossy()));
+    write_synced(&tmp, bytes)?;
+    std::fs::rename(&tmp, path).with_context(|| format!("cannot write {}", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_atomic_write_replaces_the_file_and_leaves_no_temporary() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("x.txt");
+        write_atomic(&path, b"one").unwrap();
+        write_atomic(&path, b"two").unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), b"two");
+        let names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().flatten().collect();
+        assert_eq!(names.len(), 1);
+    }
+}

@@ -1,0 +1,119 @@
+//! Saving and restoring a trainer's whole state: the weights, Adam's moments (named as
+//! torch names them) and the loop's state, so that a resumed run takes exactly the steps the
+//! uninterrupted run would have taken.
+
+use std::collections::HashMap;
+
+use candle_core::{Device, Tensor};
+
+use super::state::{DataFingerprint, TrainingState, STATE_FORMAT};
+use super::trainer::{Trainer, TrainingData};
+use crate::config::Config;
+use crate::model::DropoutRng;
+
+/// A saved run to continue: the model's tensors, Adam's moments (`<name>.exp_avg`,
+/// `<name>.exp_avg_sq`) and the loop's state.
+pub struct ResumePoint {
+    pub weights: HashMap<String, Tensor>,
+    pub moments: HashMap<String, Tensor>,
+    pub state: TrainingState,
+}
+
+/// Suffixes of Adam's moments in `optimizer.safetensors`, as torch names them.
+const FIRST_MOMENT: &str = "exp_avg";
+const SECOND_MOMENT: &str = "exp_avg_sq";
+
+impl Trainer {
+    /// The trainer of a saved run, ready to take its next step; `data` must encode to the
+    /// same pairs as when the run was saved.
+    pub fn resume(
+        config: Config,
+        data: TrainingData,
+        device: &Device,
+        point: ResumePoint,
+    ) -> anyhow::Result<Self> {
+        let state = point.state;
+        if state.format != STATE_FORMAT {
+            anyhow::bail!(
+                "training state format {} is not {STATE_FORMAT}, the one this version writes",
+                state.format
+            );
+        }
+        let fingerprint = DataFingerprint::of(&data.pairs);
+        if fingerprint != state.data {
+            anyhow::bail!(
+                "the training data differs from the run's ({} pairs, hash {}, now {} pairs, hash \
+                 {}); resume needs the same corpus and tokenizers, or start a new run",
+                state.data.pairs,
+                state.data.hash,
+                fingerprint.pairs,
+                fingerprint.hash
+            );
+        }
+        let mut trainer = Self::new(config, data, device)?;
+        let names = trainer.parameter_names()?;
+        let take = |map: &HashMap<String, Tensor>, name: &str, what: &str| {
+            map.get(name).cloned().ok_or_else(|| {
+                anyhow::anyhow!("the checkpoint has no {what} {name}; it cannot be resumed")
+            })
+        };
+        let (mut first, mut second) = (Vec::new(), Vec::new());
+        for (name, var) in names.iter().zip(trainer.optimizer.vars()) {
+            let weight = take(&point.weights, name, "weight")?;
+            if weight.shape() != var.shape() {
+                anyhow::bail!(
+                    "tensor {name} has shape {:?} but the config needs {:?}",
+                    weight.dims(),
+                    var.dims()
+                );
+            }
+            var.set(&weight.to_device(device)?)?;
+            let moment = |suffix| take(&point.moments, &format!("{name}.{suffix}"), "moment");
+            first.push(moment(FIRST_MOMENT)?.to_device(device)?);
+            second.push(moment(SECOND_MOMENT)?.to_device(device)?);
+        }
+        trainer.optimizer.restore(state.adam_steps, first, second)?;
+        let words = state.dropout_words.parse::<u128>().map_err(|_| {
+            anyhow::anyhow!("dropout_words {:?} is not a number", state.dropout_words)
+        })?;
+        trainer.dropout_rng = DropoutRng::at_position(state.dropout_seed, words);
+        trainer.position = state.position;
+        trainer.metrics = state.metrics;
+        Ok(trainer)
+    }
+
+    /// What a `Last` checkpoint needs to resume this run: Adam's moments under
+    /// `<parameter>.exp_avg` / `.exp_avg_sq`, and the loop's state.
+    pub fn resume_files(&self) -> anyhow::Result<(Vec<(String, Tensor)>, TrainingState)> {
+        let names = self.parameter_names()?;
+        let (first, second) = self.optimizer.moments();
+        let mut moments = Vec::with_capacity(2 * names.len());
+        for ((name, m), v) in names.iter().zip(first).zip(second) {
+            moments.push((format!("{name}.{FIRST_MOMENT}"), m.clone()));
+            moments.push((format!("{name}.{SECOND_MOMENT}"), v.clone()));
+        }
+        let (dropout_seed, words) = self.dropout_rng.position();
+        let state = TrainingState {
+            format: STATE_FORMAT,
+            position: self.position.clone(),
+            adam_steps: self.optimizer.steps_taken(),
+            dropout_seed,
+            dropout_words: words.to_string(),
+            data: DataFingerprint::of(&self.data.pairs),
+            metrics: self.metrics.clone(),
+        };
+        Ok((moments, state))
+    }
+
+    /// Parameter names in the order of the optimiser's variables (sorted, as `new` made it).
+    fn parameter_names(&self) -> anyhow::Result<Vec<String>> {
+        let vars = self
+            .varmap
+            .data()
+            .lock()
+            .map_err(|_| anyhow::anyhow!("parameter map lock poisoned"))?;
+        let mut names: Vec<String> = vars.keys().cloned().collect();
+        names.sort();
+        Ok(names)
+    }
+}
