@@ -215,6 +215,16 @@ fn kill_9_loses_at_most_checkpoint_every_steps_and_the_run_resumes() {
     let until = (saved + 3).to_string();
     resume(&run, &["--stop-at-step", &until]);
     assert_eq!(checkpoint_step(&run), saved + 3);
+    let steps: Vec<u64> = metrics(&run)
+        .iter()
+        .filter(|r| r["kind"] == "step")
+        .map(|r| r["step"].as_u64().unwrap())
+        .collect();
+    let expected: Vec<u64> = (1..=saved + 3).collect();
+    assert_eq!(
+        steps, expected,
+        "each step logged once, none from after the kill"
+    );
 }
 
 #[test]
@@ -332,4 +342,19 @@ fn resuming_a_directory_without_a_run_says_what_to_pass() {
         .assert()
         .failure()
         .stderr(contains("has no last/model.safetensors"));
+}
+
+#[test]
+fn a_checkpoint_without_training_state_cannot_be_resumed_and_says_why() {
+    let dir = TempDir::new().unwrap();
+    let config = write_config(dir.path(), 3, "");
+    let run = dir.path().join("run");
+    train(&config, &run, &["--stop-at-step", "2"]);
+    std::fs::remove_file(run.join("last/training_state.json")).unwrap();
+    transformer()
+        .args(["train", "--device", "cpu", "--resume"])
+        .arg(&run)
+        .assert()
+        .failure()
+        .stderr(contains("training_state.json").and(contains("not written for resuming")));
 }

@@ -163,6 +163,8 @@ fn resumed_trainer(
     let (data, samples) = prepare_data(&config, Some(saved.tokenizers))?;
     let trainer = Trainer::resume(config, data, device, saved.point)
         .with_context(|| format!("cannot resume from {}", saved.dir.display()))?;
+    // Records logged after the checkpoint by the stopped process would be logged again.
+    checkpoint::save_metrics(run_dir, trainer.metrics())?;
     let p = trainer.position();
     eprintln!(
         "resuming {} at step {} (epoch {}, {} steps into it)",

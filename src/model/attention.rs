@@ -1,6 +1,7 @@
 //! Scaled dot-product attention and MultiHeadedAttention (paper section 3.2, Figure 2).
 
-use std::cell::{Cell, RefCell};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
 
 use candle_core::{Result, Tensor, D};
 use candle_nn::VarBuilder;
@@ -87,11 +88,20 @@ pub struct MultiHeadedAttention {
 }
 
 /// Keeps the probabilities of the latest forward pass when switched on: the reference's
-/// `self.attn`, opt-in so that training does not hold on to them.
+/// `self.attn`, opt-in so that training does not hold on to them. Atomic and locked so that
+/// the model stays shareable between threads.
 #[derive(Default)]
 struct AttentionRecorder {
-    on: Cell<bool>,
-    last: RefCell<Option<Tensor>>,
+    on: AtomicBool,
+    last: Mutex<Option<Tensor>>,
+}
+
+impl AttentionRecorder {
+    fn keep(&self, probabilities: Option<Tensor>) {
+        if let Ok(mut last) = self.last.lock() {
+            *last = probabilities;
+        }
+    }
 }
 
 impl MultiHeadedAttention {
@@ -110,15 +120,15 @@ impl MultiHeadedAttention {
 
     /// Starts (or stops, dropping what was kept) keeping each forward pass's probabilities.
     pub fn record(&self, on: bool) {
-        self.recorder.on.set(on);
+        self.recorder.on.store(on, Ordering::Relaxed);
         if !on {
-            self.recorder.last.replace(None);
+            self.recorder.keep(None);
         }
     }
 
     /// The probabilities `(batch, heads, q_len, k_len)` of the latest pass while recording.
     pub fn recorded(&self) -> Option<Tensor> {
-        self.recorder.last.borrow().clone()
+        self.recorder.last.lock().ok()?.clone()
     }
 
     /// `query` `(batch, q_len, d_model)`, `key`/`value` `(batch, k_len, d_model)`, `mask`
@@ -184,8 +194,8 @@ impl MultiHeadedAttention {
             self.dropout,
             mode,
         )?;
-        if self.recorder.on.get() {
-            self.recorder.last.replace(Some(probabilities));
+        if self.recorder.on.load(Ordering::Relaxed) {
+            self.recorder.keep(Some(probabilities));
         }
         // "Concat" the heads back into (batch, q_len, d_model).
         let x = x.transpose(1, 2)?.reshape((batch, q_len, d_model))?;
@@ -205,6 +215,12 @@ impl MultiHeadedAttention {
 mod tests {
     use super::*;
     use candle_core::{DType, Device};
+
+    #[test]
+    fn the_model_can_be_shared_between_threads() {
+        fn shareable<T: Send + Sync>() {}
+        shareable::<crate::model::EncoderDecoder>();
+    }
 
     #[test]
     fn masked_positions_get_zero_attention() {
