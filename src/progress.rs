@@ -22,7 +22,9 @@ pub struct TrainProgress {
 }
 
 impl TrainProgress {
-    pub fn new(total_steps: usize, log_every: usize, verbosity: Verbosity) -> Self {
+    /// Progress towards `total_steps`, starting at `done` (a resumed run's step), so that the
+    /// bar's rate and ETA count only this session's steps.
+    pub fn new(total_steps: usize, done: usize, log_every: usize, verbosity: Verbosity) -> Self {
         let terminal = std::io::stderr().is_terminal();
         match (verbosity, terminal) {
             (Verbosity::Quiet, _) => Self {
@@ -30,7 +32,7 @@ impl TrainProgress {
                 plain_every: None,
             },
             (Verbosity::Normal, true) => Self {
-                bar: Some(training_bar(total_steps)),
+                bar: Some(training_bar(total_steps, done)),
                 plain_every: None,
             },
             (Verbosity::Normal, false) => Self {
@@ -76,7 +78,7 @@ fn print_line(line: &str) {
     let _ = writeln!(std::io::stderr().lock(), "{line}");
 }
 
-fn training_bar(total_steps: usize) -> ProgressBar {
+fn training_bar(total_steps: usize, done: usize) -> ProgressBar {
     let bar = ProgressBar::with_draw_target(Some(total_steps as u64), ProgressDrawTarget::stderr());
     let style = ProgressStyle::with_template(
         "{elapsed_precise} [{bar:30.cyan/blue}] step {pos}/{len} {msg} ETA {eta}",
@@ -84,6 +86,8 @@ fn training_bar(total_steps: usize) -> ProgressBar {
     .unwrap_or_else(|_| ProgressStyle::default_bar())
     .progress_chars("=> ");
     bar.set_style(style);
+    bar.set_position(done as u64);
+    bar.reset_eta();
     bar.enable_steady_tick(Duration::from_millis(250));
     bar
 }

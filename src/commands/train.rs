@@ -54,6 +54,7 @@ pub fn run(args: TrainArgs) -> anyhow::Result<()> {
     let mut observer = CheckpointingObserver {
         progress: TrainProgress::new(
             trainer.total_steps(),
+            position.step,
             trainer.config().training.log_every,
             verbosity,
         ),
