@@ -44,12 +44,9 @@ pub fn save(dir: &Path, contents: &CheckpointContents) -> anyhow::Result<()> {
     for (name, text) in contents.tokenizers.files()? {
         write_synced(&staging.join(name), text.as_bytes())?;
     }
-    write_synced(
-        &staging.join(MODEL_FILE),
-        &serialize_tensors(contents.tensors)?,
-    )?;
+    write_tensors(&staging.join(MODEL_FILE), contents.tensors)?;
     if let Some((moments, state)) = contents.resume {
-        write_synced(&staging.join(OPTIMIZER_FILE), &serialize_tensors(moments)?)?;
+        write_tensors(&staging.join(OPTIMIZER_FILE), moments)?;
         let json = serde_json::to_string_pretty(state)?;
         write_synced(&staging.join(STATE_FILE), json.as_bytes())?;
     }
@@ -104,14 +101,22 @@ pub fn save_metrics(run_dir: &Path, metrics: &[MetricRecord]) -> anyhow::Result<
     write_atomic(&run_dir.join(METRICS_FILE), text.as_bytes())
 }
 
-fn serialize_tensors(tensors: &[(String, Tensor)]) -> anyhow::Result<Vec<u8>> {
+/// Writes `tensors` as safetensors and waits until they are on disk. Streamed tensor by
+/// tensor, so that saving the base model with its optimizer state does not first build a
+/// half-gigabyte buffer.
+fn write_tensors(path: &Path, tensors: &[(String, Tensor)]) -> anyhow::Result<()> {
     let on_host = tensors
         .iter()
         .map(|(name, t)| Ok((name.as_str(), t.to_device(&Device::Cpu)?.contiguous()?)))
         .collect::<anyhow::Result<Vec<_>>>()?;
     // "format": "pt" lets Hugging Face tooling treat the file as a PyTorch state_dict.
     let metadata = HashMap::from([("format".to_string(), "pt".to_string())]);
-    Ok(safetensors::serialize(on_host, Some(metadata))?)
+    let cannot =
+        |e: &dyn std::fmt::Display| anyhow::anyhow!("cannot write {}: {e}", path.display());
+    safetensors::serialize_to_file(on_host, Some(metadata), path).map_err(|e| cannot(&e))?;
+    File::open(path)
+        .and_then(|f| f.sync_all())
+        .map_err(|e| cannot(&e))
 }
 
 /// Writes `bytes` to a temporary file beside `path`, syncs it, then renames it over `path`:
