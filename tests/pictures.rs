@@ -103,7 +103,7 @@ fn attention_can_teacher_force_a_given_translation() {
 }
 
 #[test]
-fn attention_names_a_layer_the_model_does_not_have_and_refuses_an_empty_sentence() {
+fn attention_names_a_missing_layer_an_empty_sentence_and_an_unwritable_out_path() {
     let dir = tiny_run(&[]);
     attention(dir.path(), &["ich", "--layers", "3"])
         .failure()
@@ -111,6 +111,12 @@ fn attention_names_a_layer_the_model_does_not_have_and_refuses_an_empty_sentence
     attention(dir.path(), &["   "])
         .failure()
         .stderr(contains("the sentence is empty"));
+    attention(dir.path(), &["ich", "--out", "pictures/attn.png"])
+        .failure()
+        .stderr(contains("directory pictures does not exist"));
+    attention(dir.path(), &["ich", "--out", "attn.jpg"])
+        .failure()
+        .stderr(contains("must name a .png file"));
 }
 
 #[test]

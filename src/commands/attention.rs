@@ -17,6 +17,7 @@ use crate::plot::{write_attention_heatmaps, AttentionGrid, HeadMaps};
 use crate::translator::DecodeOptions;
 
 pub fn run(args: AttentionArgs) -> anyhow::Result<()> {
+    check_out_path(&args.out)?;
     let dir = match &args.checkpoint {
         Some(dir) => dir.clone(),
         None => checkpoint::latest_run(Path::new(RUNS_ROOT))?,
@@ -72,6 +73,24 @@ pub fn run(args: AttentionArgs) -> anyhow::Result<()> {
         loaded.config.model.heads
     );
     Ok(())
+}
+
+/// Fails early, before any model work, on an output path the picture cannot be written to.
+fn check_out_path(out: &Path) -> anyhow::Result<()> {
+    if !out
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("png"))
+    {
+        bail!("--out {} must name a .png file", out.display());
+    }
+    match out.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() && !dir.is_dir() => bail!(
+            "--out {}: directory {} does not exist; create it or pick another path",
+            out.display(),
+            dir.display()
+        ),
+        _ => Ok(()),
+    }
 }
 
 /// The three kinds of attention of the pair (`src`, decoder input `tgt_in`), for `layers`
