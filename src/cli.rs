@@ -27,6 +27,8 @@ pub enum Command {
     Plot(PlotArgs),
     /// Draw every attention head (encoder, decoder, encoder-decoder) for one sentence as a PNG
     Attention(AttentionArgs),
+    /// One workload of the speed benchmark (scripts/bench.sh runs them all against PyTorch)
+    Bench(BenchArgs),
     /// The Annotated Transformer's untrained-model demo: greedy decoding with random weights
     InferTest(InferTestArgs),
 }
@@ -153,6 +155,41 @@ pub struct AttentionArgs {
     /// Draw only these layers (1-based, comma-separated; default: all)
     #[arg(long, value_name = "N,...", value_delimiter = ',')]
     pub layers: Vec<usize>,
+    #[command(flatten)]
+    pub device: DeviceArgs,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum BenchWorkload {
+    /// Training steps of the base model on the two toy pairs
+    ToyTrain,
+    /// The Annotated Transformer's copy task (N=2, batches of 80)
+    Copy,
+    /// Training steps of configs/multi30k-cpu.toml's model on Multi30k batches (--batches)
+    Multi30k,
+    /// Write the Multi30k batches both implementations train on (--batches FILE)
+    ExportMulti30k,
+    /// Greedy decoding with the base model, one sentence at a time
+    Greedy1,
+    /// Greedy decoding of 32 sentences in one batch
+    Greedy32,
+    /// Beam search (beam 5) over 32 sentences
+    Beam5,
+}
+
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    pub workload: BenchWorkload,
+    /// Timed training steps, or sentences for greedy-1
+    #[arg(long, default_value_t = 10)]
+    pub steps: usize,
+    /// The Multi30k batch file (written by export-multi30k, read by multi30k)
+    #[arg(
+        long,
+        value_name = "FILE",
+        default_value = "target/bench-multi30k.safetensors"
+    )]
+    pub batches: PathBuf,
     #[command(flatten)]
     pub device: DeviceArgs,
 }

@@ -21,8 +21,10 @@
 //! - [`data`]: corpora and cleaning, word and BPE tokenizers, token-budget batches
 //! - [`checkpoint`]: the run directory, written atomically; [`plot`]: loss.png and attention
 //!   heatmaps
+//! - [`bench`]: the speed benchmark's workloads (scripts/bench.sh compares them with PyTorch)
 //! - [`config`]: every hyper-parameter and its default; [`device`]: CPU or CUDA
 
+pub mod bench;
 pub mod checkpoint;
 pub mod cli;
 pub mod commands;

@@ -1,6 +1,7 @@
 //! Glue per subcommand: arguments -> config -> device -> library call -> output.
 
 mod attention;
+mod bench;
 mod eval;
 mod infer_test;
 mod plot;
@@ -22,6 +23,7 @@ pub fn run(command: Command) -> anyhow::Result<()> {
         Command::Eval(args) => eval::run(args),
         Command::Plot(args) => plot::run(args),
         Command::Attention(args) => attention::run(args),
+        Command::Bench(args) => bench::run(args),
         Command::InferTest(args) => infer_test::run(args),
     }
 }

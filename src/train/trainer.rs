@@ -240,6 +240,17 @@ impl Trainer {
         Ok(())
     }
 
+    /// One optimiser step on `group` (batches whose gradients are summed) at the Noam rate
+    /// of the next step, outside any epoch: for benchmarks. Returns the loss per target token.
+    pub fn step_on(&mut self, group: &[PaddedBatch]) -> anyhow::Result<f64> {
+        let t = &self.config.training;
+        let step = self.position.step + 1;
+        let lr = noam_rate(step, self.config.model.d_model, t.lr_factor, t.warmup);
+        let loss = self.optimizer_step(group, lr, step)?;
+        self.position.step = step;
+        Ok(loss)
+    }
+
     /// One optimiser step over `group` (accumulated batches); returns the loss per target
     /// token over the group.
     fn optimizer_step(

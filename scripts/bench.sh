@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# The speed benchmark: every workload in this tool (`transformer bench`) and in the PyTorch
+# reference (scripts/bench_torch.py), on this machine, in one run, interleaved (ours, then
+# PyTorch's, REPS times), each repetition its own process so that peak RSS is per workload.
+# Prints a Markdown table (medians; ratio = our throughput / PyTorch's) and keeps the raw
+# measurements in target/bench/results.jsonl.
+#
+#   scripts/bench.sh                 # REPS=5 THREADS=$(nproc) by default
+#   REPS=9 THREADS=2 scripts/bench.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+REPS="${REPS:-5}"
+THREADS="${THREADS:-$(nproc)}"
+OUT="${OUT:-target/bench}"
+PYTHON="${PYTHON:-.venv/bin/python}"
+mkdir -p "$OUT"
+
+if ! "$PYTHON" -c "import torch, safetensors" 2>/dev/null; then
+  echo "bench: installing PyTorch into .venv (scripts/requirements.txt)" >&2
+  python3 -m venv .venv
+  .venv/bin/pip install --quiet -r scripts/requirements.txt
+  PYTHON=.venv/bin/python
+fi
+cargo build --release --quiet
+BIN="${CARGO_TARGET_DIR:-target}/release/transformer"
+[ -d data/multi30k ] || scripts/get-multi30k.sh
+"$BIN" bench export-multi30k --device cpu --steps 10 --batches "$OUT/multi30k.safetensors" 2>/dev/null
+
+# Both sides get the same threads: rayon's pool (candle's matmuls) and torch's intra-op pool.
+export RAYON_NUM_THREADS="$THREADS" OMP_NUM_THREADS="$THREADS"
+RESULTS="$OUT/results.jsonl"
+: > "$RESULTS"
+
+# run IMPL COMMAND...: one measurement, its JSON line extended with impl and peak RSS (KiB).
+run() {
+  local impl="$1"
+  shift
+  /usr/bin/time -f "%M" -o "$OUT/rss.txt" "$@" > "$OUT/line.json" 2> "$OUT/stderr.txt" || {
+    cat "$OUT/stderr.txt" >&2
+    exit 1
+  }
+  python3 - "$impl" "$OUT/line.json" "$OUT/rss.txt" >> "$RESULTS" <<'PY'
+import json, sys
+impl, line, rss = sys.argv[1:4]
+record = json.loads(open(line).read().strip().splitlines()[-1])
+record.update(impl=impl, rss_kib=int(open(rss).read().split()[-1]))
+print(json.dumps(record))
+PY
+}
+
+workloads="toy-train:10 copy:10 multi30k:8 greedy1:5 greedy32:1 beam5:1"
+for entry in $workloads; do
+  workload="${entry%%:*}"
+  steps="${entry##*:}"
+  echo "bench: $workload x $REPS" >&2
+  for _ in $(seq "$REPS"); do
+    run candle "$BIN" bench "$workload" --device cpu --steps "$steps" \
+      --batches "$OUT/multi30k.safetensors"
+    run pytorch "$PYTHON" scripts/bench_torch.py "$workload" --steps "$steps" \
+      --threads "$THREADS" --batches "$OUT/multi30k.safetensors"
+  done
+done
+
+python3 scripts/bench_table.py "$RESULTS" --threads "$THREADS"

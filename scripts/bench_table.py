@@ -1,0 +1,79 @@
+"""Turns scripts/bench.sh's results.jsonl into the Markdown table for the README.
+
+Throughput is work / seconds of the timed part; the ratio is ours / PyTorch's (above 1: we
+are faster). Peak FLOP/s of the CPU = cores used x clock x FLOPs per cycle per core, where a
+core with AVX-512 and two FMA units does 2 units x 16 f32 lanes x 2 (multiply + add) = 64,
+and one with AVX2 + FMA 2 x 8 x 2 = 32. The clock is the nominal one /proc/cpuinfo reports.
+"""
+
+import argparse
+import json
+import platform
+import statistics
+import subprocess
+from collections import defaultdict
+
+NAMES = {
+    "toy-train": "1. toy base training",
+    "copy": "2. copy task training",
+    "multi30k": "3. Multi30k-size training",
+    "greedy-1": "4. greedy, batch 1",
+    "greedy-32": "5a. greedy, 32 sentences",
+    "beam5-32": "5b. beam 5, 32 sentences",
+}
+
+
+def cpu_peak(threads):
+    info = open("/proc/cpuinfo").read()
+    flags = next(l for l in info.splitlines() if l.startswith("flags")).split()
+    mhz = float(next(l for l in info.splitlines() if l.startswith("cpu MHz")).split(":")[1])
+    model = next(l for l in info.splitlines() if l.startswith("model name")).split(":")[1].strip()
+    per_cycle = 64 if "avx512f" in flags else 32 if "fma" in flags else 8
+    return threads * mhz * 1e6 * per_cycle, model, mhz, per_cycle
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("results")
+    parser.add_argument("--threads", type=int, required=True)
+    args = parser.parse_args()
+    runs = defaultdict(list)
+    for line in open(args.results):
+        record = json.loads(line)
+        runs[(record["workload"], record["impl"])].append(record)
+    peak, model, mhz, per_cycle = cpu_peak(args.threads)
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
+                            text=True).stdout.strip()
+    reps = max(len(v) for v in runs.values())
+    print(f"Commit {commit}, {model}, {args.threads} threads, {platform.machine()}; median of "
+          f"{reps} interleaved runs. Peak: {args.threads} cores x {mhz:.0f} MHz x "
+          f"{per_cycle} FLOP/cycle = {peak / 1e9:.0f} GFLOP/s.\n")
+    print("| workload | unit | ours | PyTorch | ours / PyTorch | peak RSS ours | peak RSS PyTorch "
+          "| GFLOP/s ours (of peak) | GFLOP/s PyTorch (of peak) |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
+    for workload, name in NAMES.items():
+        ours, theirs = runs.get((workload, "candle")), runs.get((workload, "pytorch"))
+        if not ours or not theirs:
+            continue
+
+        def median(records, key):
+            return statistics.median(key(r) for r in records)
+
+        def rate(records):
+            return median(records, lambda r: r["work"] / r["seconds"])
+
+        def rss(records):
+            return median(records, lambda r: r["rss_kib"]) / 1024 / 1024
+
+        def flops(records):
+            value = median(records, lambda r: r["flops"] / r["seconds"])
+            return f"{value / 1e9:.1f} ({value / peak:.0%})" if value else "-"
+
+        unit = ours[0]["unit"] + "/s"
+        print(f"| {name} | {unit} | {rate(ours):.4g} | {rate(theirs):.4g} | "
+              f"**{rate(ours) / rate(theirs):.2f}x** | {rss(ours):.2f} GB | {rss(theirs):.2f} GB | "
+              f"{flops(ours)} | {flops(theirs)} |")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,370 @@
+//! The speed benchmark's workloads on this side (scripts/bench_torch.py runs the same ones in
+//! PyTorch): training steps on the toy pairs, the copy task and Multi30k batches, and greedy
+//! and beam decoding with the base model. Each returns the seconds the timed part took, the
+//! work it did, and the matrix-product FLOPs of that work.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::time::Instant;
+
+use anyhow::Context;
+use candle_core::{DType, Device, Tensor};
+use candle_nn::VarMap;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use serde::Serialize;
+
+use crate::config::{Config, ModelConfig, BUILTIN_BASE};
+use crate::data::vocab::{BOS_ID, PAD_ID};
+use crate::data::{encode_pairs, read_corpus, EncodedPair, PaddedBatch, SentencePair, Tokenizers};
+use crate::decode::{beam_search, greedy_batch, BeamSettings, DecodeLimits};
+use crate::model::{make_model, masks, EncoderDecoder, VocabSizes};
+use crate::train::{Trainer, TrainingData};
+
+/// Training steps run before timing starts (allocator and caches warm up).
+const WARMUP_STEPS: usize = 2;
+
+/// What one workload run measured.
+#[derive(Debug, Clone, Serialize)]
+pub struct Measurement {
+    pub workload: String,
+    pub seconds: f64,
+    /// Units of work done in `seconds`.
+    pub work: f64,
+    /// What `work` counts: steps, target tokens, sentences.
+    pub unit: String,
+    /// Matrix-product FLOPs in `seconds` (training: forward + backward, 3x forward).
+    pub flops: f64,
+}
+
+/// Matrix-product FLOPs of one forward pass of the encoder-decoder on a padded batch.
+pub fn forward_flops(cfg: &ModelConfig, batch: usize, src: usize, tgt: usize, vocab: usize) -> f64 {
+    let (b, s, t) = (batch as f64, src as f64, tgt as f64);
+    let (d, ff, n) = (cfg.d_model as f64, cfg.d_ff as f64, cfg.layers as f64);
+    let linear = |rows: f64, inner: f64, out: f64| 2.0 * rows * inner * out;
+    // Scores Q K^T and the weighted sum of values: 2 products of q x k x d per sentence.
+    let attend = |q: f64, k: f64| 2.0 * 2.0 * b * q * k * d;
+    let encoder = 4.0 * linear(b * s, d, d) + attend(s, s) + 2.0 * linear(b * s, d, ff);
+    let decoder = 4.0 * linear(b * t, d, d)
+        + attend(t, t)
+        + 2.0 * linear(b * t, d, d)
+        + 2.0 * linear(b * s, d, d)
+        + attend(t, s)
+        + 2.0 * linear(b * t, d, ff);
+    n * (encoder + decoder) + linear(b * t, d, vocab as f64)
+}
+
+/// A word tokenizer pair with exactly `size` ids (the four specials included) on each side.
+fn synthetic_tokenizers(size: usize) -> anyhow::Result<Tokenizers> {
+    let words: Vec<String> = (4..size).map(|i| format!("w{i}")).collect();
+    let text = words.join(" ");
+    let pair = SentencePair {
+        src: text.clone(),
+        tgt: text,
+    };
+    Tokenizers::learn(&Config::default().data, &[pair])
+}
+
+fn trainer(config: Config, vocab: usize, device: &Device) -> anyhow::Result<Trainer> {
+    let data = TrainingData {
+        pairs: Vec::new(),
+        tokenizers: synthetic_tokenizers(vocab)?,
+        valid: None,
+    };
+    Trainer::new(config, data, device)
+}
+
+/// Times `steps` optimiser steps, one per batch from `batch_for(i)`, after the warm-up.
+fn time_training(
+    name: &str,
+    trainer: &mut Trainer,
+    steps: usize,
+    unit: &str,
+    batch_for: &mut dyn FnMut(usize) -> PaddedBatch,
+) -> anyhow::Result<Measurement> {
+    for i in 0..WARMUP_STEPS {
+        trainer.step_on(&[batch_for(i)])?;
+    }
+    let cfg = trainer.config().model.clone();
+    let vocab = trainer.data().tokenizers.tgt.vocab_size();
+    let (mut seconds, mut tokens, mut flops) = (0.0, 0usize, 0.0);
+    for i in 0..steps {
+        let batch = batch_for(WARMUP_STEPS + i);
+        let started = Instant::now();
+        trainer.step_on(std::slice::from_ref(&batch))?;
+        seconds += started.elapsed().as_secs_f64();
+        tokens += batch.ntokens;
+        flops += 3.0 * forward_flops(&cfg, batch.size, batch.src_len, batch.tgt_len, vocab);
+    }
+    let work = if unit == "steps" {
+        steps as f64
+    } else {
+        tokens as f64
+    };
+    Ok(Measurement {
+        workload: name.into(),
+        seconds,
+        work,
+        unit: unit.into(),
+        flops,
+    })
+}
+
+/// Workload 1: the built-in base config (N=6, d_model=512) on the two toy pairs.
+pub fn toy_training(steps: usize, device: &Device) -> anyhow::Result<Measurement> {
+    let config = Config::parse(BUILTIN_BASE, "built-in base config")?;
+    let (pairs, _) = read_corpus(&config.data.train)?;
+    let tokenizers = Tokenizers::learn(&config.data, &pairs)?;
+    let (encoded, _) = encode_pairs(&pairs, &tokenizers, config.model.max_len)?;
+    let data = TrainingData {
+        pairs: encoded.clone(),
+        tokenizers,
+        valid: None,
+    };
+    let mut trainer = Trainer::new(config, data, device)?;
+    let batch = PaddedBatch::new(&encoded.iter().collect::<Vec<_>>());
+    time_training("toy-train", &mut trainer, steps, "steps", &mut |_| {
+        batch.clone()
+    })
+}
+
+/// Workload 2: The Annotated Transformer's copy task: vocabulary 11, batches of 80 random
+/// sequences of 10 symbols starting with 1, N=2, d_model 512, d_ff 2048, h 8, no smoothing.
+pub fn copy_task(steps: usize, device: &Device) -> anyhow::Result<Measurement> {
+    let mut config = Config::default();
+    config.model.layers = 2;
+    config.training.label_smoothing = 0.0;
+    config.training.warmup = 400;
+    let mut trainer = trainer(config, 11, device)?;
+    let mut rng = ChaCha8Rng::seed_from_u64(0);
+    let mut batch_for = |_| {
+        let pairs: Vec<EncodedPair> = (0..80)
+            .map(|_| {
+                // The reference's data_gen: column 0 is 1 (here <s>), then 9 symbols in 1..11.
+                let mut ids = vec![BOS_ID];
+                ids.extend((0..9).map(|_| rng.random_range(4..11u32)));
+                EncodedPair {
+                    src: ids.clone(),
+                    tgt: ids,
+                }
+            })
+            .collect();
+        PaddedBatch::new(&pairs.iter().collect::<Vec<_>>())
+    };
+    time_training("copy", &mut trainer, steps, "tokens", &mut batch_for)
+}
+
+/// Workload 3: the configs/multi30k-cpu.toml model on real Multi30k batches, read from the
+/// file `export_multi30k_batches` wrote (so both implementations train on the same ids).
+pub fn multi30k_training(
+    batches: &Path,
+    steps: usize,
+    device: &Device,
+) -> anyhow::Result<Measurement> {
+    let (vocab, loaded) = read_batches(batches)?;
+    let text = std::fs::read_to_string("configs/multi30k-cpu.toml")
+        .context("reading configs/multi30k-cpu.toml (run from the repository root)")?;
+    let config = Config::parse(&text, "configs/multi30k-cpu.toml")?;
+    let mut trainer = trainer(config, vocab, device)?;
+    anyhow::ensure!(
+        loaded.len() >= WARMUP_STEPS + steps,
+        "{} holds {} batches; {} are needed",
+        batches.display(),
+        loaded.len(),
+        WARMUP_STEPS + steps
+    );
+    time_training("multi30k", &mut trainer, steps, "tokens", &mut |i| {
+        loaded[i].clone()
+    })
+}
+
+/// Tokenizes Multi30k as configs/multi30k-cpu.toml does and writes the first `count` batches
+/// of epoch 1 as `b{i}.src`, `b{i}.tgt_in`, `b{i}.tgt_out` (i64) with the vocabulary size.
+pub fn export_multi30k_batches(path: &Path, count: usize) -> anyhow::Result<()> {
+    let text = std::fs::read_to_string("configs/multi30k-cpu.toml")?;
+    let config = Config::parse(&text, "configs/multi30k-cpu.toml")?;
+    let (pairs, _) = read_corpus(&config.data.train)?;
+    let tokenizers = Tokenizers::learn(&config.data, &pairs)?;
+    let (encoded, _) = encode_pairs(&pairs, &tokenizers, config.model.max_len)?;
+    let t = &config.training;
+    let batches = crate::data::epoch_batches(&encoded, t.max_tokens, t.seed, 0);
+    let mut tensors = Vec::new();
+    for (i, batch) in batches.iter().take(count).enumerate() {
+        let as_i64 = |ids: &[u32], cols: usize| -> anyhow::Result<Tensor> {
+            let ids: Vec<i64> = ids.iter().map(|&id| i64::from(id)).collect();
+            Ok(Tensor::from_vec(ids, (batch.size, cols), &Device::Cpu)?)
+        };
+        tensors.push((format!("b{i}.src"), as_i64(&batch.src, batch.src_len)?));
+        tensors.push((
+            format!("b{i}.tgt_in"),
+            as_i64(&batch.tgt_in, batch.tgt_len)?,
+        ));
+        tensors.push((
+            format!("b{i}.tgt_out"),
+            as_i64(&batch.tgt_out, batch.tgt_len)?,
+        ));
+    }
+    let vocab = tokenizers.tgt.vocab_size().to_string();
+    let metadata = HashMap::from([("vocab".to_string(), vocab)]);
+    safetensors::serialize_to_file(
+        tensors.iter().map(|(n, t)| (n.as_str(), t)),
+        Some(metadata),
+        path,
+    )?;
+    Ok(())
+}
+
+fn read_batches(path: &Path) -> anyhow::Result<(usize, Vec<PaddedBatch>)> {
+    let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+    let (_, metadata) = safetensors::SafeTensors::read_metadata(&bytes)?;
+    let vocab: usize = metadata
+        .metadata()
+        .as_ref()
+        .and_then(|m| m.get("vocab"))
+        .and_then(|v| v.parse().ok())
+        .with_context(|| format!("{} has no vocab metadata", path.display()))?;
+    let tensors = candle_core::safetensors::load_buffer(&bytes, &Device::Cpu)?;
+    let ids = |name: String| -> anyhow::Result<(usize, usize, Vec<u32>)> {
+        let t = tensors
+            .get(&name)
+            .with_context(|| format!("{name} missing"))?;
+        let (rows, cols) = t.dims2()?;
+        let flat = t.to_dtype(DType::U32)?.flatten_all()?.to_vec1::<u32>()?;
+        Ok((rows, cols, flat))
+    };
+    let mut batches = Vec::new();
+    for i in 0.. {
+        if !tensors.contains_key(&format!("b{i}.src")) {
+            break;
+        }
+        let (size, src_len, src) = ids(format!("b{i}.src"))?;
+        let (_, tgt_len, tgt_in) = ids(format!("b{i}.tgt_in"))?;
+        let (_, _, tgt_out) = ids(format!("b{i}.tgt_out"))?;
+        let ntokens = tgt_out.iter().filter(|&&id| id != PAD_ID).count();
+        batches.push(PaddedBatch {
+            size,
+            src,
+            src_len,
+            tgt_in,
+            tgt_out,
+            tgt_len,
+            ntokens,
+        });
+    }
+    Ok((vocab, batches))
+}
+
+/// How the decoding workloads decode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DecodeWorkload {
+    /// Workload 4: one sentence at a time, greedy.
+    GreedyOne,
+    /// Workload 5a: 32 sentences in one batch, greedy.
+    GreedyBatch,
+    /// Workload 5b: 32 sentences, beam 5.
+    Beam,
+}
+
+/// Source length, decoding steps, vocabulary and sentences of the decoding workloads.
+pub const DECODE_SRC_LEN: usize = 20;
+pub const DECODE_STEPS: usize = 30;
+pub const DECODE_VOCAB: usize = 8000;
+
+/// Workloads 4 and 5: the base model with random weights, `sentences` random sources of 20
+/// ids, exactly 30 decoding steps each (no end symbol, as the reference's demo).
+pub fn decoding(
+    kind: DecodeWorkload,
+    sentences: usize,
+    device: &Device,
+) -> anyhow::Result<Measurement> {
+    let cfg = ModelConfig::default();
+    let vocab = VocabSizes {
+        src: DECODE_VOCAB,
+        tgt: DECODE_VOCAB,
+    };
+    let model = make_model(&cfg, vocab, &VarMap::new(), 0, device)?;
+    let mut rng = ChaCha8Rng::seed_from_u64(1);
+    let ids: Vec<u32> = (0..sentences * DECODE_SRC_LEN)
+        .map(|_| rng.random_range(4..DECODE_VOCAB as u32))
+        .collect();
+    let src = Tensor::from_vec(ids, (sentences, DECODE_SRC_LEN), device)?;
+    let limits = DecodeLimits {
+        max_steps: DECODE_STEPS,
+        end: None,
+    };
+    // One sentence decoded first, untimed, to warm up.
+    decode_rows(&model, &src.narrow(0, 0, 1)?, kind, limits)?;
+    let started = Instant::now();
+    decode_rows(&model, &src, kind, limits)?;
+    let seconds = started.elapsed().as_secs_f64();
+    let name = match kind {
+        DecodeWorkload::GreedyOne => "greedy-1",
+        DecodeWorkload::GreedyBatch => "greedy-32",
+        DecodeWorkload::Beam => "beam5-32",
+    };
+    Ok(Measurement {
+        workload: name.into(),
+        seconds,
+        work: sentences as f64,
+        unit: "sentences".into(),
+        flops: 0.0,
+    })
+}
+
+fn decode_rows(
+    model: &EncoderDecoder,
+    src: &Tensor,
+    kind: DecodeWorkload,
+    limits: DecodeLimits,
+) -> anyhow::Result<()> {
+    let one = |row: usize| -> anyhow::Result<(Tensor, Tensor)> {
+        let src = src.narrow(0, row, 1)?;
+        let mask = masks::padding_mask(&src, PAD_ID)?;
+        Ok((src, mask))
+    };
+    match kind {
+        DecodeWorkload::GreedyBatch => {
+            let mask = masks::padding_mask(src, PAD_ID)?;
+            greedy_batch(model, src, &mask, BOS_ID, limits)?;
+        }
+        DecodeWorkload::GreedyOne => {
+            for row in 0..src.dim(0)? {
+                let (src, mask) = one(row)?;
+                greedy_batch(model, &src, &mask, BOS_ID, limits)?;
+            }
+        }
+        DecodeWorkload::Beam => {
+            let settings = BeamSettings {
+                beam: 5,
+                length_penalty: 1.0,
+            };
+            for row in 0..src.dim(0)? {
+                let (src, mask) = one(row)?;
+                beam_search(model, &src, &mask, BOS_ID, limits, settings)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn forward_flops_count_every_matrix_product_of_a_one_layer_model() {
+        let cfg = ModelConfig {
+            layers: 1,
+            d_model: 4,
+            d_ff: 8,
+            heads: 2,
+            ..ModelConfig::default()
+        };
+        // b=1, s=3, t=2, vocab 5, by hand:
+        // encoder: 4 projections 4*2*3*4*4=384, attention 2*2*3*3*4=144, FFN 2*2*3*4*8=384
+        // decoder: self 4*2*2*4*4=256 + 2*2*2*2*4=64; cross q,o 2*2*2*4*4=128,
+        // k,v 2*2*3*4*4=192, attention 2*2*2*3*4=96; FFN 2*2*2*4*8=256; generator 2*2*4*5=80
+        let want = 384.0 + 144.0 + 384.0 + 256.0 + 64.0 + 128.0 + 192.0 + 96.0 + 256.0 + 80.0;
+        assert_eq!(forward_flops(&cfg, 1, 3, 2, 5), want);
+    }
+}
