@@ -2,6 +2,7 @@
 
 pub mod clip;
 pub mod events;
+pub mod fused_adam;
 pub mod fused_loss;
 pub mod loss;
 pub mod optimizer;
