@@ -75,6 +75,78 @@ impl KeyValues {
     }
 }
 
+/// Self-attention keys and values of the positions decoded so far, kept in buffers with room
+/// to spare: a new position is written in place, and only when the room runs out are the
+/// buffers copied into ones twice as long (concatenating at every step allocated a slightly
+/// larger cache each time, which the allocator could not reuse).
+#[derive(Debug)]
+pub struct KeyValueCache {
+    /// `(batch, heads, capacity, d_k)` each; positions `len..` are unused.
+    buffers: KeyValues,
+    len: usize,
+}
+
+impl KeyValueCache {
+    /// Room for this many positions before the first doubling.
+    const INITIAL_CAPACITY: usize = 64;
+
+    /// A cache holding `first` `(batch, heads, len, d_k)`.
+    fn from(first: &KeyValues) -> Result<Self> {
+        let len = first.keys.dim(2)?;
+        let mut cache = Self {
+            buffers: Self::allocate(&first.keys, len.max(Self::INITIAL_CAPACITY))?,
+            len: 0,
+        };
+        cache.append(first)?;
+        Ok(cache)
+    }
+
+    fn allocate(like: &Tensor, capacity: usize) -> Result<KeyValues> {
+        let (batch, heads, _, d_k) = like.dims4()?;
+        let zeros = || Tensor::zeros((batch, heads, capacity, d_k), like.dtype(), like.device());
+        Ok(KeyValues {
+            keys: zeros()?,
+            values: zeros()?,
+        })
+    }
+
+    fn append(&mut self, new: &KeyValues) -> Result<()> {
+        let added = new.keys.dim(2)?;
+        let capacity = self.buffers.keys.dim(2)?;
+        if self.len + added > capacity {
+            let grown = Self::allocate(&new.keys, (2 * capacity).max(self.len + added))?;
+            let used = self.view()?;
+            grown.keys.slice_set(&used.keys.contiguous()?, 2, 0)?;
+            grown.values.slice_set(&used.values.contiguous()?, 2, 0)?;
+            self.buffers = grown;
+        }
+        self.buffers
+            .keys
+            .slice_set(&new.keys.contiguous()?, 2, self.len)?;
+        self.buffers
+            .values
+            .slice_set(&new.values.contiguous()?, 2, self.len)?;
+        self.len += added;
+        Ok(())
+    }
+
+    /// The positions so far, `(batch, heads, len, d_k)` views into the buffers.
+    fn view(&self) -> Result<KeyValues> {
+        Ok(KeyValues {
+            keys: self.buffers.keys.narrow(2, 0, self.len)?,
+            values: self.buffers.values.narrow(2, 0, self.len)?,
+        })
+    }
+
+    /// Keeps the rows `indices` of the batch, in that order, in new buffers.
+    pub fn select(&self, indices: &Tensor) -> Result<Self> {
+        Ok(Self {
+            buffers: self.buffers.select(indices)?,
+            len: self.len,
+        })
+    }
+}
+
 /// h parallel attention heads over learned projections of queries, keys and values.
 ///
 /// `linears.0..3` are the query, key, value and output projections, with biases, named as in the
@@ -161,18 +233,19 @@ impl MultiHeadedAttention {
     /// decoding: their keys and values are appended to `cache`, and they attend to every
     /// cached position (earlier positions never see later ones, so no mask is needed when
     /// one position is added at a time).
-    pub fn forward_cached(&self, xs: &Tensor, cache: &mut Option<KeyValues>) -> Result<Tensor> {
+    pub fn forward_cached(&self, xs: &Tensor, cache: &mut Option<KeyValueCache>) -> Result<Tensor> {
         let new = self.key_values(xs)?;
-        let all = match cache.take() {
-            Some(old) => KeyValues {
-                keys: Tensor::cat(&[&old.keys, &new.keys], 2)?,
-                values: Tensor::cat(&[&old.values, &new.values], 2)?,
-            },
-            None => new,
+        let all = match cache {
+            Some(cache) => {
+                cache.append(&new)?;
+                cache.view()?
+            }
+            None => {
+                *cache = Some(KeyValueCache::from(&new)?);
+                new
+            }
         };
-        let out = self.attend(xs, &all, None, Mode::Eval)?;
-        *cache = Some(all);
-        Ok(out)
+        self.attend(xs, &all, None, Mode::Eval)
     }
 
     /// Attention of `query` `(batch, q_len, d_model)` over projected keys and values.
@@ -214,7 +287,26 @@ impl MultiHeadedAttention {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use candle_core::{DType, Device};
+    use candle_core::{DType, Device, IndexOp};
+
+    #[test]
+    fn the_cache_keeps_every_position_across_its_doublings() {
+        let dev = Device::Cpu;
+        let step = |i: usize| KeyValues {
+            keys: Tensor::full(i as f32, (2, 3, 1, 4), &dev).unwrap(),
+            values: Tensor::full(-(i as f32), (2, 3, 1, 4), &dev).unwrap(),
+        };
+        let mut cache = KeyValueCache::from(&step(0)).unwrap();
+        for i in 1..150 {
+            cache.append(&step(i)).unwrap();
+        }
+        let view = cache.view().unwrap();
+        assert_eq!(view.keys.dims(), &[2, 3, 150, 4]);
+        let keys = view.keys.i((1, 2, .., 0)).unwrap().to_vec1::<f32>().unwrap();
+        let values = view.values.i((0, 0, .., 3)).unwrap().to_vec1::<f32>().unwrap();
+        assert_eq!(keys, (0..150).map(|i| i as f32).collect::<Vec<_>>());
+        assert_eq!(values, (0..150).map(|i| -(i as f32)).collect::<Vec<_>>());
+    }
 
     #[test]
     fn the_model_can_be_shared_between_threads() {

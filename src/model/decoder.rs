@@ -4,7 +4,7 @@
 use candle_core::{Result, Tensor};
 use candle_nn::{Module, VarBuilder};
 
-use super::attention::{KeyValues, MultiHeadedAttention};
+use super::attention::{KeyValueCache, KeyValues, MultiHeadedAttention};
 use super::dropout::Mode;
 use super::layers::{LayerNorm, PositionwiseFeedForward, SublayerConnection};
 use crate::config::ModelConfig;
@@ -68,7 +68,7 @@ impl DecoderLayer {
     pub fn forward_step(
         &self,
         xs: &Tensor,
-        cache: &mut Option<KeyValues>,
+        cache: &mut Option<KeyValueCache>,
         memory_kv: &KeyValues,
         src_mask: &Tensor,
     ) -> Result<Tensor> {
@@ -83,9 +83,11 @@ impl DecoderLayer {
 
 /// What incremental decoding keeps between steps: per layer, the self-attention keys/values
 /// of the positions decoded so far and the source keys/values, projected once per sentence.
-#[derive(Debug, Clone)]
+/// Not `Clone`: the self-attention caches are written in place, so a copy would share them;
+/// `select` makes independent ones.
+#[derive(Debug)]
 pub struct DecoderState {
-    self_attn: Vec<Option<KeyValues>>,
+    self_attn: Vec<Option<KeyValueCache>>,
     memory_kv: Vec<KeyValues>,
     src_mask: Tensor,
     /// Positions decoded so far.
@@ -136,7 +138,7 @@ impl Decoder {
     /// The state before the first incremental step: source keys/values for every layer.
     pub fn start(&self, memory: &Tensor, src_mask: &Tensor) -> Result<DecoderState> {
         Ok(DecoderState {
-            self_attn: vec![None; self.layers.len()],
+            self_attn: self.layers.iter().map(|_| None).collect(),
             memory_kv: self
                 .layers
                 .iter()
