@@ -302,8 +302,18 @@ mod tests {
         }
         let view = cache.view().unwrap();
         assert_eq!(view.keys.dims(), &[2, 3, 150, 4]);
-        let keys = view.keys.i((1, 2, .., 0)).unwrap().to_vec1::<f32>().unwrap();
-        let values = view.values.i((0, 0, .., 3)).unwrap().to_vec1::<f32>().unwrap();
+        let keys = view
+            .keys
+            .i((1, 2, .., 0))
+            .unwrap()
+            .to_vec1::<f32>()
+            .unwrap();
+        let values = view
+            .values
+            .i((0, 0, .., 3))
+            .unwrap()
+            .to_vec1::<f32>()
+            .unwrap();
         assert_eq!(keys, (0..150).map(|i| i as f32).collect::<Vec<_>>());
         assert_eq!(values, (0..150).map(|i| -(i as f32)).collect::<Vec<_>>());
     }
