@@ -282,7 +282,18 @@ pub fn decoding(
         src: DECODE_VOCAB,
         tgt: DECODE_VOCAB,
     };
-    let model = make_model(&cfg, vocab, &VarMap::new(), 0, device)?;
+    // Plain tensors, not variables, as `translate` loads them from a checkpoint.
+    let varmap = VarMap::new();
+    make_model(&cfg, vocab, &varmap, 0, device)?;
+    let weights: HashMap<String, Tensor> = varmap
+        .data()
+        .lock()
+        .map_err(|_| anyhow::anyhow!("parameter map lock poisoned"))?
+        .iter()
+        .map(|(name, var)| Ok((name.clone(), var.as_tensor().detach())))
+        .collect::<anyhow::Result<_>>()?;
+    let vb = candle_nn::VarBuilder::from_tensors(weights, DType::F32, device);
+    let model = EncoderDecoder::new(&cfg, vocab, vb)?;
     let mut rng = ChaCha8Rng::seed_from_u64(1);
     let ids: Vec<u32> = (0..sentences * DECODE_SRC_LEN)
         .map(|_| rng.random_range(4..DECODE_VOCAB as u32))

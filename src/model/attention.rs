@@ -35,7 +35,12 @@ pub fn attention(
         Some(mask) => masked_fill(&scores, mask, MASKED_SCORE)?,
         None => scores,
     };
-    let probabilities = softmax_last_dim(&scores)?;
+    // candle's fused softmax has no backward pass: only where no gradient will be asked for.
+    let probabilities = if scores.track_op() {
+        softmax_last_dim(&scores)?
+    } else {
+        candle_nn::ops::softmax_last_dim(&scores)?
+    };
     let dropped = dropout(&probabilities, dropout_p, mode)?;
     Ok((dropped.matmul(value)?, probabilities))
 }

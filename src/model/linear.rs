@@ -30,7 +30,13 @@ impl Linear {
         let in_features = xs.dim(D::Minus1)?;
         let rows = xs.elem_count() / in_features.max(1);
         let ys = xs.reshape((rows, in_features))?.matmul(&self.weight.t()?)?;
-        let ys = (ys + broadcast_rows(&self.bias, rows)?)?;
+        // Without gradients (decoding a loaded checkpoint) the plain broadcast is one op
+        // instead of three; the ones-product only pays off in the backward pass.
+        let ys = if ys.track_op() || self.bias.track_op() {
+            (ys + broadcast_rows(&self.bias, rows)?)?
+        } else {
+            ys.broadcast_add(&self.bias)?
+        };
         if let Some(last) = dims.last_mut() {
             *last = self.weight.dim(0)?;
         }
