@@ -4,10 +4,11 @@
 //! (weights, Adam's moments, its position, the dropout stream) can be saved and restored, so
 //! that a resumed run takes exactly the steps the uninterrupted one would have.
 
+use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use candle_core::{Device, Tensor};
-use candle_nn::VarMap;
+use candle_core::{DType, Device, Tensor};
+use candle_nn::{VarBuilder, VarMap};
 
 use super::clip::clip_grad_norm;
 use super::events::{CheckpointKind, MetricRecord, StepReport, StopReason, TrainObserver};
@@ -331,7 +332,11 @@ impl Trainer {
 
     /// Corpus BLEU of greedy translations of the validation sources.
     fn validation_bleu(&self, valid: &ValidationData) -> anyhow::Result<f64> {
-        let translator = self.translator(DecodeOptions::default());
+        let model = self.inference_model()?;
+        let translator = Translator {
+            model: &model,
+            ..self.translator(DecodeOptions::default())
+        };
         let mut hypotheses = Vec::with_capacity(valid.sources.len());
         for chunk in valid.sources.chunks(VALIDATION_DECODE_BATCH) {
             for translation in translator.translate_batch(chunk)? {
@@ -339,6 +344,22 @@ impl Trainer {
             }
         }
         Ok(corpus_bleu(&hypotheses, &valid.references).score)
+    }
+
+    /// The model as it is now over detached tensors (the same storage, no copy): nothing
+    /// tracks gradients, so decoding takes the fused inference paths.
+    fn inference_model(&self) -> anyhow::Result<EncoderDecoder> {
+        let tensors: HashMap<String, Tensor> = self
+            .named_tensors()?
+            .into_iter()
+            .map(|(name, tensor)| (name, tensor.detach()))
+            .collect();
+        let vocab = VocabSizes {
+            src: self.data.tokenizers.src.vocab_size(),
+            tgt: self.data.tokenizers.tgt.vocab_size(),
+        };
+        let vb = VarBuilder::from_tensors(tensors, DType::F32, &self.device);
+        Ok(EncoderDecoder::new(&self.config.model, vocab, vb)?)
     }
 
     /// A translator over the model as it is now.
