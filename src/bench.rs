@@ -18,8 +18,11 @@ use crate::config::{Config, ModelConfig, BUILTIN_BASE};
 use crate::data::vocab::{BOS_ID, PAD_ID};
 use crate::data::{encode_pairs, read_corpus, EncodedPair, PaddedBatch, SentencePair, Tokenizers};
 use crate::decode::{beam_search, greedy_batch, BeamSettings, DecodeLimits};
-use crate::model::{make_model, masks, EncoderDecoder, VocabSizes};
+use crate::model::{inference_model, make_model, masks, EncoderDecoder, VocabSizes};
 use crate::train::{Trainer, TrainingData};
+
+/// The config of workload 3, relative to the repository root (where the benchmark runs).
+const MULTI30K_CONFIG: &str = "configs/multi30k-cpu.toml";
 
 /// Training steps run before timing starts (allocator and caches warm up).
 const WARMUP_STEPS: usize = 2;
@@ -162,9 +165,7 @@ pub fn multi30k_training(
     device: &Device,
 ) -> anyhow::Result<Measurement> {
     let (vocab, loaded) = read_batches(batches)?;
-    let text = std::fs::read_to_string("configs/multi30k-cpu.toml")
-        .context("reading configs/multi30k-cpu.toml (run from the repository root)")?;
-    let config = Config::parse(&text, "configs/multi30k-cpu.toml")?;
+    let config = Config::load(Path::new(MULTI30K_CONFIG))?;
     let mut trainer = trainer(config, vocab, device)?;
     anyhow::ensure!(
         loaded.len() >= WARMUP_STEPS + steps,
@@ -181,8 +182,7 @@ pub fn multi30k_training(
 /// Tokenizes Multi30k as configs/multi30k-cpu.toml does and writes the first `count` batches
 /// of epoch 1 as `b{i}.src`, `b{i}.tgt_in`, `b{i}.tgt_out` (i64) with the vocabulary size.
 pub fn export_multi30k_batches(path: &Path, count: usize) -> anyhow::Result<()> {
-    let text = std::fs::read_to_string("configs/multi30k-cpu.toml")?;
-    let config = Config::parse(&text, "configs/multi30k-cpu.toml")?;
+    let config = Config::load(Path::new(MULTI30K_CONFIG))?;
     let (pairs, _) = read_corpus(&config.data.train)?;
     let tokenizers = Tokenizers::learn(&config.data, &pairs)?;
     let (encoded, _) = encode_pairs(&pairs, &tokenizers, config.model.max_len)?;
@@ -285,15 +285,7 @@ pub fn decoding(
     // Plain tensors, not variables, as `translate` loads them from a checkpoint.
     let varmap = VarMap::new();
     make_model(&cfg, vocab, &varmap, 0, device)?;
-    let weights: HashMap<String, Tensor> = varmap
-        .data()
-        .lock()
-        .map_err(|_| anyhow::anyhow!("parameter map lock poisoned"))?
-        .iter()
-        .map(|(name, var)| Ok((name.clone(), var.as_tensor().detach())))
-        .collect::<anyhow::Result<_>>()?;
-    let vb = candle_nn::VarBuilder::from_tensors(weights, DType::F32, device);
-    let model = EncoderDecoder::new(&cfg, vocab, vb)?;
+    let model = inference_model(&cfg, vocab, &varmap, device)?;
     let mut rng = ChaCha8Rng::seed_from_u64(1);
     let ids: Vec<u32> = (0..sentences * DECODE_SRC_LEN)
         .map(|_| rng.random_range(4..DECODE_VOCAB as u32))

@@ -87,6 +87,15 @@ impl Checkpoint {
     }
 }
 
+/// `run_dir/name` and the copy a save retires while swapping in a new one, which stands in
+/// for it after a crash between the save's two renames.
+fn with_retired_copy(run_dir: &Path, name: &str) -> [PathBuf; 2] {
+    [
+        run_dir.join(name),
+        run_dir.join(write::hidden_name(name, write::RETIRED)),
+    ]
+}
+
 /// The checkpoint a path names: the directory itself when it holds weights, else its `best/`,
 /// else its `last/` (so a run directory works too).
 pub fn resolve(path: &Path) -> anyhow::Result<PathBuf> {
@@ -101,7 +110,7 @@ pub fn resolve(path: &Path) -> anyhow::Result<PathBuf> {
         .chain(
             [BEST_DIR, LAST_DIR]
                 .into_iter()
-                .flat_map(|name| [path.join(name), path.join(format!(".{name}.old"))]),
+                .flat_map(|name| with_retired_copy(path, name)),
         )
         .find(|dir| dir.join(MODEL_FILE).is_file())
         .ok_or_else(|| {
@@ -137,19 +146,16 @@ pub struct ResumeCheckpoint {
 
 /// Reads the resumable checkpoint of the run directory `run_dir`.
 pub fn load_for_resume(run_dir: &Path, device: &Device) -> anyhow::Result<ResumeCheckpoint> {
-    let dir = [
-        run_dir.join(LAST_DIR),
-        run_dir.join(format!(".{LAST_DIR}.old")),
-    ]
-    .into_iter()
-    .find(|dir| dir.join(MODEL_FILE).is_file())
-    .ok_or_else(|| {
-        anyhow::anyhow!(
-            "{} has no {LAST_DIR}/{MODEL_FILE}; pass the run directory that `transformer \
+    let dir = with_retired_copy(run_dir, LAST_DIR)
+        .into_iter()
+        .find(|dir| dir.join(MODEL_FILE).is_file())
+        .ok_or_else(|| {
+            anyhow::anyhow!(
+                "{} has no {LAST_DIR}/{MODEL_FILE}; pass the run directory that `transformer \
                  train` wrote (runs/<name>)",
-            run_dir.display()
-        )
-    })?;
+                run_dir.display()
+            )
+        })?;
     let state_path = dir.join(STATE_FILE);
     let text = std::fs::read_to_string(&state_path).with_context(|| {
         format!(

@@ -25,8 +25,8 @@ pub struct CheckpointContents<'a> {
 /// Writes a checkpoint as the directory `dir`, replacing any earlier one there only once
 /// every file of the new one is on disk (see the module docs).
 pub fn save(dir: &Path, contents: &CheckpointContents) -> anyhow::Result<()> {
-    let staging = hidden_sibling(dir, "tmp")?;
-    let retired = hidden_sibling(dir, "old")?;
+    let staging = hidden_sibling(dir, STAGING)?;
+    let retired = hidden_sibling(dir, RETIRED)?;
     let context = || format!("cannot write checkpoint {}", dir.display());
     // A crash between the two renames of an earlier save leaves only the retired copy.
     if !dir.exists() && retired.is_dir() {
@@ -69,7 +69,16 @@ fn hidden_sibling(dir: &Path, suffix: &str) -> anyhow::Result<PathBuf> {
     let name = dir
         .file_name()
         .with_context(|| format!("{} is not a directory path", dir.display()))?;
-    Ok(dir.with_file_name(format!(".{}.{suffix}", name.to_string_lossy())))
+    Ok(dir.with_file_name(hidden_name(&name.to_string_lossy(), suffix)))
+}
+
+/// Suffixes of the directory a save writes into, and of the one it replaces.
+const STAGING: &str = "tmp";
+pub(super) const RETIRED: &str = "old";
+
+/// `last` -> `.last.old`.
+pub(super) fn hidden_name(name: &str, suffix: &str) -> String {
+    format!(".{name}.{suffix}")
 }
 
 /// Creates `path`, writes `bytes` and waits until they are on disk.

@@ -179,3 +179,25 @@ pub fn make_model(
     initialize_parameters(varmap, seed)?;
     Ok(model)
 }
+
+/// The model over `varmap`'s current tensors, detached (the same storage, no copy): nothing in
+/// it tracks gradients, so decoding takes the inference fast paths. Sees later updates.
+pub fn inference_model(
+    cfg: &ModelConfig,
+    vocab: VocabSizes,
+    varmap: &VarMap,
+    device: &Device,
+) -> Result<EncoderDecoder> {
+    let tensors: std::collections::HashMap<String, Tensor> = varmap
+        .data()
+        .lock()
+        .map_err(|_| candle_core::Error::Msg("parameter map lock poisoned".into()))?
+        .iter()
+        .map(|(name, var)| (name.clone(), var.as_tensor().detach()))
+        .collect();
+    EncoderDecoder::new(
+        cfg,
+        vocab,
+        VarBuilder::from_tensors(tensors, DType::F32, device),
+    )
+}

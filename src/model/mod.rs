@@ -18,4 +18,4 @@ pub mod masks;
 pub use attention_maps::{attention_maps, AttentionMaps};
 pub use decoder::DecoderState;
 pub use dropout::{DropoutRng, Mode};
-pub use encoder_decoder::{make_model, EncoderDecoder, Generator, VocabSizes};
+pub use encoder_decoder::{inference_model, make_model, EncoderDecoder, Generator, VocabSizes};

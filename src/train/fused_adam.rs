@@ -58,22 +58,24 @@ pub fn adam_update_in_place(
     Ok(true)
 }
 
-fn slice<'a>(storage: &'a CpuStorage, layout: &Layout) -> Result<&'a [f32]> {
+/// Where a contiguous tensor's elements lie in its storage.
+fn elements(layout: &Layout) -> Result<std::ops::Range<usize>> {
     let (start, end) = layout
         .contiguous_offsets()
         .ok_or_else(|| candle_core::Error::Msg("adam: a tensor is not contiguous".into()))?;
+    Ok(start..end)
+}
+
+fn slice<'a>(storage: &'a CpuStorage, layout: &Layout) -> Result<&'a [f32]> {
     match storage {
-        CpuStorage::F32(data) => Ok(&data[start..end]),
+        CpuStorage::F32(data) => Ok(&data[elements(layout)?]),
         _ => candle_core::bail!("adam: expected f32"),
     }
 }
 
 fn slice_mut<'a>(storage: &'a mut CpuStorage, layout: &Layout) -> Result<&'a mut [f32]> {
-    let (start, end) = layout
-        .contiguous_offsets()
-        .ok_or_else(|| candle_core::Error::Msg("adam: a tensor is not contiguous".into()))?;
     match storage {
-        CpuStorage::F32(data) => Ok(&mut data[start..end]),
+        CpuStorage::F32(data) => Ok(&mut data[elements(layout)?]),
         _ => candle_core::bail!("adam: expected f32"),
     }
 }

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 
 use candle_core::{Device, Tensor};
 
-use super::state::{DataFingerprint, TrainingState, STATE_FORMAT};
+use super::state::{TrainingState, STATE_FORMAT};
 use super::trainer::{Trainer, TrainingData};
 use crate::config::Config;
 use crate::model::DropoutRng;
@@ -39,8 +39,9 @@ impl Trainer {
                 state.format
             );
         }
-        let fingerprint = DataFingerprint::of(&data.pairs);
-        if fingerprint != state.data {
+        let mut trainer = Self::new(config, data, device)?;
+        let fingerprint = &trainer.fingerprint;
+        if *fingerprint != state.data {
             anyhow::bail!(
                 "the training data differs from the run's ({} pairs, hash {}, now {} pairs, hash \
                  {}); resume needs the same corpus and tokenizers, or start a new run",
@@ -50,15 +51,13 @@ impl Trainer {
                 fingerprint.hash
             );
         }
-        let mut trainer = Self::new(config, data, device)?;
-        let names = trainer.parameter_names()?;
         let take = |map: &HashMap<String, Tensor>, name: &str, what: &str| {
             map.get(name).cloned().ok_or_else(|| {
                 anyhow::anyhow!("the checkpoint has no {what} {name}; it cannot be resumed")
             })
         };
         let (mut first, mut second) = (Vec::new(), Vec::new());
-        for (name, var) in names.iter().zip(trainer.optimizer.vars()) {
+        for (name, var) in trainer.parameter_names.iter().zip(trainer.optimizer.vars()) {
             let weight = take(&point.weights, name, "weight")?;
             if weight.shape() != var.shape() {
                 anyhow::bail!(
@@ -85,10 +84,9 @@ impl Trainer {
     /// What a `Last` checkpoint needs to resume this run: Adam's moments under
     /// `<parameter>.exp_avg` / `.exp_avg_sq`, and the loop's state.
     pub fn resume_files(&self) -> anyhow::Result<(Vec<(String, Tensor)>, TrainingState)> {
-        let names = self.parameter_names()?;
         let (first, second) = self.optimizer.moments();
-        let mut moments = Vec::with_capacity(2 * names.len());
-        for ((name, m), v) in names.iter().zip(first).zip(second) {
+        let mut moments = Vec::with_capacity(2 * first.len());
+        for ((name, m), v) in self.parameter_names.iter().zip(first).zip(second) {
             moments.push((format!("{name}.{FIRST_MOMENT}"), m.clone()));
             moments.push((format!("{name}.{SECOND_MOMENT}"), v.clone()));
         }
@@ -99,21 +97,9 @@ impl Trainer {
             adam_steps: self.optimizer.steps_taken(),
             dropout_seed,
             dropout_words: words.to_string(),
-            data: DataFingerprint::of(&self.data.pairs),
+            data: self.fingerprint.clone(),
             metrics: self.metrics.clone(),
         };
         Ok((moments, state))
-    }
-
-    /// Parameter names in the order of the optimiser's variables (sorted, as `new` made it).
-    fn parameter_names(&self) -> anyhow::Result<Vec<String>> {
-        let vars = self
-            .varmap
-            .data()
-            .lock()
-            .map_err(|_| anyhow::anyhow!("parameter map lock poisoned"))?;
-        let mut names: Vec<String> = vars.keys().cloned().collect();
-        names.sort();
-        Ok(names)
     }
 }

@@ -4,11 +4,10 @@
 //! (weights, Adam's moments, its position, the dropout stream) can be saved and restored, so
 //! that a resumed run takes exactly the steps the uninterrupted one would have.
 
-use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use candle_core::{DType, Device, Tensor};
-use candle_nn::{VarBuilder, VarMap};
+use candle_core::{Device, Tensor};
+use candle_nn::VarMap;
 
 use super::clip::clip_grad_norm;
 use super::events::{CheckpointKind, MetricRecord, StepReport, StopReason, TrainObserver};
@@ -16,12 +15,14 @@ use super::fused_loss::FusedLabelSmoothing;
 use super::loss::LabelSmoothing;
 use super::optimizer::{Adam, AdamSettings};
 use super::schedule::noam_rate;
-use super::state::RunPosition;
+use super::state::{DataFingerprint, RunPosition};
 use crate::config::Config;
 use crate::data::vocab::PAD_ID;
 use crate::data::{epoch_batches, ordered_batches, EncodedPair, PaddedBatch, Tokenizers};
 use crate::metrics::corpus_bleu;
-use crate::model::{make_model, masks, DropoutRng, EncoderDecoder, Mode, VocabSizes};
+use crate::model::{
+    inference_model, make_model, masks, DropoutRng, EncoderDecoder, Mode, VocabSizes,
+};
 use crate::translator::{DecodeOptions, Translator};
 
 /// Sentences per batch when translating the validation set for BLEU.
@@ -53,6 +54,11 @@ pub struct Trainer {
     pub(super) dropout_rng: DropoutRng,
     pub(super) position: RunPosition,
     pub(super) metrics: Vec<MetricRecord>,
+    /// Names of the optimiser's variables, in its order (sorted).
+    pub(super) parameter_names: Vec<String>,
+    /// Of `data.pairs`, which never change during a run.
+    pub(super) fingerprint: DataFingerprint,
+    total_steps: usize,
 }
 
 /// How `Trainer::run` ended.
@@ -103,8 +109,14 @@ impl Trainer {
             beta2: t.adam_beta2,
             eps: t.adam_eps,
         };
-        let optimizer = Adam::new(vars.into_iter().map(|(_, v)| v).collect(), settings)?;
+        let (parameter_names, vars): (Vec<String>, Vec<candle_core::Var>) =
+            vars.into_iter().unzip();
+        let optimizer = Adam::new(vars, settings)?;
+        let batches_per_epoch = epoch_batches(&data.pairs, t.max_tokens, t.seed, 0).len();
         Ok(Self {
+            total_steps: t.epochs * batches_per_epoch.div_ceil(t.accumulate),
+            fingerprint: DataFingerprint::of(&data.pairs),
+            parameter_names,
             criterion: LabelSmoothing::new(vocab.tgt, PAD_ID, t.label_smoothing),
             // Dropout draws from its own stream so that changing the init does not shift it.
             dropout_rng: DropoutRng::new(seed.wrapping_add(1)),
@@ -121,9 +133,7 @@ impl Trainer {
 
     /// Optimiser steps in the whole run.
     pub fn total_steps(&self) -> usize {
-        let t = &self.config.training;
-        let batches = epoch_batches(&self.data.pairs, t.max_tokens, t.seed, 0).len();
-        t.epochs * batches.div_ceil(t.accumulate)
+        self.total_steps
     }
 
     /// Trains from the current position to the end of the configured epochs: a `Last`
@@ -168,13 +178,10 @@ impl Trainer {
         total_steps: usize,
         clock: &RunClock,
     ) -> anyhow::Result<StepReport> {
-        let t = &self.config.training;
-        let step = self.position.step + 1;
-        let lr = noam_rate(step, self.config.model.d_model, t.lr_factor, t.warmup);
-        let log_every = t.log_every;
-        let loss = self.optimizer_step(group, lr, step)?;
+        let (loss, lr) = self.step_at_noam_rate(group)?;
+        let step = self.position.step;
+        let log_every = self.config.training.log_every;
         let p = &mut self.position;
-        p.step = step;
         p.steps_in_epoch += 1;
         p.tokens_seen += group.iter().map(|b| b.ntokens).sum::<usize>();
         p.epoch_loss_sum += loss;
@@ -244,12 +251,17 @@ impl Trainer {
     /// One optimiser step on `group` (batches whose gradients are summed) at the Noam rate
     /// of the next step, outside any epoch: for benchmarks. Returns the loss per target token.
     pub fn step_on(&mut self, group: &[PaddedBatch]) -> anyhow::Result<f64> {
+        Ok(self.step_at_noam_rate(group)?.0)
+    }
+
+    /// The next optimiser step at its Noam rate; returns (loss per target token, rate).
+    fn step_at_noam_rate(&mut self, group: &[PaddedBatch]) -> anyhow::Result<(f64, f64)> {
         let t = &self.config.training;
         let step = self.position.step + 1;
         let lr = noam_rate(step, self.config.model.d_model, t.lr_factor, t.warmup);
         let loss = self.optimizer_step(group, lr, step)?;
         self.position.step = step;
-        Ok(loss)
+        Ok((loss, lr))
     }
 
     /// One optimiser step over `group` (accumulated batches); returns the loss per target
@@ -332,7 +344,11 @@ impl Trainer {
 
     /// Corpus BLEU of greedy translations of the validation sources.
     fn validation_bleu(&self, valid: &ValidationData) -> anyhow::Result<f64> {
-        let model = self.inference_model()?;
+        let vocab = VocabSizes {
+            src: self.data.tokenizers.src.vocab_size(),
+            tgt: self.data.tokenizers.tgt.vocab_size(),
+        };
+        let model = inference_model(&self.config.model, vocab, &self.varmap, &self.device)?;
         let translator = Translator {
             model: &model,
             ..self.translator(DecodeOptions::default())
@@ -344,22 +360,6 @@ impl Trainer {
             }
         }
         Ok(corpus_bleu(&hypotheses, &valid.references).score)
-    }
-
-    /// The model as it is now over detached tensors (the same storage, no copy): nothing
-    /// tracks gradients, so decoding takes the fused inference paths.
-    fn inference_model(&self) -> anyhow::Result<EncoderDecoder> {
-        let tensors: HashMap<String, Tensor> = self
-            .named_tensors()?
-            .into_iter()
-            .map(|(name, tensor)| (name, tensor.detach()))
-            .collect();
-        let vocab = VocabSizes {
-            src: self.data.tokenizers.src.vocab_size(),
-            tgt: self.data.tokenizers.tgt.vocab_size(),
-        };
-        let vb = VarBuilder::from_tensors(tensors, DType::F32, &self.device);
-        Ok(EncoderDecoder::new(&self.config.model, vocab, vb)?)
     }
 
     /// A translator over the model as it is now.
