@@ -226,3 +226,30 @@ fn eval_names_hypotheses_and_references_of_different_lengths() {
         &["hyp.txt", "ref.txt"],
     );
 }
+
+#[test]
+fn eval_names_a_missing_or_damaged_checkpoint() {
+    let dir = small_checkpoint();
+    std::fs::write(dir.path().join("src.txt"), "ich\n").unwrap();
+    std::fs::write(dir.path().join("ref.txt"), "i\n").unwrap();
+    let eval = |checkpoint| {
+        [
+            "eval",
+            "--device",
+            "cpu",
+            "--ref",
+            "ref.txt",
+            "--src",
+            "src.txt",
+            "--checkpoint",
+            checkpoint,
+        ]
+    };
+    fails_naming(dir.path(), &eval("gone"), &["gone", "does not exist"]);
+    std::fs::write(
+        dir.path().join("run/last/model.safetensors"),
+        b"not weights",
+    )
+    .unwrap();
+    fails_naming(dir.path(), &eval("run"), &["model.safetensors", "damaged"]);
+}
