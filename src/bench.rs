@@ -254,6 +254,38 @@ fn read_batches(path: &Path) -> anyhow::Result<(usize, Vec<PaddedBatch>)> {
     Ok((vocab, batches))
 }
 
+/// Rows, inner and output size of the matrix-product ceiling: a feed-forward layer's first
+/// product on an 800-token batch (the copy task's shape).
+pub const MATMUL_SHAPE: (usize, usize, usize) = (800, 512, 2048);
+
+/// Workload 0, a ceiling rather than a task: `x W^T` of the shape above, `reps` times, through
+/// the same fused linear layer as training. What one matrix product reaches on this machine,
+/// against which the training workloads' FLOP/s can be read.
+pub fn matmul_ceiling(reps: usize, device: &Device) -> anyhow::Result<Measurement> {
+    let (rows, inner, out) = MATMUL_SHAPE;
+    let varmap = VarMap::new();
+    let vb = candle_nn::VarBuilder::from_varmap(&varmap, DType::F32, device);
+    let layer = crate::model::linear::Linear::new(inner, out, vb)?;
+    let xs = Tensor::randn(0f32, 1.0, (rows, inner), device)?;
+    for _ in 0..3 {
+        layer.forward(&xs)?;
+    }
+    device.synchronize()?;
+    let started = Instant::now();
+    for _ in 0..reps {
+        layer.forward(&xs)?;
+    }
+    device.synchronize()?;
+    let seconds = started.elapsed().as_secs_f64();
+    Ok(Measurement {
+        workload: "matmul".into(),
+        seconds,
+        work: reps as f64,
+        unit: "products".into(),
+        flops: reps as f64 * 2.0 * (rows * inner * out) as f64,
+    })
+}
+
 /// How the decoding workloads decode.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DecodeWorkload {

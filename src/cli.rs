@@ -161,6 +161,8 @@ pub struct AttentionArgs {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum BenchWorkload {
+    /// One 800x512 by 512x2048 matrix product, --steps times: the machine's attainable FLOP/s
+    Matmul,
     /// Training steps of the base model on the two toy pairs
     ToyTrain,
     /// The Annotated Transformer's copy task (N=2, batches of 80)

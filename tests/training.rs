@@ -140,7 +140,7 @@ fn parameter_names_are_the_reference_state_dict_keys() {
 }
 
 #[test]
-fn a_saved_checkpoint_loads_back_to_identical_log_probs() {
+fn a_saved_checkpoint_holds_the_exact_weights_and_loads_back_to_the_same_log_probs() {
     let trainer = toy_trainer(small_model());
     let dir = tempfile::tempdir().unwrap();
     let tensors = trainer.named_tensors().unwrap();
@@ -155,6 +155,13 @@ fn a_saved_checkpoint_loads_back_to_identical_log_probs() {
         },
     )
     .unwrap();
+    let saved =
+        candle_core::safetensors::load(dir.path().join("model.safetensors"), &Device::Cpu).unwrap();
+    assert_eq!(saved.len(), tensors.len());
+    for (name, tensor) in &tensors {
+        let bits = |t: &candle_core::Tensor| t.flatten_all().unwrap().to_vec1::<f32>().unwrap();
+        assert_eq!(bits(&saved[name]), bits(tensor), "{name}");
+    }
     let loaded = checkpoint::load(dir.path(), &Device::Cpu).unwrap();
 
     let (src, tgt_in, _, _) = toy_batch(&trainer);
@@ -172,5 +179,10 @@ fn a_saved_checkpoint_loads_back_to_identical_log_probs() {
         .unwrap()
         .to_vec1::<f32>()
         .unwrap();
-    assert_eq!(before, after);
+    // Not bit for bit: a loaded model's linear layers multiply by a pre-transposed copy of
+    // each weight, which sums in another order than the trained model's in-place read.
+    assert_eq!(before.len(), after.len());
+    for (b, a) in before.iter().zip(&after) {
+        assert!((b - a).abs() < 1e-5, "{b} vs {a}");
+    }
 }

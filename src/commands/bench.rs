@@ -18,6 +18,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
             eprintln!("wrote {}", args.batches.display());
             return Ok(());
         }
+        BenchWorkload::Matmul => bench::matmul_ceiling(args.steps, &device)?,
         BenchWorkload::ToyTrain => bench::toy_training(args.steps, &device)?,
         BenchWorkload::Copy => bench::copy_task(args.steps, &device)?,
         BenchWorkload::Multi30k => bench::multi30k_training(&args.batches, args.steps, &device)?,

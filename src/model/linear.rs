@@ -1,18 +1,27 @@
 //! A linear layer, `y = x W^T + b`, named as torch.nn.Linear (`weight` `(out, in)`, `bias`).
 //!
-//! Why not candle_nn::Linear: its bias is added with `broadcast_add`, whose backward pass sums
-//! the gradient over every leading dimension with candle's CPU reduction, about 20x slower
-//! than a matrix-vector product (10 ms against 0.5 ms for a 3000 x 1024 gradient, as long as
-//! the layer's own matmul). Broadcasting the bias with a product by a column of ones makes
-//! that sum a matrix product in the backward pass.
+//! On the CPU in f32 it is one fused graph node with its own backward pass (`linear_op`).
+//! Elsewhere (CUDA, other dtypes) it is composed from candle ops. Why not candle_nn::Linear
+//! there: its bias is added with `broadcast_add`, whose backward pass sums the gradient over
+//! every leading dimension with candle's CPU reduction, about 20x slower than a
+//! matrix-vector product. Broadcasting the bias with a product by a column of ones makes that
+//! sum a matrix product in the backward pass.
+
+use std::sync::OnceLock;
 
 use candle_core::{Result, Tensor, D};
 use candle_nn::{Init, VarBuilder};
+
+use super::linear_op;
 
 /// A fully connected layer with bias.
 pub struct Linear {
     weight: Tensor,
     bias: Tensor,
+    /// `W^T`, made contiguous on first use when the weight is fixed (no gradient: a loaded
+    /// checkpoint, or validation's detached view, which lives for one validation pass).
+    /// Small-batch decoding multiplies much faster with it than with `W` read transposed.
+    fixed_weight_t: OnceLock<Tensor>,
 }
 
 impl Linear {
@@ -21,6 +30,7 @@ impl Linear {
         Ok(Self {
             weight: vb.get_with_hints((out_features, in_features), "weight", Init::Const(0.))?,
             bias: vb.get_with_hints(out_features, "bias", Init::Const(0.))?,
+            fixed_weight_t: OnceLock::new(),
         })
     }
 
@@ -29,7 +39,19 @@ impl Linear {
         let mut dims = xs.dims().to_vec();
         let in_features = xs.dim(D::Minus1)?;
         let rows = xs.elem_count() / in_features.max(1);
-        let ys = xs.reshape((rows, in_features))?.matmul(&self.weight.t()?)?;
+        let xs = xs.reshape((rows, in_features))?;
+        if linear_op::applies(&xs, &self.weight, &self.bias) {
+            let ys = if self.weight.track_op() {
+                linear_op::linear(&xs, &self.weight, &self.bias)?
+            } else {
+                linear_op::linear_transposed(&xs, self.fixed_weight_t()?, &self.bias)?
+            };
+            if let Some(last) = dims.last_mut() {
+                *last = self.weight.dim(0)?;
+            }
+            return ys.reshape(dims);
+        }
+        let ys = xs.matmul(&self.weight.t()?)?;
         // Without gradients (decoding a loaded checkpoint) the plain broadcast is one op
         // instead of three; the ones-product only pays off in the backward pass.
         let ys = if ys.track_op() || self.bias.track_op() {
@@ -41,6 +63,16 @@ impl Linear {
             *last = self.weight.dim(0)?;
         }
         ys.reshape(dims)
+    }
+}
+
+impl Linear {
+    fn fixed_weight_t(&self) -> Result<&Tensor> {
+        if let Some(weight_t) = self.fixed_weight_t.get() {
+            return Ok(weight_t);
+        }
+        let weight_t = self.weight.t()?.contiguous()?;
+        Ok(self.fixed_weight_t.get_or_init(|| weight_t))
     }
 }
 

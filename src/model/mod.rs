@@ -13,6 +13,7 @@ pub mod encoder_decoder;
 pub mod init;
 pub mod layers;
 pub mod linear;
+mod linear_op;
 pub mod masks;
 
 pub use attention_maps::{attention_maps, AttentionMaps};
