@@ -49,7 +49,7 @@ print(json.dumps(record))
 PY
 }
 
-workloads="toy-train:10 copy:10 multi30k:8 greedy1:5 greedy32:1 beam5:1"
+workloads="matmul:200 toy-train:10 copy:10 multi30k:8 greedy1:5 greedy32:1 beam5:1"
 for entry in $workloads; do
   workload="${entry%%:*}"
   steps="${entry##*:}"

@@ -14,6 +14,7 @@ import subprocess
 from collections import defaultdict
 
 NAMES = {
+    "matmul": "0. one matmul, 800x512x2048 (ceiling)",
     "toy-train": "1. toy base training",
     "copy": "2. copy task training",
     "multi30k": "3. Multi30k-size training",

@@ -162,6 +162,22 @@ def reference_greedy(model, src, src_mask, steps):
     return ys
 
 
+def matmul_ceiling(reps):
+    """src/bench.rs matmul_ceiling: x W^T + b, 800x512 by 512x2048, through nn.Linear."""
+    rows, inner, out = 800, 512, 2048
+    layer = torch.nn.Linear(inner, out)
+    x = torch.randn(rows, inner)
+    with torch.no_grad():
+        for _ in range(3):
+            layer(x)
+        started = time.perf_counter()
+        for _ in range(reps):
+            layer(x)
+        seconds = time.perf_counter() - started
+    return dict(workload="matmul", seconds=seconds, work=float(reps), unit="products",
+                flops=reps * 2.0 * rows * inner * out)
+
+
 def decoding(name, sentences):
     torch.manual_seed(0)
     model = make_model(DECODE_VOCAB, DECODE_VOCAB)
@@ -180,7 +196,7 @@ def decoding(name, sentences):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("workload", choices=["toy-train", "copy", "multi30k", "greedy1",
+    parser.add_argument("workload", choices=["matmul", "toy-train", "copy", "multi30k", "greedy1",
                                              "greedy32", "beam5"])
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--batches", default="target/bench-multi30k.safetensors")
@@ -188,7 +204,9 @@ def main():
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
-    if args.workload == "toy-train":
+    if args.workload == "matmul":
+        result = matmul_ceiling(args.steps)
+    elif args.workload == "toy-train":
         result = toy_training(args.steps)
     elif args.workload == "copy":
         result = copy_task(args.steps)
