@@ -6,6 +6,10 @@ Prints one JSON line: {"workload", "seconds", "work", "unit", "flops"}; FLOPs ar
 the same formula as src/bench.rs so that both sides report the same work.
 
     python scripts/bench_torch.py WORKLOAD [--steps N] [--batches FILE] [--threads T]
+                                           [--device cpu|cuda]
+
+On CUDA every tensor is made on the GPU (torch.set_default_device) and the clock is read after
+torch.cuda.synchronize().
 """
 
 import argparse
@@ -44,6 +48,11 @@ class LabelSmoothing(nn.Module):
         if mask.dim() > 0:
             true_dist.index_fill_(0, mask.squeeze(), 0.0)
         return self.criterion(x, true_dist.clone().detach())
+
+
+def synchronize():
+    if torch.get_default_device().type == "cuda":
+        torch.cuda.synchronize()
 
 
 def rate(step, model_size, factor, warmup):
@@ -95,8 +104,10 @@ def train(name, model, vocab, smoothing, factor, warmup, dims, batches, steps, u
     seconds, tokens, flops = 0.0, 0, 0.0
     for i in range(steps):
         src, tgt_in, tgt_out = batches(WARMUP_STEPS + i)
+        synchronize()
         started = time.perf_counter()
         tokens += step(src, tgt_in, tgt_out)
+        synchronize()
         seconds += time.perf_counter() - started
         flops += 3 * forward_flops(n, d, ff, src.size(0), src.size(1), tgt_in.size(1), vocab)
     work = float(steps) if unit == "steps" else float(tokens)
@@ -129,7 +140,8 @@ def copy_task(steps):
 
     def batch(_):
         # The reference's data_gen: random symbols 1..10, column 0 is 1.
-        data = torch.randint(1, vocab, size=(80, 10), generator=generator)
+        data = torch.randint(1, vocab, size=(80, 10), generator=generator, device="cpu")
+        data = data.to(torch.get_default_device())
         data[:, 0] = 1
         return data, data[:, :-1], data[:, 1:]
 
@@ -142,8 +154,10 @@ def multi30k_training(path, steps):
 
     with safe_open(path, framework="pt") as f:
         vocab = int(f.metadata()["vocab"])
-        batches = [(f.get_tensor(f"b{i}.src"), f.get_tensor(f"b{i}.tgt_in"),
-                    f.get_tensor(f"b{i}.tgt_out")) for i in range(WARMUP_STEPS + steps)]
+        device = torch.get_default_device()
+        batches = [tuple(f.get_tensor(f"b{i}.{part}").to(device)
+                         for part in ("src", "tgt_in", "tgt_out"))
+                   for i in range(WARMUP_STEPS + steps)]
     model = make_model(vocab, vocab, N=3, d_model=256, d_ff=1024, h=4)
     return train("multi30k", model, vocab, 0.1, 1.0, 800, (3, 256, 1024),
                  lambda i: batches[i], steps, "tokens")
@@ -170,9 +184,11 @@ def matmul_ceiling(reps):
     with torch.no_grad():
         for _ in range(3):
             layer(x)
+        synchronize()
         started = time.perf_counter()
         for _ in range(reps):
             layer(x)
+        synchronize()
         seconds = time.perf_counter() - started
     return dict(workload="matmul", seconds=seconds, work=float(reps), unit="products",
                 flops=reps * 2.0 * rows * inner * out)
@@ -183,13 +199,16 @@ def decoding(name, sentences):
     model = make_model(DECODE_VOCAB, DECODE_VOCAB)
     model.eval()
     generator = torch.Generator().manual_seed(1)
-    src = torch.randint(4, DECODE_VOCAB, (sentences, DECODE_SRC_LEN), generator=generator)
+    src = torch.randint(4, DECODE_VOCAB, (sentences, DECODE_SRC_LEN), generator=generator,
+                        device="cpu").to(torch.get_default_device())
     mask = torch.ones(1, 1, DECODE_SRC_LEN, dtype=torch.bool)
     with torch.inference_mode():
         reference_greedy(model, src[:1], mask, DECODE_STEPS)
+        synchronize()
         started = time.perf_counter()
         for row in range(sentences):
             reference_greedy(model, src[row:row + 1], mask, DECODE_STEPS)
+        synchronize()
         seconds = time.perf_counter() - started
     return dict(workload=name, seconds=seconds, work=float(sentences), unit="sentences", flops=0.0)
 
@@ -201,8 +220,10 @@ def main():
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--batches", default="target/bench-multi30k.safetensors")
     parser.add_argument("--threads", type=int, default=os.cpu_count())
+    parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
+    torch.set_default_device(args.device)
     torch.manual_seed(0)
     if args.workload == "matmul":
         result = matmul_ceiling(args.steps)

@@ -72,7 +72,30 @@ fn open_cuda(ordinal: usize) -> Result<Device, String> {
                     `cargo build --release --features cuda`"
             .into());
     }
-    Device::new_cuda(ordinal).map_err(|e| format!("no usable CUDA device ({e})"))
+    Device::new_cuda(ordinal).map_err(|e| cuda_failure(&e.to_string()))
+}
+
+/// One line saying why CUDA could not be opened, from candle's (multi-line) error text.
+fn cuda_failure(error: &str) -> String {
+    // The driver's error name as cudarc prints it, e.g. `DriverError(CUDA_ERROR_NO_DEVICE, ..)`.
+    let code = error
+        .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .find(|word| word.starts_with("CUDA_ERROR_"));
+    let cause = match code {
+        Some("CUDA_ERROR_STUB_LIBRARY") => {
+            "no NVIDIA driver is installed (only the link-time stub libcuda.so was found)"
+        }
+        Some("CUDA_ERROR_NO_DEVICE") => "the NVIDIA driver sees no GPU",
+        Some("CUDA_ERROR_INVALID_DEVICE") => "there is no GPU with that number",
+        Some("CUDA_ERROR_INSUFFICIENT_DRIVER" | "CUDA_ERROR_UNSUPPORTED_PTX_VERSION") => {
+            "the NVIDIA driver is older than the CUDA this binary was built with"
+        }
+        _ => {
+            let first_line = error.lines().next().unwrap_or("").trim();
+            return format!("no usable CUDA device ({first_line})");
+        }
+    };
+    format!("{cause} ({})", code.unwrap_or_default())
 }
 
 #[cfg(test)]
@@ -95,6 +118,18 @@ mod tests {
         );
         let err = "gpu".parse::<DeviceRequest>().unwrap_err().to_string();
         assert!(err.contains("\"gpu\""), "{err}");
+    }
+
+    #[test]
+    fn cuda_failures_become_one_line_that_names_the_cause() {
+        let stub = "DriverError(CUDA_ERROR_STUB_LIBRARY, \"stub library\")\n   0: backtrace";
+        assert_eq!(
+            cuda_failure(stub),
+            "no NVIDIA driver is installed (only the link-time stub libcuda.so was found) \
+             (CUDA_ERROR_STUB_LIBRARY)"
+        );
+        let other = cuda_failure("something new\nmore");
+        assert_eq!(other, "no usable CUDA device (something new)");
     }
 
     #[test]

@@ -1,0 +1,202 @@
+#!/usr/bin/env bash
+# The GPU check: given the CUDA build of `transformer` (built elsewhere: the GPU machine has no
+# Rust), run on the GPU and write a Markdown report. It also runs end to end with
+# DEVICE=cpu, so that it can be tested on a machine without a GPU.
+#
+#   scripts/gpu-check.sh                                   # DEVICE=cuda, BIN=dist/transformer(.gz)
+#   DEVICE=cpu BIN=target/release/transformer OUT=/tmp/check scripts/gpu-check.sh
+#
+# Environment (defaults): DEVICE (cuda), BIN (dist/transformer or dist/transformer.gz),
+# OUT (gpu-check), PYTHON (python3, with torch and safetensors), REPS (3: benchmark repetitions),
+# M30K_SECONDS (120: the Multi30k training run's budget), BENCH (the benchmark workloads),
+# SKIP (sections to leave out, e.g. "bench multi30k").
+#
+# Sections: 1 parity (translate --json on the parity fixture within 1e-3 of PyTorch's),
+# 2 base (train configs/base.toml, then translate "ich mochte ein bier"), 3 bench (the speed
+# benchmark's workloads next to PyTorch on the same device), 4 multi30k (training for
+# M30K_SECONDS, stopped by SIGINT, tokens/s). Exit status: the number of failed sections.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+DEVICE="${DEVICE:-cuda}"
+OUT="${OUT:-gpu-check}"
+PYTHON="${PYTHON:-python3}"
+REPS="${REPS:-3}"
+M30K_SECONDS="${M30K_SECONDS:-120}"
+BENCH="${BENCH:-matmul:200 toy-train:10 copy:10 multi30k:8 greedy1:5 greedy32:1 beam5:1}"
+SKIP="${SKIP:-}"
+mkdir -p "$OUT"
+REPORT="$OUT/report.md"
+LOG="$OUT/log.txt"
+: > "$LOG"
+
+BIN="${BIN:-}"
+if [ -z "$BIN" ]; then
+  if [ -f dist/transformer.gz ]; then BIN=dist/transformer.gz; else BIN=dist/transformer; fi
+fi
+if [[ "$BIN" == *.gz ]]; then
+  gunzip -c "$BIN" > "$OUT/transformer" && chmod +x "$OUT/transformer" && BIN="$OUT/transformer"
+fi
+[ -x "$BIN" ] || { echo "gpu-check: error: no executable at $BIN; set BIN=PATH" >&2; exit 1; }
+
+# The CUDA build links cuBLAS, cuRAND and the runtime (13.x): take them from the toolkit, or
+# from the CUDA wheels PyTorch brought, when the loader does not find them by itself.
+if ldd "$BIN" 2>/dev/null | grep -q "not found"; then
+  for dir in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib \
+      $("$PYTHON" -c 'import nvidia, pathlib; [print(p) for p in pathlib.Path(nvidia.__path__[0]).glob("*/lib")]' 2>/dev/null); do
+    [ -d "$dir" ] && LD_LIBRARY_PATH="$dir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  done
+  export LD_LIBRARY_PATH
+  if ldd "$BIN" | grep -q "not found"; then
+    echo "gpu-check: error: $BIN cannot find: $(ldd "$BIN" | awk '/not found/ {print $1}' | tr '\n' ' ')" >&2
+    exit 1
+  fi
+fi
+
+failed=0
+say() { echo "$*" >> "$REPORT"; }
+section() { echo "gpu-check: $1" >&2; say ""; say "## $1"; say ""; }
+skipped() { [[ " $SKIP " == *" $1 "* ]]; }
+# fail WHAT: counts a failed section and says so in the report.
+fail() { say "**FAILED**: $*"; failed=$((failed + 1)); }
+
+: > "$REPORT"
+say "# GPU check: $(date -u +%Y-%m-%dT%H:%MZ), device $DEVICE"
+say ""
+say "- commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+say "- binary: \`$("$BIN" --version 2>&1 | head -n1)\`"
+say "- CPU: $(lscpu 2>/dev/null | sed -n 's/^Model name: *//p' | head -n1), $(nproc) cores"
+if command -v nvidia-smi > /dev/null; then
+  say "- GPU: $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | head -n1)"
+fi
+say "- PyTorch: $("$PYTHON" -c 'import torch; print(torch.__version__, "cuda", torch.version.cuda, "available:", torch.cuda.is_available())' 2>&1 | tail -n1)"
+
+# 1. Parity: the fixture's greedy decodes through the binary on DEVICE, against the ids and
+# log-probs PyTorch wrote (tests/fixtures/parity/expected.json).
+if ! skipped parity; then
+  section "1. Parity with the PyTorch reference (translate --json, tolerance 1e-3)"
+  if "$PYTHON" - "$BIN" "$DEVICE" >> "$REPORT" 2>> "$LOG" <<'PY'
+import json, subprocess, sys
+binary, device = sys.argv[1:3]
+fixture = "tests/fixtures/parity"
+expected = json.load(open(f"{fixture}/expected.json"))
+worst, bad = 0.0, []
+for case in expected["greedy"]:
+    out = subprocess.run([binary, "translate", "--checkpoint", fixture, "--json", "--device",
+                          device, "--max-len", str(case["max_steps"]), case["source"]],
+                         capture_output=True, text=True)
+    if out.returncode != 0:
+        bad.append(f"{case['source']!r}: exit {out.returncode}: {out.stderr.strip()}")
+        continue
+    got = json.loads(out.stdout)
+    flat = lambda rows: [x for row in rows for x in (row if isinstance(row, list) else [row])]
+    if got["ids"] != case["ids"]:
+        bad.append(f"{case['source']!r}: ids {got['ids']} != {case['ids']}")
+        continue
+    diff = max((abs(a - b) for a, b in zip(flat(got["log_probs"]), flat(case["log_probs"]))),
+               default=0.0)
+    worst = max(worst, diff)
+    if diff > 1e-3:
+        bad.append(f"{case['source']!r}: log-probs differ by {diff:.2e}")
+print(f"{len(expected['greedy'])} greedy decodes; largest log-prob difference {worst:.2e}.")
+for line in bad:
+    print(f"- {line}")
+sys.exit(1 if bad else 0)
+PY
+  then say "PASS"; else fail "parity"; fi
+fi
+
+# 2. The built-in base config trained on DEVICE, then the README's translation.
+if ! skipped base; then
+  section "2. Train configs/base.toml, then translate"
+  started=$(date +%s%N)
+  if "$BIN" train --config configs/base.toml --device "$DEVICE" --out "$OUT/runs/base" \
+      --overwrite >> "$LOG" 2>&1; then
+    elapsed_ms=$(( ($(date +%s%N) - started) / 1000000 ))
+    steps=$("$PYTHON" -c "import json,sys; print(max(json.loads(l)['step'] for l in open(sys.argv[1])))" \
+      "$OUT/runs/base/metrics.jsonl" 2>> "$LOG" || echo 0)
+    translation=$("$BIN" translate --checkpoint "$OUT/runs/base" --device "$DEVICE" \
+      "ich mochte ein bier" 2>> "$LOG")
+    say "- \`train\`: $steps steps in $(( elapsed_ms / 1000 )) s wall, $(( elapsed_ms / (steps > 0 ? steps : 1) )) ms per step (start-up, validation and checkpoints included)"
+    say "- \`translate \"ich mochte ein bier\"\`: \`$translation\`"
+    if [ "$translation" = "i want a beer ." ]; then say "PASS"; else fail "expected \`i want a beer .\`"; fi
+  else
+    fail "training exited non-zero (see log.txt)"
+  fi
+fi
+
+# 3. The speed benchmark on DEVICE, ours against PyTorch's, interleaved.
+if ! skipped bench; then
+  section "3. Speed benchmark on $DEVICE ($REPS interleaved runs each)"
+  results="$OUT/bench.jsonl"
+  : > "$results"
+  batches="$OUT/multi30k.safetensors"
+  if [[ "$BENCH" == *multi30k* ]] && ! "$BIN" bench export-multi30k --device cpu --steps 10 \
+      --batches "$batches" >> "$LOG" 2>&1; then
+    say "- multi30k left out: its batches could not be exported (data/multi30k missing?)"
+    BENCH="${BENCH//multi30k:8/}"
+  fi
+  bench_ok=true
+  for entry in $BENCH; do
+    workload="${entry%%:*}"
+    steps="${entry##*:}"
+    for _ in $(seq "$REPS"); do
+      for impl in candle pytorch; do
+        if [ "$impl" = candle ]; then
+          cmd=("$BIN" bench "$workload" --device "$DEVICE" --steps "$steps" --batches "$batches")
+        else
+          cmd=("$PYTHON" scripts/bench_torch.py "$workload" --device "$DEVICE" --steps "$steps"
+               --threads "$(nproc)" --batches "$batches")
+        fi
+        echo 0 > "$OUT/rss.txt"
+        if [ -x /usr/bin/time ]; then timer=(/usr/bin/time -f "%M" -o "$OUT/rss.txt"); else timer=(); fi
+        if line=$("${timer[@]}" "${cmd[@]}" 2>> "$LOG" | tail -n1); then
+          "$PYTHON" -c "import json,sys; r=json.loads(sys.argv[1]); r.update(impl=sys.argv[2], rss_kib=int(open(sys.argv[3]).read().split()[-1])); print(json.dumps(r))" \
+            "$line" "$impl" "$OUT/rss.txt" >> "$results"
+        else
+          say "- $impl $workload failed (see log.txt)"
+          bench_ok=false
+        fi
+      done
+    done
+  done
+  "$PYTHON" scripts/bench_table.py "$results" --threads "$(nproc)" >> "$REPORT" 2>> "$LOG" \
+    || bench_ok=false
+  if $bench_ok; then say ""; say "PASS"; else fail "benchmark"; fi
+fi
+
+# 4. Multi30k training on DEVICE for M30K_SECONDS, stopped as a user would (SIGINT).
+if ! skipped multi30k; then
+  section "4. Multi30k training for ${M30K_SECONDS} s"
+  if [ ! -d data/multi30k ]; then
+    fail "data/multi30k is missing (scripts/get-multi30k.sh)"
+  else
+    timeout --preserve-status -s INT "$M30K_SECONDS" "$BIN" train --config configs/multi30k-cpu.toml \
+      --device "$DEVICE" --out "$OUT/runs/multi30k" --overwrite >> "$LOG" 2>&1
+    status=$?
+    if [ "$status" = 0 ] || [ "$status" = 130 ]; then
+      "$PYTHON" - "$OUT/runs/multi30k" >> "$REPORT" 2>> "$LOG" <<'PY'
+import json, sys
+run = sys.argv[1]
+# The checkpoint written at the stop holds the run's position: steps, tokens, seconds.
+state = json.load(open(f"{run}/last/training_state.json"))["position"]
+print(f"- {state['step']} steps, {state['tokens_seen']} target tokens in {state['elapsed_s']:.0f} s "
+      f"of training: {state['tokens_seen'] / max(state['elapsed_s'], 1e-9):.0f} tokens/s; mean loss "
+      f"{state['log_loss_sum'] / max(state['log_steps'], 1):.3f} since the last log line")
+for line in open(f"{run}/metrics.jsonl"):
+    record = json.loads(line)
+    if record["kind"] == "epoch":
+        print(f"- epoch {record['epoch']}: valid loss {record['valid_loss']:.3f}, "
+              f"BLEU {record.get('valid_bleu') or float('nan'):.2f}")
+PY
+      say "PASS"
+    else
+      fail "training exited with status $status (see log.txt)"
+    fi
+  fi
+fi
+
+say ""
+say "Failed sections: $failed"
+echo "gpu-check: report in $REPORT ($failed failed)" >&2
+exit "$failed"
