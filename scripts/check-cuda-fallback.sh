@@ -50,5 +50,5 @@ check "--device cuda names the cause and the fix in one error line" \
 check "--device cuda prints only that line" test "$(lines "$work/stderr")" = 1
 check "nothing panicked" bash -c "! grep -rq panicked '$work'"
 
-echo "cuda fallback: $passed passed, $failed failed"
+echo "cuda-fallback: $passed passed, $failed failed"
 [ "$failed" = 0 ]

@@ -125,6 +125,32 @@ if ! skipped base; then
   fi
 fi
 
+# 2b. The same training in low precision (bf16; f16 on the CPU, which has no bf16 products):
+# time per step and final loss next to f32's.
+if ! skipped lowp; then
+  low="${LOW_DTYPE:-$([ "$DEVICE" = cpu ] && echo f16 || echo bf16)}"
+  section "2b. configs/base.toml with training.dtype = \"$low\" against f32"
+  sed "s/^\[training\]\$/[training]\ndtype = \"$low\"/" configs/base.toml > "$OUT/base-$low.toml"
+  final_loss() {
+    "$PYTHON" -c "import json,sys; r=[json.loads(l) for l in open(sys.argv[1])]; e=[x for x in r if x['kind']=='epoch']; print(f\"{e[-1]['train_loss']:.4f}\" if e else 'n/a')" "$1/metrics.jsonl" 2>> "$LOG"
+  }
+  started=$(date +%s%N)
+  if "$BIN" train --config "$OUT/base-$low.toml" --device "$DEVICE" --out "$OUT/runs/base-$low" \
+      --overwrite >> "$LOG" 2>&1; then
+    elapsed_ms=$(( ($(date +%s%N) - started) / 1000000 ))
+    translation=$("$BIN" translate --checkpoint "$OUT/runs/base-$low" --device "$DEVICE" \
+      "ich mochte ein bier" 2>> "$LOG")
+    say "| dtype | wall for the run | final epoch's training loss | translation |"
+    say "|---|---:|---:|---|"
+    [ -d "$OUT/runs/base" ] && say "| f32 | see section 2 | $(final_loss "$OUT/runs/base") | |"
+    say "| $low | $(( elapsed_ms / 1000 )) s | $(final_loss "$OUT/runs/base-$low") | \`$translation\` |"
+    say ""
+    say "PASS"
+  else
+    fail "training in $low exited non-zero (see log.txt)"
+  fi
+fi
+
 # 3. The speed benchmark on DEVICE, ours against PyTorch's, interleaved.
 if ! skipped bench; then
   section "3. Speed benchmark on $DEVICE ($REPS interleaved runs each)"

@@ -148,6 +148,33 @@ pub struct TrainingConfig {
     pub log_every: usize,
     /// Steps between checkpoints (one is always written at the end).
     pub checkpoint_every: usize,
+    /// The dtype of the forward and backward passes. The weights and Adam's moments stay f32
+    /// (master weights) whatever it says; checkpoints are f32.
+    pub dtype: ComputeDtype,
+}
+
+/// What training computes in.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ComputeDtype {
+    #[default]
+    F32,
+    /// bfloat16: f32's range with 8 bits of mantissa; GPUs only (candle's CPU backend has no
+    /// bf16 matrix product).
+    Bf16,
+    /// float16: without loss scaling, small gradients can underflow to zero; prefer bf16 on
+    /// GPUs that have it. Runs on the CPU too, slowly.
+    F16,
+}
+
+impl ComputeDtype {
+    pub fn candle(self) -> candle_core::DType {
+        match self {
+            Self::F32 => candle_core::DType::F32,
+            Self::Bf16 => candle_core::DType::BF16,
+            Self::F16 => candle_core::DType::F16,
+        }
+    }
 }
 
 impl Default for TrainingConfig {
@@ -166,6 +193,7 @@ impl Default for TrainingConfig {
             label_smoothing: 0.1,
             log_every: 10,
             checkpoint_every: 1000,
+            dtype: ComputeDtype::F32,
         }
     }
 }

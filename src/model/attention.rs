@@ -3,7 +3,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 
-use candle_core::{Result, Tensor, D};
+use candle_core::{DType, Result, Tensor, D};
 use candle_nn::VarBuilder;
 
 use super::linear::Linear;
@@ -30,7 +30,10 @@ pub fn attention(
 ) -> Result<(Tensor, Tensor)> {
     let d_k = query.dim(D::Minus1)?;
     // Dividing by sqrt(d_k) keeps the dot products from pushing softmax into flat regions.
-    let scores = (query.matmul(&key.t()?)? / (d_k as f64).sqrt())?;
+    // In half precision the scores, the mask's -1e9 and the softmax are f32 (as PyTorch's
+    // autocast does): exp and the row sums overflow or lose the small probabilities otherwise.
+    let compute_dtype = query.dtype();
+    let scores = (query.matmul(&key.t()?)? / (d_k as f64).sqrt())?.to_dtype(DType::F32)?;
     let scores = match mask {
         Some(mask) => masked_fill(&scores, mask, MASKED_SCORE)?,
         None => scores,
@@ -41,7 +44,7 @@ pub fn attention(
     } else {
         candle_nn::ops::softmax_last_dim(&scores)?
     };
-    let dropped = dropout(&probabilities, dropout_p, mode)?;
+    let dropped = dropout(&probabilities, dropout_p, mode)?.to_dtype(compute_dtype)?;
     Ok((dropped.matmul(value)?, probabilities))
 }
 

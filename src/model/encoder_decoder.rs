@@ -181,7 +181,9 @@ pub fn make_model(
 }
 
 /// The model over `varmap`'s current tensors, detached (the same storage, no copy): nothing in
-/// it tracks gradients, so decoding takes the inference fast paths. Sees later updates.
+/// it tracks gradients, so decoding takes the inference fast paths. Its linear layers keep a
+/// transposed copy of their weights from first use on, so build a new one after the weights
+/// change (validation builds one per pass).
 pub fn inference_model(
     cfg: &ModelConfig,
     vocab: VocabSizes,

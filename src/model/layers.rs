@@ -1,7 +1,7 @@
 //! The pieces every layer is made of: LayerNorm, SublayerConnection (residual + norm) and
 //! PositionwiseFeedForward (paper sections 3.1 and 3.3).
 
-use candle_core::{Result, Tensor, D};
+use candle_core::{DType, Result, Tensor, D};
 use candle_nn::{Init, Module, VarBuilder};
 
 use super::linear::{broadcast_rows, Linear};
@@ -41,12 +41,18 @@ impl Module for LayerNorm {
             )
         }
         let rows = xs.elem_count() / size;
-        let flat = xs.reshape((rows, size))?;
+        // In half precision the statistics are f32 (as PyTorch's autocast does): a sum of 512
+        // squares overflows f16 and loses most of its digits in bf16.
+        let compute_dtype = xs.dtype();
+        let flat = xs.reshape((rows, size))?.to_dtype(DType::F32)?;
         let centered = flat.broadcast_sub(&flat.mean_keepdim(D::Minus1)?)?;
         let variance = (centered.sqr()?.sum_keepdim(D::Minus1)? / (size - 1) as f64)?;
         let denominator = (variance.sqrt()? + LAYER_NORM_EPS)?;
         // Gain and bias broadcast as products with ones, for a fast backward pass (see linear).
-        let scaled = (centered.broadcast_div(&denominator)? * broadcast_rows(&self.a_2, rows)?)?;
+        let normalized = centered
+            .broadcast_div(&denominator)?
+            .to_dtype(compute_dtype)?;
+        let scaled = (normalized * broadcast_rows(&self.a_2, rows)?)?;
         (scaled + broadcast_rows(&self.b_2, rows)?)?.reshape(xs.shape())
     }
 }

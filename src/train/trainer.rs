@@ -6,7 +6,7 @@
 
 use std::time::{Duration, Instant};
 
-use candle_core::{Device, Tensor};
+use candle_core::{DType, Device, Tensor};
 use candle_nn::VarMap;
 
 use super::clip::clip_grad_norm;
@@ -16,7 +16,7 @@ use super::loss::LabelSmoothing;
 use super::optimizer::{Adam, AdamSettings};
 use super::schedule::noam_rate;
 use super::state::{DataFingerprint, RunPosition};
-use crate::config::Config;
+use crate::config::{ComputeDtype, Config};
 use crate::data::vocab::PAD_ID;
 use crate::data::{epoch_batches, ordered_batches, EncodedPair, PaddedBatch, Tokenizers};
 use crate::metrics::corpus_bleu;
@@ -93,6 +93,12 @@ impl Trainer {
             tgt: data.tokenizers.tgt.vocab_size(),
         };
         let seed = config.training.seed;
+        if config.training.dtype == ComputeDtype::Bf16 && device.is_cpu() {
+            anyhow::bail!(
+                "training.dtype = \"bf16\" needs a GPU (--device cuda): candle's CPU backend \
+                 has no bf16 matrix product; use dtype = \"f32\" on the CPU"
+            )
+        }
         let varmap = VarMap::new();
         let model = make_model(&config.model, vocab, &varmap, seed, device)?;
         let mut vars: Vec<(String, candle_core::Var)> = varmap
@@ -300,6 +306,29 @@ impl Trainer {
         Ok(total)
     }
 
+    /// With `training.dtype` other than f32: the model over this step's casts of the f32
+    /// weights. The casts are graph nodes, so the backward pass brings each gradient back to
+    /// f32 for the f32 weights and Adam (mixed precision with f32 master weights).
+    fn low_precision_model(&self) -> candle_core::Result<Option<EncoderDecoder>> {
+        let dtype = self.config.training.dtype.candle();
+        if dtype == DType::F32 {
+            return Ok(None);
+        }
+        let mut tensors = std::collections::HashMap::new();
+        for (name, var) in self.parameter_names.iter().zip(self.optimizer.vars()) {
+            tensors.insert(name.clone(), var.as_tensor().to_dtype(dtype)?);
+        }
+        for (name, table) in self.model.buffers() {
+            tensors.insert(name, table.to_dtype(dtype)?);
+        }
+        let vb = candle_nn::VarBuilder::from_tensors(tensors, dtype, &self.device);
+        Ok(Some(EncoderDecoder::new(
+            &self.config.model,
+            self.vocab_sizes(),
+            vb,
+        )?))
+    }
+
     /// Summed label-smoothed KL of one batch.
     fn batch_loss_sum(&self, batch: &PaddedBatch, mode: Mode) -> candle_core::Result<Tensor> {
         let dev = &self.device;
@@ -308,15 +337,16 @@ impl Trainer {
         let tgt_out = Tensor::from_slice(&batch.tgt_out, batch.size * batch.tgt_len, dev)?;
         let src_mask = masks::padding_mask(&src, PAD_ID)?;
         let tgt_mask = masks::target_mask(&tgt_in, PAD_ID)?;
-        let hidden = self
-            .model
-            .forward(&src, &tgt_in, &src_mask, &tgt_mask, mode)?;
+        let low_precision = self.low_precision_model()?;
+        let model = low_precision.as_ref().unwrap_or(&self.model);
+        let hidden = model.forward(&src, &tgt_in, &src_mask, &tgt_mask, mode)?;
         let rows = batch.size * batch.tgt_len;
-        let logits = self
-            .model
+        // The loss (a log-softmax over the vocabulary and a sum over the batch) in f32.
+        let logits = model
             .generator()
             .logits(&hidden)?
-            .reshape((rows, ()))?;
+            .reshape((rows, ()))?
+            .to_dtype(DType::F32)?;
         if logits.device().is_cpu() {
             let fused = FusedLabelSmoothing {
                 targets: batch.tgt_out.clone(),
@@ -342,13 +372,21 @@ impl Trainer {
         Ok(sum / tokens.max(1) as f64)
     }
 
-    /// Corpus BLEU of greedy translations of the validation sources.
-    fn validation_bleu(&self, valid: &ValidationData) -> anyhow::Result<f64> {
-        let vocab = VocabSizes {
+    fn vocab_sizes(&self) -> VocabSizes {
+        VocabSizes {
             src: self.data.tokenizers.src.vocab_size(),
             tgt: self.data.tokenizers.tgt.vocab_size(),
-        };
-        let model = inference_model(&self.config.model, vocab, &self.varmap, &self.device)?;
+        }
+    }
+
+    /// Corpus BLEU of greedy translations of the validation sources.
+    fn validation_bleu(&self, valid: &ValidationData) -> anyhow::Result<f64> {
+        let model = inference_model(
+            &self.config.model,
+            self.vocab_sizes(),
+            &self.varmap,
+            &self.device,
+        )?;
         let translator = Translator {
             model: &model,
             ..self.translator(DecodeOptions::default())
