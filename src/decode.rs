@@ -73,6 +73,10 @@ pub fn greedy_decode(
 /// Greedy decoding of a batch `src` `(batch, src_len)` with padding mask `src_mask`
 /// `(batch, 1, src_len)`, one cached decoder step per position. Stops when every sentence has
 /// produced `limits.end` or after `limits.max_steps`.
+///
+/// The chosen ids and their log-probs stay on the device; the host reads whether every
+/// sentence has ended only every few steps on a GPU (each read waits for the GPU to drain),
+/// at every step on the CPU (where it costs nothing), and reads the ids once at the end.
 pub fn greedy_batch(
     model: &EncoderDecoder,
     src: &Tensor,
@@ -82,31 +86,49 @@ pub fn greedy_batch(
 ) -> Result<Vec<Hypothesis>> {
     let batch = src.dim(0)?;
     let device = src.device();
+    let check_every = if device.is_cpu() { 1 } else { 8 };
     let memory = model.encode(src, src_mask, Mode::Eval)?;
     let mut state = model.start_decoding(&memory, src_mask)?;
-    let mut hypotheses = vec![Hypothesis::empty(); batch];
-    let mut finished = vec![false; batch];
+    let mut ids = Vec::with_capacity(limits.max_steps);
+    let mut scores = Vec::with_capacity(limits.max_steps);
+    // 1 where a sentence has produced the end symbol.
+    let mut ended = Tensor::zeros((batch, 1), DType::U8, device)?;
     let mut last = Tensor::full(start, (batch, 1), device)?;
-    for _ in 0..limits.max_steps {
+    for step in 1..=limits.max_steps {
         let log_probs = step_log_probs(model, &last, &mut state)?;
         let best = log_probs.argmax_keepdim(D::Minus1)?;
-        let best_log_probs = log_probs.gather(&best, D::Minus1)?;
-        let ids = best.flatten_all()?.to_vec1::<u32>()?;
-        let scores = best_log_probs.flatten_all()?.to_vec1::<f32>()?;
-        for (row, hypothesis) in hypotheses.iter_mut().enumerate() {
-            if finished[row] {
-                continue;
+        scores.push(log_probs.gather(&best, D::Minus1)?);
+        ids.push(best.clone());
+        if let Some(end) = limits.end {
+            ended = ended.maximum(&best.eq(end)?)?;
+            if step % check_every == 0 && ended.min_all()?.to_scalar::<u8>()? == 1 {
+                break;
             }
-            hypothesis.ids.push(ids[row]);
-            hypothesis.log_probs.push(scores[row]);
-            finished[row] = limits.end == Some(ids[row]);
-        }
-        if finished.iter().all(|&f| f) {
-            break;
         }
         last = best;
     }
-    Ok(hypotheses)
+    if ids.is_empty() {
+        return Ok(vec![Hypothesis::empty(); batch]);
+    }
+    let ids = Tensor::cat(&ids, 1)?.to_vec2::<u32>()?;
+    let scores = Tensor::cat(&scores, 1)?
+        .to_dtype(DType::F32)?
+        .to_vec2::<f32>()?;
+    Ok(ids
+        .into_iter()
+        .zip(scores)
+        .map(|(row_ids, row_scores)| {
+            // Each sentence ends at its first end symbol, kept; later steps are discarded.
+            let len = limits
+                .end
+                .and_then(|end| row_ids.iter().position(|&id| id == end))
+                .map_or(row_ids.len(), |at| at + 1);
+            Hypothesis {
+                ids: row_ids[..len].to_vec(),
+                log_probs: row_scores[..len].to_vec(),
+            }
+        })
+        .collect())
 }
 
 /// The Generator's log-probabilities `(batch, vocab)` for the position after `last` `(batch, 1)`.

@@ -2,10 +2,15 @@
 //!
 //! Candle cannot seed its CPU random generator, so masks are drawn from our own ChaCha stream:
 //! the same seed gives the same masks, and so the same training run, on the CPU.
+//!
+//! On a GPU, drawing masks on the host and copying them over would cost more than the step
+//! (an activation-sized upload per dropout site), so masks are drawn on the device by its own
+//! generator, reseeded at every optimiser step from (seed, step): a resumed run draws the same
+//! masks as an uninterrupted one there too.
 
 use std::cell::RefCell;
 
-use candle_core::{Result, Tensor};
+use candle_core::{Device, Result, Tensor};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
@@ -42,9 +47,21 @@ impl DropoutRng {
         }
     }
 
+    /// Called before each optimiser step: reseeds a GPU's generator from (seed, step). Nothing
+    /// to do on the CPU, whose stream just goes on.
+    pub fn begin_step(&self, device: &Device, step: usize) -> Result<()> {
+        if device.is_cpu() {
+            return Ok(());
+        }
+        device.set_seed(split_mix64(self.seed ^ split_mix64(step as u64)))
+    }
+
     /// A mask shaped like `like`: 0 with probability `p`, else 1 / (1 - p) (inverted dropout,
     /// as torch.nn.Dropout, so evaluation needs no rescaling).
     fn mask(&self, like: &Tensor, p: f64) -> Result<Tensor> {
+        if !like.device().is_cpu() {
+            return device_mask(like, p);
+        }
         let keep_scale = (1.0 / (1.0 - p)) as f32;
         // Keep an element when a uniform u32 lands at or above p * 2^32.
         let threshold = (p * 4_294_967_296.0).min(u32::MAX as f64) as u32;
@@ -62,6 +79,21 @@ impl DropoutRng {
     }
 }
 
+/// A dropout mask drawn by `like`'s device's own generator (see `DropoutRng::begin_step`).
+fn device_mask(like: &Tensor, p: f64) -> Result<Tensor> {
+    let uniform = Tensor::rand(0f32, 1f32, like.shape(), like.device())?;
+    let keep = uniform.ge(p)?.to_dtype(like.dtype())?;
+    keep.affine(1.0 / (1.0 - p), 0.0)
+}
+
+/// A 64-bit mix (SplitMix64's finaliser): nearby steps give unrelated seeds.
+fn split_mix64(x: u64) -> u64 {
+    let mut z = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
 /// Applies dropout with probability `p` in training mode; the identity otherwise.
 pub fn dropout(xs: &Tensor, p: f64, mode: Mode) -> Result<Tensor> {
     match mode {
@@ -73,7 +105,27 @@ pub fn dropout(xs: &Tensor, p: f64, mode: Mode) -> Result<Tensor> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use candle_core::Device;
+
+    /// The GPU path's mask, exercised on the CPU (where candle's generator is unseeded, so only
+    /// its statistics can be checked): about p zeros, the rest 1 / (1 - p).
+    #[test]
+    fn device_masks_drop_about_p_and_scale_the_rest() {
+        let like = Tensor::ones(100_000, candle_core::DType::F32, &Device::Cpu).unwrap();
+        let mask = device_mask(&like, 0.1).unwrap().to_vec1::<f32>().unwrap();
+        let zeros = mask.iter().filter(|&&m| m == 0.0).count() as f64 / mask.len() as f64;
+        assert!((zeros - 0.1).abs() < 0.01, "{zeros}");
+        assert!(mask
+            .iter()
+            .all(|&m| m == 0.0 || (m - 1.0 / 0.9).abs() < 1e-6));
+    }
+
+    #[test]
+    fn step_seeds_differ_from_step_to_step_and_run_to_run() {
+        let seeds: std::collections::HashSet<u64> = (0..2u64)
+            .flat_map(|seed| (0..1000u64).map(move |step| split_mix64(seed ^ split_mix64(step))))
+            .collect();
+        assert_eq!(seeds.len(), 2000);
+    }
 
     #[test]
     fn evaluation_mode_leaves_the_input_unchanged() {

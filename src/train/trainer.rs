@@ -280,15 +280,11 @@ impl Trainer {
     ) -> anyhow::Result<f64> {
         let group_tokens: usize = group.iter().map(|b| b.ntokens).sum();
         let mut grads: Vec<Option<Tensor>> = vec![None; self.optimizer.vars().len()];
-        let mut total = 0.0;
+        let mut losses = Vec::with_capacity(group.len());
+        self.dropout_rng.begin_step(&self.device, step)?;
         for batch in group {
             let loss = (self.batch_loss_sum(batch, Mode::Train(&self.dropout_rng))?
                 / group_tokens as f64)?;
-            let value = f64::from(loss.to_scalar::<f32>()?);
-            if !value.is_finite() {
-                return Err(Diverged { step, loss: value }.into());
-            }
-            total += value;
             let store = loss.backward()?;
             for (slot, var) in grads.iter_mut().zip(self.optimizer.vars()) {
                 if let Some(grad) = store.get(var.as_tensor()) {
@@ -298,11 +294,24 @@ impl Trainer {
                     });
                 }
             }
+            losses.push(loss.detach());
         }
+        // The losses are read only now, once the whole step is queued: on a GPU, reading one
+        // waits for the work before it, and reading it before the backward pass would leave
+        // the GPU idle while the host queues that pass. A non-finite loss has by then updated
+        // the weights in memory, but the error below ends the run before any checkpoint.
         if let Some(max_norm) = self.config.training.clip_grad_norm {
             clip_grad_norm(&mut grads, max_norm)?;
         }
         self.optimizer.step(&grads, lr)?;
+        let mut total = 0.0;
+        for loss in &losses {
+            let value = f64::from(loss.to_scalar::<f32>()?);
+            if !value.is_finite() {
+                return Err(Diverged { step, loss: value }.into());
+            }
+            total += value;
+        }
         Ok(total)
     }
 
