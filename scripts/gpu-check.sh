@@ -163,6 +163,8 @@ if ! skipped bench; then
     BENCH="${BENCH//multi30k:8/}"
   fi
   bench_ok=true
+  # Both sides get the same CPU threads, as in scripts/bench.sh.
+  export RAYON_NUM_THREADS="${RAYON_NUM_THREADS:-$(nproc)}" OMP_NUM_THREADS="${OMP_NUM_THREADS:-$(nproc)}"
   for entry in $BENCH; do
     workload="${entry%%:*}"
     steps="${entry##*:}"

@@ -1,6 +1,8 @@
 """Writes tests/fixtures/parity/: a small random reference model and what it computes.
 
     python scripts/make_parity_fixture.py [--out tests/fixtures/parity] [--seed 0]
+    python scripts/make_parity_fixture.py --variant post-norm   # -> tests/fixtures/parity-post-norm
+    python scripts/make_parity_fixture.py --all                 # the reference and every variant
 
 The directory is a `transformer` checkpoint (model.safetensors is the reference's state_dict as
 is; config.toml and the vocabularies are ours), plus expected.json with the inputs, the encoder
@@ -38,6 +40,13 @@ GREEDY = [(src, MAX_STEPS) for src, _ in PAIRS] + [
     ("ich mochte ein bier", 2),
 ]
 FIT_STEPS = 40
+# The other tutorials' architectures: the [model] keys each fixture adds to MODEL.
+VARIANTS = {
+    "post-norm": dict(norm="post"),
+    "learned-positions": dict(positions="learned"),
+    "bias-free": dict(attention_bias=False, ffn_bias=False),
+    "shared-embeddings": dict(share_embeddings=True),
+}
 
 
 def fit_briefly(model, src, tgt_in, tgt_out, src_mask, tgt_mask):
@@ -56,8 +65,16 @@ def fit_briefly(model, src, tgt_in, tgt_out, src_mask, tgt_mask):
     model.eval()
 
 
-def config_toml():
-    lines = ["[model]"] + [f"{k} = {v}" for k, v in MODEL.items()]
+def toml_value(value):
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return f'"{value}"'
+    return str(value)
+
+
+def config_toml(model_cfg):
+    lines = ["[model]"] + [f"{k} = {toml_value(v)}" for k, v in model_cfg.items()]
     lines += ["", "[data]", 'train = "data/toy.tsv"', ""]
     return "\n".join(lines)
 
@@ -83,12 +100,23 @@ def smallest_top2_margin(model, src, src_mask, ids):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", default="tests/fixtures/parity")
+    parser.add_argument("--out", help="default: tests/fixtures/parity[-VARIANT]")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--variant", choices=sorted(VARIANTS))
+    parser.add_argument("--all", action="store_true", help="the reference and every variant")
     args = parser.parse_args()
-    torch.manual_seed(args.seed)
+    variants = [None] + sorted(VARIANTS) if args.all else [args.variant]
+    for variant in variants:
+        out = args.out if args.out and not args.all else (
+            "tests/fixtures/parity" + (f"-{variant}" if variant else ""))
+        write_fixture(out, args.seed, variant)
+
+
+def write_fixture(out, seed, variant):
+    torch.manual_seed(seed)
+    model_cfg = dict(MODEL, **VARIANTS.get(variant, {}))
     src_vocab, tgt_vocab = SPECIALS + SRC_WORDS, SPECIALS + TGT_WORDS
-    model = reference.make_model_from_config(MODEL, len(src_vocab), len(tgt_vocab))
+    model = reference.make_model_from_config(model_cfg, len(src_vocab), len(tgt_vocab))
 
     src_rows = [encode(s, src_vocab) for s, _ in PAIRS]
     tgt_rows = [encode(t, tgt_vocab) for _, t in PAIRS]
@@ -110,25 +138,29 @@ def main():
             margins.append(smallest_top2_margin(model, one, one_mask, ids))
             greedy.append({"source": sentence, "max_steps": max_steps, "ids": ids, "log_probs": lps})
 
-    os.makedirs(args.out, exist_ok=True)
-    save_file({k: v.contiguous() for k, v in model.state_dict().items()},
-              os.path.join(args.out, "model.safetensors"), metadata={"format": "pt"})
-    with open(os.path.join(args.out, "config.toml"), "w") as f:
-        f.write(config_toml())
+    os.makedirs(out, exist_ok=True)
+    # state_dict as is; a tied matrix is listed under both of its names (cloned, since
+    # safetensors will not write one storage twice), as PyTorch users would export it.
+    save_file({k: v.contiguous().clone() for k, v in model.state_dict().items()},
+              os.path.join(out, "model.safetensors"), metadata={"format": "pt"})
+    with open(os.path.join(out, "config.toml"), "w") as f:
+        f.write(config_toml(model_cfg))
     for name, vocab in (("vocab.src.txt", src_vocab), ("vocab.tgt.txt", tgt_vocab)):
-        with open(os.path.join(args.out, name), "w") as f:
+        with open(os.path.join(out, name), "w") as f:
             f.write("\n".join(vocab) + "\n")
+    flags = f" --variant {variant}" if variant else ""
     expected = {
-        "generated_by": "scripts/make_parity_fixture.py --seed %d (torch %s)" % (args.seed, torch.__version__),
+        "generated_by": "scripts/make_parity_fixture.py --seed %d%s (torch %s)" % (
+            seed, flags, torch.__version__),
         "src": src.tolist(),
         "tgt_in": tgt_in.tolist(),
         "memory": memory.tolist(),
         "log_probs": log_probs.tolist(),
         "greedy": greedy,
     }
-    with open(os.path.join(args.out, "expected.json"), "w") as f:
+    with open(os.path.join(out, "expected.json"), "w") as f:
         json.dump(expected, f)
-    print(f"wrote {args.out}; smallest top-2 log-prob margin in greedy decoding: {min(margins):.4f}")
+    print(f"wrote {out}; smallest top-2 log-prob margin in greedy decoding: {min(margins):.4f}")
 
 
 if __name__ == "__main__":

@@ -5,6 +5,13 @@ not alter the maths: `make_model` accepts `max_len` for the position table (defa
 reference's) and `attention_dropout` (default 0.1, the value the reference always ends up
 with). `greedy_decode` adds what `transformer translate` does on top of the reference's loop:
 it stops after the end symbol and records each chosen word's log-probability.
+
+`make_model` also builds the other tutorials' variants, each off by default (the defaults are
+The Annotated Transformer exactly): `norm="post"` (the paper's and d2l's AddNorm with
+torch.nn.LayerNorm, and no final norm per stack), `positions="learned"` (an nn.Embedding of
+max_len positions named `pe`), `attention_bias=False` / `ffn_bias=False` (the walkthrough's
+bias-free projections) and `share_embeddings=True` (the generator uses the target embedding's
+matrix).
 """
 
 import copy
@@ -26,12 +33,12 @@ def attention(query, key, value, mask=None, dropout=None):
 
 
 class MultiHeadedAttention(nn.Module):
-    def __init__(self, h, d_model, dropout=0.1):
+    def __init__(self, h, d_model, dropout=0.1, bias=True):
         super().__init__()
         assert d_model % h == 0
         self.d_k = d_model // h
         self.h = h
-        self.linears = clones(nn.Linear(d_model, d_model), 4)
+        self.linears = clones(nn.Linear(d_model, d_model, bias=bias), 4)
         self.attn = None
         self.dropout = nn.Dropout(p=dropout)
 
@@ -94,20 +101,28 @@ class LayerNorm(nn.Module):
 
 
 class SublayerConnection(nn.Module):
-    def __init__(self, size, dropout):
+    def __init__(self, size, dropout, post_norm=False):
         super().__init__()
-        self.norm = LayerNorm(size)
+        self.post_norm = post_norm
+        self.norm = nn.LayerNorm(size) if post_norm else LayerNorm(size)
         self.dropout = nn.Dropout(dropout)
 
     def forward(self, x, sublayer):
+        if self.post_norm:
+            return self.norm(x + self.dropout(sublayer(x)))
         return x + self.dropout(sublayer(self.norm(x)))
 
 
+def final_norm(size, post_norm):
+    """Pre-norm stacks end with a norm; post-norm layers already end with one."""
+    return nn.Identity() if post_norm else LayerNorm(size)
+
+
 class Encoder(nn.Module):
-    def __init__(self, layer, N):
+    def __init__(self, layer, N, post_norm=False):
         super().__init__()
         self.layers = clones(layer, N)
-        self.norm = LayerNorm(layer.size)
+        self.norm = final_norm(layer.size, post_norm)
 
     def forward(self, x, mask):
         for layer in self.layers:
@@ -116,11 +131,11 @@ class Encoder(nn.Module):
 
 
 class EncoderLayer(nn.Module):
-    def __init__(self, size, self_attn, feed_forward, dropout):
+    def __init__(self, size, self_attn, feed_forward, dropout, post_norm=False):
         super().__init__()
         self.self_attn = self_attn
         self.feed_forward = feed_forward
-        self.sublayer = clones(SublayerConnection(size, dropout), 2)
+        self.sublayer = clones(SublayerConnection(size, dropout, post_norm), 2)
         self.size = size
 
     def forward(self, x, mask):
@@ -129,10 +144,10 @@ class EncoderLayer(nn.Module):
 
 
 class Decoder(nn.Module):
-    def __init__(self, layer, N):
+    def __init__(self, layer, N, post_norm=False):
         super().__init__()
         self.layers = clones(layer, N)
-        self.norm = LayerNorm(layer.size)
+        self.norm = final_norm(layer.size, post_norm)
 
     def forward(self, x, memory, src_mask, tgt_mask):
         for layer in self.layers:
@@ -141,13 +156,13 @@ class Decoder(nn.Module):
 
 
 class DecoderLayer(nn.Module):
-    def __init__(self, size, self_attn, src_attn, feed_forward, dropout):
+    def __init__(self, size, self_attn, src_attn, feed_forward, dropout, post_norm=False):
         super().__init__()
         self.size = size
         self.self_attn = self_attn
         self.src_attn = src_attn
         self.feed_forward = feed_forward
-        self.sublayer = clones(SublayerConnection(size, dropout), 3)
+        self.sublayer = clones(SublayerConnection(size, dropout, post_norm), 3)
 
     def forward(self, x, memory, src_mask, tgt_mask):
         m = memory
@@ -163,10 +178,10 @@ def subsequent_mask(size):
 
 
 class PositionwiseFeedForward(nn.Module):
-    def __init__(self, d_model, d_ff, dropout=0.1):
+    def __init__(self, d_model, d_ff, dropout=0.1, bias=True):
         super().__init__()
-        self.w_1 = nn.Linear(d_model, d_ff)
-        self.w_2 = nn.Linear(d_ff, d_model)
+        self.w_1 = nn.Linear(d_model, d_ff, bias=bias)
+        self.w_2 = nn.Linear(d_ff, d_model, bias=bias)
         self.dropout = nn.Dropout(dropout)
 
     def forward(self, x):
@@ -200,21 +215,40 @@ class PositionalEncoding(nn.Module):
         return self.dropout(x)
 
 
+class LearnedPositionalEncoding(nn.Module):
+    """Trained position vectors (the decoder-only gist's, indexed by position, not token)."""
+
+    def __init__(self, d_model, dropout, max_len=5000):
+        super().__init__()
+        self.dropout = nn.Dropout(p=dropout)
+        self.pe = nn.Embedding(max_len, d_model)
+
+    def forward(self, x):
+        return self.dropout(x + self.pe.weight[: x.size(1)].unsqueeze(0))
+
+
 def make_model(
     src_vocab, tgt_vocab, N=6, d_model=512, d_ff=2048, h=8, dropout=0.1,
-    max_len=5000, attention_dropout=0.1,
+    max_len=5000, attention_dropout=0.1, norm="pre", positions="sinusoidal",
+    attention_bias=True, ffn_bias=True, share_embeddings=False,
 ):
     c = copy.deepcopy
-    attn = MultiHeadedAttention(h, d_model, attention_dropout)
-    ff = PositionwiseFeedForward(d_model, d_ff, dropout)
-    position = PositionalEncoding(d_model, dropout, max_len)
+    post = norm == "post"
+    attn = MultiHeadedAttention(h, d_model, attention_dropout, bias=attention_bias)
+    ff = PositionwiseFeedForward(d_model, d_ff, dropout, bias=ffn_bias)
+    if positions == "learned":
+        position = LearnedPositionalEncoding(d_model, dropout, max_len)
+    else:
+        position = PositionalEncoding(d_model, dropout, max_len)
     model = EncoderDecoder(
-        Encoder(EncoderLayer(d_model, c(attn), c(ff), dropout), N),
-        Decoder(DecoderLayer(d_model, c(attn), c(attn), c(ff), dropout), N),
+        Encoder(EncoderLayer(d_model, c(attn), c(ff), dropout, post), N, post),
+        Decoder(DecoderLayer(d_model, c(attn), c(attn), c(ff), dropout, post), N, post),
         nn.Sequential(Embeddings(d_model, src_vocab), c(position)),
         nn.Sequential(Embeddings(d_model, tgt_vocab), c(position)),
         Generator(d_model, tgt_vocab),
     )
+    if share_embeddings:
+        model.generator.proj.weight = model.tgt_embed[0].lut.weight
     for p in model.parameters():
         if p.dim() > 1:
             nn.init.xavier_uniform_(p)
@@ -228,6 +262,10 @@ def make_model_from_config(model_cfg, src_vocab, tgt_vocab):
         N=model_cfg["layers"], d_model=model_cfg["d_model"], d_ff=model_cfg["d_ff"],
         h=model_cfg["heads"], dropout=model_cfg["dropout"], max_len=model_cfg["max_len"],
         attention_dropout=model_cfg["attention_dropout"],
+        norm=model_cfg.get("norm", "pre"), positions=model_cfg.get("positions", "sinusoidal"),
+        attention_bias=model_cfg.get("attention_bias", True),
+        ffn_bias=model_cfg.get("ffn_bias", True),
+        share_embeddings=model_cfg.get("share_embeddings", False),
     )
 
 

@@ -37,8 +37,40 @@ pub struct ModelConfig {
     /// Dropout on attention probabilities. The reference's `make_model` never passes its
     /// `dropout` argument to MultiHeadedAttention, so this stays 0.1 whatever `dropout` says.
     pub attention_dropout: f64,
-    /// Rows of the sinusoidal position table (the reference's `max_len`).
+    /// Rows of the position table (the reference's `max_len`): the longest sequence.
     pub max_len: usize,
+    /// Where LayerNorm sits around each sublayer.
+    pub norm: NormPlacement,
+    /// How positions are encoded.
+    pub positions: PositionEncoding,
+    /// Biases on the attention's q/k/v/output projections (`linears.i.bias`).
+    pub attention_bias: bool,
+    /// Biases on the feed-forward layers (`w_1.bias`, `w_2.bias`).
+    pub ffn_bias: bool,
+    /// The generator's matrix is the target embedding's (`tgt_embed.0.lut.weight`), as in the
+    /// paper's section 3.4; `generator.proj.weight` is then not a separate parameter.
+    pub share_embeddings: bool,
+}
+
+/// Pre-norm is The Annotated Transformer's `x + dropout(sublayer(norm(x)))` with a final norm
+/// per stack and its own LayerNorm (unbiased std, eps 1e-6 added to it, `a_2`/`b_2`);
+/// post-norm is the paper's and d2l's `norm(x + dropout(sublayer(x)))` with torch.nn.LayerNorm
+/// (biased variance, eps 1e-5 inside the square root, `weight`/`bias`) and no final norm.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum NormPlacement {
+    #[default]
+    Pre,
+    Post,
+}
+
+/// The paper's fixed sine/cosine table, or a trained embedding of `max_len` positions.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PositionEncoding {
+    #[default]
+    Sinusoidal,
+    Learned,
 }
 
 impl Default for ModelConfig {
@@ -51,6 +83,11 @@ impl Default for ModelConfig {
             dropout: 0.1,
             attention_dropout: 0.1,
             max_len: 5000,
+            norm: NormPlacement::Pre,
+            positions: PositionEncoding::Sinusoidal,
+            attention_bias: true,
+            ffn_bias: true,
+            share_embeddings: false,
         }
     }
 }

@@ -1,6 +1,8 @@
-//! Parity with the PyTorch reference: tests/fixtures/parity was written by
-//! scripts/make_parity_fixture.py (the reference's state_dict as is, plus what it computed).
-//! It is loaded through the same code as `transformer translate --checkpoint`.
+//! Parity with the PyTorch reference: tests/fixtures/parity (The Annotated Transformer) and
+//! tests/fixtures/parity-VARIANT (the other tutorials' architectures: post-norm, learned
+//! positions, bias-free projections, shared embeddings) were written by
+//! scripts/make_parity_fixture.py --all (the reference's state_dict as is, plus what it
+//! computed). Each is loaded through the same code as `transformer translate --checkpoint`.
 
 mod common;
 
@@ -15,11 +17,17 @@ use transformer::decode::teacher_forced_log_probs;
 use transformer::model::{masks, Mode};
 use transformer::translator::{DecodeOptions, Translator};
 
-const FIXTURE: &str = "tests/fixtures/parity";
+const FIXTURES: [&str; 5] = [
+    "tests/fixtures/parity",
+    "tests/fixtures/parity-post-norm",
+    "tests/fixtures/parity-learned-positions",
+    "tests/fixtures/parity-bias-free",
+    "tests/fixtures/parity-shared-embeddings",
+];
 const TOLERANCE: f32 = 1e-4;
 
-fn expected() -> Value {
-    let text = std::fs::read_to_string(Path::new(FIXTURE).join("expected.json")).unwrap();
+fn expected(fixture: &str) -> Value {
+    let text = std::fs::read_to_string(Path::new(fixture).join("expected.json")).unwrap();
     serde_json::from_str(&text).unwrap()
 }
 
@@ -49,19 +57,35 @@ fn assert_close(got: &[f32], want: &[f32], what: &str) {
 
 #[test]
 fn the_encoder_memory_matches_the_pytorch_reference() {
-    let expected = expected();
-    let loaded = checkpoint::load(Path::new(FIXTURE), &Device::Cpu).unwrap();
+    for fixture in FIXTURES {
+        encoder_memory_matches(fixture);
+    }
+}
+
+fn encoder_memory_matches(fixture: &str) {
+    let expected = expected(fixture);
+    let loaded = checkpoint::load(Path::new(fixture), &Device::Cpu).unwrap();
     let src = ids_matrix(&expected["src"]);
     let src_mask = masks::padding_mask(&src, PAD_ID).unwrap();
     let memory = loaded.model.encode(&src, &src_mask, Mode::Eval).unwrap();
     let got = memory.flatten_all().unwrap().to_vec1::<f32>().unwrap();
-    assert_close(&got, &flat_floats(&expected["memory"]), "memory");
+    assert_close(
+        &got,
+        &flat_floats(&expected["memory"]),
+        &format!("{fixture}: memory"),
+    );
 }
 
 #[test]
 fn teacher_forced_log_probs_match_the_pytorch_reference() {
-    let expected = expected();
-    let loaded = checkpoint::load(Path::new(FIXTURE), &Device::Cpu).unwrap();
+    for fixture in FIXTURES {
+        teacher_forced_log_probs_match(fixture);
+    }
+}
+
+fn teacher_forced_log_probs_match(fixture: &str) {
+    let expected = expected(fixture);
+    let loaded = checkpoint::load(Path::new(fixture), &Device::Cpu).unwrap();
     let src = ids_matrix(&expected["src"]);
     let tgt_in = ids_matrix(&expected["tgt_in"]);
     let src_mask = masks::padding_mask(&src, PAD_ID).unwrap();
@@ -69,13 +93,23 @@ fn teacher_forced_log_probs_match_the_pytorch_reference() {
     let log_probs =
         teacher_forced_log_probs(&loaded.model, &src, &src_mask, &tgt_in, &tgt_mask).unwrap();
     let got = log_probs.flatten_all().unwrap().to_vec1::<f32>().unwrap();
-    assert_close(&got, &flat_floats(&expected["log_probs"]), "log_probs");
+    assert_close(
+        &got,
+        &flat_floats(&expected["log_probs"]),
+        &format!("{fixture}: log_probs"),
+    );
 }
 
 #[test]
 fn greedy_decoding_picks_the_same_words_with_the_same_log_probs() {
-    let expected = expected();
-    let loaded = checkpoint::load(Path::new(FIXTURE), &Device::Cpu).unwrap();
+    for fixture in FIXTURES {
+        greedy_decodes_match(fixture);
+    }
+}
+
+fn greedy_decodes_match(fixture: &str) {
+    let expected = expected(fixture);
+    let loaded = checkpoint::load(Path::new(fixture), &Device::Cpu).unwrap();
     for case in expected["greedy"].as_array().unwrap() {
         let source = case["source"].as_str().unwrap();
         let max_steps = case["max_steps"].as_u64().unwrap() as usize;
@@ -91,14 +125,24 @@ fn greedy_decoding_picks_the_same_words_with_the_same_log_probs() {
         };
         let got = translator.translate(source).unwrap();
         let want_ids: Vec<u32> = serde_json::from_value(case["ids"].clone()).unwrap();
-        assert_eq!(got.ids, want_ids, "ids for {source:?}");
-        assert_close(&got.log_probs, &flat_floats(&case["log_probs"]), source);
+        assert_eq!(got.ids, want_ids, "{fixture}: ids for {source:?}");
+        assert_close(
+            &got.log_probs,
+            &flat_floats(&case["log_probs"]),
+            &format!("{fixture}: {source}"),
+        );
     }
 }
 
 #[test]
 fn translate_json_reproduces_the_reference_greedy_decodes() {
-    let expected = expected();
+    for fixture in FIXTURES {
+        translate_json_matches(fixture);
+    }
+}
+
+fn translate_json_matches(fixture: &str) {
+    let expected = expected(fixture);
     for case in expected["greedy"].as_array().unwrap() {
         let source = case["source"].as_str().unwrap();
         let max_steps = case["max_steps"].as_u64().unwrap().to_string();
@@ -107,7 +151,7 @@ fn translate_json_reproduces_the_reference_greedy_decodes() {
                 .args([
                     "translate",
                     "--checkpoint",
-                    FIXTURE,
+                    fixture,
                     "--json",
                     "--device",
                     "cpu",
@@ -116,11 +160,11 @@ fn translate_json_reproduces_the_reference_greedy_decodes() {
         );
         let got: Value = serde_json::from_slice(&output.stdout).unwrap();
         assert_eq!(got["source"], case["source"]);
-        assert_eq!(got["ids"], case["ids"], "ids for {source:?}");
+        assert_eq!(got["ids"], case["ids"], "{fixture}: ids for {source:?}");
         assert_close(
             &flat_floats(&got["log_probs"]),
             &flat_floats(&case["log_probs"]),
-            source,
+            &format!("{fixture}: {source}"),
         );
     }
 }

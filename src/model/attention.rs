@@ -188,7 +188,7 @@ impl MultiHeadedAttention {
     pub fn new(cfg: &ModelConfig, vb: VarBuilder) -> Result<Self> {
         let d = cfg.d_model;
         let vb = vb.pp("linears");
-        let linear = |i: usize| Linear::new(d, d, vb.pp(i));
+        let linear = |i: usize| Linear::with_bias(d, d, cfg.attention_bias, vb.pp(i));
         Ok(Self {
             linears: [linear(0)?, linear(1)?, linear(2)?, linear(3)?],
             heads: cfg.heads,

@@ -2,11 +2,13 @@
 //! encoder memory, and feed-forward, then a final LayerNorm.
 
 use candle_core::{Result, Tensor};
-use candle_nn::{Module, VarBuilder};
+use candle_nn::VarBuilder;
 
 use super::attention::{KeyValueCache, KeyValues, MultiHeadedAttention};
 use super::dropout::Mode;
-use super::layers::{LayerNorm, PositionwiseFeedForward, SublayerConnection};
+use super::layers::{
+    apply_final_norm, final_norm, Norm, PositionwiseFeedForward, SublayerConnection,
+};
 use crate::config::ModelConfig;
 
 /// Self-attention, source attention and feed-forward, each in a SublayerConnection.
@@ -117,7 +119,8 @@ impl DecoderState {
 /// N decoder layers and the final norm.
 pub struct Decoder {
     layers: Vec<DecoderLayer>,
-    norm: LayerNorm,
+    /// Pre-norm only (see `final_norm`).
+    norm: Option<Norm>,
 }
 
 impl Decoder {
@@ -127,7 +130,7 @@ impl Decoder {
             .collect::<Result<_>>()?;
         Ok(Self {
             layers,
-            norm: LayerNorm::new(cfg.d_model, vb.pp("norm"))?,
+            norm: final_norm(cfg, vb.pp("norm"))?,
         })
     }
 
@@ -161,7 +164,7 @@ impl Decoder {
             )?;
         }
         state.len += 1;
-        self.norm.forward(&xs)
+        apply_final_norm(&self.norm, xs)
     }
 
     /// Embedded target `(batch, tgt_len, d_model)` -> hidden states of the same shape.
@@ -177,6 +180,6 @@ impl Decoder {
         for layer in &self.layers {
             xs = layer.forward(&xs, memory, src_mask, tgt_mask, mode)?;
         }
-        self.norm.forward(&xs)
+        apply_final_norm(&self.norm, xs)
     }
 }

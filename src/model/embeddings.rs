@@ -4,7 +4,7 @@ use candle_core::{DType, Device, Result, Tensor};
 use candle_nn::{Embedding, Module, VarBuilder};
 
 use super::dropout::{dropout, Mode};
-use crate::config::ModelConfig;
+use crate::config::{ModelConfig, PositionEncoding};
 
 /// A learned lookup table whose output is multiplied by sqrt(d_model).
 pub struct Embeddings {
@@ -25,21 +25,39 @@ impl Embeddings {
     pub fn forward(&self, ids: &Tensor) -> Result<Tensor> {
         self.lut.forward(ids)? * self.scale
     }
+
+    /// The table `(vocab, d_model)`, for a generator that shares it.
+    pub fn table(&self) -> &Tensor {
+        self.lut.embeddings()
+    }
 }
 
 /// Adds the fixed sine/cosine position table, then dropout.
 ///
 /// The table `pe` `(1, max_len, d_model)` is a buffer, not a parameter: it is written into
 /// checkpoints (as the reference's `register_buffer` does) but never trained.
+///
+/// With `positions = "learned"` the table is a trained parameter instead, `pe.weight`
+/// `(max_len, d_model)` (an nn.Embedding named `pe`), Xavier-initialised like every matrix.
 pub struct PositionalEncoding {
     pe: Tensor,
+    learned: bool,
     dropout: f64,
 }
 
 impl PositionalEncoding {
-    /// Reads `pe` from a checkpoint when it has one, else computes it.
+    /// Reads `pe` from a checkpoint when it has one, else computes it (or, learned, makes it).
     pub fn new(cfg: &ModelConfig, vb: VarBuilder) -> Result<Self> {
-        let pe = if vb.contains_tensor("pe") {
+        let learned = cfg.positions == PositionEncoding::Learned;
+        let pe = if learned {
+            vb.pp("pe")
+                .get_with_hints(
+                    (cfg.max_len, cfg.d_model),
+                    "weight",
+                    candle_nn::Init::Const(0.),
+                )?
+                .unsqueeze(0)?
+        } else if vb.contains_tensor("pe") {
             vb.get((1, cfg.max_len, cfg.d_model), "pe")?
         } else {
             sinusoid_table(cfg.max_len, cfg.d_model, vb.device())?
@@ -48,13 +66,15 @@ impl PositionalEncoding {
         };
         Ok(Self {
             pe,
+            learned,
             dropout: cfg.dropout,
         })
     }
 
-    /// The `(1, max_len, d_model)` table, for checkpoints.
-    pub fn table(&self) -> &Tensor {
-        &self.pe
+    /// The fixed `(1, max_len, d_model)` table, for checkpoints; none when it is learned (it
+    /// is then a parameter, saved with the others).
+    pub fn table(&self) -> Option<&Tensor> {
+        (!self.learned).then_some(&self.pe)
     }
 
     /// `(batch, len, d_model)` -> same shape; fails when len exceeds the table.

@@ -2,11 +2,13 @@
 //! final LayerNorm (needed because the sublayers are pre-norm).
 
 use candle_core::{Result, Tensor};
-use candle_nn::{Module, VarBuilder};
+use candle_nn::VarBuilder;
 
 use super::attention::MultiHeadedAttention;
 use super::dropout::Mode;
-use super::layers::{LayerNorm, PositionwiseFeedForward, SublayerConnection};
+use super::layers::{
+    apply_final_norm, final_norm, Norm, PositionwiseFeedForward, SublayerConnection,
+};
 use crate::config::ModelConfig;
 
 /// Self-attention then feed-forward, each wrapped in a SublayerConnection.
@@ -45,7 +47,8 @@ impl EncoderLayer {
 /// N encoder layers and the final norm.
 pub struct Encoder {
     layers: Vec<EncoderLayer>,
-    norm: LayerNorm,
+    /// Pre-norm only (see `final_norm`).
+    norm: Option<Norm>,
 }
 
 impl Encoder {
@@ -55,7 +58,7 @@ impl Encoder {
             .collect::<Result<_>>()?;
         Ok(Self {
             layers,
-            norm: LayerNorm::new(cfg.d_model, vb.pp("norm"))?,
+            norm: final_norm(cfg, vb.pp("norm"))?,
         })
     }
 
@@ -70,6 +73,6 @@ impl Encoder {
         for layer in &self.layers {
             xs = layer.forward(&xs, mask, mode)?;
         }
-        self.norm.forward(&xs)
+        apply_final_norm(&self.norm, xs)
     }
 }

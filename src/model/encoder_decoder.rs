@@ -58,6 +58,19 @@ impl Generator {
         })
     }
 
+    /// A generator whose matrix is `table` `(vocab, d_model)`, the target embedding's
+    /// (`share_embeddings`); only its bias `proj.bias` is its own.
+    pub fn sharing(table: &Tensor, vb: VarBuilder) -> Result<Self> {
+        // PyTorch's state_dict lists a tied matrix under both names: accept (and so mark as
+        // read, for strict loading) the generator's copy when a checkpoint has it.
+        if vb.contains_tensor("proj.weight") {
+            vb.get(table.shape(), "proj.weight")?;
+        }
+        Ok(Self {
+            proj: Linear::from_weight(table.clone(), true, vb.pp("proj"))?,
+        })
+    }
+
     /// `(..., d_model)` -> log-probabilities `(..., tgt_vocab)`.
     pub fn forward(&self, xs: &Tensor) -> Result<Tensor> {
         candle_nn::ops::log_softmax(&self.logits(xs)?, D::Minus1)
@@ -83,12 +96,18 @@ pub struct EncoderDecoder {
 impl EncoderDecoder {
     /// Builds the model from `vb`: fresh variables from a VarMap, or a checkpoint's tensors.
     pub fn new(cfg: &ModelConfig, vocab: VocabSizes, vb: VarBuilder) -> Result<Self> {
+        let tgt_embed = EmbeddingStack::new(cfg, vocab.tgt, vb.pp("tgt_embed"))?;
+        let generator = if cfg.share_embeddings {
+            Generator::sharing(tgt_embed.embeddings.table(), vb.pp("generator"))?
+        } else {
+            Generator::new(cfg.d_model, vocab.tgt, vb.pp("generator"))?
+        };
         Ok(Self {
             encoder: Encoder::new(cfg, vb.pp("encoder"))?,
             decoder: Decoder::new(cfg, vb.pp("decoder"))?,
             src_embed: EmbeddingStack::new(cfg, vocab.src, vb.pp("src_embed"))?,
-            tgt_embed: EmbeddingStack::new(cfg, vocab.tgt, vb.pp("tgt_embed"))?,
-            generator: Generator::new(cfg.d_model, vocab.tgt, vb.pp("generator"))?,
+            tgt_embed,
+            generator,
         })
     }
 
@@ -150,18 +169,16 @@ impl EncoderDecoder {
         &self.decoder
     }
 
-    /// The non-trained tensors a checkpoint carries: the two position tables.
+    /// The non-trained tensors a checkpoint carries: the two sinusoidal position tables (none
+    /// when positions are learned: they are parameters then).
     pub fn buffers(&self) -> Vec<(String, Tensor)> {
-        vec![
-            (
-                "src_embed.1.pe".into(),
-                self.src_embed.positions.table().clone(),
-            ),
-            (
-                "tgt_embed.1.pe".into(),
-                self.tgt_embed.positions.table().clone(),
-            ),
+        [
+            ("src_embed.1.pe", &self.src_embed),
+            ("tgt_embed.1.pe", &self.tgt_embed),
         ]
+        .into_iter()
+        .filter_map(|(name, stack)| Some((name.to_string(), stack.positions.table()?.clone())))
+        .collect()
     }
 }
 

@@ -14,10 +14,10 @@ use candle_nn::{Init, VarBuilder};
 
 use super::linear_op;
 
-/// A fully connected layer with bias.
+/// A fully connected layer, with or without a bias.
 pub struct Linear {
     weight: Tensor,
-    bias: Tensor,
+    bias: Option<Tensor>,
     /// `W^T`, made contiguous on first use when the weight is fixed (no gradient: a loaded
     /// checkpoint, or validation's detached view, which lives for one validation pass).
     /// Small-batch decoding multiplies much faster with it than with `W` read transposed.
@@ -27,9 +27,31 @@ pub struct Linear {
 impl Linear {
     /// Zero-initialised: `make_model` draws every parameter afterwards, as the reference does.
     pub fn new(in_features: usize, out_features: usize, vb: VarBuilder) -> Result<Self> {
+        Self::with_bias(in_features, out_features, true, vb)
+    }
+
+    /// As `new`; without `bias` the layer has no `bias` tensor at all (torch's `bias=False`).
+    pub fn with_bias(
+        in_features: usize,
+        out_features: usize,
+        bias: bool,
+        vb: VarBuilder,
+    ) -> Result<Self> {
+        let weight = vb.get_with_hints((out_features, in_features), "weight", Init::Const(0.))?;
+        Self::from_weight(weight, bias, vb)
+    }
+
+    /// A layer over an existing `weight` `(out, in)` (shared with another module) and, with
+    /// `bias`, its own bias.
+    pub fn from_weight(weight: Tensor, bias: bool, vb: VarBuilder) -> Result<Self> {
+        let bias = if bias {
+            Some(vb.get_with_hints(weight.dim(0)?, "bias", Init::Const(0.))?)
+        } else {
+            None
+        };
         Ok(Self {
-            weight: vb.get_with_hints((out_features, in_features), "weight", Init::Const(0.))?,
-            bias: vb.get_with_hints(out_features, "bias", Init::Const(0.))?,
+            weight,
+            bias,
             fixed_weight_t: OnceLock::new(),
         })
     }
@@ -40,28 +62,26 @@ impl Linear {
         let in_features = xs.dim(D::Minus1)?;
         let rows = xs.elem_count() / in_features.max(1);
         let xs = xs.reshape((rows, in_features))?;
-        if linear_op::applies(&xs, &self.weight, &self.bias) {
-            let ys = if self.weight.track_op() {
-                linear_op::linear(&xs, &self.weight, &self.bias)?
-            } else {
-                linear_op::linear_transposed(&xs, self.fixed_weight_t()?, &self.bias)?
-            };
-            if let Some(last) = dims.last_mut() {
-                *last = self.weight.dim(0)?;
-            }
-            return ys.reshape(dims);
-        }
-        let ys = xs.matmul(&self.weight.t()?)?;
-        // Without gradients (decoding a loaded checkpoint) the plain broadcast is one op
-        // instead of three; the ones-product only pays off in the backward pass.
-        let ys = if ys.track_op() || self.bias.track_op() {
-            (ys + broadcast_rows(&self.bias, rows)?)?
-        } else {
-            ys.broadcast_add(&self.bias)?
-        };
         if let Some(last) = dims.last_mut() {
             *last = self.weight.dim(0)?;
         }
+        let bias = self.bias.as_ref();
+        if linear_op::applies(&xs, &self.weight, bias) {
+            let ys = if self.weight.track_op() {
+                linear_op::linear(&xs, &self.weight, bias)?
+            } else {
+                linear_op::linear_transposed(&xs, self.fixed_weight_t()?, bias)?
+            };
+            return ys.reshape(dims);
+        }
+        let ys = xs.matmul(&self.weight.t()?)?;
+        let ys = match bias {
+            None => ys,
+            // The ones-product only pays off in the backward pass; without gradients
+            // (decoding a loaded checkpoint) the plain broadcast is one op instead of three.
+            Some(bias) if ys.track_op() || bias.track_op() => (ys + broadcast_rows(bias, rows)?)?,
+            Some(bias) => ys.broadcast_add(bias)?,
+        };
         ys.reshape(dims)
     }
 }

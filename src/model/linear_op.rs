@@ -5,9 +5,10 @@
 //! copied back by one thread, and every node's gradient is accumulated into a fresh tensor.
 //! Here the forward pass is one gemm call that reads `W` in place as `W^T` and starts from the
 //! bias rows, and the backward pass is three products that produce each gradient in its final
-//! layout: `dx = g W`, `dW = g^T x`, `db = 1^T g`.
+//! layout: `dx = g W`, `dW = g^T x`, `db = 1^T g`. Layers without a bias use the two-operand
+//! form of the same op.
 
-use candle_core::{CpuStorage, CustomOp3, Layout, Result, Shape, Tensor};
+use candle_core::{CpuStorage, CustomOp2, CustomOp3, Layout, Result, Shape, Tensor};
 
 /// The op behind [`linear`] and [`linear_transposed`].
 struct LinearOp {
@@ -17,19 +18,28 @@ struct LinearOp {
 
 /// `xs` `(rows, in)`, `weight` `(out, in)`, `bias` `(out,)` -> `(rows, out)`, as one node.
 /// CPU and f32 only: the caller checks [`applies`].
-pub fn linear(xs: &Tensor, weight: &Tensor, bias: &Tensor) -> Result<Tensor> {
-    xs.apply_op3(weight, bias, LinearOp { transposed: false })
+pub fn linear(xs: &Tensor, weight: &Tensor, bias: Option<&Tensor>) -> Result<Tensor> {
+    let op = LinearOp { transposed: false };
+    match bias {
+        Some(bias) => xs.apply_op3(weight, bias, op),
+        None => xs.apply_op2(weight, op),
+    }
 }
 
 /// As [`linear`], from `weight_t` = `W^T` `(in, out)`: for fixed weights, transposed once.
-pub fn linear_transposed(xs: &Tensor, weight_t: &Tensor, bias: &Tensor) -> Result<Tensor> {
-    xs.apply_op3(weight_t, bias, LinearOp { transposed: true })
+pub fn linear_transposed(xs: &Tensor, weight_t: &Tensor, bias: Option<&Tensor>) -> Result<Tensor> {
+    let op = LinearOp { transposed: true };
+    match bias {
+        Some(bias) => xs.apply_op3(weight_t, bias, op),
+        None => xs.apply_op2(weight_t, op),
+    }
 }
 
 /// Whether [`linear`] can run: every tensor on the CPU in f32.
-pub fn applies(xs: &Tensor, weight: &Tensor, bias: &Tensor) -> bool {
-    [xs, weight, bias]
+pub fn applies(xs: &Tensor, weight: &Tensor, bias: Option<&Tensor>) -> bool {
+    [Some(xs), Some(weight), bias]
         .iter()
+        .flatten()
         .all(|t| t.device().is_cpu() && t.dtype() == candle_core::DType::F32)
 }
 
@@ -41,19 +51,13 @@ fn bias_slice<'a>(storage: &'a CpuStorage, layout: &Layout) -> Result<&'a [f32]>
     Ok(&storage.as_slice::<f32>()?[start..end])
 }
 
-impl CustomOp3 for LinearOp {
-    fn name(&self) -> &'static str {
-        "linear"
-    }
-
-    fn cpu_fwd(
+impl LinearOp {
+    /// `x W^T (+ b)`: one gemm call, into the bias rows when there is a bias.
+    fn forward(
         &self,
-        x_storage: &CpuStorage,
-        x_layout: &Layout,
-        w_storage: &CpuStorage,
-        w_layout: &Layout,
-        b_storage: &CpuStorage,
-        b_layout: &Layout,
+        (x_storage, x_layout): (&CpuStorage, &Layout),
+        (w_storage, w_layout): (&CpuStorage, &Layout),
+        bias: Option<&[f32]>,
     ) -> Result<(CpuStorage, Shape)> {
         let (rows, in_features) = x_layout.shape().dims2()?;
         let (out_features, w_in) = if self.transposed {
@@ -62,18 +66,19 @@ impl CustomOp3 for LinearOp {
         } else {
             w_layout.shape().dims2()?
         };
-        let bias = bias_slice(b_storage, b_layout)?;
-        if w_in != in_features || bias.len() != out_features {
+        if w_in != in_features || bias.is_some_and(|b| b.len() != out_features) {
             candle_core::bail!(
-                "linear: input {:?}, weight {:?}, bias {:?} do not fit",
+                "linear: input {:?} and weight {:?} (and bias of {:?}) do not fit",
                 x_layout.shape(),
                 w_layout.shape(),
-                b_layout.shape()
+                bias.map(<[f32]>::len)
             )
         }
-        let mut dst = Vec::with_capacity(rows * out_features);
-        for _ in 0..rows {
-            dst.extend_from_slice(bias);
+        let dst_len = rows * out_features;
+        let mut dst = Vec::with_capacity(dst_len);
+        match bias {
+            Some(bias) => (0..rows).for_each(|_| dst.extend_from_slice(bias)),
+            None => dst.resize(dst_len, 0.0),
         }
         let x = &x_storage.as_slice::<f32>()?[x_layout.start_offset()..];
         let w = &w_storage.as_slice::<f32>()?[w_layout.start_offset()..];
@@ -95,10 +100,9 @@ impl CustomOp3 for LinearOp {
         } else {
             gemm::Parallelism::None
         };
-        if rows > 0 && out_features > 0 && in_features > 0 {
+        if dst_len > 0 && in_features > 0 {
             // SAFETY: every pointer and stride comes from a layout of its own storage, and
-            // `dst` is `rows x out_features` row-major.
-            // dst = 1 * dst + 1 * x W^T.
+            // `dst` is `rows x out_features` row-major. dst = 1 * dst + 1 * x W^T.
             unsafe {
                 gemm::gemm(
                     rows,
@@ -126,6 +130,39 @@ impl CustomOp3 for LinearOp {
         Ok((CpuStorage::F32(dst), Shape::from((rows, out_features))))
     }
 
+    /// `dx = g W` and `dW = g^T x` (or `d(W^T) = x^T g` for the transposed form).
+    fn input_and_weight_grads(
+        &self,
+        xs: &Tensor,
+        weight: &Tensor,
+        grad: &Tensor,
+    ) -> Result<(Tensor, Tensor)> {
+        if self.transposed {
+            Ok((grad.matmul(&weight.t()?)?, xs.t()?.matmul(grad)?))
+        } else {
+            Ok((grad.matmul(weight)?, grad.t()?.matmul(xs)?))
+        }
+    }
+}
+
+impl CustomOp3 for LinearOp {
+    fn name(&self) -> &'static str {
+        "linear"
+    }
+
+    fn cpu_fwd(
+        &self,
+        x_storage: &CpuStorage,
+        x_layout: &Layout,
+        w_storage: &CpuStorage,
+        w_layout: &Layout,
+        b_storage: &CpuStorage,
+        b_layout: &Layout,
+    ) -> Result<(CpuStorage, Shape)> {
+        let bias = bias_slice(b_storage, b_layout)?;
+        self.forward((x_storage, x_layout), (w_storage, w_layout), Some(bias))
+    }
+
     fn bwd(
         &self,
         xs: &Tensor,
@@ -134,16 +171,38 @@ impl CustomOp3 for LinearOp {
         _res: &Tensor,
         grad: &Tensor,
     ) -> Result<(Option<Tensor>, Option<Tensor>, Option<Tensor>)> {
-        let rows = grad.dim(0)?;
-        let (grad_xs, grad_weight) = if self.transposed {
-            (grad.matmul(&weight.t()?)?, xs.t()?.matmul(grad)?)
-        } else {
-            (grad.matmul(weight)?, grad.t()?.matmul(xs)?)
-        };
+        let (grad_xs, grad_weight) = self.input_and_weight_grads(xs, weight, grad)?;
         // A product with a row of ones: candle's column-sum reduction is far slower.
-        let ones = Tensor::ones((1, rows), grad.dtype(), grad.device())?;
+        let ones = Tensor::ones((1, grad.dim(0)?), grad.dtype(), grad.device())?;
         let grad_bias = ones.matmul(grad)?.squeeze(0)?;
         Ok((Some(grad_xs), Some(grad_weight), Some(grad_bias)))
+    }
+}
+
+impl CustomOp2 for LinearOp {
+    fn name(&self) -> &'static str {
+        "linear-no-bias"
+    }
+
+    fn cpu_fwd(
+        &self,
+        x_storage: &CpuStorage,
+        x_layout: &Layout,
+        w_storage: &CpuStorage,
+        w_layout: &Layout,
+    ) -> Result<(CpuStorage, Shape)> {
+        self.forward((x_storage, x_layout), (w_storage, w_layout), None)
+    }
+
+    fn bwd(
+        &self,
+        xs: &Tensor,
+        weight: &Tensor,
+        _res: &Tensor,
+        grad: &Tensor,
+    ) -> Result<(Option<Tensor>, Option<Tensor>)> {
+        let (grad_xs, grad_weight) = self.input_and_weight_grads(xs, weight, grad)?;
+        Ok((Some(grad_xs), Some(grad_weight)))
     }
 }
 
@@ -175,11 +234,11 @@ mod tests {
         let xs = x_t.as_tensor().t().unwrap();
         assert!(!xs.is_contiguous());
 
-        let fused = linear(&xs, w.as_tensor(), b.as_tensor()).unwrap();
+        let fused = linear(&xs, w.as_tensor(), Some(b.as_tensor())).unwrap();
         let from_transposed = linear_transposed(
             &xs,
             &w.as_tensor().t().unwrap().contiguous().unwrap(),
-            b.as_tensor(),
+            Some(b.as_tensor()),
         )
         .unwrap();
         let composed = xs
@@ -207,6 +266,29 @@ mod tests {
             let want = composed_grads.get(var.as_tensor()).unwrap();
             assert_eq!(got.dims(), want.dims());
             assert!(close(got, want) < 1e-5, "{got} vs {want}");
+        }
+    }
+
+    #[test]
+    fn the_bias_free_form_matches_a_plain_product_and_its_gradients() {
+        let dev = Device::Cpu;
+        let xs = Var::from_tensor(&Tensor::randn(0f32, 1., (6, 5), &dev).unwrap()).unwrap();
+        let w = Var::from_tensor(&Tensor::randn(0f32, 1., (4, 5), &dev).unwrap()).unwrap();
+        let fused = linear(xs.as_tensor(), w.as_tensor(), None).unwrap();
+        let composed = xs.as_tensor().matmul(&w.as_tensor().t().unwrap()).unwrap();
+        assert!(close(&fused, &composed) < 1e-5);
+        let fused_grads = fused.sqr().unwrap().sum_all().unwrap().backward().unwrap();
+        let composed_grads = composed
+            .sqr()
+            .unwrap()
+            .sum_all()
+            .unwrap()
+            .backward()
+            .unwrap();
+        for var in [&xs, &w] {
+            let got = fused_grads.get(var.as_tensor()).unwrap();
+            let want = composed_grads.get(var.as_tensor()).unwrap();
+            assert!(close(got, want) < 1e-4, "{got} vs {want}");
         }
     }
 }
