@@ -227,6 +227,26 @@ class LearnedPositionalEncoding(nn.Module):
         return self.dropout(x + self.pe.weight[: x.size(1)].unsqueeze(0))
 
 
+def building_blocks(h, d_model, d_ff, dropout, max_len, attention_dropout, positions,
+                    attention_bias, ffn_bias):
+    """The attention, feed-forward and position modules every layer is copied from."""
+    attn = MultiHeadedAttention(h, d_model, attention_dropout, bias=attention_bias)
+    ff = PositionwiseFeedForward(d_model, d_ff, dropout, bias=ffn_bias)
+    if positions == "learned":
+        position = LearnedPositionalEncoding(d_model, dropout, max_len)
+    else:
+        position = PositionalEncoding(d_model, dropout, max_len)
+    return attn, ff, position
+
+
+def xavier_init(model):
+    """The reference's initialisation: Xavier-uniform for every matrix."""
+    for p in model.parameters():
+        if p.dim() > 1:
+            nn.init.xavier_uniform_(p)
+    return model
+
+
 def make_model(
     src_vocab, tgt_vocab, N=6, d_model=512, d_ff=2048, h=8, dropout=0.1,
     max_len=5000, attention_dropout=0.1, norm="pre", positions="sinusoidal",
@@ -234,12 +254,8 @@ def make_model(
 ):
     c = copy.deepcopy
     post = norm == "post"
-    attn = MultiHeadedAttention(h, d_model, attention_dropout, bias=attention_bias)
-    ff = PositionwiseFeedForward(d_model, d_ff, dropout, bias=ffn_bias)
-    if positions == "learned":
-        position = LearnedPositionalEncoding(d_model, dropout, max_len)
-    else:
-        position = PositionalEncoding(d_model, dropout, max_len)
+    attn, ff, position = building_blocks(h, d_model, d_ff, dropout, max_len, attention_dropout,
+                                         positions, attention_bias, ffn_bias)
     model = EncoderDecoder(
         Encoder(EncoderLayer(d_model, c(attn), c(ff), dropout, post), N, post),
         Decoder(DecoderLayer(d_model, c(attn), c(attn), c(ff), dropout, post), N, post),
@@ -249,10 +265,7 @@ def make_model(
     )
     if share_embeddings:
         model.generator.proj.weight = model.tgt_embed[0].lut.weight
-    for p in model.parameters():
-        if p.dim() > 1:
-            nn.init.xavier_uniform_(p)
-    return model
+    return xavier_init(model)
 
 
 def make_model_from_config(model_cfg, src_vocab, tgt_vocab):
@@ -294,3 +307,43 @@ def greedy_decode(model, src, src_mask, max_steps, start_symbol=BOS, end_symbol=
         if next_word == end_symbol:
             break
     return ids, log_probs
+
+
+class DecoderOnlyLM(nn.Module):
+    """The decoder-only gist made correct: each block reads the previous block's output (the
+    gist fed every block the embeddings), the causal mask is applied, positions are looked up
+    by position (the gist indexed them by token id), and d_k is an integer. Its blocks are the
+    Annotated Transformer's EncoderLayer under a causal mask, so the parameter names are this
+    file's: embed.*, decoder.layers.N.*, decoder.norm.* (pre-norm), generator.proj.*."""
+
+    def __init__(self, embed, decoder, generator):
+        super().__init__()
+        self.embed = embed
+        self.decoder = decoder
+        self.generator = generator
+
+    def forward(self, ids):
+        """Next-token logits (batch, len, vocab)."""
+        mask = subsequent_mask(ids.size(1))
+        return self.generator.proj(self.decoder(self.embed(ids), mask))
+
+
+def make_lm(
+    vocab, N=6, d_model=512, d_ff=2048, h=8, dropout=0.1, max_len=5000,
+    attention_dropout=0.1, norm="post", positions="learned", attention_bias=False,
+    ffn_bias=True, share_embeddings=False,
+):
+    """The decoder-only language model; the defaults are the gist's choices (post-norm,
+    learned positions, bias-free attention projections)."""
+    c = copy.deepcopy
+    post = norm == "post"
+    attn, ff, position = building_blocks(h, d_model, d_ff, dropout, max_len, attention_dropout,
+                                         positions, attention_bias, ffn_bias)
+    model = DecoderOnlyLM(
+        nn.Sequential(Embeddings(d_model, vocab), position),
+        Encoder(EncoderLayer(d_model, c(attn), c(ff), dropout, post), N, post),
+        Generator(d_model, vocab),
+    )
+    if share_embeddings:
+        model.generator.proj.weight = model.embed[0].lut.weight
+    return xavier_init(model)

@@ -39,6 +39,8 @@ pub struct ModelConfig {
     pub attention_dropout: f64,
     /// Rows of the position table (the reference's `max_len`): the longest sequence.
     pub max_len: usize,
+    /// An encoder-decoder translation model, or a decoder-only language model.
+    pub arch: Architecture,
     /// Where LayerNorm sits around each sublayer.
     pub norm: NormPlacement,
     /// How positions are encoded.
@@ -50,6 +52,18 @@ pub struct ModelConfig {
     /// The generator's matrix is the target embedding's (`tgt_embed.0.lut.weight`), as in the
     /// paper's section 3.4; `generator.proj.weight` is then not a separate parameter.
     pub share_embeddings: bool,
+}
+
+/// The model family.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Architecture {
+    /// Figure 1 of the paper: source encoder, target decoder with cross-attention.
+    #[default]
+    EncoderDecoder,
+    /// Token and position embeddings, N causal self-attention blocks (no cross-attention), a
+    /// final norm when pre-norm, and a linear head: a next-token language model.
+    DecoderOnly,
 }
 
 /// Pre-norm is The Annotated Transformer's `x + dropout(sublayer(norm(x)))` with a final norm
@@ -83,6 +97,7 @@ impl Default for ModelConfig {
             dropout: 0.1,
             attention_dropout: 0.1,
             max_len: 5000,
+            arch: Architecture::EncoderDecoder,
             norm: NormPlacement::Pre,
             positions: PositionEncoding::Sinusoidal,
             attention_bias: true,

@@ -311,3 +311,16 @@ fn bf16_on_the_cpu_is_refused_with_the_reason_and_the_fix() {
     );
     assert!(error.contains("use dtype = \"f32\""), "{error}");
 }
+
+/// The decoder-only model exists (tests/parity_lm.rs) but `train` cannot train it yet: it
+/// says so rather than training an encoder-decoder in its place.
+#[test]
+fn a_decoder_only_config_is_refused_by_the_translation_trainer() {
+    let mut config = Config {
+        model: small_model(),
+        ..Config::default()
+    };
+    config.model.arch = transformer::config::Architecture::DecoderOnly;
+    let error = try_toy_trainer(config).err().unwrap().to_string();
+    assert!(error.contains("model.arch = \"decoder-only\""), "{error}");
+}

@@ -11,7 +11,7 @@ use candle_nn::var_builder::SimpleBackend;
 use candle_nn::{Init, VarBuilder};
 
 use super::MODEL_FILE;
-use crate::config::Config;
+use crate::config::{Architecture, Config};
 use crate::data::Tokenizers;
 use crate::model::{EncoderDecoder, VocabSizes};
 
@@ -85,6 +85,13 @@ pub(super) fn build_model(
     tensors: HashMap<String, Tensor>,
     device: &Device,
 ) -> anyhow::Result<EncoderDecoder> {
+    if config.model.arch == Architecture::DecoderOnly {
+        bail!(
+            "{} holds a decoder-only language model (model.arch = \"decoder-only\"); \
+             translate and eval need an encoder-decoder checkpoint",
+            dir.display()
+        )
+    }
     let weights_path = dir.join(MODEL_FILE);
     let file_names: Vec<String> = tensors.keys().cloned().collect();
     let (backend, requested) = RecordingBackend::new(tensors);

@@ -4,7 +4,7 @@
 use candle_core::{Result, Tensor};
 use candle_nn::VarBuilder;
 
-use super::attention::MultiHeadedAttention;
+use super::attention::{KeyValueCache, MultiHeadedAttention};
 use super::dropout::Mode;
 use super::layers::{
     apply_final_norm, final_norm, Norm, PositionwiseFeedForward, SublayerConnection,
@@ -35,7 +35,16 @@ impl EncoderLayer {
         &self.self_attn
     }
 
-    /// `xs` `(batch, src_len, d_model)`, `mask` `(batch, 1, src_len)`.
+    /// One new position of a causal stack (the decoder-only model): `xs` `(batch, 1,
+    /// d_model)` attends to itself and to the positions in `cache`, which it joins.
+    pub fn forward_step(&self, xs: &Tensor, cache: &mut Option<KeyValueCache>) -> Result<Tensor> {
+        let mode = Mode::Eval;
+        let xs = self.sublayer[0].forward(xs, mode, |x| self.self_attn.forward_cached(x, cache))?;
+        self.sublayer[1].forward(&xs, mode, |x| self.feed_forward.forward(x, mode))
+    }
+
+    /// `xs` `(batch, src_len, d_model)`, `mask` `(batch, 1, src_len)` (or, causal,
+    /// `(1, len, len)`).
     pub fn forward(&self, xs: &Tensor, mask: &Tensor, mode: Mode) -> Result<Tensor> {
         let xs = self.sublayer[0].forward(xs, mode, |x| {
             self.self_attn.forward(x, x, x, Some(mask), mode)
@@ -64,6 +73,20 @@ impl Encoder {
 
     pub fn layers(&self) -> &[EncoderLayer] {
         &self.layers
+    }
+
+    /// One new position through every layer, each with its own cache (see
+    /// `EncoderLayer::forward_step`), then the final norm.
+    pub fn forward_step(
+        &self,
+        xs: &Tensor,
+        caches: &mut [Option<KeyValueCache>],
+    ) -> Result<Tensor> {
+        let mut xs = xs.clone();
+        for (layer, cache) in self.layers.iter().zip(caches.iter_mut()) {
+            xs = layer.forward_step(&xs, cache)?;
+        }
+        apply_final_norm(&self.norm, xs)
     }
 
     /// `xs` `(batch, src_len, d_model)` embedded source, `mask` `(batch, 1, src_len)`.

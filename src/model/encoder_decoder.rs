@@ -39,6 +39,11 @@ impl EmbeddingStack {
         self.forward_at(ids, 0, mode)
     }
 
+    /// The token embedding matrix `(vocab, d_model)`, for a generator that shares it.
+    pub fn table(&self) -> &Tensor {
+        self.embeddings.table()
+    }
+
     /// As `forward`, for ids at positions `offset..` (incremental decoding).
     pub fn forward_at(&self, ids: &Tensor, offset: usize, mode: Mode) -> Result<Tensor> {
         self.positions
@@ -98,7 +103,7 @@ impl EncoderDecoder {
     pub fn new(cfg: &ModelConfig, vocab: VocabSizes, vb: VarBuilder) -> Result<Self> {
         let tgt_embed = EmbeddingStack::new(cfg, vocab.tgt, vb.pp("tgt_embed"))?;
         let generator = if cfg.share_embeddings {
-            Generator::sharing(tgt_embed.embeddings.table(), vb.pp("generator"))?
+            Generator::sharing(tgt_embed.table(), vb.pp("generator"))?
         } else {
             Generator::new(cfg.d_model, vocab.tgt, vb.pp("generator"))?
         };

@@ -6,6 +6,7 @@
 pub mod attention;
 pub mod attention_maps;
 pub mod decoder;
+pub mod decoder_only;
 pub mod dropout;
 pub mod embeddings;
 pub mod encoder;

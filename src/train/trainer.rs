@@ -16,7 +16,7 @@ use super::loss::LabelSmoothing;
 use super::optimizer::{Adam, AdamSettings};
 use super::schedule::noam_rate;
 use super::state::{DataFingerprint, RunPosition};
-use crate::config::{ComputeDtype, Config};
+use crate::config::{Architecture, ComputeDtype, Config};
 use crate::data::vocab::PAD_ID;
 use crate::data::{epoch_batches, ordered_batches, EncodedPair, PaddedBatch, Tokenizers};
 use crate::metrics::corpus_bleu;
@@ -93,6 +93,13 @@ impl Trainer {
             tgt: data.tokenizers.tgt.vocab_size(),
         };
         let seed = config.training.seed;
+        if config.model.arch == Architecture::DecoderOnly {
+            anyhow::bail!(
+                "model.arch = \"decoder-only\": the language model is built and checked \
+                 against PyTorch (tests/parity_lm.rs), but `train` does not train it yet; \
+                 use arch = \"encoder-decoder\""
+            )
+        }
         if config.training.dtype == ComputeDtype::Bf16 && device.is_cpu() {
             anyhow::bail!(
                 "training.dtype = \"bf16\" needs a GPU (--device cuda): candle's CPU backend \

@@ -1,0 +1,138 @@
+//! Parity of the decoder-only language model with the PyTorch reference: tests/fixtures/
+//! parity-lm was written by scripts/make_lm_parity_fixture.py (reference.make_lm, the gist's
+//! post-norm, learned positions and bias-free attention, briefly fitted to a cyclic sequence).
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+use candle_core::{DType, Device, Tensor};
+use candle_nn::{VarBuilder, VarMap};
+use serde_json::Value;
+use transformer::config::{Architecture, Config};
+use transformer::model::decoder_only::{sample, DecoderOnly, Sampling};
+use transformer::model::Mode;
+
+const FIXTURE: &str = "tests/fixtures/parity-lm";
+const TOLERANCE: f32 = 1e-4;
+
+struct Fixture {
+    config: Config,
+    expected: Value,
+    vocab: usize,
+    model: DecoderOnly,
+}
+
+fn fixture() -> Fixture {
+    let dir = Path::new(FIXTURE);
+    let config = Config::load(&dir.join("config.toml")).unwrap();
+    assert_eq!(config.model.arch, Architecture::DecoderOnly);
+    let expected: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("expected.json")).unwrap()).unwrap();
+    let vocab = expected["vocab"].as_u64().unwrap() as usize;
+    // SAFETY: the fixture file is not modified while the test runs.
+    let vb = unsafe {
+        VarBuilder::from_mmaped_safetensors(
+            &[dir.join("model.safetensors")],
+            DType::F32,
+            &Device::Cpu,
+        )
+    }
+    .unwrap();
+    let model = DecoderOnly::new(&config.model, vocab, vb).unwrap();
+    Fixture {
+        config,
+        expected,
+        vocab,
+        model,
+    }
+}
+
+fn ids(value: &Value) -> Vec<Vec<u32>> {
+    serde_json::from_value(value.clone()).unwrap()
+}
+
+fn floats(value: &Value) -> Vec<f32> {
+    match value {
+        Value::Array(items) => items.iter().flat_map(floats).collect(),
+        other => vec![other.as_f64().unwrap() as f32],
+    }
+}
+
+fn worst_difference(got: &[f32], want: &[f32]) -> f32 {
+    assert_eq!(got.len(), want.len());
+    got.iter()
+        .zip(want)
+        .map(|(g, w)| (g - w).abs())
+        .fold(0.0, f32::max)
+}
+
+#[test]
+fn parameter_names_are_the_pytorch_references() {
+    let f = fixture();
+    let varmap = VarMap::new();
+    DecoderOnly::new(
+        &f.config.model,
+        f.vocab,
+        VarBuilder::from_varmap(&varmap, DType::F32, &Device::Cpu),
+    )
+    .unwrap();
+    let ours: BTreeSet<String> = varmap.data().lock().unwrap().keys().cloned().collect();
+    let file =
+        candle_core::safetensors::load(Path::new(FIXTURE).join("model.safetensors"), &Device::Cpu)
+            .unwrap();
+    let theirs: BTreeSet<String> = file.keys().cloned().collect();
+    assert_eq!(ours, theirs);
+}
+
+#[test]
+fn next_token_logits_match_the_pytorch_reference() {
+    let f = fixture();
+    let rows = ids(&f.expected["ids"]);
+    let (batch, len) = (rows.len(), rows[0].len());
+    let input = Tensor::from_vec(rows.concat(), (batch, len), &Device::Cpu).unwrap();
+    let logits = f.model.forward(&input, Mode::Eval).unwrap();
+    let got = logits.flatten_all().unwrap().to_vec1::<f32>().unwrap();
+    let worst = worst_difference(&got, &floats(&f.expected["logits"]));
+    assert!(worst <= TOLERANCE, "max abs difference {worst}");
+}
+
+#[test]
+fn cached_steps_give_the_full_forward_logits() {
+    let f = fixture();
+    let row = ids(&f.expected["ids"])[0].clone();
+    let want = floats(&f.expected["logits"]);
+    let mut state = f.model.start();
+    for (position, &id) in row.iter().enumerate() {
+        let step = f
+            .model
+            .step(&Tensor::new(&[[id]], &Device::Cpu).unwrap(), &mut state)
+            .unwrap();
+        let got = step.flatten_all().unwrap().to_vec1::<f32>().unwrap();
+        let expected = &want[position * f.vocab..(position + 1) * f.vocab];
+        let worst = worst_difference(&got, expected);
+        assert!(worst <= TOLERANCE, "position {position}: {worst}");
+    }
+}
+
+#[test]
+fn greedy_generation_continues_as_the_reference_does() {
+    let f = fixture();
+    let prompt: Vec<u32> = serde_json::from_value(f.expected["prompt"].clone()).unwrap();
+    let want: Vec<u32> = serde_json::from_value(f.expected["greedy"].clone()).unwrap();
+    let greedy = Sampling {
+        temperature: 0.0,
+        top_k: None,
+        seed: 0,
+    };
+    let got = sample(
+        &f.model,
+        &prompt,
+        want.len(),
+        None,
+        f.config.model.max_len,
+        greedy,
+        &Device::Cpu,
+    )
+    .unwrap();
+    assert_eq!(got, want);
+}
