@@ -76,6 +76,8 @@ def main():
             value = ("true" if v else "false") if isinstance(v, bool) else (
                 f'"{v}"' if isinstance(v, str) else v)
             f.write(f"{k} = {value}\n")
+        # Not read by the parity test; a decoder-only config names a text corpus.
+        f.write('\n[data]\ntrain = { text = "data/genesis.txt" }\n')
     expected = {
         "generated_by": "scripts/make_lm_parity_fixture.py --seed %d (torch %s)" % (
             args.seed, torch.__version__),

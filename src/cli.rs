@@ -21,6 +21,8 @@ pub enum Command {
     Train(TrainArgs),
     /// Translate a sentence, or stdin line by line, with a trained checkpoint
     Translate(TranslateArgs),
+    /// Continue a prompt with a trained decoder-only language model
+    Generate(GenerateArgs),
     /// Score translations with BLEU and chrF exactly as sacreBLEU does
     Eval(EvalArgs),
     /// Redraw a run's loss.png from its metrics.jsonl
@@ -97,6 +99,30 @@ pub struct TranslateArgs {
     pub json: bool,
     #[command(flatten)]
     pub decode: DecodeArgs,
+    #[command(flatten)]
+    pub device: DeviceArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct GenerateArgs {
+    /// Text to continue; empty: the model starts a line of its own
+    #[arg(default_value = "")]
+    pub prompt: String,
+    /// Language-model checkpoint or run directory (a run's best/, else last/)
+    #[arg(long, value_name = "DIR")]
+    pub checkpoint: PathBuf,
+    /// Most tokens to add (fewer when the model ends the line or the position table ends)
+    #[arg(long, default_value_t = 100, value_name = "N")]
+    pub max_new: usize,
+    /// Softmax temperature; 0 always takes the most likely token (greedy)
+    #[arg(long, default_value_t = 1.0, value_name = "T")]
+    pub temperature: f64,
+    /// Draw only among the K most likely tokens
+    #[arg(long, value_name = "K")]
+    pub top_k: Option<usize>,
+    /// Seed of the draws: the same seed, prompt and checkpoint give the same text
+    #[arg(long, default_value_t = 0, value_name = "S")]
+    pub seed: u64,
     #[command(flatten)]
     pub device: DeviceArgs,
 }

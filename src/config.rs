@@ -155,6 +155,8 @@ pub enum CorpusSource {
     Tsv(PathBuf),
     /// Two line-aligned files.
     Parallel { src: PathBuf, tgt: PathBuf },
+    /// Plain text, one example per line, for a language model (`arch = "decoder-only"`).
+    Text { text: PathBuf },
 }
 
 impl fmt::Display for CorpusSource {
@@ -162,6 +164,7 @@ impl fmt::Display for CorpusSource {
         match self {
             Self::Tsv(path) => write!(f, "{}", path.display()),
             Self::Parallel { src, tgt } => write!(f, "{} + {}", src.display(), tgt.display()),
+            Self::Text { text } => write!(f, "{}", text.display()),
         }
     }
 }
@@ -351,6 +354,24 @@ impl Config {
                 "model.max_len".into(),
                 format!("must be at least 2 (<s> and </s>), got {}", m.max_len),
             ));
+        }
+        let text_corpus = matches!(self.data.train, CorpusSource::Text { .. });
+        if (m.arch == Architecture::DecoderOnly) != text_corpus {
+            return Err(if text_corpus {
+                (
+                    "data.train".into(),
+                    "a { text = ... } corpus trains a language model; set model.arch = \
+                     \"decoder-only\", or give pairs (a TSV path or { src, tgt })"
+                        .into(),
+                )
+            } else {
+                (
+                    "model.arch".into(),
+                    "\"decoder-only\" learns from plain text; set data.train = \
+                     { text = \"FILE\" } (one example per line)"
+                        .into(),
+                )
+            });
         }
         probability("model.dropout", m.dropout)?;
         probability("model.attention_dropout", m.attention_dropout)?;

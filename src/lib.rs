@@ -36,5 +36,6 @@ pub mod metrics;
 pub mod model;
 pub mod plot;
 pub mod progress;
+pub mod text_generator;
 pub mod train;
 pub mod translator;

@@ -132,7 +132,7 @@ fn parameters_with_gradients(model: ModelConfig) -> usize {
     let src_mask = masks::padding_mask(&src, PAD_ID).unwrap();
     let tgt_mask = masks::target_mask(&tgt_in, PAD_ID).unwrap();
     let rng = DropoutRng::new(0);
-    let model = trainer.model();
+    let model = trainer.model().translation().unwrap();
     let hidden = model
         .forward(&src, &tgt_in, &src_mask, &tgt_mask, Mode::Train(&rng))
         .unwrap();
@@ -236,12 +236,18 @@ fn a_saved_checkpoint_holds_the_exact_weights_and_loads_back_to_the_same_log_pro
     let (src, tgt_in, _, _) = toy_batch(&trainer);
     let src_mask = masks::padding_mask(&src, PAD_ID).unwrap();
     let tgt_mask = masks::target_mask(&tgt_in, PAD_ID).unwrap();
-    let before = teacher_forced_log_probs(trainer.model(), &src, &src_mask, &tgt_in, &tgt_mask)
-        .unwrap()
-        .flatten_all()
-        .unwrap()
-        .to_vec1::<f32>()
-        .unwrap();
+    let before = teacher_forced_log_probs(
+        trainer.model().translation().unwrap(),
+        &src,
+        &src_mask,
+        &tgt_in,
+        &tgt_mask,
+    )
+    .unwrap()
+    .flatten_all()
+    .unwrap()
+    .to_vec1::<f32>()
+    .unwrap();
     let after = teacher_forced_log_probs(&loaded.model, &src, &src_mask, &tgt_in, &tgt_mask)
         .unwrap()
         .flatten_all()
@@ -310,17 +316,4 @@ fn bf16_on_the_cpu_is_refused_with_the_reason_and_the_fix() {
         "{error}"
     );
     assert!(error.contains("use dtype = \"f32\""), "{error}");
-}
-
-/// The decoder-only model exists (tests/parity_lm.rs) but `train` cannot train it yet: it
-/// says so rather than training an encoder-decoder in its place.
-#[test]
-fn a_decoder_only_config_is_refused_by_the_translation_trainer() {
-    let mut config = Config {
-        model: small_model(),
-        ..Config::default()
-    };
-    config.model.arch = transformer::config::Architecture::DecoderOnly;
-    let error = try_toy_trainer(config).err().unwrap().to_string();
-    assert!(error.contains("model.arch = \"decoder-only\""), "{error}");
 }

@@ -29,9 +29,11 @@ use std::time::SystemTime;
 use anyhow::{bail, Context};
 use candle_core::{Device, Tensor};
 
-use crate::config::Config;
+use crate::config::{Architecture, Config};
 use crate::data::Tokenizers;
+use crate::model::decoder_only::DecoderOnly;
 use crate::model::EncoderDecoder;
+use crate::text_generator::TextGenerator;
 use crate::train::{MetricRecord, ResumePoint, TrainingState};
 use crate::translator::{DecodeOptions, Translator};
 use strict::build_model;
@@ -135,6 +137,39 @@ pub fn load(path: &Path, device: &Device) -> anyhow::Result<Checkpoint> {
     })
 }
 
+/// A language-model checkpoint read back (`arch = "decoder-only"`).
+pub struct LanguageCheckpoint {
+    pub dir: PathBuf,
+    pub config: Config,
+    pub tokenizers: Tokenizers,
+    pub model: DecoderOnly,
+}
+
+impl LanguageCheckpoint {
+    /// A text generator over this checkpoint's model and tokenizer.
+    pub fn generator<'a>(&'a self, device: &'a Device) -> TextGenerator<'a> {
+        TextGenerator {
+            model: &self.model,
+            tokenizer: &self.tokenizers.tgt,
+            max_positions: self.config.model.max_len,
+            device,
+        }
+    }
+}
+
+/// Loads the language-model checkpoint at `path` (see `resolve`) onto `device`.
+pub fn load_language_model(path: &Path, device: &Device) -> anyhow::Result<LanguageCheckpoint> {
+    let dir = resolve(path)?;
+    let (config, tokenizers, tensors) = read_parts(&dir, device)?;
+    let model = strict::build_language_model(&dir, &config, &tokenizers, tensors, device)?;
+    Ok(LanguageCheckpoint {
+        dir,
+        config,
+        tokenizers,
+        model,
+    })
+}
+
 /// A run's `last/` checkpoint with everything `train --resume` needs, checked as strictly
 /// as `load` checks weights.
 pub struct ResumeCheckpoint {
@@ -171,7 +206,11 @@ pub fn load_for_resume(run_dir: &Path, device: &Device) -> anyhow::Result<Resume
         )
     })?;
     let (config, tokenizers, weights) = read_parts(&dir, device)?;
-    build_model(&dir, &config, &tokenizers, weights.clone(), device)?;
+    if config.model.arch == Architecture::DecoderOnly {
+        strict::build_language_model(&dir, &config, &tokenizers, weights.clone(), device)?;
+    } else {
+        build_model(&dir, &config, &tokenizers, weights.clone(), device)?;
+    }
     let moments = read_tensors(&dir.join(OPTIMIZER_FILE), device)?;
     Ok(ResumeCheckpoint {
         dir,

@@ -13,6 +13,7 @@ use candle_nn::{Init, VarBuilder};
 use super::MODEL_FILE;
 use crate::config::{Architecture, Config};
 use crate::data::Tokenizers;
+use crate::model::decoder_only::DecoderOnly;
 use crate::model::{EncoderDecoder, VocabSizes};
 
 /// Serves a checkpoint's tensors to a `VarBuilder` and remembers which names the model asked
@@ -87,20 +88,52 @@ pub(super) fn build_model(
 ) -> anyhow::Result<EncoderDecoder> {
     if config.model.arch == Architecture::DecoderOnly {
         bail!(
-            "{} holds a decoder-only language model (model.arch = \"decoder-only\"); \
-             translate and eval need an encoder-decoder checkpoint",
+            "{} holds a decoder-only language model (model.arch = \"decoder-only\"); use \
+             `transformer generate`: translate, eval and attention need an encoder-decoder",
             dir.display()
         )
     }
-    let weights_path = dir.join(MODEL_FILE);
-    let file_names: Vec<String> = tensors.keys().cloned().collect();
-    let (backend, requested) = RecordingBackend::new(tensors);
-    let vb = VarBuilder::from_backend(Box::new(backend), DType::F32, device.clone());
     let vocab = VocabSizes {
         src: tokenizers.src.vocab_size(),
         tgt: tokenizers.tgt.vocab_size(),
     };
-    let model = EncoderDecoder::new(&config.model, vocab, vb).map_err(|e| {
+    build_strictly(dir, tensors, device, |vb| {
+        EncoderDecoder::new(&config.model, vocab, vb)
+    })
+}
+
+/// The decoder-only model for `config` from `tensors`, loaded as strictly as `build_model`.
+pub(super) fn build_language_model(
+    dir: &Path,
+    config: &Config,
+    tokenizers: &Tokenizers,
+    tensors: HashMap<String, Tensor>,
+    device: &Device,
+) -> anyhow::Result<DecoderOnly> {
+    if config.model.arch != Architecture::DecoderOnly {
+        bail!(
+            "{} holds a translation model (model.arch = \"encoder-decoder\"); use \
+             `transformer translate`: generate needs a decoder-only language model",
+            dir.display()
+        )
+    }
+    build_strictly(dir, tensors, device, |vb| {
+        DecoderOnly::new(&config.model, tokenizers.tgt.vocab_size(), vb)
+    })
+}
+
+/// Builds a model with `build` over `tensors`, then refuses tensors it did not read.
+fn build_strictly<M>(
+    dir: &Path,
+    tensors: HashMap<String, Tensor>,
+    device: &Device,
+    build: impl FnOnce(VarBuilder) -> candle_core::Result<M>,
+) -> anyhow::Result<M> {
+    let weights_path = dir.join(MODEL_FILE);
+    let file_names: Vec<String> = tensors.keys().cloned().collect();
+    let (backend, requested) = RecordingBackend::new(tensors);
+    let vb = VarBuilder::from_backend(Box::new(backend), DType::F32, device.clone());
+    let model = build(vb).map_err(|e| {
         anyhow::anyhow!(
             "{} does not match its config and tokenizers: {e}",
             weights_path.display()

@@ -3,6 +3,7 @@
 mod attention;
 mod bench;
 mod eval;
+mod generate;
 mod infer_test;
 mod plot;
 mod stop_signals;
@@ -20,6 +21,7 @@ pub fn run(command: Command) -> anyhow::Result<()> {
     match command {
         Command::Train(args) => train::run(args),
         Command::Translate(args) => translate::run(args),
+        Command::Generate(args) => generate::run(args),
         Command::Eval(args) => eval::run(args),
         Command::Plot(args) => plot::run(args),
         Command::Attention(args) => attention::run(args),

@@ -12,6 +12,7 @@ use crate::checkpoint::{self, CheckpointContents, BEST_DIR, LAST_DIR, LOSS_PLOT_
 use crate::cli::TrainArgs;
 use crate::config::{Config, BUILTIN_BASE};
 use crate::data::{encode_pairs, read_corpus, SentencePair, Tokenizers};
+use crate::model::decoder_only::Sampling;
 use crate::plot;
 use crate::progress::{TrainProgress, Verbosity};
 use crate::train::{
@@ -111,9 +112,19 @@ pub fn run(args: TrainArgs) -> anyhow::Result<()> {
                 started.elapsed().as_secs_f64(),
                 run_dir.display()
             );
-            let translator = trainer.translator(DecodeOptions::default());
-            for (source, translation) in samples.iter().zip(translator.translate_batch(&samples)?) {
-                println!("{source} => {}", translation.translation);
+            if let Some(translator) = trainer.translator(DecodeOptions::default()) {
+                let translations = translator.translate_batch(&samples)?;
+                for (source, translation) in samples.iter().zip(translations) {
+                    println!("{source} => {}", translation.translation);
+                }
+            } else if let Some(generator) = trainer.text_generator() {
+                // A language model: one greedy line, to show what it learned.
+                let greedy = Sampling {
+                    temperature: 0.0,
+                    top_k: None,
+                    seed: 0,
+                };
+                println!("sample: {}", generator.continue_text("", 60, greedy)?);
             }
             Ok(())
         }

@@ -97,6 +97,12 @@ pub fn read_corpus(source: &CorpusSource) -> anyhow::Result<(Vec<SentencePair>, 
             }
             src_lines.into_iter().zip(tgt_lines).collect()
         }
+        // A language model learns the target side; the line stands on both so that cleaning,
+        // a joint tokenizer and batching work unchanged.
+        CorpusSource::Text { text } => read_lines(text)?
+            .into_iter()
+            .map(|line| (line.clone(), line))
+            .collect(),
     };
     let mut report = CleaningReport {
         read: raw.len(),

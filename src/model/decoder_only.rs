@@ -57,6 +57,14 @@ impl DecoderOnly {
         self.generator.logits(&hidden)
     }
 
+    /// The non-trained tensors a checkpoint carries: the sinusoidal position table, if any.
+    pub fn buffers(&self) -> Vec<(String, Tensor)> {
+        self.embed
+            .position_table()
+            .map(|table| vec![("embed.1.pe".to_string(), table.clone())])
+            .unwrap_or_default()
+    }
+
     /// An empty key/value cache for incremental decoding.
     pub fn start(&self) -> Generation {
         Generation {

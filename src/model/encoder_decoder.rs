@@ -39,6 +39,11 @@ impl EmbeddingStack {
         self.forward_at(ids, 0, mode)
     }
 
+    /// The fixed position table, for checkpoints; none when positions are learned.
+    pub fn position_table(&self) -> Option<&Tensor> {
+        self.positions.table()
+    }
+
     /// The token embedding matrix `(vocab, d_model)`, for a generator that shares it.
     pub fn table(&self) -> &Tensor {
         self.embeddings.table()

@@ -16,13 +16,12 @@ use super::loss::LabelSmoothing;
 use super::optimizer::{Adam, AdamSettings};
 use super::schedule::noam_rate;
 use super::state::{DataFingerprint, RunPosition};
-use crate::config::{Architecture, ComputeDtype, Config};
+use crate::config::{ComputeDtype, Config};
 use crate::data::vocab::PAD_ID;
 use crate::data::{epoch_batches, ordered_batches, EncodedPair, PaddedBatch, Tokenizers};
 use crate::metrics::corpus_bleu;
-use crate::model::{
-    inference_model, make_model, masks, DropoutRng, EncoderDecoder, Mode, VocabSizes,
-};
+use crate::model::{inference_model, masks, DropoutRng, Mode, Model, VocabSizes};
+use crate::text_generator::TextGenerator;
 use crate::translator::{DecodeOptions, Translator};
 
 /// Sentences per batch when translating the validation set for BLEU.
@@ -48,7 +47,7 @@ pub struct Trainer {
     pub(super) data: TrainingData,
     device: Device,
     pub(super) varmap: VarMap,
-    model: EncoderDecoder,
+    model: Model,
     pub(super) optimizer: Adam,
     criterion: LabelSmoothing,
     pub(super) dropout_rng: DropoutRng,
@@ -93,13 +92,6 @@ impl Trainer {
             tgt: data.tokenizers.tgt.vocab_size(),
         };
         let seed = config.training.seed;
-        if config.model.arch == Architecture::DecoderOnly {
-            anyhow::bail!(
-                "model.arch = \"decoder-only\": the language model is built and checked \
-                 against PyTorch (tests/parity_lm.rs), but `train` does not train it yet; \
-                 use arch = \"encoder-decoder\""
-            )
-        }
         if config.training.dtype == ComputeDtype::Bf16 && device.is_cpu() {
             anyhow::bail!(
                 "training.dtype = \"bf16\" needs a GPU (--device cuda): candle's CPU backend \
@@ -107,7 +99,7 @@ impl Trainer {
             )
         }
         let varmap = VarMap::new();
-        let model = make_model(&config.model, vocab, &varmap, seed, device)?;
+        let model = Model::fresh(&config.model, vocab, &varmap, seed, device)?;
         let mut vars: Vec<(String, candle_core::Var)> = varmap
             .data()
             .lock()
@@ -234,7 +226,7 @@ impl Trainer {
         let (valid_loss, valid_bleu) = match &self.data.valid {
             Some(valid) => (
                 Some(self.validation_loss(&valid.pairs)?),
-                Some(self.validation_bleu(valid)?),
+                self.validation_bleu(valid)?,
             ),
             None => (None, None),
         };
@@ -325,7 +317,7 @@ impl Trainer {
     /// With `training.dtype` other than f32: the model over this step's casts of the f32
     /// weights. The casts are graph nodes, so the backward pass brings each gradient back to
     /// f32 for the f32 weights and Adam (mixed precision with f32 master weights).
-    fn low_precision_model(&self) -> candle_core::Result<Option<EncoderDecoder>> {
+    fn low_precision_model(&self) -> candle_core::Result<Option<Model>> {
         let dtype = self.config.training.dtype.candle();
         if dtype == DType::F32 {
             return Ok(None);
@@ -338,7 +330,7 @@ impl Trainer {
             tensors.insert(name, table.to_dtype(dtype)?);
         }
         let vb = candle_nn::VarBuilder::from_tensors(tensors, dtype, &self.device);
-        Ok(Some(EncoderDecoder::new(
+        Ok(Some(Model::new(
             &self.config.model,
             self.vocab_sizes(),
             vb,
@@ -355,12 +347,10 @@ impl Trainer {
         let tgt_mask = masks::target_mask(&tgt_in, PAD_ID)?;
         let low_precision = self.low_precision_model()?;
         let model = low_precision.as_ref().unwrap_or(&self.model);
-        let hidden = model.forward(&src, &tgt_in, &src_mask, &tgt_mask, mode)?;
         let rows = batch.size * batch.tgt_len;
         // The loss (a log-softmax over the vocabulary and a sum over the batch) in f32.
         let logits = model
-            .generator()
-            .logits(&hidden)?
+            .logits(&src, &tgt_in, &src_mask, &tgt_mask, mode)?
             .reshape((rows, ()))?
             .to_dtype(DType::F32)?;
         if logits.device().is_cpu() {
@@ -395,8 +385,12 @@ impl Trainer {
         }
     }
 
-    /// Corpus BLEU of greedy translations of the validation sources.
-    fn validation_bleu(&self, valid: &ValidationData) -> anyhow::Result<f64> {
+    /// Corpus BLEU of greedy translations of the validation sources; none for a language
+    /// model, which translates nothing.
+    fn validation_bleu(&self, valid: &ValidationData) -> anyhow::Result<Option<f64>> {
+        let Some(translator) = self.translator(DecodeOptions::default()) else {
+            return Ok(None);
+        };
         let model = inference_model(
             &self.config.model,
             self.vocab_sizes(),
@@ -405,7 +399,7 @@ impl Trainer {
         )?;
         let translator = Translator {
             model: &model,
-            ..self.translator(DecodeOptions::default())
+            ..translator
         };
         let mut hypotheses = Vec::with_capacity(valid.sources.len());
         for chunk in valid.sources.chunks(VALIDATION_DECODE_BATCH) {
@@ -413,21 +407,31 @@ impl Trainer {
                 hypotheses.push(translation.translation);
             }
         }
-        Ok(corpus_bleu(&hypotheses, &valid.references).score)
+        Ok(Some(corpus_bleu(&hypotheses, &valid.references).score))
     }
 
-    /// A translator over the model as it is now.
-    pub fn translator(&self, options: DecodeOptions) -> Translator<'_> {
-        Translator {
-            model: &self.model,
+    /// A translator over the model as it is now; none for a language model.
+    pub fn translator(&self, options: DecodeOptions) -> Option<Translator<'_>> {
+        Some(Translator {
+            model: self.model.translation()?,
             tokenizers: &self.data.tokenizers,
             max_positions: self.config.model.max_len,
             device: &self.device,
             options,
-        }
+        })
     }
 
-    pub fn model(&self) -> &EncoderDecoder {
+    /// A text generator over the model as it is now; none for a translation model.
+    pub fn text_generator(&self) -> Option<TextGenerator<'_>> {
+        Some(TextGenerator {
+            model: self.model.language()?,
+            tokenizer: &self.data.tokenizers.tgt,
+            max_positions: self.config.model.max_len,
+            device: &self.device,
+        })
+    }
+
+    pub fn model(&self) -> &Model {
         &self.model
     }
 

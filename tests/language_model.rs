@@ -1,0 +1,204 @@
+//! The decoder-only language model end to end through the binary: train on a text file,
+//! `generate` (greedy, sampled, seeded), resume, and the errors that keep translation and
+//! language models apart.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use common::{succeeded, transformer};
+
+/// Every line is one of two sentences, so a model that learned the text continues a prompt
+/// with the rest of its sentence.
+const TEXT: &str = "the cat sat on the mat .\nthe dog ran to the park .\n";
+
+/// A tiny decoder-only config over `text`, written into `dir`.
+fn write_config(dir: &Path, text: &Path, epochs: usize) -> PathBuf {
+    let config = dir.join("lm.toml");
+    std::fs::write(
+        &config,
+        format!(
+            r#"[model]
+arch = "decoder-only"
+layers = 1
+d_model = 32
+d_ff = 64
+heads = 2
+max_len = 16
+positions = "learned"
+
+[data]
+train = {{ text = "{}" }}
+
+[training]
+epochs = {epochs}
+max_tokens = 200
+label_smoothing = 0.0
+warmup = 20
+log_every = 5
+checkpoint_every = 20
+"#,
+            text.display()
+        ),
+    )
+    .unwrap();
+    config
+}
+
+/// A temporary directory with the text (20 copies of TEXT) and a config over it:
+/// (tempdir, config path, run dir to train into).
+fn workspace(epochs: usize) -> (tempfile::TempDir, PathBuf, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let text = dir.path().join("text.txt");
+    std::fs::write(&text, TEXT.repeat(20)).unwrap();
+    let config = write_config(dir.path(), &text, epochs);
+    let run = dir.path().join("run");
+    (dir, config, run)
+}
+
+/// A trained tiny language model in a temporary directory: (tempdir, run dir).
+fn trained(epochs: usize) -> (tempfile::TempDir, PathBuf) {
+    let (dir, config, run) = workspace(epochs);
+    let output = succeeded(
+        transformer()
+            .args(["train", "--device", "cpu", "--config"])
+            .args([config.as_os_str(), "--out".as_ref(), run.as_os_str()]),
+    );
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(stdout.starts_with("sample: "), "{stdout}");
+    (dir, run)
+}
+
+fn generate(run: &Path, args: &[&str]) -> String {
+    let output = succeeded(
+        transformer()
+            .args(["generate", "--device", "cpu", "--checkpoint"])
+            .arg(run)
+            .args(args),
+    );
+    String::from_utf8(output.stdout)
+        .unwrap()
+        .trim_end()
+        .to_string()
+}
+
+#[test]
+fn a_trained_model_continues_prompts_greedily_and_samples_reproducibly() {
+    let (_dir, run) = trained(40);
+    let greedy = ["--temperature", "0"];
+    assert_eq!(
+        generate(&run, &[&["the cat"][..], &greedy].concat()),
+        "the cat sat on the mat ."
+    );
+    assert_eq!(
+        generate(&run, &[&["the dog"][..], &greedy].concat()),
+        "the dog ran to the park ."
+    );
+    // Sampling: the same seed gives the same text; the text is made of the corpus's words.
+    let sampled = ["the", "--temperature", "1.0", "--top-k", "3", "--seed", "7"];
+    let first = generate(&run, &sampled);
+    assert_eq!(first, generate(&run, &sampled));
+    let words = [
+        "the", "cat", "sat", "on", "mat", ".", "dog", "ran", "to", "park",
+    ];
+    assert!(first.split(' ').all(|w| words.contains(&w)), "{first}");
+    // --max-new bounds the continuation.
+    assert_eq!(
+        generate(&run, &["the dog", "--temperature", "0", "--max-new", "2"]),
+        "the dog ran to"
+    );
+}
+
+#[test]
+fn a_stopped_language_model_run_resumes_to_the_same_weights() {
+    let (_straight_dir, straight) = trained(6);
+    let (_dir, config, run) = workspace(6);
+    succeeded(
+        transformer()
+            .args([
+                "train",
+                "--device",
+                "cpu",
+                "--stop-at-step",
+                "4",
+                "--config",
+            ])
+            .arg(&config)
+            .arg("--out")
+            .arg(&run),
+    );
+    succeeded(
+        transformer()
+            .args(["train", "--device", "cpu", "--resume"])
+            .arg(&run),
+    );
+    let weights = |run: &Path| std::fs::read(run.join("last/model.safetensors")).unwrap();
+    assert!(
+        weights(&straight) == weights(&run),
+        "resumed weights differ"
+    );
+}
+
+#[test]
+fn translation_and_language_checkpoints_are_not_confused() {
+    let (_dir, run) = trained(1);
+    let output = transformer()
+        .args(["translate", "--device", "cpu", "--checkpoint"])
+        .arg(&run)
+        .arg("the cat")
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("use `transformer generate`"), "{stderr}");
+
+    let output = transformer()
+        .args([
+            "generate",
+            "--device",
+            "cpu",
+            "--checkpoint",
+            "tests/fixtures/parity",
+            "x",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("use `transformer translate`"), "{stderr}");
+}
+
+#[test]
+fn bad_sampling_settings_and_mismatched_configs_are_named() {
+    let (dir, run) = trained(1);
+    for (flag, says) in [
+        ("--temperature=-1", "--temperature -1 is not a temperature"),
+        ("--top-k=0", "--top-k 0 leaves no token to draw"),
+    ] {
+        let output = transformer()
+            .args(["generate", "--device", "cpu", "--checkpoint"])
+            .arg(&run)
+            .args(["the", flag])
+            .output()
+            .unwrap();
+        assert_eq!(output.status.code(), Some(1), "{flag}");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(stderr.contains(says), "{flag}: {stderr}");
+    }
+
+    // A decoder-only model needs a text corpus, and a text corpus a decoder-only model.
+    let pairs = dir.path().join("pairs.toml");
+    std::fs::write(&pairs, "[model]\narch = \"decoder-only\"\n").unwrap();
+    let text = dir.path().join("text.toml");
+    std::fs::write(&text, "[data]\ntrain = { text = \"x.txt\" }\n").unwrap();
+    for (config, key) in [(pairs, "model.arch"), (text, "data.train")] {
+        let output = transformer()
+            .args(["train", "--device", "cpu", "--config"])
+            .arg(&config)
+            .output()
+            .unwrap();
+        assert_eq!(output.status.code(), Some(1));
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(stderr.contains(key), "{stderr}");
+    }
+}
