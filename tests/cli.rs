@@ -2,32 +2,12 @@
 
 mod common;
 
-use common::{succeeded, transformer};
+use common::{succeeded, train_tiny, transformer};
 use std::path::Path;
 
 use predicates::prelude::*;
 use predicates::str::contains;
 use tempfile::TempDir;
-
-/// Trains configs/tiny.toml into a fresh directory and returns it.
-fn train_tiny(extra: &[&str]) -> TempDir {
-    let dir = tempfile::tempdir().unwrap();
-    transformer()
-        .args([
-            "train",
-            "--config",
-            "configs/tiny.toml",
-            "--device",
-            "cpu",
-            "--quiet",
-        ])
-        .arg("--out")
-        .arg(dir.path().join("run"))
-        .args(extra)
-        .assert()
-        .success();
-    dir
-}
 
 fn translate(run: &Path, text: &str) -> String {
     let output = succeeded(

@@ -5,30 +5,10 @@ mod common;
 
 use std::path::Path;
 
-use common::{succeeded, transformer};
+use common::{succeeded, train_tiny, transformer};
 use predicates::prelude::*;
 use predicates::str::contains;
 use tempfile::TempDir;
-
-/// Trains configs/tiny.toml (2 layers, 4 heads) into `dir/run`.
-fn tiny_run(extra: &[&str]) -> TempDir {
-    let dir = TempDir::new().unwrap();
-    succeeded(
-        transformer()
-            .args([
-                "train",
-                "--device",
-                "cpu",
-                "--quiet",
-                "--config",
-                "configs/tiny.toml",
-            ])
-            .arg("--out")
-            .arg(dir.path().join("run"))
-            .args(extra),
-    );
-    dir
-}
 
 /// Width and height from a PNG's IHDR chunk.
 fn png_size(path: &Path) -> (u32, u32) {
@@ -52,7 +32,7 @@ fn attention(dir: &Path, args: &[&str]) -> assert_cmd::assert::Assert {
 
 #[test]
 fn attention_draws_every_layer_and_head_and_prints_the_translation_it_drew() {
-    let dir = tiny_run(&[]);
+    let dir = train_tiny(&[]);
     let all = dir.path().join("all.png");
     let one = dir.path().join("one.png");
     attention(
@@ -85,7 +65,7 @@ fn attention_draws_every_layer_and_head_and_prints_the_translation_it_drew() {
 
 #[test]
 fn attention_can_teacher_force_a_given_translation() {
-    let dir = tiny_run(&[]);
+    let dir = train_tiny(&[]);
     let out = dir.path().join("forced.png");
     attention(
         dir.path(),
@@ -104,7 +84,7 @@ fn attention_can_teacher_force_a_given_translation() {
 
 #[test]
 fn attention_names_a_missing_layer_an_empty_sentence_and_an_unwritable_out_path() {
-    let dir = tiny_run(&[]);
+    let dir = train_tiny(&[]);
     attention(dir.path(), &["ich", "--layers", "3"])
         .failure()
         .stderr(contains("--layers 3").and(contains("layers 1 to 2")));

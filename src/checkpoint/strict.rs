@@ -14,7 +14,7 @@ use super::MODEL_FILE;
 use crate::config::{Architecture, Config};
 use crate::data::Tokenizers;
 use crate::model::decoder_only::DecoderOnly;
-use crate::model::{EncoderDecoder, VocabSizes};
+use crate::model::EncoderDecoder;
 
 /// Serves a checkpoint's tensors to a `VarBuilder` and remembers which names the model asked
 /// for, so that tensors nobody asked for can be reported (PyTorch's strict loading).
@@ -93,10 +93,7 @@ pub(super) fn build_model(
             dir.display()
         )
     }
-    let vocab = VocabSizes {
-        src: tokenizers.src.vocab_size(),
-        tgt: tokenizers.tgt.vocab_size(),
-    };
+    let vocab = tokenizers.vocab_sizes();
     build_strictly(dir, tensors, device, |vb| {
         EncoderDecoder::new(&config.model, vocab, vb)
     })

@@ -89,6 +89,14 @@ pub struct Tokenizers {
 }
 
 impl Tokenizers {
+    /// The model dimensions these tokenizers fix: the two vocabulary sizes.
+    pub fn vocab_sizes(&self) -> crate::model::VocabSizes {
+        crate::model::VocabSizes {
+            src: self.src.vocab_size(),
+            tgt: self.tgt.vocab_size(),
+        }
+    }
+
     /// Learns the tokenizers the config asks for from the training pairs.
     pub fn learn(cfg: &DataConfig, pairs: &[SentencePair]) -> anyhow::Result<Self> {
         let sources = || pairs.iter().map(|p| p.src.as_str());

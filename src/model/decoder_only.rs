@@ -26,23 +26,17 @@ pub struct DecoderOnly {
     embed: EmbeddingStack,
     decoder: Encoder,
     generator: Generator,
-    layers: usize,
 }
 
 impl DecoderOnly {
     /// Builds the model from `vb`: fresh variables from a VarMap, or a checkpoint's tensors.
     pub fn new(cfg: &ModelConfig, vocab: usize, vb: VarBuilder) -> Result<Self> {
         let embed = EmbeddingStack::new(cfg, vocab, vb.pp("embed"))?;
-        let generator = if cfg.share_embeddings {
-            Generator::sharing(embed.table(), vb.pp("generator"))?
-        } else {
-            Generator::new(cfg.d_model, vocab, vb.pp("generator"))?
-        };
+        let generator = Generator::for_config(cfg, &embed, vb.pp("generator"))?;
         Ok(Self {
             decoder: Encoder::new(cfg, vb.pp("decoder"))?,
             embed,
             generator,
-            layers: cfg.layers,
         })
     }
 
@@ -68,7 +62,7 @@ impl DecoderOnly {
     /// An empty key/value cache for incremental decoding.
     pub fn start(&self) -> Generation {
         Generation {
-            caches: (0..self.layers).map(|_| None).collect(),
+            caches: self.decoder.layers().iter().map(|_| None).collect(),
             len: 0,
         }
     }

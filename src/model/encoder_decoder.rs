@@ -68,9 +68,18 @@ impl Generator {
         })
     }
 
+    /// The generator over `embed`'s vocabulary: with `share_embeddings`, sharing its matrix.
+    pub fn for_config(cfg: &ModelConfig, embed: &EmbeddingStack, vb: VarBuilder) -> Result<Self> {
+        if cfg.share_embeddings {
+            Self::sharing(embed.table(), vb)
+        } else {
+            Self::new(cfg.d_model, embed.table().dim(0)?, vb)
+        }
+    }
+
     /// A generator whose matrix is `table` `(vocab, d_model)`, the target embedding's
     /// (`share_embeddings`); only its bias `proj.bias` is its own.
-    pub fn sharing(table: &Tensor, vb: VarBuilder) -> Result<Self> {
+    fn sharing(table: &Tensor, vb: VarBuilder) -> Result<Self> {
         // PyTorch's state_dict lists a tied matrix under both names: accept (and so mark as
         // read, for strict loading) the generator's copy when a checkpoint has it.
         if vb.contains_tensor("proj.weight") {
@@ -107,11 +116,7 @@ impl EncoderDecoder {
     /// Builds the model from `vb`: fresh variables from a VarMap, or a checkpoint's tensors.
     pub fn new(cfg: &ModelConfig, vocab: VocabSizes, vb: VarBuilder) -> Result<Self> {
         let tgt_embed = EmbeddingStack::new(cfg, vocab.tgt, vb.pp("tgt_embed"))?;
-        let generator = if cfg.share_embeddings {
-            Generator::sharing(tgt_embed.table(), vb.pp("generator"))?
-        } else {
-            Generator::new(cfg.d_model, vocab.tgt, vb.pp("generator"))?
-        };
+        let generator = Generator::for_config(cfg, &tgt_embed, vb.pp("generator"))?;
         Ok(Self {
             encoder: Encoder::new(cfg, vb.pp("encoder"))?,
             decoder: Decoder::new(cfg, vb.pp("decoder"))?,

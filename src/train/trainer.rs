@@ -20,7 +20,7 @@ use crate::config::{ComputeDtype, Config};
 use crate::data::vocab::PAD_ID;
 use crate::data::{epoch_batches, ordered_batches, EncodedPair, PaddedBatch, Tokenizers};
 use crate::metrics::corpus_bleu;
-use crate::model::{inference_model, masks, DropoutRng, Mode, Model, VocabSizes};
+use crate::model::{inference_model, masks, DropoutRng, Mode, Model};
 use crate::text_generator::TextGenerator;
 use crate::translator::{DecodeOptions, Translator};
 
@@ -87,10 +87,7 @@ impl std::error::Error for Diverged {}
 impl Trainer {
     /// A freshly initialised model for `data`, seeded from the config.
     pub fn new(config: Config, data: TrainingData, device: &Device) -> anyhow::Result<Self> {
-        let vocab = VocabSizes {
-            src: data.tokenizers.src.vocab_size(),
-            tgt: data.tokenizers.tgt.vocab_size(),
-        };
+        let vocab = data.tokenizers.vocab_sizes();
         let seed = config.training.seed;
         if config.training.dtype == ComputeDtype::Bf16 && device.is_cpu() {
             anyhow::bail!(
@@ -281,8 +278,11 @@ impl Trainer {
         let mut grads: Vec<Option<Tensor>> = vec![None; self.optimizer.vars().len()];
         let mut losses = Vec::with_capacity(group.len());
         self.dropout_rng.begin_step(&self.device, step)?;
+        // The step's casts of the weights, once for all its batches.
+        let low_precision = self.low_precision_model()?;
+        let model = low_precision.as_ref().unwrap_or(&self.model);
         for batch in group {
-            let loss = (self.batch_loss_sum(batch, Mode::Train(&self.dropout_rng))?
+            let loss = (self.batch_loss_sum(model, batch, Mode::Train(&self.dropout_rng))?
                 / group_tokens as f64)?;
             let store = loss.backward()?;
             for (slot, var) in grads.iter_mut().zip(self.optimizer.vars()) {
@@ -332,21 +332,25 @@ impl Trainer {
         let vb = candle_nn::VarBuilder::from_tensors(tensors, dtype, &self.device);
         Ok(Some(Model::new(
             &self.config.model,
-            self.vocab_sizes(),
+            self.data.tokenizers.vocab_sizes(),
             vb,
         )?))
     }
 
-    /// Summed label-smoothed KL of one batch.
-    fn batch_loss_sum(&self, batch: &PaddedBatch, mode: Mode) -> candle_core::Result<Tensor> {
+    /// Summed label-smoothed KL of one batch through `model` (the trained one, or its
+    /// low-precision casts).
+    fn batch_loss_sum(
+        &self,
+        model: &Model,
+        batch: &PaddedBatch,
+        mode: Mode,
+    ) -> candle_core::Result<Tensor> {
         let dev = &self.device;
         let src = Tensor::from_slice(&batch.src, (batch.size, batch.src_len), dev)?;
         let tgt_in = Tensor::from_slice(&batch.tgt_in, (batch.size, batch.tgt_len), dev)?;
         let tgt_out = Tensor::from_slice(&batch.tgt_out, batch.size * batch.tgt_len, dev)?;
         let src_mask = masks::padding_mask(&src, PAD_ID)?;
         let tgt_mask = masks::target_mask(&tgt_in, PAD_ID)?;
-        let low_precision = self.low_precision_model()?;
-        let model = low_precision.as_ref().unwrap_or(&self.model);
         let rows = batch.size * batch.tgt_len;
         // The loss (a log-softmax over the vocabulary and a sum over the batch) in f32.
         let logits = model
@@ -368,21 +372,16 @@ impl Trainer {
     /// Loss per target token over the validation pairs, dropout off.
     fn validation_loss(&self, pairs: &[EncodedPair]) -> anyhow::Result<f64> {
         let (mut sum, mut tokens) = (0.0, 0usize);
+        let low_precision = self.low_precision_model()?;
+        let model = low_precision.as_ref().unwrap_or(&self.model);
         for batch in ordered_batches(pairs, self.config.training.max_tokens) {
             sum += f64::from(
-                self.batch_loss_sum(&batch, Mode::Eval)?
+                self.batch_loss_sum(model, &batch, Mode::Eval)?
                     .to_scalar::<f32>()?,
             );
             tokens += batch.ntokens;
         }
         Ok(sum / tokens.max(1) as f64)
-    }
-
-    fn vocab_sizes(&self) -> VocabSizes {
-        VocabSizes {
-            src: self.data.tokenizers.src.vocab_size(),
-            tgt: self.data.tokenizers.tgt.vocab_size(),
-        }
     }
 
     /// Corpus BLEU of greedy translations of the validation sources; none for a language
@@ -393,7 +392,7 @@ impl Trainer {
         };
         let model = inference_model(
             &self.config.model,
-            self.vocab_sizes(),
+            self.data.tokenizers.vocab_sizes(),
             &self.varmap,
             &self.device,
         )?;

@@ -19,3 +19,19 @@ pub fn succeeded(command: &mut Command) -> Output {
     );
     output
 }
+
+/// Trains configs/tiny.toml (2 layers, 4 heads) into `DIR/run` of a fresh directory, with
+/// `extra` arguments, and returns the directory.
+#[allow(dead_code)] // not every test crate trains
+pub fn train_tiny(extra: &[&str]) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    succeeded(
+        transformer()
+            .args(["train", "--device", "cpu", "--quiet", "--config"])
+            .arg("configs/tiny.toml")
+            .arg("--out")
+            .arg(dir.path().join("run"))
+            .args(extra),
+    );
+    dir
+}
