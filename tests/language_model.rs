@@ -186,6 +186,19 @@ fn bad_sampling_settings_and_mismatched_configs_are_named() {
         assert!(stderr.contains(says), "{flag}: {stderr}");
     }
 
+    // A prompt the position table (max_len 16) cannot hold.
+    let long_prompt = vec!["the"; 20].join(" ");
+    let output = transformer()
+        .args(["generate", "--device", "cpu", "--checkpoint"])
+        .arg(&run)
+        .arg(&long_prompt)
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("shorten the prompt"), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+
     // A decoder-only model needs a text corpus, and a text corpus a decoder-only model.
     let pairs = dir.path().join("pairs.toml");
     std::fs::write(&pairs, "[model]\narch = \"decoder-only\"\n").unwrap();
