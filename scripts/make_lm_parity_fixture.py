@@ -78,6 +78,12 @@ def main():
             f.write(f"{k} = {value}\n")
         # Not read by the parity test; a decoder-only config names a text corpus.
         f.write('\n[data]\ntrain = { text = "data/genesis.txt" }\n')
+    # A word vocabulary of VOCAB tokens (the four specials, then w4, w5, ...), so that the
+    # fixture is a whole checkpoint that the strict loader of `transformer generate` reads.
+    words = ["<pad>", "<s>", "</s>", "<unk>"] + [f"w{i}" for i in range(4, VOCAB)]
+    for side in ("src", "tgt"):
+        with open(os.path.join(args.out, f"vocab.{side}.txt"), "w") as f:
+            f.write("".join(w + "\n" for w in words))
     expected = {
         "generated_by": "scripts/make_lm_parity_fixture.py --seed %d (torch %s)" % (
             args.seed, torch.__version__),

@@ -2,7 +2,9 @@
 
 use std::path::PathBuf;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{ArgGroup, Args, Parser, Subcommand};
+
+use crate::device::DeviceRequest;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -18,20 +20,44 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Train a translation model and write a checkpoint directory
+    #[command(
+        after_help = "Examples:\n  transformer train --config configs/base.toml\n  \
+                            transformer train --resume runs/base"
+    )]
     Train(TrainArgs),
     /// Translate a sentence, or stdin line by line, with a trained checkpoint
+    #[command(
+        after_help = "Examples:\n  transformer translate \"ich mochte ein bier\"\n  \
+                            transformer translate --checkpoint runs/multi30k-cpu --beam 5 < de.txt"
+    )]
     Translate(TranslateArgs),
     /// Continue a prompt with a trained decoder-only language model
+    #[command(
+        after_help = "Example:\n  transformer generate --checkpoint runs/lm-tiny \"And God said\" \
+                            --temperature 0.8 --top-k 40"
+    )]
     Generate(GenerateArgs),
     /// Score translations with BLEU and chrF exactly as sacreBLEU does
+    #[command(
+        after_help = "Examples:\n  transformer eval --hyp out.en --ref test.en\n  \
+                            transformer eval --checkpoint runs/multi30k-cpu --src test.de.gz \
+                            --ref test.en.gz --beam 5"
+    )]
     Eval(EvalArgs),
     /// Redraw a run's loss.png from its metrics.jsonl
+    #[command(after_help = "Example:\n  transformer plot runs/base --out base-loss.png")]
     Plot(PlotArgs),
     /// Draw every attention head (encoder, decoder, encoder-decoder) for one sentence as a PNG
+    #[command(
+        after_help = "Example:\n  transformer attention \"ich mochte ein bier\" --layers 1,6 \
+                            --out attention.png"
+    )]
     Attention(AttentionArgs),
     /// One workload of the speed benchmark (scripts/bench.sh runs them all against PyTorch)
+    #[command(after_help = "Example:\n  transformer bench copy --steps 10")]
     Bench(BenchArgs),
     /// The Annotated Transformer's untrained-model demo: greedy decoding with random weights
+    #[command(after_help = "Example:\n  transformer infer-test --runs 10 --seed 1")]
     InferTest(InferTestArgs),
 }
 
@@ -39,7 +65,32 @@ pub enum Command {
 pub struct DeviceArgs {
     /// Where to run: auto (CUDA if built in and present, else CPU), cpu, cuda, or cuda:N
     #[arg(long, default_value = "auto", value_name = "DEVICE")]
-    pub device: String,
+    pub device: DeviceRequest,
+}
+
+/// A whole number of at least 1, for sizes where 0 would mean no work.
+fn at_least_one(text: &str) -> Result<usize, String> {
+    match text.parse::<usize>() {
+        Ok(0) => Err("must be at least 1".into()),
+        Ok(n) => Ok(n),
+        Err(_) => Err(format!("{text:?} is not a whole number")),
+    }
+}
+
+/// Any finite number, negative ones included.
+fn finite(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(x) if x.is_finite() => Ok(x),
+        _ => Err(format!("{text:?} is not a finite number")),
+    }
+}
+
+/// A finite number of at least 0.
+fn non_negative(text: &str) -> Result<f64, String> {
+    match finite(text)? {
+        x if x >= 0.0 => Ok(x),
+        _ => Err("must be 0 or more".into()),
+    }
 }
 
 #[derive(Debug, Args)]
@@ -47,22 +98,22 @@ pub struct TrainArgs {
     /// TOML config; without it, the built-in base config (configs/base.toml)
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
-    /// Continue the run in DIR from its last/ checkpoint, exactly where it stopped
+    /// Continue the run in RUN_DIR from its last/ checkpoint, exactly where it stopped
     #[arg(long, value_name = "RUN_DIR", conflicts_with_all = ["config", "out", "seed", "overwrite"])]
     pub resume: Option<PathBuf>,
     /// Stop after step N with a checkpoint that --resume continues (for time-limited jobs)
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = at_least_one)]
     pub stop_at_step: Option<usize>,
     /// Run directory (overrides the config's run.dir; default runs/<config name>)
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
     /// Seed for initialisation, dropout and data order (overrides training.seed)
-    #[arg(long)]
+    #[arg(long, value_name = "S")]
     pub seed: Option<u64>,
     /// Replace a checkpoint already in the run directory
     #[arg(long)]
     pub overwrite: bool,
-    /// No progress output
+    /// No progress output (errors and warnings still go to stderr)
     #[arg(long, short)]
     pub quiet: bool,
     #[command(flatten)]
@@ -71,27 +122,30 @@ pub struct TrainArgs {
 
 #[derive(Debug, Args)]
 pub struct DecodeArgs {
-    /// Beam size; 1 is greedy decoding
-    #[arg(long, default_value_t = 1, value_name = "N")]
+    /// Beam size; 1 is greedy decoding (at most the target vocabulary's size)
+    #[arg(long, default_value_t = 1, value_name = "N", value_parser = at_least_one)]
     pub beam: usize,
-    /// Length penalty exponent for beam search: scores are divided by ((5 + len) / 6)^alpha
-    /// [default: 1.0]
-    #[arg(long, value_name = "ALPHA")]
-    pub length_penalty: Option<f32>,
+    /// Length penalty exponent for beam search: scores are divided by ((5 + len) / 6)^alpha;
+    /// negative values favour short translations
+    #[arg(long, default_value_t = 1.0, value_name = "ALPHA", value_parser = finite,
+          allow_negative_numbers = true)]
+    pub length_penalty: f64,
     /// Most target tokens to generate, </s> included (default: source length + 50)
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = at_least_one)]
     pub max_len: Option<usize>,
-    /// Sentences decoded together (greedy decoding)
-    #[arg(long, default_value_t = 32, value_name = "N")]
+    /// Most sentences decoded together (from stdin: of the lines already waiting, so that a
+    /// line typed at a terminal is translated at once)
+    #[arg(long, default_value_t = 32, value_name = "N", value_parser = at_least_one)]
     pub batch_size: usize,
 }
 
 #[derive(Debug, Args)]
 pub struct TranslateArgs {
-    /// Sentence to translate; without it, stdin is translated line by line
+    /// Sentence to translate; without it (or with -), stdin is translated line by line
+    #[arg(value_name = "TEXT")]
     pub text: Option<String>,
-    /// Checkpoint or run directory (a run's best/, else last/); default: the run under runs/
-    /// written most recently
+    /// Checkpoint or run directory (a run's best/, else last/); default: the translation run
+    /// under runs/ written most recently
     #[arg(long, value_name = "DIR")]
     pub checkpoint: Option<PathBuf>,
     /// Print one JSON object per input with tokens, ids and log-probabilities
@@ -105,20 +159,21 @@ pub struct TranslateArgs {
 
 #[derive(Debug, Args)]
 pub struct GenerateArgs {
-    /// Text to continue; empty: the model starts a line of its own
-    #[arg(default_value = "")]
+    /// Text to continue; without it, the model starts a line of its own
+    #[arg(default_value = "", value_name = "PROMPT")]
     pub prompt: String,
-    /// Language-model checkpoint or run directory (a run's best/, else last/)
+    /// Language-model checkpoint or run directory (a run's best/, else last/); default: the
+    /// language-model run under runs/ written most recently
     #[arg(long, value_name = "DIR")]
-    pub checkpoint: PathBuf,
+    pub checkpoint: Option<PathBuf>,
     /// Most tokens to add (fewer when the model ends the line or the position table ends)
     #[arg(long, default_value_t = 100, value_name = "N")]
     pub max_new: usize,
     /// Softmax temperature; 0 always takes the most likely token (greedy)
-    #[arg(long, default_value_t = 1.0, value_name = "T")]
+    #[arg(long, default_value_t = 1.0, value_name = "T", value_parser = non_negative)]
     pub temperature: f64,
     /// Draw only among the K most likely tokens
-    #[arg(long, value_name = "K")]
+    #[arg(long, value_name = "K", value_parser = at_least_one)]
     pub top_k: Option<usize>,
     /// Seed of the draws: the same seed, prompt and checkpoint give the same text
     #[arg(long, default_value_t = 0, value_name = "S")]
@@ -128,18 +183,20 @@ pub struct GenerateArgs {
 }
 
 #[derive(Debug, Args)]
+#[command(group(ArgGroup::new("input").required(true).args(["hyp", "src"])))]
 pub struct EvalArgs {
-    /// Reference translations, one per line (plain or .gz)
+    /// Reference translations, one per line (plain or .gz; - is stdin)
     #[arg(long = "ref", value_name = "FILE")]
     pub reference: PathBuf,
-    /// Score this hypothesis file instead of translating (no model needed)
+    /// Score this hypothesis file instead of translating (no model needed; - is stdin)
     #[arg(long, value_name = "FILE", conflicts_with_all = ["checkpoint", "src"])]
     pub hyp: Option<PathBuf>,
-    /// Checkpoint or run directory to translate --src with
+    /// Checkpoint or run directory to translate --src with; default: the translation run
+    /// under runs/ written most recently
     #[arg(long, value_name = "DIR", requires = "src")]
     pub checkpoint: Option<PathBuf>,
-    /// Source sentences, one per line, aligned with --ref
-    #[arg(long, value_name = "FILE", requires = "checkpoint")]
+    /// Source sentences to translate, one per line, aligned with --ref (- is stdin)
+    #[arg(long, value_name = "FILE")]
     pub src: Option<PathBuf>,
     /// Also write the translations here
     #[arg(long, value_name = "FILE")]
@@ -179,7 +236,7 @@ pub struct AttentionArgs {
     #[arg(long, value_name = "TEXT")]
     pub target: Option<String>,
     /// Draw only these layers (1-based, comma-separated; default: all)
-    #[arg(long, value_name = "N,...", value_delimiter = ',')]
+    #[arg(long, value_name = "N,...", value_delimiter = ',', value_parser = at_least_one)]
     pub layers: Vec<usize>,
     #[command(flatten)]
     pub device: DeviceArgs,
@@ -209,7 +266,7 @@ pub enum BenchWorkload {
 pub struct BenchArgs {
     pub workload: BenchWorkload,
     /// Timed training steps, or sentences for greedy-1
-    #[arg(long, default_value_t = 10)]
+    #[arg(long, default_value_t = 10, value_name = "N", value_parser = at_least_one)]
     pub steps: usize,
     /// The Multi30k batch file (written by export-multi30k, read by multi30k)
     #[arg(
@@ -225,10 +282,10 @@ pub struct BenchArgs {
 #[derive(Debug, Args)]
 pub struct InferTestArgs {
     /// How many freshly initialised models to run
-    #[arg(long, default_value_t = 10)]
+    #[arg(long, default_value_t = 10, value_name = "N")]
     pub runs: usize,
     /// Seed of the first model (run i uses seed + i); random when absent
-    #[arg(long)]
+    #[arg(long, value_name = "S")]
     pub seed: Option<u64>,
     #[command(flatten)]
     pub device: DeviceArgs,

@@ -177,6 +177,16 @@ pub enum TokenizerKind {
     Bpe,
 }
 
+/// As the config spells it: `word`, `bpe`.
+impl std::fmt::Display for TokenizerKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::Word => "word",
+            Self::Bpe => "bpe",
+        })
+    }
+}
+
 /// The optimiser, the schedule, the loss and the loop.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]

@@ -24,16 +24,17 @@ impl FromStr for DeviceRequest {
             "cuda" => Ok(Self::Cuda(0)),
             _ => match s.strip_prefix("cuda:").map(str::parse::<usize>) {
                 Some(Ok(ordinal)) => Ok(Self::Cuda(ordinal)),
-                _ => bail!("--device {s:?} is not a device; use auto, cpu, cuda or cuda:N"),
+                _ => bail!("{s:?} is not a device; use auto, cpu, cuda or cuda:N"),
             },
         }
     }
 }
 
-/// The device to run on and a one-line note saying which and why (for stderr).
+/// The device to run on and, where the choice was not the user's own, a one-line note
+/// saying which and why (for stderr).
 pub struct SelectedDevice {
     pub device: Device,
-    pub note: String,
+    pub note: Option<String>,
 }
 
 /// Resolves a request to a device; asking for CUDA where there is none is an error.
@@ -41,25 +42,27 @@ pub fn select(request: DeviceRequest) -> anyhow::Result<SelectedDevice> {
     match request {
         DeviceRequest::Cpu => Ok(SelectedDevice {
             device: Device::Cpu,
-            note: "device: cpu (requested)".into(),
+            note: None,
         }),
         DeviceRequest::Cuda(ordinal) => {
             let device = open_cuda(ordinal).map_err(|why| {
                 anyhow::anyhow!("--device cuda:{ordinal} is not available: {why}; use --device cpu")
             })?;
-            Ok(SelectedDevice {
-                device,
-                note: format!("device: cuda:{ordinal} (requested)"),
-            })
+            Ok(SelectedDevice { device, note: None })
         }
+        // A CPU-only build has nowhere else to run: saying so on every command is noise.
+        DeviceRequest::Auto if !candle_core::utils::cuda_is_available() => Ok(SelectedDevice {
+            device: Device::Cpu,
+            note: None,
+        }),
         DeviceRequest::Auto => Ok(match open_cuda(0) {
             Ok(device) => SelectedDevice {
                 device,
-                note: "device: cuda:0 (auto: a CUDA GPU is present)".into(),
+                note: Some("device: cuda:0 (auto: a CUDA GPU is present)".into()),
             },
             Err(why) => SelectedDevice {
                 device: Device::Cpu,
-                note: format!("device: cpu (auto: {why})"),
+                note: Some(format!("device: cpu (auto: {why})")),
             },
         }),
     }
@@ -133,8 +136,13 @@ mod tests {
     }
 
     #[test]
-    fn auto_always_finds_somewhere_to_run() {
+    fn auto_in_a_cpu_only_build_runs_on_the_cpu_without_a_note() {
         let selected = select(DeviceRequest::Auto).unwrap();
-        assert!(selected.note.starts_with("device: "));
+        if candle_core::utils::cuda_is_available() {
+            assert!(selected.note.unwrap().starts_with("device: "));
+        } else {
+            assert!(selected.device.is_cpu());
+            assert!(selected.note.is_none());
+        }
     }
 }

@@ -4,6 +4,10 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use transformer::cli::Cli;
+use transformer::commands;
+
+/// The exit status of a command-line usage error, as clap exits on its own.
+const USAGE_ERROR: u8 = 2;
 
 // Training allocates and frees tensors of many megabytes every step. glibc's malloc hands
 // them back to the kernel each time, and every reuse then pays page faults and page zeroing
@@ -18,15 +22,20 @@ fn main() -> ExitCode {
     // SAFETY: sets a process-wide allocator option; no allocation is in flight.
     unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, -1) };
     let cli = Cli::parse();
-    match transformer::commands::run(cli.command) {
+    match commands::run(cli.command) {
         Ok(()) => ExitCode::SUCCESS,
+        // A reader that closed the pipe wants no more output, and no complaint either.
+        Err(e) if e.downcast_ref::<commands::StdoutClosed>().is_some() => ExitCode::SUCCESS,
         Err(e) => {
             // One line: candle appends a backtrace to its errors when RUST_BACKTRACE is set.
             let message = format!("{e:#}");
             eprintln!("error: {}", message.lines().next().unwrap_or_default());
-            match e.downcast_ref::<transformer::commands::Interrupted>() {
-                Some(interrupted) => ExitCode::from(interrupted.exit_code),
-                None => ExitCode::FAILURE,
+            if let Some(interrupted) = e.downcast_ref::<commands::Interrupted>() {
+                ExitCode::from(interrupted.exit_code)
+            } else if e.downcast_ref::<commands::UsageError>().is_some() {
+                ExitCode::from(USAGE_ERROR)
+            } else {
+                ExitCode::FAILURE
             }
         }
     }

@@ -3,6 +3,7 @@
 
 use candle_core::Device;
 
+use crate::data::corpus::normalize_sentence;
 use crate::data::vocab::{BOS_ID, EOS_ID};
 use crate::data::TextTokenizer;
 use crate::model::decoder_only::{sample, DecoderOnly, Sampling};
@@ -29,7 +30,7 @@ impl TextGenerator<'_> {
     ) -> anyhow::Result<String> {
         // Training examples are lines framed as <s> ... </s>, so a prompt starts after <s>.
         let mut ids = vec![BOS_ID];
-        ids.extend(self.tokenizer.encode(prompt)?.ids);
+        ids.extend(self.tokenizer.encode(&normalize_sentence(prompt))?.ids);
         if ids.len() >= self.max_positions {
             anyhow::bail!(
                 "the prompt has {} tokens, and the model reads at most {} positions; \

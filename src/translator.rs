@@ -5,7 +5,7 @@ use candle_core::{Device, Tensor};
 use serde::Serialize;
 
 use crate::data::batch::with_boundaries;
-use crate::data::corpus::normalize_whitespace;
+use crate::data::corpus::normalize_sentence;
 use crate::data::vocab::{BOS_ID, EOS_ID, PAD_ID};
 use crate::data::Tokenizers;
 use crate::decode::{beam_search, greedy_batch, BeamSettings, DecodeLimits, Hypothesis};
@@ -77,10 +77,7 @@ impl Translator<'_> {
         let mut sources = Vec::new();
         for sentence in sentences {
             // Whitespace as training saw it: no-break spaces and runs of spaces become one space.
-            let encoded = self
-                .tokenizers
-                .src
-                .encode(&normalize_whitespace(sentence))?;
+            let encoded = self.tokenizers.src.encode(&normalize_sentence(sentence))?;
             // A source longer than the position table is cut to fit (the caller warns), so
             // that one long line does not end a stream of translations.
             let readable = self.max_positions.saturating_sub(2);

@@ -8,15 +8,22 @@ use std::path::Path;
 use common::{succeeded, transformer};
 use tempfile::TempDir;
 
-/// Runs `transformer args` in `dir` and checks it failed with exactly one error line that
-/// contains every one of `needles`.
+/// Runs `transformer args` in `dir` and checks it failed with status 1 and one error line,
+/// the last line of stderr (no `Caused by:` chain or backtrace after it), that contains
+/// every one of `needles`.
 fn fails_naming(dir: &Path, args: &[&str], needles: &[&str]) {
-    let output = transformer().current_dir(dir).args(args).output().unwrap();
+    let output = transformer()
+        .current_dir(dir)
+        .env("RUST_BACKTRACE", "1")
+        .args(args)
+        .output()
+        .unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(1), "{stderr}");
     assert!(!stderr.contains("panicked"), "{stderr}");
     let errors: Vec<&str> = stderr.lines().filter(|l| l.starts_with("error:")).collect();
     assert_eq!(errors.len(), 1, "{stderr}");
+    assert_eq!(stderr.lines().last(), Some(errors[0]), "{stderr}");
     for needle in needles {
         assert!(
             errors[0].contains(needle),
@@ -205,14 +212,127 @@ fn input_longer_than_the_position_table_is_cut_with_a_warning_and_the_stream_goe
 }
 
 #[test]
-fn eval_names_a_missing_hypothesis_file() {
+fn eval_names_a_missing_hypothesis_file_and_the_flag_to_fix() {
     let dir = TempDir::new().unwrap();
     std::fs::write(dir.path().join("ref.txt"), "a b c\n").unwrap();
     fails_naming(
         dir.path(),
         &["eval", "--hyp", "hyp.txt", "--ref", "ref.txt"],
-        &["hyp.txt"],
+        &["cannot read hyp.txt", "check the path given to --hyp"],
     );
+    let output = transformer()
+        .current_dir(dir.path())
+        .args(["eval", "--hyp", "hyp.txt", "--ref", "ref.txt"])
+        .output()
+        .unwrap();
+    assert!(!String::from_utf8_lossy(&output.stderr).contains("config"));
+}
+
+#[test]
+fn eval_out_in_a_missing_directory_names_that_file_not_a_temporary_one() {
+    let dir = TempDir::new().unwrap();
+    std::fs::write(dir.path().join("ref.txt"), "a b c\n").unwrap();
+    std::fs::write(dir.path().join("hyp.txt"), "a b c\n").unwrap();
+    let args = [
+        "eval",
+        "--hyp",
+        "hyp.txt",
+        "--ref",
+        "ref.txt",
+        "--out",
+        "gone/out.txt",
+    ];
+    fails_naming(
+        dir.path(),
+        &args,
+        &["cannot write gone/out.txt: No such file"],
+    );
+    let output = transformer()
+        .current_dir(dir.path())
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(!String::from_utf8_lossy(&output.stderr).contains(".tmp"));
+}
+
+#[test]
+fn a_tsv_line_with_a_third_column_is_named_not_glued_into_the_target() {
+    let dir = with_config("[data]\ntrain = \"three.tsv\"\n");
+    std::fs::write(
+        dir.path().join("three.tsv"),
+        "ich mochte ein bier\ti want a beer .\nein cola\ta coke\t#1234 CC-BY\n",
+    )
+    .unwrap();
+    let args = ["train", "--device", "cpu", "--config", "config.toml"];
+    fails_naming(
+        dir.path(),
+        &args,
+        &["three.tsv line 2", "found 3 columns", "cut -f1,2"],
+    );
+}
+
+#[test]
+fn a_corpus_that_is_not_utf8_is_named_with_its_line() {
+    let dir = with_config("[data]\ntrain = \"latin1.tsv\"\n");
+    std::fs::write(
+        dir.path().join("latin1.tsv"),
+        b"ich mochte ein bier\ti want a beer .\nM\xe4nner\tmen\n",
+    )
+    .unwrap();
+    let args = ["train", "--device", "cpu", "--config", "config.toml"];
+    fails_naming(
+        dir.path(),
+        &args,
+        &[
+            "latin1.tsv line 2 is not valid UTF-8",
+            "convert the file to UTF-8",
+        ],
+    );
+}
+
+#[test]
+fn pictures_that_cannot_be_written_are_named_with_the_reason() {
+    let dir = small_checkpoint();
+    // A directory where the picture should go: the write fails even for root.
+    std::fs::create_dir(dir.path().join("taken.png")).unwrap();
+    fails_naming(
+        dir.path(),
+        &[
+            "attention",
+            "ich",
+            "--device",
+            "cpu",
+            "--checkpoint",
+            "run",
+            "--out",
+            "taken.png",
+        ],
+        &[
+            "cannot write taken.png",
+            "pick a path in a directory you can write to",
+        ],
+    );
+    fails_naming(
+        dir.path(),
+        &["plot", "run", "--out", "taken.png"],
+        &[
+            "cannot write taken.png",
+            "pick a path in a directory you can write to",
+        ],
+    );
+}
+
+#[test]
+fn plot_of_a_run_without_loss_records_says_so_and_writes_nothing() {
+    let dir = TempDir::new().unwrap();
+    std::fs::create_dir(dir.path().join("run")).unwrap();
+    std::fs::write(dir.path().join("run/metrics.jsonl"), "").unwrap();
+    fails_naming(
+        dir.path(),
+        &["plot", "run"],
+        &["run/metrics.jsonl holds no loss records yet"],
+    );
+    assert!(!dir.path().join("run/loss.png").exists());
 }
 
 #[test]

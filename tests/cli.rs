@@ -232,7 +232,7 @@ fn train_refuses_to_overwrite_a_checkpoint_unless_asked() {
         cmd.assert()
     };
     again(false)
-        .failure()
+        .code(1)
         .stderr(contains("already holds a checkpoint").and(contains("--overwrite")));
     again(true).success();
 }
@@ -242,7 +242,7 @@ fn a_missing_config_file_is_named() {
     transformer()
         .args(["train", "--config", "configs/nope.toml"])
         .assert()
-        .failure()
+        .code(1)
         .stderr(contains("configs/nope.toml"));
 }
 
@@ -255,7 +255,7 @@ fn an_unknown_config_key_is_named_with_its_line() {
         .args(["train", "--config"])
         .arg(&path)
         .assert()
-        .failure()
+        .code(1)
         .stderr(contains("bad.toml line 3, key `model.headz`").and(contains("unknown field")));
 }
 
@@ -268,7 +268,7 @@ fn d_model_not_divisible_by_heads_is_a_config_error() {
         .args(["train", "--config"])
         .arg(&path)
         .assert()
-        .failure()
+        .code(1)
         .stderr(contains("key `model.heads`").and(contains("divisible")));
 }
 
@@ -283,7 +283,7 @@ fn a_missing_training_file_is_named() {
         .arg("--out")
         .arg(dir.path().join("run"))
         .assert()
-        .failure()
+        .code(1)
         .stderr(contains("data/absent.tsv"));
 }
 
@@ -294,8 +294,8 @@ fn translate_without_any_checkpoint_says_how_to_get_one() {
         .current_dir(dir.path())
         .args(["translate", "ich"])
         .assert()
-        .failure()
-        .stderr(contains("no checkpoint found").and(contains("transformer train")));
+        .code(1)
+        .stderr(contains("no translation checkpoint found").and(contains("transformer train")));
 }
 
 #[test]
@@ -303,7 +303,7 @@ fn a_missing_checkpoint_directory_is_named() {
     transformer()
         .args(["translate", "--checkpoint", "runs/does-not-exist", "ich"])
         .assert()
-        .failure()
+        .code(1)
         .stderr(contains("runs/does-not-exist"));
 }
 
@@ -318,7 +318,7 @@ fn a_truncated_weights_file_is_a_clear_error() {
         .arg(dir.path().join("run"))
         .arg("ich")
         .assert()
-        .failure()
+        .code(1)
         .stderr(contains("model.safetensors").and(contains("damaged")));
 }
 
@@ -330,7 +330,7 @@ fn invalid_utf8_on_stdin_is_an_error_naming_the_line() {
         .arg(dir.path().join("run"))
         .write_stdin(b"ich\n\xff\xfe\n".to_vec())
         .assert()
-        .failure()
+        .code(1)
         .stderr(contains("stdin line 2 is not valid UTF-8"));
 }
 
@@ -342,17 +342,30 @@ fn asking_for_cuda_in_a_cpu_build_is_a_clear_error() {
     transformer()
         .args(["infer-test", "--runs", "1", "--device", "cuda"])
         .assert()
-        .failure()
+        .code(1)
         .stderr(contains("--device cuda:0").and(contains("--features cuda")));
 }
 
 #[test]
-fn auto_device_says_which_device_and_why() {
-    transformer()
-        .args(["infer-test", "--runs", "1", "--seed", "1"])
-        .assert()
-        .success()
-        .stderr(contains("device: "));
+fn a_cpu_only_build_says_nothing_about_the_device_it_has_no_choice_of() {
+    if cfg!(feature = "cuda") {
+        return;
+    }
+    for device in ["auto", "cpu"] {
+        transformer()
+            .args([
+                "infer-test",
+                "--runs",
+                "1",
+                "--seed",
+                "1",
+                "--device",
+                device,
+            ])
+            .assert()
+            .success()
+            .stderr("");
+    }
 }
 
 #[test]
@@ -360,7 +373,7 @@ fn a_misspelled_device_is_named() {
     transformer()
         .args(["infer-test", "--device", "gpu"])
         .assert()
-        .failure()
+        .code(2)
         .stderr(contains("\"gpu\""));
 }
 
@@ -395,7 +408,7 @@ fn a_tensor_the_config_does_not_have_is_named() {
         .arg(dir.path())
         .arg("ich")
         .assert()
-        .failure()
+        .code(1)
         .stderr(contains("encoder.layers.2.norm.a_2").and(contains("does not have")));
 }
 
@@ -413,12 +426,9 @@ fn a_tensor_of_the_wrong_shape_is_named_with_both_shapes() {
         .arg("ich")
         .output()
         .unwrap();
-    assert!(!output.status.success());
+    assert_eq!(output.status.code(), Some(1));
     let stderr = String::from_utf8(output.stderr).unwrap();
-    let errors: Vec<&str> = stderr
-        .lines()
-        .filter(|l| !l.starts_with("device: "))
-        .collect();
+    let errors: Vec<&str> = stderr.lines().collect();
     assert_eq!(
         errors.len(),
         1,
@@ -445,7 +455,7 @@ fn plot_redraws_loss_png_and_names_a_damaged_metrics_file() {
         .arg("plot")
         .arg(&run)
         .assert()
-        .failure()
+        .code(1)
         .stderr(contains("metrics.jsonl line 1 is not a metrics record"));
 }
 
@@ -488,4 +498,247 @@ fn accumulating_two_one_pair_batches_gives_the_loss_of_one_two_pair_batch() {
         (together - accumulated).abs() < 1e-5,
         "{together} vs {accumulated}"
     );
+}
+
+#[test]
+fn help_shows_an_example_for_every_subcommand() {
+    for subcommand in [
+        "train",
+        "translate",
+        "generate",
+        "eval",
+        "plot",
+        "attention",
+        "bench",
+        "infer-test",
+    ] {
+        transformer()
+            .args([subcommand, "--help"])
+            .assert()
+            .success()
+            .stdout(contains("Example").and(contains(format!("transformer {subcommand} "))));
+    }
+}
+
+#[test]
+fn usage_errors_exit_with_status_2_on_every_subcommand() {
+    let dir = train_tiny(&["--stop-at-step", "3"]);
+    let run = dir.path().join("run").display().to_string();
+    let cases: Vec<Vec<&str>> = vec![
+        vec!["translate", "--beam", "0", "x"],
+        vec!["translate", "--batch-size", "0", "x"],
+        vec!["translate", "--max-len", "0", "x"],
+        vec!["translate", "--length-penalty", "fast", "x"],
+        vec!["translate", "--device", "gpu", "x"],
+        vec!["train", "--stop-at-step", "0"],
+        vec!["train", "--resume", &run, "--stop-at-step", "2"],
+        vec!["eval", "--hyp", "x.txt"],
+        vec!["eval", "--ref", "x.txt"],
+        vec!["eval", "--ref", "-", "--hyp", "-"],
+        vec!["generate", "--temperature", "-1", "x"],
+        vec!["generate", "--top-k", "0", "x"],
+        vec!["attention", "x", "--layers", "0"],
+        vec!["attention", "ich", "--layers", "9", "--checkpoint", &run],
+        vec!["bench", "copy", "--steps", "0"],
+        vec!["infer-test", "--device", "gpu"],
+        vec!["plot"],
+    ];
+    for args in cases {
+        let output = transformer().args(&args).output().unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{args:?}: {stderr}");
+        let error = stderr.lines().find(|l| l.starts_with("error: "));
+        assert!(error.is_some(), "{args:?}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+    }
+}
+
+#[test]
+fn a_negative_length_penalty_is_accepted_and_favours_short_translations() {
+    let dir = train_tiny(&[]);
+    let tokens = |alpha: &str| {
+        let output = succeeded(
+            transformer()
+                .args(["translate", "--device", "cpu", "--json", "--beam", "10"])
+                .args(["--length-penalty", alpha, "--checkpoint"])
+                .arg(dir.path().join("run"))
+                .arg("ich mochte ein bier"),
+        );
+        let json: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+        json["ids"].as_array().unwrap().len()
+    };
+    assert!(tokens("-5") < tokens("2"));
+}
+
+#[test]
+fn a_beam_wider_than_the_vocabulary_is_narrowed_to_it_with_a_warning() {
+    let dir = train_tiny(&[]);
+    let run = dir.path().join("run");
+    let translate = |beam: &str| {
+        transformer()
+            .args([
+                "translate",
+                "--device",
+                "cpu",
+                "--json",
+                "--beam",
+                beam,
+                "--checkpoint",
+            ])
+            .arg(&run)
+            .arg("ich mochte ein bier")
+            .timeout(std::time::Duration::from_secs(60))
+            .output()
+            .unwrap()
+    };
+    let huge = translate("100000");
+    assert!(huge.status.success());
+    assert_eq!(
+        String::from_utf8_lossy(&huge.stderr),
+        "warning: --beam 100000 is more than the 10 target tokens the model chooses from; \
+         searching with --beam 10\n"
+    );
+    assert_eq!(huge.stdout, translate("10").stdout);
+}
+
+#[test]
+fn batch_size_changes_how_lines_are_grouped_not_what_they_become() {
+    let dir = train_tiny(&[]);
+    let input = "ich mochte ein bier\n\nich mochte ein cola\nich mochte ein bier\nein\n";
+    let with_batch = |size: &str| {
+        let output = succeeded(
+            transformer()
+                .args([
+                    "translate",
+                    "--device",
+                    "cpu",
+                    "--batch-size",
+                    size,
+                    "--checkpoint",
+                ])
+                .arg(dir.path().join("run"))
+                .write_stdin(input),
+        );
+        String::from_utf8(output.stdout).unwrap()
+    };
+    let one = with_batch("1");
+    assert_eq!(one.lines().count(), 5);
+    assert!(one.starts_with("i want a beer .\n\ni want a coke .\ni want a beer .\n"));
+    assert_eq!(with_batch("2"), one);
+    assert_eq!(with_batch("32"), one);
+}
+
+#[test]
+fn without_checkpoint_the_newest_run_answers_and_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let tiny = std::fs::read_to_string("configs/tiny.toml").unwrap();
+    let toy = std::fs::canonicalize("data/toy.tsv").unwrap();
+    let reversed = dir.path().join("en-de.tsv");
+    std::fs::write(
+        &reversed,
+        "i want a beer .\tich mochte ein bier\ni want a coke .\tich mochte ein cola\n",
+    )
+    .unwrap();
+    // Named so that the alphabetical order is the opposite of the age order.
+    for (name, data) in [
+        ("zz-de-en", toy.as_path()),
+        ("aa-en-de", reversed.as_path()),
+    ] {
+        let config = dir.path().join(format!("{name}.toml"));
+        std::fs::write(
+            &config,
+            tiny.replace("data/toy.tsv", &data.display().to_string()),
+        )
+        .unwrap();
+        succeeded(
+            transformer()
+                .current_dir(dir.path())
+                .args(["train", "--device", "cpu", "-q", "--config"])
+                .arg(&config),
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let output = succeeded(transformer().current_dir(dir.path()).args([
+        "translate",
+        "--device",
+        "cpu",
+        "i want a beer .",
+    ]));
+    assert_eq!(
+        String::from_utf8_lossy(&output.stdout),
+        "ich mochte ein bier\n"
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&output.stderr),
+        "checkpoint: runs/aa-en-de/last (the newest run under runs/; --checkpoint DIR picks \
+         another)\n"
+    );
+}
+
+#[test]
+fn a_weights_file_given_as_checkpoint_is_named_with_the_directory_to_pass() {
+    let dir = train_tiny(&[]);
+    let last = dir.path().join("run/last");
+    transformer()
+        .args(["translate", "--device", "cpu", "--checkpoint"])
+        .arg(last.join("model.safetensors"))
+        .arg("ich")
+        .assert()
+        .code(1)
+        .stderr(format!(
+            "error: {} is a file, not a checkpoint directory; pass the directory that holds it \
+             ({})\n",
+            last.join("model.safetensors").display(),
+            last.display()
+        ));
+}
+
+#[test]
+fn checkpoint_files_all_have_the_same_mode() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = train_tiny(&[]);
+    let last = dir.path().join("run/last");
+    let mode = |file: &str| {
+        std::fs::metadata(last.join(file))
+            .unwrap()
+            .permissions()
+            .mode()
+    };
+    assert_eq!(mode("model.safetensors"), mode("config.toml"));
+    assert_eq!(mode("optimizer.safetensors"), mode("config.toml"));
+}
+
+#[test]
+fn training_messages_read_as_english_and_as_the_config_spells_things() {
+    let dir = train_tiny(&["--stop-at-step", "1"]);
+    let output = succeeded(
+        transformer()
+            .args(["train", "--device", "cpu", "-q", "--resume"])
+            .arg(dir.path().join("run"))
+            .args(["--stop-at-step", "2"]),
+    );
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("tokenizer: word, "), "{stderr}");
+    let fresh = tempfile::tempdir().unwrap();
+    let config = fresh.path().join("one.toml");
+    let tiny = std::fs::read_to_string("configs/tiny.toml").unwrap();
+    let toy = std::fs::canonicalize("data/toy.tsv").unwrap();
+    std::fs::write(
+        &config,
+        format!(
+            "{}\n",
+            tiny.replace("data/toy.tsv", &toy.display().to_string())
+                .replace("epochs = 80", "epochs = 1")
+        ),
+    )
+    .unwrap();
+    let output = succeeded(
+        transformer()
+            .args(["train", "--device", "cpu", "-q", "--config"])
+            .arg(&config)
+            .arg("--out")
+            .arg(fresh.path().join("run")),
+    );
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("trained 1 step in "), "{stderr}");
 }

@@ -107,6 +107,58 @@ fn a_trained_model_continues_prompts_greedily_and_samples_reproducibly() {
         generate(&run, &["the dog", "--temperature", "0", "--max-new", "2"]),
         "the dog ran to"
     );
+    // Without a prompt the model starts a line of its own: one of the sentences it learned.
+    let unprompted = generate(&run, &greedy);
+    assert!(
+        ["the cat sat on the mat .", "the dog ran to the park ."].contains(&unprompted.as_str()),
+        "{unprompted}"
+    );
+    without_checkpoint_each_command_takes_the_newest_run_of_its_own_family(&run, &unprompted);
+}
+
+/// With a translation run and a newer language-model run under runs/, `generate` takes the
+/// language model and `translate` the translation model, each naming the one it took.
+fn without_checkpoint_each_command_takes_the_newest_run_of_its_own_family(
+    language_run: &Path,
+    unprompted: &str,
+) {
+    let dir = tempfile::tempdir().unwrap();
+    let copy = |from: &Path, to: &Path| {
+        std::fs::create_dir_all(to).unwrap();
+        for entry in std::fs::read_dir(from).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_file() {
+                std::fs::copy(&path, to.join(path.file_name().unwrap())).unwrap();
+            }
+        }
+    };
+    copy(
+        Path::new("tests/fixtures/parity"),
+        &dir.path().join("runs/translation/last"),
+    );
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    copy(&language_run.join("last"), &dir.path().join("runs/lm/last"));
+    let output = succeeded(transformer().current_dir(dir.path()).args([
+        "generate",
+        "--device",
+        "cpu",
+        "--temperature",
+        "0",
+    ]));
+    assert_eq!(
+        String::from_utf8_lossy(&output.stdout).trim_end(),
+        unprompted
+    );
+    assert!(String::from_utf8_lossy(&output.stderr).starts_with("checkpoint: runs/lm/last "));
+    let output = succeeded(transformer().current_dir(dir.path()).args([
+        "translate",
+        "--device",
+        "cpu",
+        "ich mochte ein bier",
+    ]));
+    assert!(
+        String::from_utf8_lossy(&output.stderr).starts_with("checkpoint: runs/translation/last ")
+    );
 }
 
 #[test]
@@ -172,8 +224,11 @@ fn translation_and_language_checkpoints_are_not_confused() {
 fn bad_sampling_settings_and_mismatched_configs_are_named() {
     let (dir, run) = trained(1);
     for (flag, says) in [
-        ("--temperature=-1", "--temperature -1 is not a temperature"),
-        ("--top-k=0", "--top-k 0 leaves no token to draw"),
+        (
+            "--temperature=-1",
+            "for '--temperature <T>': must be 0 or more",
+        ),
+        ("--top-k=0", "for '--top-k <K>': must be at least 1"),
     ] {
         let output = transformer()
             .args(["generate", "--device", "cpu", "--checkpoint"])
@@ -181,7 +236,7 @@ fn bad_sampling_settings_and_mismatched_configs_are_named() {
             .args(["the", flag])
             .output()
             .unwrap();
-        assert_eq!(output.status.code(), Some(1), "{flag}");
+        assert_eq!(output.status.code(), Some(2), "{flag}");
         let stderr = String::from_utf8_lossy(&output.stderr);
         assert!(stderr.contains(says), "{flag}: {stderr}");
     }

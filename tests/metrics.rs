@@ -26,10 +26,10 @@ fn fixture(name: &str) -> PathBuf {
 #[test]
 fn bleu_chrf_and_signatures_equal_sacrebleus_on_every_system() {
     let expected = expected();
-    let references = read_segments(&fixture("ref.en")).unwrap();
+    let references = read_segments(&fixture("ref.en"), "--ref").unwrap();
     for system in expected["systems"].as_array().unwrap() {
         let name = system["hypothesis"].as_str().unwrap();
-        let hypotheses = read_segments(&fixture(name)).unwrap();
+        let hypotheses = read_segments(&fixture(name), "--hyp").unwrap();
         // sacreBLEU's -lc lowercases for BLEU only; chrF keeps the case.
         let case = if system["lowercase"] == true {
             Case::Lower
@@ -113,7 +113,7 @@ fn eval_refuses_files_of_different_lengths() {
         .arg("--hyp")
         .arg(&hyp)
         .assert()
-        .failure()
+        .code(1)
         .stderr(predicates::str::contains("short.hyp has 1 lines but"));
 }
 
@@ -152,4 +152,67 @@ fn eval_translates_a_source_file_with_a_checkpoint() {
         "i want a beer\nyou have coke\n"
     );
     assert!((json["bleu"].as_f64().unwrap() - 100.0).abs() < 1e-9);
+}
+
+/// `path` gzipped into `dir`, under its own name plus `.gz`.
+fn gzipped(path: &Path, dir: &Path) -> PathBuf {
+    use std::io::Write;
+    let out = dir.join(format!(
+        "{}.gz",
+        path.file_name().unwrap().to_string_lossy()
+    ));
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    gz.write_all(&std::fs::read(path).unwrap()).unwrap();
+    std::fs::write(&out, gz.finish().unwrap()).unwrap();
+    out
+}
+
+#[test]
+fn eval_lowercases_gzipped_files_and_stdin_as_sacrebleu_does() {
+    let expected = expected();
+    let lowercased = expected["systems"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["lowercase"] == true)
+        .unwrap();
+    let mixed = expected["systems"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["hypothesis"] == lowercased["hypothesis"] && s["lowercase"] == false)
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let hyp = gzipped(
+        &fixture(lowercased["hypothesis"].as_str().unwrap()),
+        dir.path(),
+    );
+    let reference = gzipped(&fixture("ref.en"), dir.path());
+    let score = |extra: &[&str]| {
+        let output = succeeded(
+            transformer()
+                .args(["eval", "--json", "--hyp"])
+                .arg(&hyp)
+                .arg("--ref")
+                .arg(&reference)
+                .args(extra),
+        );
+        serde_json::from_slice::<Value>(&output.stdout).unwrap()
+    };
+    let lower = score(&["--lowercase"]);
+    assert!((lower["bleu"].as_f64().unwrap() - lowercased["bleu"].as_f64().unwrap()).abs() < 1e-3);
+    assert_eq!(lower["signature"], lowercased["bleu_signature"]);
+    let as_is = score(&[]);
+    assert!((as_is["bleu"].as_f64().unwrap() - mixed["bleu"].as_f64().unwrap()).abs() < 1e-3);
+    // The hypotheses on stdin (`-`), the reference gzipped.
+    let output = succeeded(
+        transformer()
+            .args(["eval", "--json", "--lowercase", "--hyp", "-", "--ref"])
+            .arg(&reference)
+            .write_stdin(
+                std::fs::read(fixture(lowercased["hypothesis"].as_str().unwrap())).unwrap(),
+            ),
+    );
+    let from_stdin: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(from_stdin["bleu"], lower["bleu"]);
 }

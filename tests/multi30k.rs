@@ -131,24 +131,39 @@ fn a_bpe_model_trains_on_a_slice_keeps_best_and_last_and_translates_and_evaluate
         );
     }
 
+    // best/ translates the validation set to the best validation BLEU the run logged, and
+    // scoring the translations it wrote gives the same number again.
+    let hyp = dir.path().join("best.en");
     let output = succeeded(
         transformer()
-            .args([
-                "eval",
-                "--json",
-                "--device",
-                "cpu",
-                "--max-len",
-                "20",
-                "--checkpoint",
-            ])
+            .args(["eval", "--json", "--device", "cpu", "--checkpoint"])
             .arg(run.join("best"))
             .arg("--src")
             .arg(&val_de)
             .arg("--ref")
-            .arg(&val_en),
+            .arg(&val_en)
+            .arg("--out")
+            .arg(&hyp),
     );
     let json: Value = serde_json::from_slice(&output.stdout).unwrap();
     assert_eq!(json["sentences"], 40);
-    assert!(json["bleu"].as_f64().unwrap() >= 0.0);
+    let bleu = json["bleu"].as_f64().unwrap();
+    let best_logged = epochs
+        .iter()
+        .map(|r| r["valid_bleu"].as_f64().unwrap())
+        .fold(f64::MIN, f64::max);
+    assert!(
+        (bleu - best_logged).abs() < 1e-3,
+        "eval of best/ gives {bleu}, training logged {best_logged}"
+    );
+    let rescored = succeeded(
+        transformer()
+            .args(["eval", "--json", "--hyp"])
+            .arg(&hyp)
+            .arg("--ref")
+            .arg(&val_en),
+    );
+    let rescored: Value = serde_json::from_slice(&rescored.stdout).unwrap();
+    assert_eq!(rescored["bleu"], json["bleu"]);
+    assert_eq!(rescored["chrf"], json["chrf"]);
 }

@@ -168,3 +168,34 @@ fn translate_json_matches(fixture: &str) {
         );
     }
 }
+
+#[test]
+fn the_sinusoid_table_equals_the_one_pytorch_computed() {
+    // Every fixture ships the reference's `pe` buffer, which loading reads back, so the
+    // table our code computes is compared here, against the buffer PyTorch wrote.
+    let file = candle_core::safetensors::load(
+        Path::new("tests/fixtures/parity").join("model.safetensors"),
+        &Device::Cpu,
+    )
+    .unwrap();
+    let theirs = file["src_embed.1.pe"].squeeze(0).unwrap();
+    let (max_len, d_model) = theirs.dims2().unwrap();
+    assert_eq!((max_len, d_model), (64, 32));
+    let ours = transformer::model::embeddings::sinusoid_table(max_len, d_model, &Device::Cpu)
+        .unwrap()
+        .reshape((max_len, d_model))
+        .unwrap();
+    let worst = (ours - theirs)
+        .unwrap()
+        .abs()
+        .unwrap()
+        .flatten_all()
+        .unwrap()
+        .max(0)
+        .unwrap()
+        .to_scalar::<f32>()
+        .unwrap();
+    // f32 sin/cos of the same f32 arguments: libm and PyTorch's vectorised kernels may
+    // differ in the last bit.
+    assert!(worst <= 1e-6, "largest difference {worst}");
+}

@@ -8,6 +8,7 @@ use std::path::Path;
 use candle_core::{DType, Device, Tensor};
 use candle_nn::{VarBuilder, VarMap};
 use serde_json::Value;
+use transformer::checkpoint;
 use transformer::config::{Architecture, Config};
 use transformer::model::decoder_only::{sample, DecoderOnly, Sampling};
 use transformer::model::Mode;
@@ -29,16 +30,11 @@ fn fixture() -> Fixture {
     let expected: Value =
         serde_json::from_str(&std::fs::read_to_string(dir.join("expected.json")).unwrap()).unwrap();
     let vocab = expected["vocab"].as_u64().unwrap() as usize;
-    // SAFETY: the fixture file is not modified while the test runs.
-    let vb = unsafe {
-        VarBuilder::from_mmaped_safetensors(
-            &[dir.join("model.safetensors")],
-            DType::F32,
-            &Device::Cpu,
-        )
-    }
-    .unwrap();
-    let model = DecoderOnly::new(&config.model, vocab, vb).unwrap();
+    // Through the loader `transformer generate` uses: strict, so every tensor of the
+    // PyTorch file must be used and every tensor the model needs must be there.
+    let loaded = checkpoint::load_language_model(dir, &Device::Cpu).unwrap();
+    assert_eq!(loaded.tokenizers.tgt.vocab_size(), vocab);
+    let model = loaded.model;
     Fixture {
         config,
         expected,

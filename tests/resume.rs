@@ -170,14 +170,19 @@ fn sigint_finishes_the_step_saves_it_exits_130_and_the_resumed_run_matches() {
     let config = write_config(dir.path(), 5000, "");
     let run = dir.path().join("run");
     let running = spawn_until_step(&config, &run, 12);
+    let seen = running.step;
     send_signal("-INT", &running.child);
     let (exit, rest) = running.finish();
     assert_eq!(exit.code(), Some(130), "{rest}");
+    let stopped_at = checkpoint_step(&run);
+    // The step in progress when the signal came is finished and saved, and the message
+    // names the step that was saved.
+    assert!(stopped_at >= seen, "saw step {seen}, saved {stopped_at}");
     assert!(
-        rest.contains("interrupted by SIGINT") && rest.contains("--resume"),
+        rest.contains(&format!("interrupted by SIGINT at step {stopped_at} of "))
+            && rest.contains(&format!("--resume {}", run.display())),
         "{rest}"
     );
-    let stopped_at = checkpoint_step(&run);
     let until = (stopped_at + 6).to_string();
     resume(&run, &["--stop-at-step", &until]);
     let straight = dir.path().join("straight");
@@ -255,6 +260,102 @@ fn a_crash_while_writing_a_checkpoint_leaves_the_previous_one_usable() {
         !staging.exists(),
         "the half-written checkpoint was cleaned up"
     );
+    assert!(
+        !run.join(".metrics.jsonl.tmp").exists(),
+        "the half-written metrics file was cleaned up"
+    );
+}
+
+#[test]
+fn a_second_ctrl_c_exits_at_once_without_waiting_for_the_checkpoint() {
+    let dir = TempDir::new().unwrap();
+    // Steps and checkpoints slow enough (a 20M-parameter model, 240 MB with Adam's moments)
+    // that the second signal arrives while the first stop is still under way.
+    let config = write_config(dir.path(), 5000, "");
+    let text = std::fs::read_to_string(&config)
+        .unwrap()
+        .replace("d_model = 32\nd_ff = 64", "d_model = 512\nd_ff = 2048");
+    std::fs::write(&config, text).unwrap();
+    let run = dir.path().join("run");
+    let running = spawn_until_step(&config, &run, 1);
+    send_signal("-INT", &running.child);
+    std::thread::sleep(std::time::Duration::from_millis(30));
+    send_signal("-INT", &running.child);
+    let (exit, rest) = running.finish();
+    assert_eq!(exit.code(), Some(130), "{rest}");
+    assert!(
+        !rest.contains("checkpoint saved"),
+        "the second signal should not wait for the clean stop: {rest}"
+    );
+}
+
+/// Source and target sides of the toy pairs as two files in `dir`, for `eval`.
+fn toy_sides(dir: &Path) -> (PathBuf, PathBuf) {
+    let toy = std::fs::read_to_string("data/toy.tsv").unwrap();
+    let (src, tgt): (Vec<&str>, Vec<&str>) = toy.lines().filter_map(|l| l.split_once('\t')).unzip();
+    let (src_file, tgt_file) = (dir.join("valid.de"), dir.join("valid.en"));
+    std::fs::write(&src_file, src.join("\n") + "\n").unwrap();
+    std::fs::write(&tgt_file, tgt.join("\n") + "\n").unwrap();
+    (src_file, tgt_file)
+}
+
+/// BLEU of `checkpoint` on the toy pairs, as `eval` computes it (greedy, as validation).
+fn eval_bleu(checkpoint: &Path, src: &Path, reference: &Path) -> f64 {
+    let output = succeeded(
+        transformer()
+            .args(["eval", "--device", "cpu", "--json", "--checkpoint"])
+            .arg(checkpoint)
+            .arg("--src")
+            .arg(src)
+            .arg("--ref")
+            .arg(reference),
+    );
+    let json: Value = serde_json::from_slice(&output.stdout).unwrap();
+    json["bleu"].as_f64().unwrap()
+}
+
+#[test]
+fn best_holds_the_weights_of_the_best_validation_bleu_and_survives_a_nan() {
+    let dir = TempDir::new().unwrap();
+    let config = write_config(dir.path(), 30, "");
+    let run = dir.path().join("run");
+    train(&config, &run, &["--stop-at-step", "41"]);
+    let bleus: Vec<f64> = metrics(&run)
+        .iter()
+        .filter_map(|r| r["valid_bleu"].as_f64())
+        .collect();
+    let best = bleus.iter().cloned().fold(f64::MIN, f64::max);
+    assert!(
+        best > bleus[0],
+        "validation BLEU should improve, so that best/ is a choice: {bleus:?}"
+    );
+    let (src, reference) = toy_sides(dir.path());
+    let scored = eval_bleu(&run.join("best"), &src, &reference);
+    assert!(
+        (scored - best).abs() < 1e-3,
+        "best/ scores {scored}, the best epoch {best}"
+    );
+
+    // The same run, diverging after it resumes: best/ must stay as it was.
+    let best_weights = std::fs::read(run.join("best/model.safetensors")).unwrap();
+    let saved_config = run.join("last/config.toml");
+    let text = std::fs::read_to_string(&saved_config).unwrap();
+    std::fs::write(
+        &saved_config,
+        text.replace("lr_factor = 2.0", "lr_factor = 1e30"),
+    )
+    .unwrap();
+    transformer()
+        .args(["train", "--device", "cpu", "--resume"])
+        .arg(&run)
+        .assert()
+        .code(1)
+        .stderr(contains("the loss became NaN at step"));
+    assert!(
+        std::fs::read(run.join("best/model.safetensors")).unwrap() == best_weights,
+        "best/ changed after the loss became NaN"
+    );
+    assert!((eval_bleu(&run.join("best"), &src, &reference) - best).abs() < 1e-3);
 }
 
 #[test]

@@ -101,6 +101,14 @@ fn with_retired_copy(run_dir: &Path, name: &str) -> [PathBuf; 2] {
 /// The checkpoint a path names: the directory itself when it holds weights, else its `best/`,
 /// else its `last/` (so a run directory works too).
 pub fn resolve(path: &Path) -> anyhow::Result<PathBuf> {
+    if path.is_file() {
+        let parent = path.parent().filter(|p| !p.as_os_str().is_empty());
+        bail!(
+            "{} is a file, not a checkpoint directory; pass the directory that holds it ({})",
+            path.display(),
+            parent.map_or_else(|| ".".into(), |p| p.display().to_string())
+        );
+    }
     if !path.is_dir() {
         bail!(
             "checkpoint directory {} does not exist; train one with `transformer train` or pass \
@@ -250,12 +258,16 @@ fn read_tensors(path: &Path, device: &Device) -> anyhow::Result<HashMap<String, 
     })
 }
 
-/// The run under `root` whose weights were written last.
-pub fn latest_run(root: &Path) -> anyhow::Result<PathBuf> {
+/// The run under `root` of the model family `arch` whose weights were written last.
+pub fn latest_run(root: &Path, arch: Architecture) -> anyhow::Result<PathBuf> {
     let none_found = || {
         anyhow::anyhow!(
-            "no checkpoint found under {}/; train one with `transformer train` or pass \
+            "no {} checkpoint found under {}/; train one with `transformer train` or pass \
              --checkpoint DIR",
+            match arch {
+                Architecture::EncoderDecoder => "translation",
+                Architecture::DecoderOnly => "language-model",
+            },
             root.display()
         )
     };
@@ -265,6 +277,10 @@ pub fn latest_run(root: &Path) -> anyhow::Result<PathBuf> {
         let Ok(dir) = resolve(&entry.path()) else {
             continue;
         };
+        let family = Config::load(&dir.join(CONFIG_FILE)).map(|c| c.model.arch);
+        if family.ok() != Some(arch) {
+            continue;
+        }
         let Ok(modified) = dir.join(MODEL_FILE).metadata().and_then(|m| m.modified()) else {
             continue;
         };
@@ -282,9 +298,22 @@ mod tests {
     #[test]
     fn a_missing_runs_directory_says_how_to_get_a_checkpoint() {
         let dir = tempfile::tempdir().unwrap();
-        let err = latest_run(&dir.path().join("runs"))
+        let err = latest_run(&dir.path().join("runs"), Architecture::EncoderDecoder)
             .unwrap_err()
             .to_string();
         assert!(err.contains("transformer train"), "{err}");
+    }
+
+    #[test]
+    fn a_weights_file_given_as_the_checkpoint_names_its_directory() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join(MODEL_FILE);
+        std::fs::write(&file, b"").unwrap();
+        let err = resolve(&file).unwrap_err().to_string();
+        assert!(
+            err.contains("is a file, not a checkpoint directory"),
+            "{err}"
+        );
+        assert!(err.contains(&dir.path().display().to_string()), "{err}");
     }
 }

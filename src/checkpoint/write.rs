@@ -44,9 +44,16 @@ pub fn save(dir: &Path, contents: &CheckpointContents) -> anyhow::Result<()> {
     for (name, text) in contents.tokenizers.files()? {
         write_synced(&staging.join(name), text.as_bytes())?;
     }
+    // safetensors writes through a private temporary file (mode 0600); the tensor files get
+    // the mode every other file of the checkpoint has.
+    let mode = std::fs::metadata(staging.join(CONFIG_FILE))
+        .with_context(context)?
+        .permissions();
     write_tensors(&staging.join(MODEL_FILE), contents.tensors)?;
+    std::fs::set_permissions(staging.join(MODEL_FILE), mode.clone()).with_context(context)?;
     if let Some((moments, state)) = contents.resume {
         write_tensors(&staging.join(OPTIMIZER_FILE), moments)?;
+        std::fs::set_permissions(staging.join(OPTIMIZER_FILE), mode).with_context(context)?;
         let json = serde_json::to_string_pretty(state)?;
         write_synced(&staging.join(STATE_FILE), json.as_bytes())?;
     }
@@ -83,12 +90,13 @@ pub(super) fn hidden_name(name: &str, suffix: &str) -> String {
 
 /// Creates `path`, writes `bytes` and waits until they are on disk.
 fn write_synced(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
-    let write = || -> std::io::Result<()> {
-        let mut file = File::create(path)?;
-        file.write_all(bytes)?;
-        file.sync_all()
-    };
-    write().with_context(|| format!("cannot write {}", path.display()))
+    create_synced(path, bytes).with_context(|| format!("cannot write {}", path.display()))
+}
+
+fn create_synced(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let mut file = File::create(path)?;
+    file.write_all(bytes)?;
+    file.sync_all()
 }
 
 /// Makes a directory's entries (new files, renames) durable.
@@ -135,8 +143,13 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
         .file_name()
         .with_context(|| format!("{} is not a file path", path.display()))?;
     let tmp = path.with_file_name(format!(".{}.tmp", file_name.to_string_lossy()));
-    write_synced(&tmp, bytes)?;
-    std::fs::rename(&tmp, path).with_context(|| format!("cannot write {}", path.display()))
+    // Errors name the file the user asked for, not the temporary one.
+    create_synced(&tmp, bytes)
+        .and_then(|()| std::fs::rename(&tmp, path))
+        .map_err(|e| {
+            let _ = std::fs::remove_file(&tmp);
+            anyhow::anyhow!("cannot write {}: {e}", path.display())
+        })
 }
 
 #[cfg(test)]
@@ -152,5 +165,17 @@ mod tests {
         assert_eq!(std::fs::read(&path).unwrap(), b"two");
         let names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().flatten().collect();
         assert_eq!(names.len(), 1);
+    }
+
+    #[test]
+    fn a_failed_atomic_write_names_the_file_asked_for_not_the_temporary() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("missing").join("out.txt");
+        let err = write_atomic(&path, b"x").unwrap_err().to_string();
+        assert!(
+            err.starts_with(&format!("cannot write {}: ", path.display())),
+            "{err}"
+        );
+        assert!(!err.contains(".out.txt.tmp"), "{err}");
     }
 }

@@ -6,10 +6,13 @@ use std::path::Path;
 use anyhow::{bail, Context};
 use candle_core::{Device, Tensor};
 
-use crate::checkpoint::{self, Checkpoint, RUNS_ROOT};
+use super::stdout::print_line;
+use super::UsageError;
+use crate::checkpoint::{self, Checkpoint};
 use crate::cli::AttentionArgs;
+use crate::config::Architecture;
 use crate::data::batch::with_boundaries;
-use crate::data::corpus::normalize_whitespace;
+use crate::data::corpus::normalize_sentence;
 use crate::data::vocab::{BOS_ID, EOS_ID, PAD_ID};
 use crate::data::TextTokenizer;
 use crate::model::{attention_maps, masks};
@@ -18,17 +21,18 @@ use crate::translator::DecodeOptions;
 
 pub fn run(args: AttentionArgs) -> anyhow::Result<()> {
     check_out_path(&args.out)?;
-    let dir = match &args.checkpoint {
-        Some(dir) => dir.clone(),
-        None => checkpoint::latest_run(Path::new(RUNS_ROOT))?,
-    };
-    let device = super::device_from(&args.device)?;
+    let device = super::device_from(&args.device, false)?;
+    let dir =
+        super::checkpoint_or_latest(args.checkpoint.as_deref(), Architecture::EncoderDecoder)?;
     let loaded = checkpoint::load(&dir, &device)?;
     let layers = loaded.config.model.layers;
-    if let Some(&bad) = args.layers.iter().find(|&&l| l == 0 || l > layers) {
-        bail!("--layers {bad} is not a layer of this model; it has layers 1 to {layers}");
+    if let Some(&bad) = args.layers.iter().find(|&&l| l > layers) {
+        return Err(UsageError(format!(
+            "--layers {bad} is not a layer of this model; it has layers 1 to {layers}"
+        ))
+        .into());
     }
-    let text = normalize_whitespace(&args.text);
+    let text = normalize_sentence(&args.text);
     let src = loaded.tokenizers.src.encode(&text)?.ids;
     if src.is_empty() {
         bail!("the sentence is empty; give the source sentence whose attention to draw");
@@ -38,7 +42,7 @@ pub fn run(args: AttentionArgs) -> anyhow::Result<()> {
             let mut ids = loaded
                 .tokenizers
                 .tgt
-                .encode(&normalize_whitespace(target))?
+                .encode(&normalize_sentence(target))?
                 .ids;
             ids.push(EOS_ID);
             ids
@@ -46,7 +50,7 @@ pub fn run(args: AttentionArgs) -> anyhow::Result<()> {
         None => {
             let translator = loaded.translator(&device, DecodeOptions::default());
             let translation = translator.translate(&text)?;
-            println!("{}", translation.translation);
+            print_line(&translation.translation)?;
             translation.ids
         }
     };

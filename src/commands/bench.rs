@@ -1,6 +1,7 @@
 //! `transformer bench WORKLOAD`: runs one workload of the speed benchmark and prints its
 //! measurement as one JSON line (scripts/bench.sh collects them next to PyTorch's).
 
+use super::stdout::print_line;
 use crate::bench::{self, DecodeWorkload};
 use crate::cli::{BenchArgs, BenchWorkload};
 
@@ -8,10 +9,7 @@ use crate::cli::{BenchArgs, BenchWorkload};
 const BATCH_SENTENCES: usize = 32;
 
 pub fn run(args: BenchArgs) -> anyhow::Result<()> {
-    if args.steps == 0 {
-        anyhow::bail!("--steps must be at least 1");
-    }
-    let device = super::device_from(&args.device)?;
+    let device = super::device_from(&args.device, false)?;
     let measurement = match args.workload {
         BenchWorkload::ExportMulti30k => {
             bench::export_multi30k_batches(&args.batches, args.steps + 2)?;
@@ -28,6 +26,5 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         }
         BenchWorkload::Beam5 => bench::decoding(DecodeWorkload::Beam, BATCH_SENTENCES, &device)?,
     };
-    println!("{}", serde_json::to_string(&measurement)?);
-    Ok(())
+    print_line(&serde_json::to_string(&measurement)?)
 }

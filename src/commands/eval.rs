@@ -1,30 +1,43 @@
 //! `transformer eval`: corpus BLEU and chrF of a checkpoint's translations, or of a hypothesis
 //! file, exactly as sacreBLEU computes them.
 
-use std::path::Path;
-
 use anyhow::Context;
 
+use super::stdout::print_line;
+use super::UsageError;
 use crate::checkpoint;
 use crate::cli::EvalArgs;
+use crate::config::Architecture;
 use crate::metrics::{
     self, chrf_signature, corpus_bleu, corpus_chrf, read_segments, BleuScore, Case,
 };
 
 pub fn run(args: EvalArgs) -> anyhow::Result<()> {
-    let references = read_segments(&args.reference)?;
-    let hypotheses = match (&args.hyp, &args.checkpoint, &args.src) {
-        (Some(hyp), _, _) => {
-            let lines = read_segments(hyp)?;
+    let from_stdin = [Some(&args.reference), args.hyp.as_ref(), args.src.as_ref()]
+        .into_iter()
+        .flatten()
+        .filter(|path| path.as_os_str() == "-")
+        .count();
+    if from_stdin > 1 {
+        return Err(UsageError(
+            "only one of --ref, --hyp and --src can be - (stdin); give the others as files".into(),
+        )
+        .into());
+    }
+    let references = read_segments(&args.reference, "--ref")?;
+    let hypotheses = match (&args.hyp, &args.src) {
+        (Some(hyp), _) => {
+            let lines = read_segments(hyp, "--hyp")?;
             metrics::check_aligned(lines.len(), references.len(), hyp, &args.reference)?;
             lines
         }
-        (None, Some(dir), Some(src)) => {
-            let sources = read_segments(src)?;
+        (None, Some(src)) => {
+            let sources = read_segments(src, "--src")?;
             metrics::check_aligned(sources.len(), references.len(), src, &args.reference)?;
-            translate_all(&args, dir, &sources)?
+            translate_all(&args, &sources)?
         }
-        _ => anyhow::bail!("give --hyp FILE, or --checkpoint DIR and --src FILE, with --ref FILE"),
+        // The parser requires one of the two.
+        (None, None) => return Err(UsageError("give --hyp FILE or --src FILE".into()).into()),
     };
     if let Some(out) = &args.out {
         let mut text = hypotheses.join("\n");
@@ -40,19 +53,20 @@ pub fn run(args: EvalArgs) -> anyhow::Result<()> {
     let chrf = corpus_chrf(&hypotheses, &references);
     let bleu = corpus_bleu(&case.apply(hypotheses.clone()), &case.apply(references));
     if args.json {
-        println!("{}", json_report(&bleu, chrf, case, hypotheses.len())?);
+        print_line(&json_report(&bleu, chrf, case, hypotheses.len())?)
     } else {
-        println!("{}", bleu.format_text(case));
-        println!("chrF2|{} = {chrf:.2}", chrf_signature());
+        print_line(&bleu.format_text(case))?;
+        print_line(&format!("chrF2|{} = {chrf:.2}", chrf_signature()))
     }
-    Ok(())
 }
 
-fn translate_all(args: &EvalArgs, dir: &Path, sources: &[String]) -> anyhow::Result<Vec<String>> {
-    let options = super::decode_options(&args.decode)?;
-    let device = super::device_from(&args.device)?;
-    let loaded = checkpoint::load(dir, &device)?;
-    let translator = loaded.translator(&device, options);
+fn translate_all(args: &EvalArgs, sources: &[String]) -> anyhow::Result<Vec<String>> {
+    let options = super::decode_options(&args.decode);
+    let device = super::device_from(&args.device, false)?;
+    let dir =
+        super::checkpoint_or_latest(args.checkpoint.as_deref(), Architecture::EncoderDecoder)?;
+    let loaded = checkpoint::load(&dir, &device)?;
+    let translator = loaded.translator(&device, super::bounded_beam(options, &loaded));
     let mut hypotheses = Vec::with_capacity(sources.len());
     let mut truncated = Vec::new();
     for (index, chunk) in sources.chunks(args.decode.batch_size).enumerate() {
@@ -81,6 +95,12 @@ fn translate_all(args: &EvalArgs, dir: &Path, sources: &[String]) -> anyhow::Res
     Ok(hypotheses)
 }
 
+/// Scores to four decimals: sacreBLEU's text line shows two, and further digits are
+/// floating-point noise.
+fn rounded(x: f64) -> f64 {
+    (x * 1e4).round() / 1e4
+}
+
 fn json_report(
     bleu: &BleuScore,
     chrf: f64,
@@ -88,16 +108,28 @@ fn json_report(
     sentences: usize,
 ) -> anyhow::Result<String> {
     let ratio = bleu.hyp_len as f64 / bleu.ref_len.max(1) as f64;
+    let precisions: Vec<f64> = bleu.precisions.iter().map(|&p| rounded(p)).collect();
     Ok(serde_json::to_string(&serde_json::json!({
-        "bleu": bleu.score,
+        "bleu": rounded(bleu.score),
         "signature": BleuScore::signature(case),
-        "precisions": bleu.precisions,
-        "brevity_penalty": bleu.brevity_penalty,
-        "ratio": ratio,
+        "precisions": precisions,
+        "brevity_penalty": rounded(bleu.brevity_penalty),
+        "ratio": rounded(ratio),
         "hyp_len": bleu.hyp_len,
         "ref_len": bleu.ref_len,
-        "chrf": chrf,
+        "chrf": rounded(chrf),
         "chrf_signature": chrf_signature(),
         "sentences": sentences,
     }))?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::rounded;
+
+    #[test]
+    fn scores_are_rounded_to_four_decimals() {
+        assert_eq!(rounded(34.212_345_678), 34.2123);
+        assert_eq!(rounded(100.0), 100.0);
+    }
 }

@@ -1,23 +1,15 @@
 //! `transformer generate`: continues a prompt with a decoder-only language model.
 
-use anyhow::bail;
-
+use super::stdout::print_line;
 use crate::checkpoint;
 use crate::cli::GenerateArgs;
+use crate::config::Architecture;
 use crate::model::decoder_only::Sampling;
 
 pub fn run(args: GenerateArgs) -> anyhow::Result<()> {
-    if !(args.temperature >= 0.0 && args.temperature.is_finite()) {
-        bail!(
-            "--temperature {} is not a temperature; use 0 (greedy) or a positive number",
-            args.temperature
-        )
-    }
-    if args.top_k == Some(0) {
-        bail!("--top-k 0 leaves no token to draw; use 1 or more, or leave it out");
-    }
-    let device = super::device_from(&args.device)?;
-    let loaded = checkpoint::load_language_model(&args.checkpoint, &device)?;
+    let device = super::device_from(&args.device, false)?;
+    let dir = super::checkpoint_or_latest(args.checkpoint.as_deref(), Architecture::DecoderOnly)?;
+    let loaded = checkpoint::load_language_model(&dir, &device)?;
     let sampling = Sampling {
         temperature: args.temperature,
         top_k: args.top_k,
@@ -26,6 +18,5 @@ pub fn run(args: GenerateArgs) -> anyhow::Result<()> {
     let text = loaded
         .generator(&device)
         .continue_text(&args.prompt, args.max_new, sampling)?;
-    println!("{text}");
-    Ok(())
+    print_line(&text)
 }

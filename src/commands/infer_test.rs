@@ -3,6 +3,7 @@
 use candle_core::Tensor;
 use candle_nn::VarMap;
 
+use super::stdout::print_line;
 use crate::cli::InferTestArgs;
 use crate::config::ModelConfig;
 use crate::decode::{greedy_decode, DecodeLimits};
@@ -10,7 +11,7 @@ use crate::model::{make_model, masks, VocabSizes};
 
 /// make_model(11, 11, N=2), source 1..10, start symbol 0, nine greedy steps.
 pub fn run(args: InferTestArgs) -> anyhow::Result<()> {
-    let device = super::device_from(&args.device)?;
+    let device = super::device_from(&args.device, false)?;
     let first_seed = args.seed.unwrap_or_else(rand::random);
     let cfg = ModelConfig {
         layers: 2,
@@ -38,7 +39,10 @@ pub fn run(args: InferTestArgs) -> anyhow::Result<()> {
             .chain(hypothesis.ids)
             .map(|id| id.to_string())
             .collect();
-        println!("Example Untrained Model Prediction: [{}]", ys.join(", "));
+        print_line(&format!(
+            "Example Untrained Model Prediction: [{}]",
+            ys.join(", ")
+        ))?;
     }
     Ok(())
 }

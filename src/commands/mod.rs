@@ -6,15 +6,19 @@ mod eval;
 mod generate;
 mod infer_test;
 mod plot;
+mod stdout;
 mod stop_signals;
 mod train;
 mod translate;
 
-use anyhow::bail;
+use std::path::{Path, PathBuf};
 
+use crate::checkpoint::{self, RUNS_ROOT};
 use crate::cli::{Command, DecodeArgs, DeviceArgs};
-use crate::device::{select, DeviceRequest};
+use crate::config::Architecture;
+use crate::device::select;
 use crate::translator::DecodeOptions;
+pub use stdout::StdoutClosed;
 
 /// Runs one parsed command.
 pub fn run(command: Command) -> anyhow::Result<()> {
@@ -46,33 +50,67 @@ impl std::fmt::Display for Interrupted {
 
 impl std::error::Error for Interrupted {}
 
-/// Resolves `--device` and says on stderr which device was chosen and why.
-fn device_from(args: &DeviceArgs) -> anyhow::Result<candle_core::Device> {
-    let selected = select(args.device.parse::<DeviceRequest>()?)?;
-    eprintln!("{}", selected.note);
+/// A flag whose value makes no sense for the command (or for the checkpoint it names), found
+/// after parsing; `main` exits with status 2, as for the usage errors clap reports itself.
+#[derive(Debug)]
+pub struct UsageError(pub String);
+
+impl std::fmt::Display for UsageError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for UsageError {}
+
+/// Resolves `--device`; says on stderr which device was chosen and why when the choice was
+/// not the user's own (auto on a CUDA build), unless `quiet`.
+fn device_from(args: &DeviceArgs, quiet: bool) -> anyhow::Result<candle_core::Device> {
+    let selected = select(args.device)?;
+    if let Some(note) = selected.note.filter(|_| !quiet) {
+        eprintln!("{note}");
+    }
     Ok(selected.device)
 }
 
-/// Validates the decoding flags.
-fn decode_options(args: &DecodeArgs) -> anyhow::Result<DecodeOptions> {
-    if args.beam == 0 {
-        bail!("--beam must be at least 1 (1 is greedy decoding)");
+/// The checkpoint a command reads: `--checkpoint` when given, else the newest run of the
+/// `arch` family under runs/, which is then named on stderr so that the user knows which
+/// model answered.
+fn checkpoint_or_latest(given: Option<&Path>, arch: Architecture) -> anyhow::Result<PathBuf> {
+    if let Some(dir) = given {
+        return Ok(dir.to_path_buf());
     }
-    if args.batch_size == 0 {
-        bail!("--batch-size must be at least 1");
+    let run = checkpoint::latest_run(Path::new(RUNS_ROOT), arch)?;
+    eprintln!(
+        "checkpoint: {} (the newest run under {RUNS_ROOT}/; --checkpoint DIR picks another)",
+        checkpoint::resolve(&run)?.display()
+    );
+    Ok(run)
+}
+
+/// `options` with the beam no wider than the target vocabulary: a wider one only repeats
+/// work (and `--beam 100000` would run for minutes); says so on stderr when it narrows it.
+fn bounded_beam(options: DecodeOptions, loaded: &checkpoint::Checkpoint) -> DecodeOptions {
+    let vocab = loaded.tokenizers.tgt.vocab_size();
+    if options.beam <= vocab {
+        return options;
     }
-    if args.max_len == Some(0) {
-        bail!("--max-len must be at least 1");
+    eprintln!(
+        "warning: --beam {} is more than the {vocab} target tokens the model chooses from; \
+         searching with --beam {vocab}",
+        options.beam
+    );
+    DecodeOptions {
+        beam: vocab,
+        ..options
     }
-    let length_penalty = args
-        .length_penalty
-        .unwrap_or(DecodeOptions::default().length_penalty);
-    if !length_penalty.is_finite() {
-        bail!("--length-penalty must be a number, got {length_penalty}");
-    }
-    Ok(DecodeOptions {
+}
+
+/// The decoding flags, already checked by the parser, as the translator takes them.
+fn decode_options(args: &DecodeArgs) -> DecodeOptions {
+    DecodeOptions {
         beam: args.beam,
-        length_penalty,
+        length_penalty: args.length_penalty as f32,
         max_len: args.max_len,
-    })
+    }
 }

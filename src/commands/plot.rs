@@ -1,6 +1,8 @@
 //! `transformer plot`: redraws a run's loss.png from its metrics.jsonl.
 
-use crate::checkpoint::{self, LOSS_PLOT_FILE};
+use anyhow::bail;
+
+use crate::checkpoint::{self, LOSS_PLOT_FILE, METRICS_FILE};
 use crate::cli::PlotArgs;
 use crate::plot::write_training_curves;
 
@@ -9,7 +11,13 @@ pub fn run(args: PlotArgs) -> anyhow::Result<()> {
     let out = args
         .out
         .unwrap_or_else(|| args.run_dir.join(LOSS_PLOT_FILE));
-    write_training_curves(&metrics, &out)?;
+    if !write_training_curves(&metrics, &out)? {
+        bail!(
+            "{} holds no loss records yet, so there is nothing to draw; train past \
+             training.log_every steps or one epoch first",
+            args.run_dir.join(METRICS_FILE).display()
+        );
+    }
     eprintln!("wrote {}", out.display());
     Ok(())
 }

@@ -6,8 +6,9 @@ use std::time::Instant;
 
 use anyhow::{bail, Context};
 
+use super::stdout::print_line;
 use super::stop_signals::{signal_name, StopSignals};
-use super::Interrupted;
+use super::{Interrupted, UsageError};
 use crate::checkpoint::{self, CheckpointContents, BEST_DIR, LAST_DIR, LOSS_PLOT_FILE, RUNS_ROOT};
 use crate::cli::TrainArgs;
 use crate::config::{Config, BUILTIN_BASE};
@@ -25,7 +26,7 @@ use crate::translator::DecodeOptions;
 const SAMPLE_TRANSLATIONS: usize = 5;
 
 pub fn run(args: TrainArgs) -> anyhow::Result<()> {
-    let device = super::device_from(&args.device)?;
+    let device = super::device_from(&args.device, args.quiet)?;
     let started = Instant::now();
     let (mut trainer, run_dir, samples) = match &args.resume {
         Some(run_dir) => resumed_trainer(run_dir, &device)?,
@@ -42,10 +43,12 @@ pub fn run(args: TrainArgs) -> anyhow::Result<()> {
         return Ok(());
     }
     if let Some(limit) = args.stop_at_step.filter(|&limit| limit <= position.step) {
-        bail!(
-            "--stop-at-step {limit} is not after step {}, where the run stands",
+        return Err(UsageError(format!(
+            "--stop-at-step {limit} is not after step {}, where the run stands; give a \
+             later step or leave it out",
             position.step
-        );
+        ))
+        .into());
     }
     let verbosity = if args.quiet {
         Verbosity::Quiet
@@ -107,15 +110,15 @@ pub fn run(args: TrainArgs) -> anyhow::Result<()> {
         }
         Ok(RunOutcome::Finished) => {
             eprintln!(
-                "trained {} steps in {:.1}s; checkpoints in {}",
-                trainer.step() - position.step,
+                "trained {} in {:.1}s; checkpoints in {}",
+                count(trainer.step() - position.step, "step"),
                 started.elapsed().as_secs_f64(),
                 run_dir.display()
             );
             if let Some(translator) = trainer.translator(DecodeOptions::default()) {
                 let translations = translator.translate_batch(&samples)?;
                 for (source, translation) in samples.iter().zip(translations) {
-                    println!("{source} => {}", translation.translation);
+                    print_line(&format!("{source} => {}", translation.translation))?;
                 }
             } else if let Some(generator) = trainer.text_generator() {
                 // A language model: one greedy line, to show what it learned.
@@ -124,7 +127,10 @@ pub fn run(args: TrainArgs) -> anyhow::Result<()> {
                     top_k: None,
                     seed: 0,
                 };
-                println!("sample: {}", generator.continue_text("", 60, greedy)?);
+                print_line(&format!(
+                    "sample: {}",
+                    generator.continue_text("", 60, greedy)?
+                ))?;
             }
             Ok(())
         }
@@ -179,11 +185,11 @@ fn resumed_trainer(
     checkpoint::save_metrics(run_dir, trainer.metrics())?;
     let p = trainer.position();
     eprintln!(
-        "resuming {} at step {} (epoch {}, {} steps into it)",
+        "resuming {} at step {} (epoch {}, {} into it)",
         run_dir.display(),
         p.step,
         p.epoch,
-        p.steps_in_epoch
+        count(p.steps_in_epoch, "step")
     );
     Ok((trainer, run_dir.to_path_buf(), samples))
 }
@@ -205,7 +211,7 @@ fn prepare_data(
     let (encoded, kept) = encode_pairs(&pairs, &tokenizers, max_positions)?;
     let too_long = pairs.len() - kept.len();
     eprintln!(
-        "tokenizer: {:?}, {} source / {} target tokens in the vocabulary{}",
+        "tokenizer: {}, {} source / {} target tokens in the vocabulary{}",
         config.data.tokenizer,
         tokenizers.src.vocab_size(),
         tokenizers.tgt.vocab_size(),
@@ -257,6 +263,14 @@ fn validation_data(
         sources: kept.iter().map(|&i| pairs[i].src.clone()).collect(),
         references: kept.iter().map(|&i| pairs[i].tgt.clone()).collect(),
     })
+}
+
+/// `1 step`, `2 steps`.
+fn count(n: usize, noun: &str) -> String {
+    match n {
+        1 => format!("1 {noun}"),
+        _ => format!("{n} {noun}s"),
+    }
 }
 
 /// `configs/base.toml` -> `base`.

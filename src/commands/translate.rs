@@ -1,117 +1,171 @@
-//! `transformer translate`: one sentence from the command line, or stdin in batches of lines.
+//! `transformer translate`: one sentence from the command line, or stdin line by line. Lines
+//! already waiting on stdin are decoded together; a line typed at a terminal is translated as
+//! soon as it is complete.
 
-use std::io::{BufRead, Write};
-use std::path::Path;
+use std::io::{BufRead, BufReader, Stdin};
 
 use anyhow::Context;
 
-use crate::checkpoint::{self, RUNS_ROOT};
+use super::stdout::print_line;
+use crate::checkpoint;
 use crate::cli::TranslateArgs;
-use crate::translator::Translation;
+use crate::config::Architecture;
+use crate::translator::{Translation, Translator};
 
 pub fn run(args: TranslateArgs) -> anyhow::Result<()> {
-    let options = super::decode_options(&args.decode)?;
-    let dir = match &args.checkpoint {
-        Some(dir) => dir.clone(),
-        None => checkpoint::latest_run(Path::new(RUNS_ROOT))?,
-    };
-    let device = super::device_from(&args.device)?;
+    let options = super::decode_options(&args.decode);
+    let device = super::device_from(&args.device, false)?;
+    let dir =
+        super::checkpoint_or_latest(args.checkpoint.as_deref(), Architecture::EncoderDecoder)?;
     let loaded = checkpoint::load(&dir, &device)?;
-    let translator = loaded.translator(&device, options);
-    let max_positions = loaded.config.model.max_len;
-    let mut out = std::io::stdout().lock();
-    if let Some(text) = &args.text {
-        return emit(
-            &translator.translate(text)?,
-            args.json,
-            max_positions,
-            &mut out,
-        );
+    let translator = loaded.translator(&device, super::bounded_beam(options, &loaded));
+    let output = Output {
+        json: args.json,
+        max_positions: loaded.config.model.max_len,
+    };
+    match args.text.as_deref() {
+        Some(text) if text != "-" => output.emit(&translator.translate(text)?),
+        _ => translate_stdin(&translator, args.decode.batch_size, &output),
     }
+}
+
+/// Translates stdin in batches of the lines already there; a line that is not UTF-8 ends
+/// the stream after the lines before it are translated.
+fn translate_stdin(
+    translator: &Translator,
+    batch_size: usize,
+    output: &Output,
+) -> anyhow::Result<()> {
     let mut lines = StdinLines::new();
     loop {
-        let (first_line, batch) = lines.next_batch(args.decode.batch_size)?;
-        if batch.is_empty() {
-            return Ok(());
+        let batch = lines.next_batch(batch_size)?;
+        if !batch.lines.is_empty() {
+            let last = batch.first_line + batch.lines.len() - 1;
+            let translations = translator
+                .translate_batch(&batch.lines)
+                .with_context(|| format!("stdin lines {}-{last}", batch.first_line))?;
+            for translation in &translations {
+                output.emit(translation)?;
+            }
         }
-        let translations = translator.translate_batch(&batch).with_context(|| {
-            format!("stdin lines {first_line}-{}", first_line + batch.len() - 1)
-        })?;
-        for translation in &translations {
-            emit(translation, args.json, max_positions, &mut out)?;
+        match batch.end {
+            BatchEnd::More => {}
+            BatchEnd::Input => return Ok(()),
+            BatchEnd::Error(e) => return Err(e),
         }
     }
 }
 
-/// Stdin as UTF-8 lines, read a batch at a time.
+/// Stdin as UTF-8 lines (a leading byte-order mark dropped).
 struct StdinLines {
-    stdin: std::io::StdinLock<'static>,
+    reader: BufReader<Stdin>,
     read: usize,
+}
+
+/// Lines read together, numbered from `first_line`, and what stopped the batch.
+struct Batch {
+    first_line: usize,
+    lines: Vec<String>,
+    end: BatchEnd,
+}
+
+enum BatchEnd {
+    /// The batch is full, or no more input has arrived yet.
+    More,
+    /// Stdin is at its end.
+    Input,
+    /// The next line cannot be read (not UTF-8, or a read error).
+    Error(anyhow::Error),
 }
 
 impl StdinLines {
     fn new() -> Self {
         Self {
-            stdin: std::io::stdin().lock(),
+            // Large reads take a whole redirected file's lines at once; from a terminal or a
+            // slow pipe a read returns what has arrived, often one line.
+            reader: BufReader::with_capacity(1 << 16, std::io::stdin()),
             read: 0,
         }
     }
 
-    /// Up to `size` lines (fewer at the end of input); returns the first one's line number.
-    fn next_batch(&mut self, size: usize) -> anyhow::Result<(usize, Vec<String>)> {
-        let first = self.read + 1;
-        let mut batch = Vec::with_capacity(size);
-        let mut bytes = Vec::new();
-        while batch.len() < size {
-            bytes.clear();
-            if self
-                .stdin
-                .read_until(b'\n', &mut bytes)
-                .context("cannot read stdin")?
-                == 0
-            {
-                break;
+    /// Up to `size` lines: those already buffered after the first, so that the batch never
+    /// waits for input that has not been typed yet.
+    fn next_batch(&mut self, size: usize) -> anyhow::Result<Batch> {
+        let first_line = self.read + 1;
+        let mut lines = Vec::with_capacity(size);
+        let end = loop {
+            match self.next_line() {
+                Ok(Some(line)) => lines.push(line),
+                Ok(None) => break BatchEnd::Input,
+                Err(e) => break BatchEnd::Error(e),
             }
-            self.read += 1;
-            let text = String::from_utf8(std::mem::take(&mut bytes)).map_err(|_| {
-                anyhow::anyhow!(
-                    "stdin line {} is not valid UTF-8; convert the input to UTF-8",
-                    self.read
-                )
-            })?;
-            batch.push(text.trim_end_matches(['\n', '\r']).to_string());
+            if lines.len() == size || self.reader.buffer().is_empty() {
+                break BatchEnd::More;
+            }
+        };
+        Ok(Batch {
+            first_line,
+            lines,
+            end,
+        })
+    }
+
+    fn next_line(&mut self) -> anyhow::Result<Option<String>> {
+        let mut bytes = Vec::new();
+        if self
+            .reader
+            .read_until(b'\n', &mut bytes)
+            .context("cannot read stdin")?
+            == 0
+        {
+            return Ok(None);
         }
-        Ok((first, batch))
+        self.read += 1;
+        let text = String::from_utf8(bytes).map_err(|_| {
+            anyhow::anyhow!(
+                "stdin line {} is not valid UTF-8; the lines before it were translated; \
+                 convert the input to UTF-8 (iconv -t UTF-8)",
+                self.read
+            )
+        })?;
+        let text = text.trim_end_matches(['\n', '\r']);
+        let text = if self.read == 1 {
+            text.trim_start_matches('\u{feff}')
+        } else {
+            text
+        };
+        Ok(Some(text.to_string()))
     }
 }
 
-/// Warns about unknown words on stderr and prints the result on stdout.
-fn emit(
-    translation: &Translation,
+/// How results are printed.
+struct Output {
     json: bool,
+    /// The model's `max_len`, for the warning about cut sentences.
     max_positions: usize,
-    out: &mut impl Write,
-) -> anyhow::Result<()> {
-    for word in &translation.unknown_words {
-        eprintln!("warning: unknown source word {word:?} is translated as <unk>");
+}
+
+impl Output {
+    /// Warns about unknown words and cut sentences on stderr, prints the result on stdout.
+    fn emit(&self, translation: &Translation) -> anyhow::Result<()> {
+        for word in &translation.unknown_words {
+            eprintln!("warning: unknown source word {word:?} is translated as <unk>");
+        }
+        if let Some(tokens) = translation.truncated_from {
+            eprintln!(
+                "warning: {:?} has {tokens} tokens, more than the model reads; only the first \
+                 {} were translated (model.max_len {}); split long sentences",
+                truncate_chars(&translation.source, 40),
+                self.max_positions - 2,
+                self.max_positions
+            );
+        }
+        if self.json {
+            print_line(&serde_json::to_string(translation)?)
+        } else {
+            print_line(&translation.translation)
+        }
     }
-    if let Some(tokens) = translation.truncated_from {
-        eprintln!(
-            "warning: {:?} has {tokens} tokens, more than the model reads; only the first \
-             {} were translated (model.max_len {}); split long sentences",
-            truncate_chars(&translation.source, 40),
-            max_positions - 2,
-            max_positions
-        );
-    }
-    if json {
-        writeln!(out, "{}", serde_json::to_string(translation)?)?;
-    } else {
-        writeln!(out, "{}", translation.translation)?;
-    }
-    // Flushing per line keeps `translate` usable as a filter in a pipe.
-    out.flush()?;
-    Ok(())
 }
 
 /// The first `n` characters of `text`, with an ellipsis when cut.

@@ -1,10 +1,13 @@
 //! Reading parallel corpora (a TSV file or two aligned text files, plain or gzip) and cleaning
-//! them: whitespace normalised, empty and placeholder pairs dropped and counted.
+//! them: Unicode composed (NFC), whitespace normalised, a byte-order mark dropped, empty and
+//! placeholder pairs dropped and counted. Translation input goes through the same
+//! `normalize_sentence`, so that the model sees text as it saw it in training.
 
 use std::io::Read;
 use std::path::Path;
 
 use anyhow::{bail, Context};
+use unicode_normalization::UnicodeNormalization;
 
 use crate::config::CorpusSource;
 
@@ -40,14 +43,34 @@ impl std::fmt::Display for CleaningReport {
     }
 }
 
-/// Reads a whole UTF-8 text file, decompressing it first when its name ends in `.gz`.
-pub fn read_text(path: &Path) -> anyhow::Result<String> {
-    let bytes = std::fs::read(path).map_err(|e| {
-        anyhow::anyhow!(
-            "cannot read {}: {e}; check the path in the config (relative paths start from the \
-             directory you run in)",
-            path.display()
-        )
+/// Where a path came from, for the advice in a "cannot read" error.
+#[derive(Debug, Clone, Copy)]
+pub enum PathOrigin {
+    Config,
+    /// A command-line flag, such as `--hyp`.
+    Flag(&'static str),
+}
+
+/// The byte-order mark some editors put at the start of a UTF-8 file.
+const BYTE_ORDER_MARK: char = '\u{feff}';
+
+/// Reads a whole UTF-8 text file (`-`: stdin), decompressing it first when its name ends in
+/// `.gz`.
+pub fn read_text(path: &Path, origin: PathOrigin) -> anyhow::Result<String> {
+    let read = if path == Path::new("-") {
+        let mut bytes = Vec::new();
+        std::io::stdin().read_to_end(&mut bytes).map(|_| bytes)
+    } else {
+        std::fs::read(path)
+    };
+    let bytes = read.map_err(|e| {
+        let advice = match origin {
+            PathOrigin::Config => "check the path in the config (relative paths start from the \
+                                   directory you run in)"
+                .to_string(),
+            PathOrigin::Flag(flag) => format!("check the path given to {flag}"),
+        };
+        anyhow::anyhow!("cannot read {}: {e}; {advice}", path.display())
     })?;
     let bytes = if path.extension().is_some_and(|e| e == "gz") {
         let mut out = Vec::new();
@@ -70,9 +93,10 @@ pub fn read_text(path: &Path) -> anyhow::Result<String> {
     })
 }
 
-/// Lines of a text file, without their `\n` / `\r\n` endings.
+/// Lines of a corpus file, without their `\n` / `\r\n` endings or a leading byte-order mark.
 fn read_lines(path: &Path) -> anyhow::Result<Vec<String>> {
-    let text = read_text(path)?;
+    let text = read_text(path, PathOrigin::Config)?;
+    let text = text.strip_prefix(BYTE_ORDER_MARK).unwrap_or(&text);
     Ok(text
         .lines()
         .map(|l| l.strip_suffix('\r').unwrap_or(l).to_string())
@@ -110,7 +134,7 @@ pub fn read_corpus(source: &CorpusSource) -> anyhow::Result<(Vec<SentencePair>, 
     };
     let mut pairs = Vec::with_capacity(raw.len());
     for (src, tgt) in raw {
-        let (src, tgt) = (normalize_whitespace(&src), normalize_whitespace(&tgt));
+        let (src, tgt) = (normalize_sentence(&src), normalize_sentence(&tgt));
         if src.is_empty() || tgt.is_empty() {
             report.empty += 1;
         } else if is_placeholder(&src) || is_placeholder(&tgt) {
@@ -129,18 +153,25 @@ pub fn read_corpus(source: &CorpusSource) -> anyhow::Result<(Vec<SentencePair>, 
     Ok((pairs, report))
 }
 
-/// `source<TAB>target` lines; blank lines are skipped, a line without a tab is an error.
+/// `source<TAB>target` lines; blank lines are skipped, a line without exactly one tab is an
+/// error (a third column would otherwise be glued silently into the target).
 fn read_tsv_lines(path: &Path) -> anyhow::Result<Vec<(String, String)>> {
     let mut pairs = Vec::new();
     for (index, line) in read_lines(path)?.into_iter().enumerate() {
         if line.trim().is_empty() {
             continue;
         }
-        let Some((src, tgt)) = line.split_once('\t') else {
+        let columns: Vec<&str> = line.split('\t').collect();
+        let [src, tgt] = columns[..] else {
             bail!(
-                "{} line {}: expected `source<TAB>target`, found no tab",
+                "{} line {}: expected `source<TAB>target`, found {}; remove the extra \
+                 columns (cut -f1,2) or the tabs inside sentences",
                 path.display(),
-                index + 1
+                index + 1,
+                match columns.len() {
+                    1 => "no tab".to_string(),
+                    n => format!("{n} columns"),
+                }
             );
         };
         pairs.push((src.to_string(), tgt.to_string()));
@@ -148,9 +179,12 @@ fn read_tsv_lines(path: &Path) -> anyhow::Result<Vec<(String, String)>> {
     Ok(pairs)
 }
 
-/// Every run of whitespace (no-break spaces and tabs included) becomes one space; trimmed.
-pub fn normalize_whitespace(text: &str) -> String {
-    text.split_whitespace().collect::<Vec<_>>().join(" ")
+/// A sentence as the model reads it: composed Unicode (NFC, so that `ü` typed as one
+/// character or as `u` + combining diaeresis is the same word), every run of whitespace
+/// (no-break spaces and tabs included) one space, trimmed, without a byte-order mark.
+pub fn normalize_sentence(text: &str) -> String {
+    let composed: String = text.nfc().filter(|&c| c != BYTE_ORDER_MARK).collect();
+    composed.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 /// A line with no letter or digit (`@@`, `-`, `...`) stands for a missing sentence.
@@ -171,6 +205,55 @@ mod tests {
         assert_eq!(report.kept, 2);
         assert_eq!(pairs[1].src, "ein bier");
         assert_eq!(pairs[1].tgt, "a beer .");
+    }
+
+    #[test]
+    fn a_tsv_line_with_three_columns_is_named_not_glued_into_the_target() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("pairs.tsv");
+        std::fs::write(&path, "a\tb\nein bier\ta beer\tCC-BY\n").unwrap();
+        let err = read_corpus(&CorpusSource::Tsv(path))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("pairs.tsv line 2"), "{err}");
+        assert!(err.contains("found 3 columns"), "{err}");
+    }
+
+    #[test]
+    fn a_byte_order_mark_is_not_part_of_the_first_word() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("pairs.tsv");
+        std::fs::write(&path, "\u{feff}ich mochte\ti want\n").unwrap();
+        let (pairs, _) = read_corpus(&CorpusSource::Tsv(path)).unwrap();
+        assert_eq!(pairs[0].src, "ich mochte");
+        assert_eq!(normalize_sentence("\u{feff}ein bier"), "ein bier");
+    }
+
+    #[test]
+    fn composed_and_decomposed_umlauts_are_the_same_word() {
+        let composed = "M\u{e4}nner";
+        let decomposed = "Ma\u{308}nner";
+        assert_ne!(composed, decomposed);
+        assert_eq!(normalize_sentence(decomposed), composed);
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("pairs.tsv");
+        std::fs::write(&path, format!("{decomposed}\tmen\n")).unwrap();
+        let (pairs, _) = read_corpus(&CorpusSource::Tsv(path)).unwrap();
+        assert_eq!(pairs[0].src, composed);
+    }
+
+    #[test]
+    fn a_file_that_is_not_utf8_is_named_with_its_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("latin1.tsv");
+        std::fs::write(&path, b"a\tb\nM\xe4nner\tmen\n").unwrap();
+        let err = read_corpus(&CorpusSource::Tsv(path))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("latin1.tsv line 2 is not valid UTF-8"),
+            "{err}"
+        );
     }
 
     #[test]

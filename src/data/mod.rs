@@ -6,6 +6,6 @@ pub mod tokenizer;
 pub mod vocab;
 
 pub use batch::{encode_pairs, epoch_batches, ordered_batches, EncodedPair, PaddedBatch};
-pub use corpus::{read_corpus, read_text, CleaningReport, SentencePair};
+pub use corpus::{read_corpus, read_text, CleaningReport, PathOrigin, SentencePair};
 pub use tokenizer::{TextTokenizer, Tokenizers};
 pub use vocab::{tokenize, Vocab};

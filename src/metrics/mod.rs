@@ -41,8 +41,8 @@ use anyhow::bail;
 /// Reads a text file the way the sacreBLEU command line does: UTF-8, universal newlines
 /// (`\n`, `\r\n` or `\r` end a line), trailing whitespace stripped from each line. `.gz` files
 /// are decompressed first.
-pub fn read_segments(path: &Path) -> anyhow::Result<Vec<String>> {
-    let text = crate::data::read_text(path)?;
+pub fn read_segments(path: &Path, flag: &'static str) -> anyhow::Result<Vec<String>> {
+    let text = crate::data::read_text(path, crate::data::PathOrigin::Flag(flag))?;
     let text = text.replace("\r\n", "\n").replace('\r', "\n");
     let text = text.strip_suffix('\n').unwrap_or(&text);
     if text.is_empty() {

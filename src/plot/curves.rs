@@ -52,12 +52,14 @@ impl Curves {
 
 /// Draws training and validation loss (and validation BLEU when there is some) against the
 /// step into a PNG at `path`, written to a temporary file first and renamed.
-pub fn write_training_curves(metrics: &[MetricRecord], path: &Path) -> anyhow::Result<()> {
+/// Returns false, writing nothing, when the records hold no loss to draw yet.
+pub fn write_training_curves(metrics: &[MetricRecord], path: &Path) -> anyhow::Result<bool> {
     let curves = Curves::from(metrics);
     if curves.train_steps.is_empty() && curves.train_epochs.is_empty() {
-        return Ok(());
+        return Ok(false);
     }
-    write_png_atomic(path, |tmp| draw(&curves, tmp))
+    write_png_atomic(path, |tmp| draw(&curves, tmp))?;
+    Ok(true)
 }
 
 fn draw(curves: &Curves, path: &Path) -> DrawResult {

@@ -36,6 +36,16 @@ fn write_png_atomic(path: &Path, draw: impl FnOnce(&Path) -> DrawResult) -> anyh
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
     let tmp = path.with_file_name(format!(".tmp.{name}"));
-    draw(&tmp).map_err(|e| anyhow!("cannot draw {}: {e}", path.display()))?;
-    std::fs::rename(&tmp, path).map_err(|e| anyhow!("cannot write {}: {e}", path.display()))
+    let cannot_write = |e: &dyn std::fmt::Display| {
+        let _ = std::fs::remove_file(&tmp);
+        anyhow!(
+            "cannot write {}: {e}; pick a path in a directory you can write to",
+            path.display()
+        )
+    };
+    // The plotting library's own error for an unwritable file is a nest of debug output:
+    // creating the file first gives the operating system's one-line reason.
+    std::fs::File::create(&tmp).map_err(|e| cannot_write(&e))?;
+    draw(&tmp).map_err(|e| cannot_write(&e))?;
+    std::fs::rename(&tmp, path).map_err(|e| cannot_write(&e))
 }

@@ -31,7 +31,9 @@ pub enum MetricRecord {
         /// Mean loss per target token over the steps since the previous record.
         loss: f64,
         lr: f64,
+        #[serde(serialize_with = "hundredths")]
         tokens_per_s: f64,
+        #[serde(serialize_with = "hundredths")]
         elapsed_s: f64,
     },
     Epoch {
@@ -42,8 +44,14 @@ pub enum MetricRecord {
         valid_loss: Option<f64>,
         #[serde(skip_serializing_if = "Option::is_none")]
         valid_bleu: Option<f64>,
+        #[serde(serialize_with = "hundredths")]
         elapsed_s: f64,
     },
+}
+
+/// Wall-clock figures to 0.01: their further digits are timing noise.
+fn hundredths<S: serde::Serializer>(value: &f64, serializer: S) -> Result<S::Ok, S::Error> {
+    serializer.serialize_f64((value * 100.0).round() / 100.0)
 }
 
 /// Which checkpoint the loop asks for.

@@ -84,6 +84,15 @@ impl std::fmt::Display for Diverged {
 
 impl std::error::Error for Diverged {}
 
+/// `loss`, or `Diverged` when it is NaN or infinite.
+fn finite_loss(step: usize, loss: f64) -> Result<f64, Diverged> {
+    if loss.is_finite() {
+        Ok(loss)
+    } else {
+        Err(Diverged { step, loss })
+    }
+}
+
 impl Trainer {
     /// A freshly initialised model for `data`, seeded from the config.
     pub fn new(config: Config, data: TrainingData, device: &Device) -> anyhow::Result<Self> {
@@ -305,11 +314,7 @@ impl Trainer {
         self.optimizer.step(&grads, lr)?;
         let mut total = 0.0;
         for loss in &losses {
-            let value = f64::from(loss.to_scalar::<f32>()?);
-            if !value.is_finite() {
-                return Err(Diverged { step, loss: value }.into());
-            }
-            total += value;
+            total += finite_loss(step, f64::from(loss.to_scalar::<f32>()?))?;
         }
         Ok(total)
     }
@@ -488,5 +493,23 @@ impl RunClock {
 
     fn elapsed_s(&self) -> f64 {
         self.before + self.started.elapsed().as_secs_f64()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::finite_loss;
+
+    #[test]
+    fn nan_and_infinite_losses_stop_training_and_name_the_step() {
+        assert_eq!(finite_loss(1, 2.5).unwrap(), 2.5);
+        for (loss, shown) in [
+            (f64::NAN, "NaN"),
+            (f64::INFINITY, "inf"),
+            (-f64::INFINITY, "-inf"),
+        ] {
+            let err = finite_loss(3, loss).unwrap_err().to_string();
+            assert_eq!(err, format!("the loss became {shown} at step 3"));
+        }
     }
 }
