@@ -86,16 +86,16 @@ fn attention_can_teacher_force_a_given_translation() {
 fn attention_names_a_missing_layer_an_empty_sentence_and_an_unwritable_out_path() {
     let dir = train_tiny(&[]);
     attention(dir.path(), &["ich", "--layers", "3"])
-        .failure()
+        .code(2)
         .stderr(contains("--layers 3").and(contains("layers 1 to 2")));
     attention(dir.path(), &["   "])
-        .failure()
+        .code(1)
         .stderr(contains("the sentence is empty"));
     attention(dir.path(), &["ich", "--out", "pictures/attn.png"])
-        .failure()
+        .code(1)
         .stderr(contains("directory pictures does not exist"));
     attention(dir.path(), &["ich", "--out", "attn.jpg"])
-        .failure()
+        .code(2)
         .stderr(contains("must name a .png file"));
 }
 

@@ -393,7 +393,7 @@ fn a_diverging_loss_stops_with_the_step_keeps_the_checkpoint_and_suggests_a_fix(
         .arg("--out")
         .arg(&run)
         .assert()
-        .failure()
+        .code(1)
         .stderr(
             contains("the loss became NaN at step 2")
                 .and(contains("checkpoint of step 1 is kept"))
@@ -430,7 +430,7 @@ fn resuming_on_different_data_is_refused_by_name() {
         .args(["train", "--device", "cpu", "--resume"])
         .arg(&run)
         .assert()
-        .failure()
+        .code(1)
         .stderr(contains("training data differs").and(contains("cannot resume from")));
 }
 
@@ -441,7 +441,7 @@ fn resuming_a_directory_without_a_run_says_what_to_pass() {
         .args(["train", "--device", "cpu", "--resume"])
         .arg(dir.path())
         .assert()
-        .failure()
+        .code(1)
         .stderr(contains("has no last/model.safetensors"));
 }
 
@@ -456,6 +456,6 @@ fn a_checkpoint_without_training_state_cannot_be_resumed_and_says_why() {
         .args(["train", "--device", "cpu", "--resume"])
         .arg(&run)
         .assert()
-        .failure()
+        .code(1)
         .stderr(contains("training_state.json").and(contains("not written for resuming")));
 }

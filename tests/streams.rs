@@ -43,16 +43,21 @@ fn ends_quietly_when_stdout_is_closed(args: &[&str], stdin: &[u8]) {
 }
 
 /// `transformer` with `args` writing stdout to /dev/full: one error line, status 1.
-fn fails_with_one_line_on_a_full_disk(args: &[&str]) {
+fn fails_with_one_line_on_a_full_disk(args: &[&str], stdin: &[u8]) {
     let full = std::fs::OpenOptions::new()
         .write(true)
         .open("/dev/full")
         .unwrap();
-    let output = StdCommand::new(env!("CARGO_BIN_EXE_transformer"))
+    let mut child = StdCommand::new(env!("CARGO_BIN_EXE_transformer"))
         .args(args)
+        .stdin(Stdio::piped())
         .stdout(full)
-        .output()
+        .stderr(Stdio::piped())
+        .spawn()
         .unwrap();
+    // The command may already have ended (or not read stdin at all).
+    let _ = child.stdin.take().unwrap().write_all(stdin);
+    let output = child.wait_with_output().unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(1), "{args:?}: {stderr}");
     assert_eq!(
@@ -74,22 +79,19 @@ fn eval_files(dir: &Path) -> (String, String) {
     (hyp.display().to_string(), reference.display().to_string())
 }
 
-#[test]
-fn every_command_that_prints_results_ends_quietly_when_its_reader_stops_reading() {
-    let dir = train_tiny(&[]);
-    let run = dir.path().join("run").display().to_string();
-    let (hyp, reference) = eval_files(dir.path());
+/// Every command that prints results on stdout, with arguments that make it print, over a
+/// tiny run and eval files in `dir`.
+fn result_printing_commands(dir: &Path) -> Vec<Vec<String>> {
+    let run = dir.join("run").display().to_string();
+    let (hyp, reference) = eval_files(dir);
+    let out = dir.join("again").display().to_string();
     let translate = ["translate", "--device", "cpu", "--checkpoint", &run];
-    ends_quietly_when_stdout_is_closed(&translate, b"ich mochte ein bier\n".repeat(50).as_slice());
-    ends_quietly_when_stdout_is_closed(&[&translate[..], &["ich mochte ein bier"]].concat(), b"");
-    ends_quietly_when_stdout_is_closed(
-        &["eval", "--hyp", &hyp, "--ref", &reference, "--json"],
-        b"",
-    );
-    ends_quietly_when_stdout_is_closed(&["infer-test", "--runs", "3", "--seed", "1"], b"");
-    let out = dir.path().join("again").display().to_string();
-    ends_quietly_when_stdout_is_closed(
-        &[
+    [
+        translate.to_vec(),
+        [&translate[..], &["ich mochte ein bier"]].concat(),
+        vec!["eval", "--hyp", &hyp, "--ref", &reference, "--json"],
+        vec!["infer-test", "--runs", "3", "--seed", "1"],
+        vec![
             "train",
             "--device",
             "cpu",
@@ -99,36 +101,32 @@ fn every_command_that_prints_results_ends_quietly_when_its_reader_stops_reading(
             "--out",
             &out,
         ],
-        b"",
-    );
+    ]
+    .iter()
+    .map(|args| args.iter().map(|a| a.to_string()).collect())
+    .collect()
+}
+
+#[test]
+fn every_command_that_prints_results_ends_quietly_when_its_reader_stops_reading() {
+    let dir = train_tiny(&[]);
+    let stdin = b"ich mochte ein bier\n".repeat(50);
+    for args in result_printing_commands(dir.path()) {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        ends_quietly_when_stdout_is_closed(&args, &stdin);
+        // train refuses to write into the run it wrote the first time.
+        let _ = std::fs::remove_dir_all(dir.path().join("again"));
+    }
 }
 
 #[test]
 fn every_command_that_prints_results_names_stdout_when_the_disk_is_full() {
     let dir = train_tiny(&[]);
-    let run = dir.path().join("run").display().to_string();
-    let (hyp, reference) = eval_files(dir.path());
-    fails_with_one_line_on_a_full_disk(&[
-        "translate",
-        "--device",
-        "cpu",
-        "--checkpoint",
-        &run,
-        "ich mochte ein bier",
-    ]);
-    fails_with_one_line_on_a_full_disk(&["eval", "--hyp", &hyp, "--ref", &reference]);
-    fails_with_one_line_on_a_full_disk(&["infer-test", "--runs", "1", "--seed", "1"]);
-    let out = dir.path().join("again").display().to_string();
-    fails_with_one_line_on_a_full_disk(&[
-        "train",
-        "--device",
-        "cpu",
-        "-q",
-        "--config",
-        "configs/tiny.toml",
-        "--out",
-        &out,
-    ]);
+    for args in result_printing_commands(dir.path()) {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        fails_with_one_line_on_a_full_disk(&args, b"ich mochte ein bier\n");
+        let _ = std::fs::remove_dir_all(dir.path().join("again"));
+    }
 }
 
 #[test]

@@ -55,8 +55,12 @@ pub const RUNS_ROOT: &str = "runs";
 /// Reads a run directory's `metrics.jsonl`.
 pub fn load_metrics(run_dir: &Path) -> anyhow::Result<Vec<MetricRecord>> {
     let path = run_dir.join(METRICS_FILE);
-    let text = std::fs::read_to_string(&path)
-        .with_context(|| format!("cannot read {}; is this a run directory?", path.display()))?;
+    let text = std::fs::read_to_string(&path).map_err(|e| {
+        anyhow::anyhow!(
+            "cannot read {}: {e}; pass a run directory that `transformer train` wrote",
+            path.display()
+        )
+    })?;
     text.lines()
         .enumerate()
         .filter(|(_, line)| !line.trim().is_empty())

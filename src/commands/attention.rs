@@ -8,9 +8,8 @@ use candle_core::{Device, Tensor};
 
 use super::stdout::print_line;
 use super::UsageError;
-use crate::checkpoint::{self, Checkpoint};
+use crate::checkpoint::Checkpoint;
 use crate::cli::AttentionArgs;
-use crate::config::Architecture;
 use crate::data::batch::with_boundaries;
 use crate::data::corpus::normalize_sentence;
 use crate::data::vocab::{BOS_ID, EOS_ID, PAD_ID};
@@ -22,9 +21,7 @@ use crate::translator::DecodeOptions;
 pub fn run(args: AttentionArgs) -> anyhow::Result<()> {
     check_out_path(&args.out)?;
     let device = super::device_from(&args.device, false)?;
-    let dir =
-        super::checkpoint_or_latest(args.checkpoint.as_deref(), Architecture::EncoderDecoder)?;
-    let loaded = checkpoint::load(&dir, &device)?;
+    let loaded = super::load_translation_model(args.checkpoint.as_deref(), &device)?;
     let layers = loaded.config.model.layers;
     if let Some(&bad) = args.layers.iter().find(|&&l| l > layers) {
         return Err(UsageError(format!(
@@ -85,7 +82,7 @@ fn check_out_path(out: &Path) -> anyhow::Result<()> {
         .extension()
         .is_some_and(|e| e.eq_ignore_ascii_case("png"))
     {
-        bail!("--out {} must name a .png file", out.display());
+        return Err(UsageError(format!("--out {} must name a .png file", out.display())).into());
     }
     match out.parent() {
         Some(dir) if !dir.as_os_str().is_empty() && !dir.is_dir() => bail!(

@@ -7,7 +7,6 @@ use super::stdout::print_line;
 use super::UsageError;
 use crate::checkpoint;
 use crate::cli::EvalArgs;
-use crate::config::Architecture;
 use crate::metrics::{
     self, chrf_signature, corpus_bleu, corpus_chrf, read_segments, BleuScore, Case,
 };
@@ -63,9 +62,7 @@ pub fn run(args: EvalArgs) -> anyhow::Result<()> {
 fn translate_all(args: &EvalArgs, sources: &[String]) -> anyhow::Result<Vec<String>> {
     let options = super::decode_options(&args.decode);
     let device = super::device_from(&args.device, false)?;
-    let dir =
-        super::checkpoint_or_latest(args.checkpoint.as_deref(), Architecture::EncoderDecoder)?;
-    let loaded = checkpoint::load(&dir, &device)?;
+    let loaded = super::load_translation_model(args.checkpoint.as_deref(), &device)?;
     let translator = loaded.translator(&device, super::bounded_beam(options, &loaded));
     let mut hypotheses = Vec::with_capacity(sources.len());
     let mut truncated = Vec::new();

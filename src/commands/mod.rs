@@ -88,6 +88,16 @@ fn checkpoint_or_latest(given: Option<&Path>, arch: Architecture) -> anyhow::Res
     Ok(run)
 }
 
+/// The translation checkpoint at `given`, or the newest one under runs/ (see
+/// `checkpoint_or_latest`), loaded onto `device`.
+fn load_translation_model(
+    given: Option<&Path>,
+    device: &candle_core::Device,
+) -> anyhow::Result<checkpoint::Checkpoint> {
+    let dir = checkpoint_or_latest(given, Architecture::EncoderDecoder)?;
+    checkpoint::load(&dir, device)
+}
+
 /// `options` with the beam no wider than the target vocabulary: a wider one only repeats
 /// work (and `--beam 100000` would run for minutes); says so on stderr when it narrows it.
 fn bounded_beam(options: DecodeOptions, loaded: &checkpoint::Checkpoint) -> DecodeOptions {

@@ -7,17 +7,13 @@ use std::io::{BufRead, BufReader, Stdin};
 use anyhow::Context;
 
 use super::stdout::print_line;
-use crate::checkpoint;
 use crate::cli::TranslateArgs;
-use crate::config::Architecture;
 use crate::translator::{Translation, Translator};
 
 pub fn run(args: TranslateArgs) -> anyhow::Result<()> {
     let options = super::decode_options(&args.decode);
     let device = super::device_from(&args.device, false)?;
-    let dir =
-        super::checkpoint_or_latest(args.checkpoint.as_deref(), Architecture::EncoderDecoder)?;
-    let loaded = checkpoint::load(&dir, &device)?;
+    let loaded = super::load_translation_model(args.checkpoint.as_deref(), &device)?;
     let translator = loaded.translator(&device, super::bounded_beam(options, &loaded));
     let output = Output {
         json: args.json,

@@ -163,15 +163,20 @@ fn read_tsv_lines(path: &Path) -> anyhow::Result<Vec<(String, String)>> {
         }
         let columns: Vec<&str> = line.split('\t').collect();
         let [src, tgt] = columns[..] else {
+            let (found, fix) = match columns.len() {
+                1 => (
+                    "no tab".to_string(),
+                    "separate the two sentences with one tab",
+                ),
+                n => (
+                    format!("{n} columns"),
+                    "keep the first two columns (cut -f1,2) or remove tabs inside sentences",
+                ),
+            };
             bail!(
-                "{} line {}: expected `source<TAB>target`, found {}; remove the extra \
-                 columns (cut -f1,2) or the tabs inside sentences",
+                "{} line {}: expected `source<TAB>target`, found {found}; {fix}",
                 path.display(),
-                index + 1,
-                match columns.len() {
-                    1 => "no tab".to_string(),
-                    n => format!("{n} columns"),
-                }
+                index + 1
             );
         };
         pairs.push((src.to_string(), tgt.to_string()));
