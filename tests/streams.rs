@@ -85,22 +85,42 @@ fn result_printing_commands(dir: &Path) -> Vec<Vec<String>> {
     let run = dir.join("run").display().to_string();
     let (hyp, reference) = eval_files(dir);
     let out = dir.join("again").display().to_string();
+    let picture = dir.join("attention.png").display().to_string();
     let translate = ["translate", "--device", "cpu", "--checkpoint", &run];
+    let train = [
+        "train",
+        "--device",
+        "cpu",
+        "-q",
+        "--config",
+        "configs/tiny.toml",
+    ];
     [
         translate.to_vec(),
         [&translate[..], &["ich mochte ein bier"]].concat(),
         vec!["eval", "--hyp", &hyp, "--ref", &reference, "--json"],
         vec!["infer-test", "--runs", "3", "--seed", "1"],
+        [&train[..], &["--out", &out]].concat(),
         vec![
-            "train",
+            "attention",
+            "ich",
             "--device",
             "cpu",
-            "-q",
-            "--config",
-            "configs/tiny.toml",
+            "--checkpoint",
+            &run,
             "--out",
-            &out,
+            &picture,
         ],
+        // The PyTorch language-model fixture, w4 ... w12 its words.
+        vec![
+            "generate",
+            "w4",
+            "--device",
+            "cpu",
+            "--checkpoint",
+            "tests/fixtures/parity-lm",
+        ],
+        vec!["bench", "matmul", "--steps", "1", "--device", "cpu"],
     ]
     .iter()
     .map(|args| args.iter().map(|a| a.to_string()).collect())

@@ -64,10 +64,12 @@ impl std::fmt::Display for UsageError {
 impl std::error::Error for UsageError {}
 
 /// Resolves `--device`; says on stderr which device was chosen and why when the choice was
-/// not the user's own (auto on a CUDA build), unless `quiet`.
+/// not the user's own (auto on a CUDA build). `quiet` hides the news that a GPU was found,
+/// never that none could be used.
 fn device_from(args: &DeviceArgs, quiet: bool) -> anyhow::Result<candle_core::Device> {
     let selected = select(args.device)?;
-    if let Some(note) = selected.note.filter(|_| !quiet) {
+    let found_gpu = !selected.device.is_cpu();
+    if let Some(note) = selected.note.filter(|_| !(quiet && found_gpu)) {
         eprintln!("{note}");
     }
     Ok(selected.device)
