@@ -16,11 +16,12 @@ use crate::data::vocab::{BOS_ID, EOS_ID, PAD_ID};
 use crate::data::TextTokenizer;
 use crate::model::{attention_maps, masks};
 use crate::plot::{write_attention_heatmaps, AttentionGrid, HeadMaps};
+use crate::progress::Verbosity;
 use crate::translator::DecodeOptions;
 
 pub fn run(args: AttentionArgs) -> anyhow::Result<()> {
     check_out_path(&args.out)?;
-    let device = super::device_from(&args.device, false)?;
+    let device = super::device_from(&args.device, Verbosity::Normal)?;
     let loaded = super::load_translation_model(args.checkpoint.as_deref(), &device)?;
     let layers = loaded.config.model.layers;
     if let Some(&bad) = args.layers.iter().find(|&&l| l > layers) {

@@ -4,12 +4,13 @@
 use super::stdout::print_line;
 use crate::bench::{self, DecodeWorkload};
 use crate::cli::{BenchArgs, BenchWorkload};
+use crate::progress::Verbosity;
 
 /// Sentences of the batched decoding workloads.
 const BATCH_SENTENCES: usize = 32;
 
 pub fn run(args: BenchArgs) -> anyhow::Result<()> {
-    let device = super::device_from(&args.device, false)?;
+    let device = super::device_from(&args.device, Verbosity::Normal)?;
     let measurement = match args.workload {
         BenchWorkload::ExportMulti30k => {
             bench::export_multi30k_batches(&args.batches, args.steps + 2)?;

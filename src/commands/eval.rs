@@ -10,6 +10,7 @@ use crate::cli::EvalArgs;
 use crate::metrics::{
     self, chrf_signature, corpus_bleu, corpus_chrf, read_segments, BleuScore, Case,
 };
+use crate::progress::Verbosity;
 
 pub fn run(args: EvalArgs) -> anyhow::Result<()> {
     let from_stdin = [Some(&args.reference), args.hyp.as_ref(), args.src.as_ref()]
@@ -61,7 +62,7 @@ pub fn run(args: EvalArgs) -> anyhow::Result<()> {
 
 fn translate_all(args: &EvalArgs, sources: &[String]) -> anyhow::Result<Vec<String>> {
     let options = super::decode_options(&args.decode);
-    let device = super::device_from(&args.device, false)?;
+    let device = super::device_from(&args.device, Verbosity::Normal)?;
     let loaded = super::load_translation_model(args.checkpoint.as_deref(), &device)?;
     let translator = loaded.translator(&device, super::bounded_beam(options, &loaded));
     let mut hypotheses = Vec::with_capacity(sources.len());

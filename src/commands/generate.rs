@@ -5,9 +5,10 @@ use crate::checkpoint;
 use crate::cli::GenerateArgs;
 use crate::config::Architecture;
 use crate::model::decoder_only::Sampling;
+use crate::progress::Verbosity;
 
 pub fn run(args: GenerateArgs) -> anyhow::Result<()> {
-    let device = super::device_from(&args.device, false)?;
+    let device = super::device_from(&args.device, Verbosity::Normal)?;
     let dir = super::checkpoint_or_latest(args.checkpoint.as_deref(), Architecture::DecoderOnly)?;
     let loaded = checkpoint::load_language_model(&dir, &device)?;
     let sampling = Sampling {

@@ -8,10 +8,11 @@ use crate::cli::InferTestArgs;
 use crate::config::ModelConfig;
 use crate::decode::{greedy_decode, DecodeLimits};
 use crate::model::{make_model, masks, VocabSizes};
+use crate::progress::Verbosity;
 
 /// make_model(11, 11, N=2), source 1..10, start symbol 0, nine greedy steps.
 pub fn run(args: InferTestArgs) -> anyhow::Result<()> {
-    let device = super::device_from(&args.device, false)?;
+    let device = super::device_from(&args.device, Verbosity::Normal)?;
     let first_seed = args.seed.unwrap_or_else(rand::random);
     let cfg = ModelConfig {
         layers: 2,

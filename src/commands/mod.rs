@@ -17,6 +17,7 @@ use crate::checkpoint::{self, RUNS_ROOT};
 use crate::cli::{Command, DecodeArgs, DeviceArgs};
 use crate::config::Architecture;
 use crate::device::select;
+use crate::progress::Verbosity;
 use crate::translator::DecodeOptions;
 pub use stdout::StdoutClosed;
 
@@ -64,12 +65,12 @@ impl std::fmt::Display for UsageError {
 impl std::error::Error for UsageError {}
 
 /// Resolves `--device`; says on stderr which device was chosen and why when the choice was
-/// not the user's own (auto on a CUDA build). `quiet` hides the news that a GPU was found,
+/// not the user's own (auto on a CUDA build). Quiet hides the news that a GPU was found,
 /// never that none could be used.
-fn device_from(args: &DeviceArgs, quiet: bool) -> anyhow::Result<candle_core::Device> {
+fn device_from(args: &DeviceArgs, verbosity: Verbosity) -> anyhow::Result<candle_core::Device> {
     let selected = select(args.device)?;
-    let found_gpu = !selected.device.is_cpu();
-    if let Some(note) = selected.note.filter(|_| !(quiet && found_gpu)) {
+    let hidden = verbosity == Verbosity::Quiet && !selected.device.is_cpu();
+    if let Some(note) = selected.note.filter(|_| !hidden) {
         eprintln!("{note}");
     }
     Ok(selected.device)

@@ -26,7 +26,12 @@ use crate::translator::DecodeOptions;
 const SAMPLE_TRANSLATIONS: usize = 5;
 
 pub fn run(args: TrainArgs) -> anyhow::Result<()> {
-    let device = super::device_from(&args.device, args.quiet)?;
+    let verbosity = if args.quiet {
+        Verbosity::Quiet
+    } else {
+        Verbosity::Normal
+    };
+    let device = super::device_from(&args.device, verbosity)?;
     let started = Instant::now();
     let (mut trainer, run_dir, samples) = match &args.resume {
         Some(run_dir) => resumed_trainer(run_dir, &device)?,
@@ -50,11 +55,6 @@ pub fn run(args: TrainArgs) -> anyhow::Result<()> {
         ))
         .into());
     }
-    let verbosity = if args.quiet {
-        Verbosity::Quiet
-    } else {
-        Verbosity::Normal
-    };
     let mut observer = CheckpointingObserver {
         progress: TrainProgress::new(
             trainer.total_steps(),

@@ -8,11 +8,12 @@ use anyhow::Context;
 
 use super::stdout::print_line;
 use crate::cli::TranslateArgs;
+use crate::progress::Verbosity;
 use crate::translator::{Translation, Translator};
 
 pub fn run(args: TranslateArgs) -> anyhow::Result<()> {
     let options = super::decode_options(&args.decode);
-    let device = super::device_from(&args.device, false)?;
+    let device = super::device_from(&args.device, Verbosity::Normal)?;
     let loaded = super::load_translation_model(args.checkpoint.as_deref(), &device)?;
     let translator = loaded.translator(&device, super::bounded_beam(options, &loaded));
     let output = Output {
