@@ -1,4 +1,4 @@
-"""Turns scripts/bench.sh's results.jsonl into the Markdown table for the README.
+"""Turns scripts/bench.sh's results.jsonl into the Markdown table in docs/speed.md.
 
 Throughput is work / seconds of the timed part; the ratio is ours / PyTorch's (above 1: we
 are faster). Peak FLOP/s of the CPU = cores used x clock x FLOPs per cycle per core, where a
