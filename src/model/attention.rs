@@ -8,18 +8,20 @@ use candle_nn::VarBuilder;
 
 use super::linear::Linear;
 
+use super::attention_op::fused_attention;
 use super::dropout::{dropout, Mode};
 use crate::config::ModelConfig;
 
 /// Score given to masked positions: -1e9 as in the reference, not -inf, so a fully masked row
 /// becomes uniform instead of NaN.
-const MASKED_SCORE: f32 = -1e9;
+pub(super) const MASKED_SCORE: f32 = -1e9;
 
 /// Attention(Q, K, V) = softmax(Q K^T / sqrt(d_k)) V, with masked scores set to -1e9.
 ///
 /// `query` is `(batch, heads, q_len, d_k)`, `key` and `value` are `(batch, heads, k_len, d_k)`,
 /// `mask` broadcasts to `(batch, heads, q_len, k_len)` with 0 where attention is not allowed.
-/// Returns the attended values `(batch, heads, q_len, d_k)` and the probabilities.
+/// Returns the attended values `(batch, heads, q_len, d_k)` and, except on the fused training
+/// path (which never materialises them outside its scratch), the probabilities.
 pub fn attention(
     query: &Tensor,
     key: &Tensor,
@@ -27,7 +29,19 @@ pub fn attention(
     mask: Option<&Tensor>,
     dropout_p: f64,
     mode: Mode,
-) -> Result<(Tensor, Tensor)> {
+) -> Result<(Tensor, Option<Tensor>)> {
+    if fused_applies(query, key, value, mode) {
+        let factors = match mode {
+            Mode::Train(rng) if dropout_p > 0.0 => {
+                let (batch, heads, q_len, _) = query.dims4()?;
+                // The same draws, in the same order, as the composed path's dropout mask.
+                Some(rng.factors(batch * heads * q_len * key.dim(2)?, dropout_p))
+            }
+            _ => None,
+        };
+        let out = fused_attention(query, key, value, mask, factors)?;
+        return Ok((out, None));
+    }
     let d_k = query.dim(D::Minus1)?;
     // Dividing by sqrt(d_k) keeps the dot products from pushing softmax into flat regions.
     // In half precision the scores, the mask's -1e9 and the softmax are f32 (as PyTorch's
@@ -45,7 +59,19 @@ pub fn attention(
         candle_nn::ops::softmax_last_dim(&scores)?
     };
     let dropped = dropout(&probabilities, dropout_p, mode)?.to_dtype(compute_dtype)?;
-    Ok((dropped.matmul(value)?, probabilities))
+    Ok((dropped.matmul(value)?, Some(probabilities)))
+}
+
+/// Whether the fused CPU op computes this attention: a training pass (gradients tracked), f32
+/// on the CPU. Evaluation keeps the composed ops (candle's fused softmax where nothing tracks
+/// gradients), whose probabilities the attention pictures record.
+fn fused_applies(query: &Tensor, key: &Tensor, value: &Tensor, mode: Mode) -> bool {
+    let tensors = [query, key, value];
+    matches!(mode, Mode::Train(_))
+        && tensors
+            .iter()
+            .all(|t| t.device().is_cpu() && t.dtype() == DType::F32)
+        && tensors.iter().any(|t| t.track_op())
 }
 
 /// Softmax over the last dimension from differentiable ops (candle's fused
@@ -276,7 +302,7 @@ impl MultiHeadedAttention {
             mode,
         )?;
         if self.recorder.on.load(Ordering::Relaxed) {
-            self.recorder.keep(Some(probabilities));
+            self.recorder.keep(probabilities);
         }
         // "Concat" the heads back into (batch, q_len, d_model).
         let x = x.transpose(1, 2)?.reshape((batch, q_len, d_model))?;
@@ -341,6 +367,7 @@ mod tests {
         // Keys 3 and 4 are padding.
         let mask = Tensor::new(&[[[[1u8, 1, 1, 0, 0]]]], &dev).unwrap();
         let (_, p) = attention(&q, &k, &v, Some(&mask), 0.0, Mode::Eval).unwrap();
+        let p = p.unwrap();
         let p = p.squeeze(0).unwrap().to_vec3::<f32>().unwrap();
         for head in &p {
             for row in head {
@@ -358,6 +385,7 @@ mod tests {
         let k = Tensor::randn(0f32, 1., (1, 1, 4, 2), &dev).unwrap();
         let mask = Tensor::zeros((1, 1, 1, 4), DType::U8, &dev).unwrap();
         let (_, p) = attention(&q, &k, &k, Some(&mask), 0.0, Mode::Eval).unwrap();
+        let p = p.unwrap();
         let p = p.flatten_all().unwrap().to_vec1::<f32>().unwrap();
         assert!(p.iter().all(|&x| (x - 0.25).abs() < 1e-6), "{p:?}");
     }

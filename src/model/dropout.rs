@@ -62,11 +62,18 @@ impl DropoutRng {
         if !like.device().is_cpu() {
             return device_mask(like, p);
         }
+        let values = self.factors(like.elem_count(), p);
+        Tensor::from_vec(values, like.shape(), like.device())?.to_dtype(like.dtype())
+    }
+
+    /// The next `count` factors of the CPU stream, as `mask` draws them: 0 with probability
+    /// `p`, else 1 / (1 - p).
+    pub(crate) fn factors(&self, count: usize, p: f64) -> Vec<f32> {
         let keep_scale = (1.0 / (1.0 - p)) as f32;
         // Keep an element when a uniform u32 lands at or above p * 2^32.
         let threshold = (p * 4_294_967_296.0).min(u32::MAX as f64) as u32;
         let mut rng = self.rng.borrow_mut();
-        let values: Vec<f32> = (0..like.elem_count())
+        (0..count)
             .map(|_| {
                 if rng.random::<u32>() >= threshold {
                     keep_scale
@@ -74,8 +81,7 @@ impl DropoutRng {
                     0.0
                 }
             })
-            .collect();
-        Tensor::from_vec(values, like.shape(), like.device())?.to_dtype(like.dtype())
+            .collect()
     }
 }
 

@@ -5,6 +5,7 @@
 
 pub mod attention;
 pub mod attention_maps;
+mod attention_op;
 pub mod decoder;
 pub mod decoder_only;
 pub mod dropout;

@@ -1,0 +1,538 @@
+//! Scaled dot-product attention for training on the CPU as one graph node with its own
+//! backward pass (paper section 3.2.1).
+//!
+//! Composed from candle ops, attention is a dozen nodes (product, scale, mask fill, the
+//! softmax's five, dropout, product), each a pass over `(batch, heads, q_len, k_len)` that
+//! allocates its output, and candle runs each batched product as one small gemm call per
+//! (batch, head) pair, each with its own thread dispatch. Here every (batch, head) pair is one
+//! task of a single parallel loop: scores, scale, mask (-1e9, as the reference), softmax,
+//! dropout and the product with V stay in that task's cache-sized scratch. The backward pass
+//! recomputes the probabilities from Q and K (cheaper than keeping them) and produces dQ, dK
+//! and dV in the same way:
+//!
+//! ```text
+//! P = softmax(S),  S = scale * Q K^T (masked),  Pd = P * D (dropout),  O = Pd V
+//! dV = Pd^T dO,  dP = (dO V^T) * D,  dS = P * (dP - rowsum(dP * P)) (0 where masked)
+//! dQ = scale * dS K,  dK = scale * dS^T Q
+//! ```
+
+use candle_core::{CpuStorage, CustomOp3, Layout, Result, Shape, Tensor};
+use rayon::prelude::*;
+
+use super::attention::MASKED_SCORE;
+
+/// What the fused op needs besides Q, K and V; shared by its forward and backward nodes.
+#[derive(Clone)]
+struct Extras {
+    scale: f32,
+    /// Whether attention is allowed, per (batch, query, key): `batch * q_len * k_len` bytes,
+    /// the same for every head.
+    mask: Option<Vec<u8>>,
+    /// Inverted-dropout factors (0 or 1 / (1 - p)) per (batch, head, query, key).
+    dropout: Option<Vec<f32>>,
+}
+
+/// The forward node.
+struct AttentionOp(Extras);
+
+/// The backward node: `dQ | dK | dV` packed into one flat tensor.
+struct AttentionGradOp {
+    extras: Extras,
+    /// dO `(batch, heads, q_len, d_k)`, row-major.
+    grad_out: Vec<f32>,
+}
+
+/// `softmax(Q K^T / sqrt(d_k), masked) * dropout V` for `query` `(batch, heads, q_len, d_k)`,
+/// `key`/`value` `(batch, heads, k_len, d_k)`, contiguous f32 on the CPU. `mask` is u8
+/// broadcastable to `(batch, 1, q_len, k_len)` (0: not allowed), `dropout` holds one factor
+/// per score in row-major order. Returns `(batch, heads, q_len, d_k)`.
+pub fn fused_attention(
+    query: &Tensor,
+    key: &Tensor,
+    value: &Tensor,
+    mask: Option<&Tensor>,
+    dropout: Option<Vec<f32>>,
+) -> Result<Tensor> {
+    let (batch, _, q_len, d_k) = query.dims4()?;
+    let k_len = key.dim(2)?;
+    let mask = mask
+        .map(|m| {
+            m.broadcast_as((batch, 1, q_len, k_len))?
+                .to_dtype(candle_core::DType::U8)?
+                .flatten_all()?
+                .to_vec1::<u8>()
+        })
+        .transpose()?;
+    let extras = Extras {
+        scale: 1.0 / (d_k as f32).sqrt(),
+        mask,
+        dropout,
+    };
+    query.contiguous()?.apply_op3(
+        &key.contiguous()?,
+        &value.contiguous()?,
+        AttentionOp(extras),
+    )
+}
+
+/// The three inputs' f32 slices from their storages, with their shared dimensions.
+struct Inputs<'a> {
+    q: &'a [f32],
+    k: &'a [f32],
+    v: &'a [f32],
+    pairs: usize,
+    heads: usize,
+    q_len: usize,
+    k_len: usize,
+    d_k: usize,
+}
+
+impl<'a> Inputs<'a> {
+    fn new(
+        (qs, ql): (&'a CpuStorage, &Layout),
+        (ks, kl): (&'a CpuStorage, &Layout),
+        (vs, vl): (&'a CpuStorage, &Layout),
+    ) -> Result<Self> {
+        let (batch, heads, q_len, d_k) = ql.shape().dims4()?;
+        let (kb, kh, k_len, kd) = kl.shape().dims4()?;
+        if (kb, kh, kd) != (batch, heads, d_k) || vl.shape() != kl.shape() {
+            candle_core::bail!(
+                "attention: query {:?}, key {:?} and value {:?} do not fit",
+                ql.shape(),
+                kl.shape(),
+                vl.shape()
+            )
+        }
+        let slice = |s: &'a CpuStorage, l: &Layout| -> Result<&'a [f32]> {
+            match l.contiguous_offsets() {
+                Some((start, end)) => Ok(&s.as_slice::<f32>()?[start..end]),
+                None => candle_core::bail!("attention: inputs must be contiguous"),
+            }
+        };
+        Ok(Self {
+            q: slice(qs, ql)?,
+            k: slice(ks, kl)?,
+            v: slice(vs, vl)?,
+            pairs: batch * heads,
+            heads,
+            q_len,
+            k_len,
+            d_k,
+        })
+    }
+
+    /// The rows of (batch, head) pair `pair`: Q `(q_len, d_k)`, K and V `(k_len, d_k)`.
+    fn pair(&self, pair: usize) -> (&[f32], &[f32], &[f32]) {
+        let (q, kv) = (self.q_len * self.d_k, self.k_len * self.d_k);
+        (
+            &self.q[pair * q..(pair + 1) * q],
+            &self.k[pair * kv..(pair + 1) * kv],
+            &self.v[pair * kv..(pair + 1) * kv],
+        )
+    }
+}
+
+/// `dst (m, n) = alpha * lhs (m, k) rhs (k, n)` on one thread; operands given by their
+/// (column, row) strides, so that transposes are free.
+#[allow(clippy::too_many_arguments)]
+fn product(
+    dst: &mut [f32],
+    (m, n, k): (usize, usize, usize),
+    lhs: &[f32],
+    (lhs_cs, lhs_rs): (usize, usize),
+    rhs: &[f32],
+    (rhs_cs, rhs_rs): (usize, usize),
+    alpha: f32,
+) {
+    debug_assert!(dst.len() >= m * n);
+    if m == 0 || n == 0 {
+        return;
+    }
+    if k == 0 {
+        dst[..m * n].fill(0.0);
+        return;
+    }
+    // SAFETY: the callers pass slices that hold every element the strides address, and `dst`
+    // holds `m x n` row-major. dst = 0 * dst + alpha * lhs rhs, read_dst false.
+    unsafe {
+        gemm::gemm(
+            m,
+            n,
+            k,
+            dst.as_mut_ptr(),
+            1,
+            n as isize,
+            false,
+            lhs.as_ptr(),
+            lhs_cs as isize,
+            lhs_rs as isize,
+            rhs.as_ptr(),
+            rhs_cs as isize,
+            rhs_rs as isize,
+            0.0,
+            alpha,
+            false,
+            false,
+            false,
+            gemm::Parallelism::None,
+        )
+    }
+}
+
+impl Extras {
+    /// The softmax probabilities `(q_len, k_len)` of pair `pair` into `probs`.
+    fn probabilities(&self, inputs: &Inputs, pair: usize, probs: &mut [f32]) {
+        let (q_len, k_len, d_k) = (inputs.q_len, inputs.k_len, inputs.d_k);
+        let (q, k, _) = inputs.pair(pair);
+        // S = scale * Q K^T: K read in place as K^T (column stride d_k, row stride 1).
+        product(
+            probs,
+            (q_len, k_len, d_k),
+            q,
+            (1, d_k),
+            k,
+            (d_k, 1),
+            self.scale,
+        );
+        let batch = pair / inputs.heads;
+        for (i, row) in probs.chunks_exact_mut(k_len).enumerate() {
+            if let Some(mask) = &self.mask {
+                let allowed = &mask[(batch * q_len + i) * k_len..][..k_len];
+                for (score, &ok) in row.iter_mut().zip(allowed) {
+                    if ok == 0 {
+                        *score = MASKED_SCORE;
+                    }
+                }
+            }
+            let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+            let mut sum = 0.0;
+            for score in row.iter_mut() {
+                *score = (*score - max).exp();
+                sum += *score;
+            }
+            let inverse = 1.0 / sum;
+            row.iter_mut().for_each(|p| *p *= inverse);
+        }
+    }
+
+    /// The dropout factors of pair `pair`, if dropout is on.
+    fn dropout_of(&self, pair: usize, scores: usize) -> Option<&[f32]> {
+        self.dropout
+            .as_deref()
+            .map(|d| &d[pair * scores..(pair + 1) * scores])
+    }
+}
+
+impl CustomOp3 for AttentionOp {
+    fn name(&self) -> &'static str {
+        "fused-attention"
+    }
+
+    fn cpu_fwd(
+        &self,
+        qs: &CpuStorage,
+        ql: &Layout,
+        ks: &CpuStorage,
+        kl: &Layout,
+        vs: &CpuStorage,
+        vl: &Layout,
+    ) -> Result<(CpuStorage, Shape)> {
+        let inputs = Inputs::new((qs, ql), (ks, kl), (vs, vl))?;
+        let (q_len, k_len, d_k) = (inputs.q_len, inputs.k_len, inputs.d_k);
+        let extras = &self.0;
+        let mut out = vec![0f32; inputs.pairs * q_len * d_k];
+        if q_len * d_k > 0 {
+            out.par_chunks_mut(q_len * d_k)
+                .enumerate()
+                .for_each(|(pair, out)| {
+                    let mut probs = vec![0f32; q_len * k_len];
+                    extras.probabilities(&inputs, pair, &mut probs);
+                    if let Some(factors) = extras.dropout_of(pair, q_len * k_len) {
+                        probs.iter_mut().zip(factors).for_each(|(p, f)| *p *= f);
+                    }
+                    let (_, _, v) = inputs.pair(pair);
+                    product(
+                        out,
+                        (q_len, d_k, k_len),
+                        &probs,
+                        (1, k_len),
+                        v,
+                        (1, d_k),
+                        1.0,
+                    );
+                });
+        }
+        Ok((CpuStorage::F32(out), ql.shape().clone()))
+    }
+
+    fn bwd(
+        &self,
+        query: &Tensor,
+        key: &Tensor,
+        value: &Tensor,
+        _res: &Tensor,
+        grad: &Tensor,
+    ) -> Result<(Option<Tensor>, Option<Tensor>, Option<Tensor>)> {
+        let (batch, heads, q_len, d_k) = query.dims4()?;
+        let k_len = key.dim(2)?;
+        let op = AttentionGradOp {
+            extras: self.0.clone(),
+            grad_out: grad.flatten_all()?.to_vec1::<f32>()?,
+        };
+        let packed = query.apply_op3_no_bwd(key, value, &op)?;
+        let (nq, nk) = (batch * heads * q_len * d_k, batch * heads * k_len * d_k);
+        let part = |start: usize, len: usize, rows: usize| {
+            packed
+                .narrow(0, start, len)?
+                .reshape((batch, heads, rows, d_k))
+        };
+        Ok((
+            Some(part(0, nq, q_len)?),
+            Some(part(nq, nk, k_len)?),
+            Some(part(nq + nk, nk, k_len)?),
+        ))
+    }
+}
+
+impl CustomOp3 for AttentionGradOp {
+    fn name(&self) -> &'static str {
+        "fused-attention-grad"
+    }
+
+    fn cpu_fwd(
+        &self,
+        qs: &CpuStorage,
+        ql: &Layout,
+        ks: &CpuStorage,
+        kl: &Layout,
+        vs: &CpuStorage,
+        vl: &Layout,
+    ) -> Result<(CpuStorage, Shape)> {
+        let inputs = Inputs::new((qs, ql), (ks, kl), (vs, vl))?;
+        let (q_len, k_len, d_k) = (inputs.q_len, inputs.k_len, inputs.d_k);
+        let grad_out = &self.grad_out;
+        let (nq, nk) = (inputs.pairs * q_len * d_k, inputs.pairs * k_len * d_k);
+        let mut packed = vec![0f32; nq + 2 * nk];
+        let (dq, rest) = packed.split_at_mut(nq);
+        let (dk, dv) = rest.split_at_mut(nk);
+        if q_len * k_len * d_k > 0 {
+            dq.par_chunks_mut(q_len * d_k)
+                .zip(dk.par_chunks_mut(k_len * d_k))
+                .zip(dv.par_chunks_mut(k_len * d_k))
+                .enumerate()
+                .for_each(|(pair, ((dq, dk), dv))| {
+                    let grad_out = &grad_out[pair * q_len * d_k..(pair + 1) * q_len * d_k];
+                    self.pair_grads(&inputs, pair, grad_out, dq, dk, dv);
+                });
+        }
+        Ok((CpuStorage::F32(packed), Shape::from(nq + 2 * nk)))
+    }
+}
+
+impl AttentionGradOp {
+    /// dQ, dK and dV of one (batch, head) pair (see the module docs).
+    fn pair_grads(
+        &self,
+        inputs: &Inputs,
+        pair: usize,
+        grad_out: &[f32],
+        dq: &mut [f32],
+        dk: &mut [f32],
+        dv: &mut [f32],
+    ) {
+        let (q_len, k_len, d_k) = (inputs.q_len, inputs.k_len, inputs.d_k);
+        let extras = &self.extras;
+        let (q, k, v) = inputs.pair(pair);
+        let mut probs = vec![0f32; q_len * k_len];
+        extras.probabilities(inputs, pair, &mut probs);
+        let factors = extras.dropout_of(pair, q_len * k_len);
+        // dV = Pd^T dO, with Pd = P * D.
+        let dropped: std::borrow::Cow<[f32]> = match factors {
+            Some(f) => probs.iter().zip(f).map(|(p, f)| p * f).collect(),
+            None => std::borrow::Cow::Borrowed(&probs),
+        };
+        product(
+            dv,
+            (k_len, d_k, q_len),
+            &dropped,
+            (k_len, 1),
+            grad_out,
+            (1, d_k),
+            1.0,
+        );
+        // dP = (dO V^T) * D.
+        let mut grad_probs = vec![0f32; q_len * k_len];
+        product(
+            &mut grad_probs,
+            (q_len, k_len, d_k),
+            grad_out,
+            (1, d_k),
+            v,
+            (d_k, 1),
+            1.0,
+        );
+        if let Some(f) = factors {
+            grad_probs.iter_mut().zip(f).for_each(|(g, f)| *g *= f);
+        }
+        // dS = P * (dP - rowsum(dP * P)), zero where the score was replaced by the mask fill.
+        let batch = pair / inputs.heads;
+        for (i, (g, p)) in grad_probs
+            .chunks_exact_mut(k_len)
+            .zip(probs.chunks_exact(k_len))
+            .enumerate()
+        {
+            let dot: f32 = g.iter().zip(p).map(|(g, p)| g * p).sum();
+            g.iter_mut().zip(p).for_each(|(g, p)| *g = p * (*g - dot));
+            if let Some(mask) = &extras.mask {
+                let allowed = &mask[(batch * q_len + i) * k_len..][..k_len];
+                g.iter_mut()
+                    .zip(allowed)
+                    .filter(|(_, &ok)| ok == 0)
+                    .for_each(|(g, _)| *g = 0.0);
+            }
+        }
+        // dQ = scale * dS K, dK = scale * dS^T Q.
+        product(
+            dq,
+            (q_len, d_k, k_len),
+            &grad_probs,
+            (1, k_len),
+            k,
+            (1, d_k),
+            extras.scale,
+        );
+        product(
+            dk,
+            (k_len, d_k, q_len),
+            &grad_probs,
+            (k_len, 1),
+            q,
+            (1, d_k),
+            extras.scale,
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use candle_core::{Device, Var, D};
+
+    /// The composed ops the fused one replaces: scores, -1e9 mask fill, softmax, dropout
+    /// factors, product with V.
+    fn composed(
+        q: &Tensor,
+        k: &Tensor,
+        v: &Tensor,
+        mask: Option<&Tensor>,
+        dropout: Option<&Tensor>,
+    ) -> Tensor {
+        let d_k = q.dim(D::Minus1).unwrap();
+        let mut scores = (q.matmul(&k.t().unwrap()).unwrap() / (d_k as f64).sqrt()).unwrap();
+        if let Some(mask) = mask {
+            let mask = mask.broadcast_as(scores.shape()).unwrap();
+            let fill = Tensor::new(MASKED_SCORE, q.device())
+                .unwrap()
+                .broadcast_as(scores.shape())
+                .unwrap();
+            scores = mask.where_cond(&scores, &fill).unwrap();
+        }
+        let max = scores.max_keepdim(D::Minus1).unwrap().detach();
+        let exp = scores.broadcast_sub(&max).unwrap().exp().unwrap();
+        let mut probs = exp
+            .broadcast_div(&exp.sum_keepdim(D::Minus1).unwrap())
+            .unwrap();
+        if let Some(dropout) = dropout {
+            probs = probs.mul(dropout).unwrap();
+        }
+        probs.matmul(v).unwrap()
+    }
+
+    fn largest_difference(a: &Tensor, b: &Tensor) -> f32 {
+        (a - b)
+            .unwrap()
+            .abs()
+            .unwrap()
+            .flatten_all()
+            .unwrap()
+            .max(0)
+            .unwrap()
+            .to_scalar::<f32>()
+            .unwrap()
+    }
+
+    /// Values and the gradients of Q, K and V against the composed ops, for padding masks
+    /// (a fully masked row included), a causal mask, dropout, and inputs that are transposed
+    /// views (as split heads are before `contiguous`).
+    #[test]
+    fn fused_attention_matches_the_composed_ops_forward_and_backward() {
+        let dev = Device::Cpu;
+        let (batch, heads, len, d_k) = (2, 3, 5, 4);
+        let var = |seed: f64| {
+            let t = Tensor::randn(0f32, 1., (batch, len, heads, d_k), &dev)
+                .unwrap()
+                .affine(1.0 + seed, 0.0)
+                .unwrap();
+            Var::from_tensor(&t).unwrap()
+        };
+        let (qv, kv, vv) = (var(0.0), var(0.5), var(1.0));
+        // Transposed views: (batch, heads, len, d_k) with non-contiguous strides.
+        let (q, k, v) = (
+            qv.as_tensor().transpose(1, 2).unwrap(),
+            kv.as_tensor().transpose(1, 2).unwrap(),
+            vv.as_tensor().transpose(1, 2).unwrap(),
+        );
+        // Row 0 may see keys 0-2, row 1 nothing at all (uniform, as in the reference).
+        let padding = Tensor::from_vec(
+            vec![1u8, 1, 1, 0, 0, 0, 0, 0, 0, 0],
+            (batch, 1, 1, len),
+            &dev,
+        )
+        .unwrap();
+        let causal = crate::model::masks::subsequent_mask(len, &dev)
+            .unwrap()
+            .unsqueeze(0)
+            .unwrap();
+        let factors: Vec<f32> = (0..batch * heads * len * len)
+            .map(|i| if i % 7 == 3 { 0.0 } else { 1.0 / 0.9 })
+            .collect();
+        let factors_tensor =
+            Tensor::from_vec(factors.clone(), (batch, heads, len, len), &dev).unwrap();
+        let cases: [(Option<&Tensor>, bool); 4] = [
+            (None, false),
+            (Some(&padding), false),
+            (Some(&causal), true),
+            (Some(&padding), true),
+        ];
+        for (mask, with_dropout) in cases {
+            let fused =
+                fused_attention(&q, &k, &v, mask, with_dropout.then(|| factors.clone())).unwrap();
+            let (qc, kc, vc) = (
+                q.contiguous().unwrap(),
+                k.contiguous().unwrap(),
+                v.contiguous().unwrap(),
+            );
+            let reference = composed(&qc, &kc, &vc, mask, with_dropout.then_some(&factors_tensor));
+            assert!(largest_difference(&fused, &reference) < 1e-5);
+            // A loss that weighs every output differently, so no gradient is symmetric.
+            let weights = Tensor::randn(0f32, 1., fused.shape(), &dev).unwrap();
+            let loss = |out: &Tensor| out.mul(&weights).unwrap().sum_all().unwrap();
+            let (fused_grads, reference_grads) = (
+                loss(&fused).backward().unwrap(),
+                loss(&reference).backward().unwrap(),
+            );
+            for input in [&qv, &kv, &vv] {
+                let (a, b) = (
+                    fused_grads.get(input).unwrap(),
+                    reference_grads.get(input).unwrap(),
+                );
+                let worst = largest_difference(a, b);
+                assert!(
+                    worst < 1e-4,
+                    "mask {:?}, dropout {with_dropout}: gradient off by {worst}",
+                    mask.map(|m| m.dims().to_vec())
+                );
+            }
+        }
+    }
+}
