@@ -7,8 +7,28 @@
 #
 #   scripts/bench.sh                 # REPS=5 THREADS=$(nproc) by default
 #   REPS=9 THREADS=2 scripts/bench.sh
+#   scripts/bench.sh --quick         # this tool's side only, one step of each, untimed:
+#                                    # that every workload still runs (.ci/run uses it)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+if [ "${1:-}" = "--quick" ]; then
+  BIN="${BIN:-${CARGO_TARGET_DIR:-target}/release/transformer}"
+  OUT="${OUT:-target/bench-quick}"
+  mkdir -p "$OUT"
+  [ -d data/multi30k ] || scripts/get-multi30k.sh
+  "$BIN" bench export-multi30k --device cpu --steps 1 --batches "$OUT/multi30k.safetensors"
+  ran=0
+  for workload in matmul toy-train copy multi30k greedy1 greedy32 beam5; do
+    line=$("$BIN" bench "$workload" --device cpu --steps 1 --batches "$OUT/multi30k.safetensors")
+    # Each workload prints one JSON measurement of positive work.
+    python3 -c 'import json, sys; r = json.loads(sys.argv[1]); assert r["work"] > 0 and r["seconds"] > 0, r' "$line"
+    echo "bench --quick: $workload ok: $line"
+    ran=$((ran + 1))
+  done
+  echo "bench --quick: $ran workloads ran"
+  exit 0
+fi
 
 REPS="${REPS:-5}"
 THREADS="${THREADS:-$(nproc)}"

@@ -30,7 +30,8 @@ def cpu_peak(threads):
     mhz = float(next(l for l in info.splitlines() if l.startswith("cpu MHz")).split(":")[1])
     model = next(l for l in info.splitlines() if l.startswith("model name")).split(":")[1].strip()
     per_cycle = 64 if "avx512f" in flags else 32 if "fma" in flags else 8
-    return threads * mhz * 1e6 * per_cycle, model, mhz, per_cycle
+    vectors = [name for name in ("avx512f", "avx2", "fma") if name in flags] or ["no AVX2"]
+    return threads * mhz * 1e6 * per_cycle, model, mhz, per_cycle, vectors
 
 
 def main():
@@ -42,11 +43,12 @@ def main():
     for line in open(args.results):
         record = json.loads(line)
         runs[(record["workload"], record["impl"])].append(record)
-    peak, model, mhz, per_cycle = cpu_peak(args.threads)
+    peak, model, mhz, per_cycle, vectors = cpu_peak(args.threads)
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
                             text=True).stdout.strip()
     reps = max(len(v) for v in runs.values())
-    print(f"Commit {commit}, {model}, {args.threads} threads, {platform.machine()}; median of "
+    print(f"Commit {commit}, {model} ({' + '.join(vectors)}), {args.threads} threads, "
+          f"{platform.machine()}; median of "
           f"{reps} interleaved runs. Peak: {args.threads} cores x {mhz:.0f} MHz x "
           f"{per_cycle} FLOP/cycle = {peak / 1e9:.0f} GFLOP/s.\n")
     print("| workload | unit | ours | PyTorch | ours / PyTorch | peak RSS ours | peak RSS PyTorch "
