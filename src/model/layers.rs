@@ -7,6 +7,7 @@ use candle_nn::{Init, Module, VarBuilder};
 use super::linear::{broadcast_rows, Linear};
 
 use super::dropout::{dropout, Mode};
+use super::layer_norm_op::{fused_layer_norm, NormKind};
 use crate::config::{ModelConfig, NormPlacement};
 
 /// The reference's LayerNorm epsilon.
@@ -43,11 +44,25 @@ impl Module for LayerNorm {
                 "LayerNorm needs at least 2 features for an unbiased std, got {size}"
             )
         }
+        if fused_applies(xs, &self.a_2) {
+            let kind = NormKind::Annotated {
+                eps: LAYER_NORM_EPS as f32,
+            };
+            return fused_layer_norm(xs, &self.a_2, &self.b_2, kind);
+        }
         normalize_rows(xs, &self.a_2, &self.b_2, |centered| {
             let variance = (centered.sqr()?.sum_keepdim(D::Minus1)? / (size - 1) as f64)?;
             variance.sqrt()? + LAYER_NORM_EPS
         })
     }
+}
+
+/// Whether the fused CPU op normalises `xs`: f32 on the CPU (half precision keeps the composed
+/// ops, which compute the statistics in f32).
+fn fused_applies(xs: &Tensor, gain: &Tensor) -> bool {
+    [xs, gain]
+        .iter()
+        .all(|t| t.device().is_cpu() && t.dtype() == DType::F32)
 }
 
 /// `gain * (x - mean) / denominator(x - mean) + bias` over the last dimension, the part both
@@ -89,6 +104,12 @@ impl TorchLayerNorm {
 
 impl Module for TorchLayerNorm {
     fn forward(&self, xs: &Tensor) -> Result<Tensor> {
+        if fused_applies(xs, &self.weight) {
+            let kind = NormKind::Torch {
+                eps: TORCH_LAYER_NORM_EPS as f32,
+            };
+            return fused_layer_norm(xs, &self.weight, &self.bias, kind);
+        }
         normalize_rows(xs, &self.weight, &self.bias, |centered| {
             (centered.sqr()?.mean_keepdim(D::Minus1)? + TORCH_LAYER_NORM_EPS)?.sqrt()
         })

@@ -14,6 +14,7 @@ pub mod encoder;
 pub mod encoder_decoder;
 pub mod family;
 pub mod init;
+mod layer_norm_op;
 pub mod layers;
 pub mod linear;
 mod linear_op;
