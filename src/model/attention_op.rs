@@ -416,6 +416,7 @@ impl AttentionGradOp {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::test_support::largest_difference;
     use candle_core::{Device, Var, D};
 
     /// The composed ops the fused one replaces: scores, -1e9 mask fill, softmax, dropout
@@ -446,19 +447,6 @@ mod tests {
             probs = probs.mul(dropout).unwrap();
         }
         probs.matmul(v).unwrap()
-    }
-
-    fn largest_difference(a: &Tensor, b: &Tensor) -> f32 {
-        (a - b)
-            .unwrap()
-            .abs()
-            .unwrap()
-            .flatten_all()
-            .unwrap()
-            .max(0)
-            .unwrap()
-            .to_scalar::<f32>()
-            .unwrap()
     }
 
     /// Values and the gradients of Q, K and V against the composed ops, for padding masks

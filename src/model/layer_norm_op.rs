@@ -109,10 +109,9 @@ impl NormKind {
         (mean, factor)
     }
 
-    /// dx of one row, from the row `x` and `g dy` (`scaled_grad`).
-    fn row_grad(self, x: &[f32], scaled_grad: &[f32], dx: &mut [f32]) {
+    /// dx of one row, from the row `x`, its `statistics` and `g dy` (`scaled_grad`).
+    fn row_grad(self, x: &[f32], (mean, factor): (f32, f32), scaled_grad: &[f32], dx: &mut [f32]) {
         let n = x.len() as f32;
-        let (mean, factor) = self.statistics(x);
         match self {
             Self::Annotated { eps } => {
                 let d = 1.0 / factor;
@@ -236,14 +235,15 @@ impl CustomOp3 for LayerNormGradOp {
                     .zip(x.chunks_exact(size))
                     .zip(dy.chunks_exact(size))
                 {
-                    let (mean, factor) = self.kind.statistics(x);
+                    let statistics = self.kind.statistics(x);
+                    let (mean, factor) = statistics;
                     let (dg, db) = sums.split_at_mut(size);
                     for j in 0..size {
                         dg[j] += dy[j] * (x[j] - mean) * factor;
                         db[j] += dy[j];
                         scaled[j] = dy[j] * gain[j];
                     }
-                    self.kind.row_grad(x, &scaled, dx);
+                    self.kind.row_grad(x, statistics, &scaled, dx);
                 }
                 sums
             })
@@ -258,6 +258,7 @@ impl CustomOp3 for LayerNormGradOp {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::test_support::largest_difference;
     use candle_core::{Device, Var, D};
 
     /// Both LayerNorms from candle's ops, as `layers.rs` composes them.
@@ -282,19 +283,6 @@ mod tests {
             .broadcast_mul(gain)
             .unwrap()
             .broadcast_add(bias)
-            .unwrap()
-    }
-
-    fn largest_difference(a: &Tensor, b: &Tensor) -> f32 {
-        (a - b)
-            .unwrap()
-            .abs()
-            .unwrap()
-            .flatten_all()
-            .unwrap()
-            .max(0)
-            .unwrap()
-            .to_scalar::<f32>()
             .unwrap()
     }
 

@@ -209,18 +209,8 @@ impl CustomOp2 for LinearOp {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::test_support::largest_difference;
     use candle_core::{Device, Var};
-
-    fn close(a: &Tensor, b: &Tensor) -> f32 {
-        (a - b)
-            .unwrap()
-            .abs()
-            .unwrap()
-            .max_all()
-            .unwrap()
-            .to_scalar::<f32>()
-            .unwrap()
-    }
 
     /// The fused op against candle's own composition, values and all three gradients, with a
     /// transposed (strided) input as attention's reshapes produce.
@@ -246,8 +236,8 @@ mod tests {
             .unwrap()
             .broadcast_add(b.as_tensor())
             .unwrap();
-        assert!(close(&fused, &composed) < 1e-5);
-        assert!(close(&from_transposed, &composed) < 1e-5);
+        assert!(largest_difference(&fused, &composed) < 1e-5);
+        assert!(largest_difference(&from_transposed, &composed) < 1e-5);
 
         let fused_grads = (&fused * &upstream)
             .unwrap()
@@ -265,7 +255,7 @@ mod tests {
             let got = fused_grads.get(var.as_tensor()).unwrap();
             let want = composed_grads.get(var.as_tensor()).unwrap();
             assert_eq!(got.dims(), want.dims());
-            assert!(close(got, want) < 1e-5, "{got} vs {want}");
+            assert!(largest_difference(got, want) < 1e-5, "{got} vs {want}");
         }
     }
 
@@ -276,7 +266,7 @@ mod tests {
         let w = Var::from_tensor(&Tensor::randn(0f32, 1., (4, 5), &dev).unwrap()).unwrap();
         let fused = linear(xs.as_tensor(), w.as_tensor(), None).unwrap();
         let composed = xs.as_tensor().matmul(&w.as_tensor().t().unwrap()).unwrap();
-        assert!(close(&fused, &composed) < 1e-5);
+        assert!(largest_difference(&fused, &composed) < 1e-5);
         let fused_grads = fused.sqr().unwrap().sum_all().unwrap().backward().unwrap();
         let composed_grads = composed
             .sqr()
@@ -288,7 +278,7 @@ mod tests {
         for var in [&xs, &w] {
             let got = fused_grads.get(var.as_tensor()).unwrap();
             let want = composed_grads.get(var.as_tensor()).unwrap();
-            assert!(close(got, want) < 1e-4, "{got} vs {want}");
+            assert!(largest_difference(got, want) < 1e-4, "{got} vs {want}");
         }
     }
 }

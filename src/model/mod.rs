@@ -19,6 +19,8 @@ pub mod layers;
 pub mod linear;
 mod linear_op;
 pub mod masks;
+#[cfg(test)]
+mod test_support;
 
 pub use attention_maps::{attention_maps, AttentionMaps};
 pub use decoder::DecoderState;
