@@ -86,7 +86,7 @@ pub fn greedy_batch(
 ) -> Result<Vec<Hypothesis>> {
     let batch = src.dim(0)?;
     let device = src.device();
-    let check_every = if device.is_cpu() { 1 } else { 8 };
+    let check_every = crate::device::steps_between_end_checks(device);
     let memory = model.encode(src, src_mask, Mode::Eval)?;
     let mut state = model.start_decoding(&memory, src_mask)?;
     let mut ids = Vec::with_capacity(limits.max_steps);

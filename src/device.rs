@@ -35,6 +35,24 @@ impl FromStr for DeviceRequest {
 pub struct SelectedDevice {
     pub device: Device,
     pub note: Option<String>,
+    /// Whether the note is only news (a GPU was found), which `--quiet` may hide, rather than
+    /// a fallback to the CPU, which it never does.
+    pub note_is_news: bool,
+}
+
+/// Whether `device` can multiply bf16 matrices: candle's CPU backend cannot.
+pub fn multiplies_bf16(device: &Device) -> bool {
+    !device.is_cpu()
+}
+
+/// Decoding steps between checks whether every sentence has ended: a check reads a flag back
+/// to the host, which costs a GPU a synchronisation and the CPU nothing.
+pub fn steps_between_end_checks(device: &Device) -> usize {
+    if device.is_cpu() {
+        1
+    } else {
+        8
+    }
 }
 
 /// Resolves a request to a device; asking for CUDA where there is none is an error.
@@ -43,26 +61,34 @@ pub fn select(request: DeviceRequest) -> anyhow::Result<SelectedDevice> {
         DeviceRequest::Cpu => Ok(SelectedDevice {
             device: Device::Cpu,
             note: None,
+            note_is_news: false,
         }),
         DeviceRequest::Cuda(ordinal) => {
             let device = open_cuda(ordinal).map_err(|why| {
                 anyhow::anyhow!("--device cuda:{ordinal} is not available: {why}; use --device cpu")
             })?;
-            Ok(SelectedDevice { device, note: None })
+            Ok(SelectedDevice {
+                device,
+                note: None,
+                note_is_news: false,
+            })
         }
         // A CPU-only build has nowhere else to run: saying so on every command is noise.
         DeviceRequest::Auto if !candle_core::utils::cuda_is_available() => Ok(SelectedDevice {
             device: Device::Cpu,
             note: None,
+            note_is_news: false,
         }),
         DeviceRequest::Auto => Ok(match open_cuda(0) {
             Ok(device) => SelectedDevice {
                 device,
                 note: Some("device: cuda:0 (auto: a CUDA GPU is present)".into()),
+                note_is_news: true,
             },
             Err(why) => SelectedDevice {
                 device: Device::Cpu,
                 note: Some(format!("device: cpu (auto: {why})")),
+                note_is_news: false,
             },
         }),
     }

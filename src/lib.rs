@@ -11,8 +11,10 @@
 //! - [`model::encoder_decoder`]: EncoderDecoder, the Generator, `make_model` with Xavier init
 //! - [`model::attention_maps`]: every head's attention for one sentence pair (the
 //!   Annotated Transformer's "Attention Visualization")
-//! - [`model::dropout`]: residual and attention dropout (5.4) from a seeded source
-//! - [`model::linear`]: the linear layers, with bias gradients as matrix products
+//! - [`model::linear`]: the linear layers, named as the reference's
+//! - [`kernels`]: the ops the time goes to (linear, attention, LayerNorm, the residual with
+//!   its dropout, the loss, Adam), fused on the CPU and composed from candle ops elsewhere;
+//!   dropout (5.4) from a seeded source
 //! - [`train`]: label smoothing (5.4), Adam and the Noam schedule (5.3), the loop, and the
 //!   state that lets a run resume exactly
 //! - [`decode`]: greedy decoding (the reference's loop and a cached, batched one), beam
@@ -32,6 +34,7 @@ pub mod config;
 pub mod data;
 pub mod decode;
 pub mod device;
+pub mod kernels;
 pub mod metrics;
 pub mod model;
 pub mod plot;

@@ -373,3 +373,18 @@ fn eval_names_a_missing_or_damaged_checkpoint() {
     .unwrap();
     fails_naming(dir.path(), &eval("run"), &["model.safetensors", "damaged"]);
 }
+
+#[test]
+fn an_unknown_kernel_choice_is_a_usage_error_that_names_the_variable() {
+    let output = transformer()
+        .env("TRANSFORMER_KERNELS", "fast")
+        .args(["infer-test", "--runs", "1", "--device", "cpu"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert_eq!(
+        stderr.trim(),
+        "error: TRANSFORMER_KERNELS=\"fast\" is not a kernel choice; use fused or composed, or unset it"
+    );
+}

@@ -58,6 +58,30 @@ fn infer_test_prints_one_prediction_per_run_starting_from_zero() {
     }
 }
 
+/// `TRANSFORMER_KERNELS=composed` runs the whole of training through candle's composed ops,
+/// as a GPU does: the tiny model still learns both toy sentences.
+#[test]
+fn a_tiny_model_trained_through_the_composed_kernels_translates_both_toy_sentences() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("run");
+    succeeded(
+        transformer()
+            .env("TRANSFORMER_KERNELS", "composed")
+            .args([
+                "train",
+                "--device",
+                "cpu",
+                "--quiet",
+                "--config",
+                "configs/tiny.toml",
+                "--out",
+            ])
+            .arg(&run),
+    );
+    assert_eq!(translate(&run, "ich mochte ein bier"), "i want a beer .\n");
+    assert_eq!(translate(&run, "ich mochte ein cola"), "i want a coke .\n");
+}
+
 #[test]
 fn infer_test_with_a_seed_is_reproducible() {
     let run = || {

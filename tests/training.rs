@@ -46,8 +46,8 @@ fn small_model() -> ModelConfig {
     }
 }
 
-/// The toy pairs as one batch: (src, tgt_in, tgt_out, ntokens).
-fn toy_batch(trainer: &Trainer) -> (Tensor, Tensor, Tensor, usize) {
+/// The toy pairs as one batch: (src, tgt_in, tgt_out).
+fn toy_batch(trainer: &Trainer) -> (Tensor, Tensor, Tensor) {
     let pairs: Vec<_> = trainer.data().pairs.iter().collect();
     let batch = transformer::data::PaddedBatch::new(&pairs);
     let dev = Device::Cpu;
@@ -55,7 +55,6 @@ fn toy_batch(trainer: &Trainer) -> (Tensor, Tensor, Tensor, usize) {
         Tensor::from_slice(&batch.src, (batch.size, batch.src_len), &dev).unwrap(),
         Tensor::from_slice(&batch.tgt_in, (batch.size, batch.tgt_len), &dev).unwrap(),
         Tensor::from_slice(&batch.tgt_out, batch.size * batch.tgt_len, &dev).unwrap(),
-        batch.ntokens,
     )
 }
 
@@ -128,23 +127,7 @@ fn every_variant_trains() {
 /// pass gives each a non-zero gradient (and the fixed position tables none).
 fn parameters_with_gradients(model: ModelConfig) -> usize {
     let trainer = toy_trainer(model);
-    let (src, tgt_in, tgt_out, ntokens) = toy_batch(&trainer);
-    let src_mask = masks::padding_mask(&src, PAD_ID).unwrap();
-    let tgt_mask = masks::target_mask(&tgt_in, PAD_ID).unwrap();
-    let rng = DropoutRng::new(0);
-    let model = trainer.model().translation().unwrap();
-    let hidden = model
-        .forward(&src, &tgt_in, &src_mask, &tgt_mask, Mode::Train(&rng))
-        .unwrap();
-    let log_probs = model.generator().forward(&hidden).unwrap();
-    let log_probs = log_probs.reshape((tgt_out.dim(0).unwrap(), ())).unwrap();
-    let vocab = trainer.data().tokenizers.tgt.vocab_size();
-    let loss = (LabelSmoothing::new(vocab, PAD_ID, 0.1)
-        .loss_sum(&log_probs, &tgt_out)
-        .unwrap()
-        / ntokens as f64)
-        .unwrap();
-    let grads = loss.backward().unwrap();
+    let (_, grads) = one_training_pass(&trainer);
 
     let tensors = trainer.named_tensors().unwrap();
     let mut checked = 0;
@@ -233,7 +216,7 @@ fn a_saved_checkpoint_holds_the_exact_weights_and_loads_back_to_the_same_log_pro
     }
     let loaded = checkpoint::load(dir.path(), &Device::Cpu).unwrap();
 
-    let (src, tgt_in, _, _) = toy_batch(&trainer);
+    let (src, tgt_in, _) = toy_batch(&trainer);
     let src_mask = masks::padding_mask(&src, PAD_ID).unwrap();
     let tgt_mask = masks::target_mask(&tgt_in, PAD_ID).unwrap();
     let before = teacher_forced_log_probs(
@@ -316,4 +299,116 @@ fn bf16_on_the_cpu_is_refused_with_the_reason_and_the_fix() {
         "{error}"
     );
     assert!(error.contains("use dtype = \"f32\""), "{error}");
+}
+
+/// The summed loss of one training pass over the toy pairs (dropout on, seed 0) and the
+/// gradients of its backward pass.
+fn one_training_pass(trainer: &Trainer) -> (Tensor, candle_core::backprop::GradStore) {
+    let (src, tgt_in, tgt_out) = toy_batch(trainer);
+    let src_mask = masks::padding_mask(&src, PAD_ID).unwrap();
+    let tgt_mask = masks::target_mask(&tgt_in, PAD_ID).unwrap();
+    let rng = DropoutRng::new(0);
+    let model = trainer.model().translation().unwrap();
+    let hidden = model
+        .forward(&src, &tgt_in, &src_mask, &tgt_mask, Mode::Train(&rng))
+        .unwrap();
+    let logits = model.generator().logits(&hidden).unwrap();
+    let logits = logits.reshape((tgt_out.dim(0).unwrap(), ())).unwrap();
+    let vocab = trainer.data().tokenizers.tgt.vocab_size();
+    let loss = LabelSmoothing::new(vocab, PAD_ID, 0.1)
+        .loss_sum_from_logits(&logits, &tgt_out)
+        .unwrap();
+    let grads = loss.backward().unwrap();
+    (loss, grads)
+}
+
+/// The loss and every parameter's gradient of [`one_training_pass`], by parameter name.
+fn loss_and_gradients(model: ModelConfig) -> (f32, Vec<(String, Tensor)>) {
+    let trainer = toy_trainer(model);
+    let (loss, grads) = one_training_pass(&trainer);
+    let gradients = trainer
+        .named_tensors()
+        .unwrap()
+        .into_iter()
+        .filter_map(|(name, tensor)| Some((name, grads.get(&tensor)?.clone())))
+        .collect();
+    (loss.to_scalar::<f32>().unwrap(), gradients)
+}
+
+/// The composed path is what a GPU runs: through the whole model (pre- and post-norm, every
+/// fused op: linear, attention, both LayerNorms, the residual and ReLU dropouts, the loss) it
+/// gives the fused path's loss and gradients, with the same dropout draws.
+#[test]
+fn the_fused_and_composed_kernels_give_one_loss_and_one_gradient_per_parameter() {
+    for norm in [NormPlacement::Pre, NormPlacement::Post] {
+        let model = ModelConfig {
+            norm,
+            ..small_model()
+        };
+        let (fused_loss, fused) = loss_and_gradients(model.clone());
+        let (composed_loss, composed) = {
+            let _composed = transformer::kernels::composed_only();
+            loss_and_gradients(model)
+        };
+        assert!(
+            (fused_loss - composed_loss).abs() < 1e-4 * composed_loss.abs(),
+            "{norm:?}: loss {fused_loss} against {composed_loss}"
+        );
+        assert_eq!(fused.len(), composed.len());
+        for ((name, a), (_, b)) in fused.iter().zip(&composed) {
+            let largest = b
+                .abs()
+                .unwrap()
+                .max_all()
+                .unwrap()
+                .to_scalar::<f32>()
+                .unwrap();
+            let difference = (a - b)
+                .unwrap()
+                .abs()
+                .unwrap()
+                .max_all()
+                .unwrap()
+                .to_scalar::<f32>()
+                .unwrap();
+            // Key biases' gradients are zero but for rounding (softmax ignores a constant added
+            // to a row's scores): the floor keeps that noise from counting.
+            assert!(
+                difference <= 1e-4 * largest.max(0.1),
+                "{norm:?}: {name}'s gradient differs by {difference} (largest {largest})"
+            );
+        }
+    }
+}
+
+/// Training through the composed path (a whole run, Adam included) learns the toy pairs as
+/// the fused path does, step for step.
+#[test]
+fn training_through_the_composed_kernels_follows_the_fused_run() {
+    let config = Config {
+        model: small_model(),
+        ..Config::default()
+    };
+    let mut config = config;
+    config.training.warmup = 10;
+    let losses = |composed: bool| {
+        let _path = composed.then(transformer::kernels::composed_only);
+        let mut trainer = try_toy_trainer(config.clone()).unwrap();
+        let pairs: Vec<_> = trainer.data().pairs.iter().collect();
+        let batch = transformer::data::PaddedBatch::new(&pairs);
+        (0..30)
+            .map(|_| trainer.step_on(std::slice::from_ref(&batch)).unwrap())
+            .collect::<Vec<f64>>()
+    };
+    let (fused, composed) = (losses(false), losses(true));
+    assert!(
+        composed[25..].iter().sum::<f64>() / 5.0 < 0.5 * composed[0],
+        "{composed:?}"
+    );
+    for (step, (a, b)) in fused.iter().zip(&composed).enumerate() {
+        assert!(
+            (a - b).abs() < 1e-2 * b.abs(),
+            "step {step}: fused {a}, composed {b}"
+        );
+    }
 }

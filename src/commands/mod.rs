@@ -21,8 +21,13 @@ use crate::progress::Verbosity;
 use crate::translator::DecodeOptions;
 pub use stdout::StdoutClosed;
 
+/// The environment variable that sends every op down candle's composed path on the CPU too
+/// (`composed`), as a GPU runs it; `fused` or unset is the default.
+pub const KERNELS_VARIABLE: &str = "TRANSFORMER_KERNELS";
+
 /// Runs one parsed command.
 pub fn run(command: Command) -> anyhow::Result<()> {
+    choose_kernels()?;
     match command {
         Command::Train(args) => train::run(args),
         Command::Translate(args) => translate::run(args),
@@ -32,6 +37,25 @@ pub fn run(command: Command) -> anyhow::Result<()> {
         Command::Attention(args) => attention::run(args),
         Command::Bench(args) => bench::run(args),
         Command::InferTest(args) => infer_test::run(args),
+    }
+}
+
+/// Reads `TRANSFORMER_KERNELS`; a value other than `fused` or `composed` is a usage error.
+fn choose_kernels() -> anyhow::Result<()> {
+    match std::env::var(KERNELS_VARIABLE).as_deref() {
+        Err(std::env::VarError::NotPresent) | Ok("fused") => Ok(()),
+        Ok("composed") => {
+            crate::kernels::use_composed_everywhere();
+            Ok(())
+        }
+        Ok(other) => Err(UsageError(format!(
+            "{KERNELS_VARIABLE}={other:?} is not a kernel choice; use fused or composed, or unset it"
+        ))
+        .into()),
+        Err(std::env::VarError::NotUnicode(_)) => Err(UsageError(format!(
+            "{KERNELS_VARIABLE} is not UTF-8; use fused or composed, or unset it"
+        ))
+        .into()),
     }
 }
 
@@ -69,7 +93,7 @@ impl std::error::Error for UsageError {}
 /// never that none could be used.
 fn device_from(args: &DeviceArgs, verbosity: Verbosity) -> anyhow::Result<candle_core::Device> {
     let selected = select(args.device)?;
-    let hidden = verbosity == Verbosity::Quiet && !selected.device.is_cpu();
+    let hidden = verbosity == Verbosity::Quiet && selected.note_is_news;
     if let Some(note) = selected.note.filter(|_| !hidden) {
         eprintln!("{note}");
     }

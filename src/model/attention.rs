@@ -3,94 +3,13 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 
-use candle_core::{DType, Result, Tensor, D};
+use candle_core::{Result, Tensor};
 use candle_nn::VarBuilder;
 
 use super::linear::Linear;
-
-use super::attention_op::fused_attention;
-use super::dropout::{dropout, Mode};
 use crate::config::ModelConfig;
-
-/// Score given to masked positions: -1e9 as in the reference, not -inf, so a fully masked row
-/// becomes uniform instead of NaN.
-pub(super) const MASKED_SCORE: f32 = -1e9;
-
-/// Attention(Q, K, V) = softmax(Q K^T / sqrt(d_k)) V, with masked scores set to -1e9.
-///
-/// `query` is `(batch, heads, q_len, d_k)`, `key` and `value` are `(batch, heads, k_len, d_k)`,
-/// `mask` broadcasts to `(batch, heads, q_len, k_len)` with 0 where attention is not allowed.
-/// Returns the attended values `(batch, heads, q_len, d_k)` and, except on the fused training
-/// path (which never materialises them outside its scratch), the probabilities.
-pub fn attention(
-    query: &Tensor,
-    key: &Tensor,
-    value: &Tensor,
-    mask: Option<&Tensor>,
-    dropout_p: f64,
-    mode: Mode,
-) -> Result<(Tensor, Option<Tensor>)> {
-    if fused_applies(query, key, value, mode) {
-        let factors = match mode {
-            Mode::Train(rng) if dropout_p > 0.0 => {
-                let (batch, heads, q_len, _) = query.dims4()?;
-                // The same draws, in the same order, as the composed path's dropout mask.
-                Some(rng.factors(batch * heads * q_len * key.dim(2)?, dropout_p))
-            }
-            _ => None,
-        };
-        let out = fused_attention(query, key, value, mask, factors)?;
-        return Ok((out, None));
-    }
-    let d_k = query.dim(D::Minus1)?;
-    // Dividing by sqrt(d_k) keeps the dot products from pushing softmax into flat regions.
-    // In half precision the scores, the mask's -1e9 and the softmax are f32 (as PyTorch's
-    // autocast does): exp and the row sums overflow or lose the small probabilities otherwise.
-    let compute_dtype = query.dtype();
-    let scores = (query.matmul(&key.t()?)? / (d_k as f64).sqrt())?.to_dtype(DType::F32)?;
-    let scores = match mask {
-        Some(mask) => masked_fill(&scores, mask, MASKED_SCORE)?,
-        None => scores,
-    };
-    // candle's fused softmax has no backward pass: only where no gradient will be asked for.
-    let probabilities = if scores.track_op() {
-        softmax_last_dim(&scores)?
-    } else {
-        candle_nn::ops::softmax_last_dim(&scores)?
-    };
-    let dropped = dropout(&probabilities, dropout_p, mode)?.to_dtype(compute_dtype)?;
-    Ok((dropped.matmul(value)?, Some(probabilities)))
-}
-
-/// Whether the fused CPU op computes this attention: a training pass (gradients tracked), f32
-/// on the CPU. Evaluation keeps the composed ops (candle's fused softmax where nothing tracks
-/// gradients), whose probabilities the attention pictures record.
-fn fused_applies(query: &Tensor, key: &Tensor, value: &Tensor, mode: Mode) -> bool {
-    let tensors = [query, key, value];
-    matches!(mode, Mode::Train(_))
-        && tensors
-            .iter()
-            .all(|t| t.device().is_cpu() && t.dtype() == DType::F32)
-        && tensors.iter().any(|t| t.track_op())
-}
-
-/// Softmax over the last dimension from differentiable ops (candle's fused
-/// `softmax_last_dim` has no backward pass). The row maximum is subtracted for stability and
-/// detached: softmax does not depend on it, so its gradient is zero and need not be computed.
-fn softmax_last_dim(xs: &Tensor) -> Result<Tensor> {
-    let max = xs.max_keepdim(D::Minus1)?.detach();
-    let exp = xs.broadcast_sub(&max)?.exp()?;
-    exp.broadcast_div(&exp.sum_keepdim(D::Minus1)?)
-}
-
-/// `torch.masked_fill(mask == 0, value)`: where `mask` is 0, take `value`; `mask` broadcasts.
-fn masked_fill(scores: &Tensor, mask: &Tensor, value: f32) -> Result<Tensor> {
-    let mask = mask.broadcast_as(scores.shape())?;
-    let fill = Tensor::new(value, scores.device())?
-        .to_dtype(scores.dtype())?
-        .broadcast_as(scores.shape())?;
-    mask.where_cond(scores, &fill)
-}
+use crate::kernels::attention::scaled_dot_product;
+use crate::kernels::dropout::Mode;
 
 /// Keys and values split into heads, `(batch, heads, len, d_k)` each.
 #[derive(Debug, Clone)]
@@ -293,7 +212,7 @@ impl MultiHeadedAttention {
         let (batch, q_len, d_model) = query.dims3()?;
         let query = self.split_heads(&self.linears[0].forward(query)?)?;
         let mask = mask.map(|m| m.unsqueeze(1)).transpose()?;
-        let (x, probabilities) = attention(
+        let (x, probabilities) = scaled_dot_product(
             &query,
             &key_values.keys,
             &key_values.values,
@@ -321,7 +240,7 @@ impl MultiHeadedAttention {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use candle_core::{DType, Device, IndexOp};
+    use candle_core::{Device, IndexOp};
 
     #[test]
     fn the_cache_keeps_every_position_across_its_doublings() {
@@ -356,37 +275,5 @@ mod tests {
     fn the_model_can_be_shared_between_threads() {
         fn shareable<T: Send + Sync>() {}
         shareable::<crate::model::EncoderDecoder>();
-    }
-
-    #[test]
-    fn masked_positions_get_zero_attention() {
-        let dev = Device::Cpu;
-        let q = Tensor::randn(0f32, 1., (1, 2, 3, 4), &dev).unwrap();
-        let k = Tensor::randn(0f32, 1., (1, 2, 5, 4), &dev).unwrap();
-        let v = Tensor::randn(0f32, 1., (1, 2, 5, 4), &dev).unwrap();
-        // Keys 3 and 4 are padding.
-        let mask = Tensor::new(&[[[[1u8, 1, 1, 0, 0]]]], &dev).unwrap();
-        let (_, p) = attention(&q, &k, &v, Some(&mask), 0.0, Mode::Eval).unwrap();
-        let p = p.unwrap();
-        let p = p.squeeze(0).unwrap().to_vec3::<f32>().unwrap();
-        for head in &p {
-            for row in head {
-                assert_eq!(row[3], 0.0);
-                assert_eq!(row[4], 0.0);
-                assert!((row.iter().sum::<f32>() - 1.0).abs() < 1e-6);
-            }
-        }
-    }
-
-    #[test]
-    fn a_fully_masked_row_is_uniform_not_nan() {
-        let dev = Device::Cpu;
-        let q = Tensor::ones((1, 1, 1, 2), DType::F32, &dev).unwrap();
-        let k = Tensor::randn(0f32, 1., (1, 1, 4, 2), &dev).unwrap();
-        let mask = Tensor::zeros((1, 1, 1, 4), DType::U8, &dev).unwrap();
-        let (_, p) = attention(&q, &k, &k, Some(&mask), 0.0, Mode::Eval).unwrap();
-        let p = p.unwrap();
-        let p = p.flatten_all().unwrap().to_vec1::<f32>().unwrap();
-        assert!(p.iter().all(|&x| (x - 0.25).abs() < 1e-6), "{p:?}");
     }
 }

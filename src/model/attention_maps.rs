@@ -5,8 +5,8 @@
 use candle_core::{Result, Tensor};
 
 use super::attention::MultiHeadedAttention;
-use super::dropout::Mode;
 use super::encoder_decoder::EncoderDecoder;
+use crate::kernels::dropout::Mode;
 
 /// Attention probabilities per layer, each `(heads, queries, keys)`.
 pub struct AttentionMaps {

@@ -5,11 +5,11 @@ use candle_core::{Result, Tensor};
 use candle_nn::VarBuilder;
 
 use super::attention::{KeyValueCache, KeyValues, MultiHeadedAttention};
-use super::dropout::Mode;
 use super::layers::{
     apply_final_norm, final_norm, Norm, PositionwiseFeedForward, SublayerConnection,
 };
 use crate::config::ModelConfig;
+use crate::kernels::dropout::Mode;
 
 /// Self-attention, source attention and feed-forward, each in a SublayerConnection.
 pub struct DecoderLayer {

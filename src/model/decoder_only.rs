@@ -15,11 +15,11 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
 use super::attention::KeyValueCache;
-use super::dropout::Mode;
 use super::encoder::Encoder;
 use super::encoder_decoder::{EmbeddingStack, Generator};
 use super::masks;
 use crate::config::ModelConfig;
+use crate::kernels::dropout::Mode;
 
 /// A next-token language model.
 pub struct DecoderOnly {

@@ -3,8 +3,8 @@
 use candle_core::{DType, Device, Result, Tensor};
 use candle_nn::{Embedding, Module, VarBuilder};
 
-use super::dropout::{dropout, Mode};
 use crate::config::{ModelConfig, PositionEncoding};
+use crate::kernels::dropout::{dropout, Mode};
 
 /// A learned lookup table whose output is multiplied by sqrt(d_model).
 pub struct Embeddings {

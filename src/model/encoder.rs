@@ -5,11 +5,11 @@ use candle_core::{Result, Tensor};
 use candle_nn::VarBuilder;
 
 use super::attention::{KeyValueCache, MultiHeadedAttention};
-use super::dropout::Mode;
 use super::layers::{
     apply_final_norm, final_norm, Norm, PositionwiseFeedForward, SublayerConnection,
 };
 use crate::config::ModelConfig;
+use crate::kernels::dropout::Mode;
 
 /// Self-attention then feed-forward, each wrapped in a SublayerConnection.
 pub struct EncoderLayer {

@@ -6,11 +6,11 @@ use candle_nn::{VarBuilder, VarMap};
 use super::linear::Linear;
 
 use super::decoder::{Decoder, DecoderState};
-use super::dropout::Mode;
 use super::embeddings::{Embeddings, PositionalEncoding};
 use super::encoder::Encoder;
 use super::init::initialize_parameters;
 use crate::config::ModelConfig;
+use crate::kernels::dropout::Mode;
 
 /// Vocabulary sizes: the only model dimensions that come from the data, not the config.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

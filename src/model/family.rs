@@ -5,10 +5,10 @@ use candle_core::{Device, Result, Tensor};
 use candle_nn::{VarBuilder, VarMap};
 
 use super::decoder_only::DecoderOnly;
-use super::dropout::Mode;
 use super::encoder_decoder::{EncoderDecoder, VocabSizes};
 use super::init::initialize_parameters;
 use crate::config::{Architecture, ModelConfig};
+use crate::kernels::dropout::Mode;
 
 pub enum Model {
     Translation(EncoderDecoder),

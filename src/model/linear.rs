@@ -1,26 +1,20 @@
 //! A linear layer, `y = x W^T + b`, named as torch.nn.Linear (`weight` `(out, in)`, `bias`).
-//!
-//! On the CPU in f32 it is one fused graph node with its own backward pass (`linear_op`).
-//! Elsewhere (CUDA, other dtypes) it is composed from candle ops. Why not candle_nn::Linear
-//! there: its bias is added with `broadcast_add`, whose backward pass sums the gradient over
-//! every leading dimension with candle's CPU reduction, about 20x slower than a
-//! matrix-vector product. Broadcasting the bias with a product by a column of ones makes that
-//! sum a matrix product in the backward pass.
+//! The product itself is [`crate::kernels::linear`]'s.
 
 use std::sync::OnceLock;
 
 use candle_core::{Result, Tensor, D};
 use candle_nn::{Init, VarBuilder};
 
-use super::linear_op;
+use crate::kernels;
 
 /// A fully connected layer, with or without a bias.
 pub struct Linear {
     weight: Tensor,
     bias: Option<Tensor>,
-    /// `W^T`, made contiguous on first use when the weight is fixed (no gradient: a loaded
-    /// checkpoint, or validation's detached view, which lives for one validation pass).
-    /// Small-batch decoding multiplies much faster with it than with `W` read transposed.
+    /// `W^T` for a fixed weight, which the kernel may fill on first use (see
+    /// `kernels::linear::linear`): a loaded checkpoint, or validation's detached view, which
+    /// lives for one validation pass.
     fixed_weight_t: OnceLock<Tensor>,
 }
 
@@ -61,47 +55,14 @@ impl Linear {
         let mut dims = xs.dims().to_vec();
         let in_features = xs.dim(D::Minus1)?;
         let rows = xs.elem_count() / in_features.max(1);
-        let xs = xs.reshape((rows, in_features))?;
         if let Some(last) = dims.last_mut() {
             *last = self.weight.dim(0)?;
         }
-        let bias = self.bias.as_ref();
-        if linear_op::applies(&xs, &self.weight, bias) {
-            let ys = if self.weight.track_op() {
-                linear_op::linear(&xs, &self.weight, bias)?
-            } else {
-                linear_op::linear_transposed(&xs, self.fixed_weight_t()?, bias)?
-            };
-            return ys.reshape(dims);
-        }
-        let ys = xs.matmul(&self.weight.t()?)?;
-        let ys = match bias {
-            None => ys,
-            // The ones-product only pays off in the backward pass; without gradients
-            // (decoding a loaded checkpoint) the plain broadcast is one op instead of three.
-            Some(bias) if ys.track_op() || bias.track_op() => (ys + broadcast_rows(bias, rows)?)?,
-            Some(bias) => ys.broadcast_add(bias)?,
-        };
+        let xs = xs.reshape((rows, in_features))?;
+        let ys =
+            kernels::linear::linear(&xs, &self.weight, self.bias.as_ref(), &self.fixed_weight_t)?;
         ys.reshape(dims)
     }
-}
-
-impl Linear {
-    fn fixed_weight_t(&self) -> Result<&Tensor> {
-        if let Some(weight_t) = self.fixed_weight_t.get() {
-            return Ok(weight_t);
-        }
-        let weight_t = self.weight.t()?.contiguous()?;
-        Ok(self.fixed_weight_t.get_or_init(|| weight_t))
-    }
-}
-
-/// `vector` `(n,)` repeated as `rows` rows `(rows, n)`, as a product with a column of ones so
-/// that its gradient is a matrix-vector product rather than a slow reduction.
-pub fn broadcast_rows(vector: &Tensor, rows: usize) -> Result<Tensor> {
-    let n = vector.dim(0)?;
-    let ones = Tensor::ones((rows, 1), vector.dtype(), vector.device())?;
-    ones.matmul(&vector.reshape((1, n))?)
 }
 
 #[cfg(test)]

@@ -5,25 +5,19 @@
 
 pub mod attention;
 pub mod attention_maps;
-mod attention_op;
 pub mod decoder;
 pub mod decoder_only;
-pub mod dropout;
 pub mod embeddings;
 pub mod encoder;
 pub mod encoder_decoder;
 pub mod family;
 pub mod init;
-mod layer_norm_op;
 pub mod layers;
 pub mod linear;
-mod linear_op;
 pub mod masks;
-#[cfg(test)]
-mod test_support;
 
+pub use crate::kernels::dropout::{DropoutRng, Mode};
 pub use attention_maps::{attention_maps, AttentionMaps};
 pub use decoder::DecoderState;
-pub use dropout::{DropoutRng, Mode};
 pub use encoder_decoder::{inference_model, make_model, EncoderDecoder, Generator, VocabSizes};
 pub use family::Model;

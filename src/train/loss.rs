@@ -2,7 +2,9 @@
 //! model's distribution to a smoothed target that puts `1 - smoothing` on the right word,
 //! `smoothing / (vocab - 2)` on every other word but padding, and nothing on padding.
 
-use candle_core::{DType, Result, Tensor};
+use candle_core::{Result, Tensor};
+
+use crate::kernels::loss;
 
 /// The reference's `LabelSmoothing` criterion with `KLDivLoss(reduction="sum")`.
 pub struct LabelSmoothing {
@@ -20,39 +22,29 @@ impl LabelSmoothing {
         }
     }
 
-    /// Summed KL divergence over the non-padding rows.
-    ///
-    /// `log_probs` `(n, vocab)` from the Generator, `targets` `(n,)` ids. Computed in closed
-    /// form (no `(n, vocab)` target matrix): for a row with target t,
-    /// KL = C - (conf - s) * x_t - s * (sum_j x_j - x_pad), where C = sum_j q_j ln q_j.
+    /// Summed KL divergence over the non-padding rows, from `log_probs` `(n, vocab)` (the
+    /// Generator's output) and `targets` `(n,)` ids.
     pub fn loss_sum(&self, log_probs: &Tensor, targets: &Tensor) -> Result<Tensor> {
-        let (_, vocab) = log_probs.dims2()?;
+        self.check(log_probs)?;
+        loss::kl_sum_from_log_probs(log_probs, targets, self.pad, self.smoothing)
+    }
+
+    /// As `loss_sum`, from the logits `(n, vocab)`, the log-softmax included: what training
+    /// asks for, fused with the loss where the kernels can.
+    pub fn loss_sum_from_logits(&self, logits: &Tensor, targets: &Tensor) -> Result<Tensor> {
+        self.check(logits)?;
+        loss::label_smoothed_kl_sum(logits, targets, self.pad, self.smoothing)
+    }
+
+    fn check(&self, scores: &Tensor) -> Result<()> {
+        let (_, vocab) = scores.dims2()?;
         if vocab != self.vocab || vocab < 3 {
             candle_core::bail!(
                 "label smoothing expects {} classes, got {vocab}",
                 self.vocab
             )
         }
-        let confidence = 1.0 - self.smoothing;
-        let spread = self.smoothing / (vocab - 2) as f64;
-        let entropy_term = x_ln_x(confidence) + (vocab - 2) as f64 * x_ln_x(spread);
-
-        let target_log_probs = log_probs.gather(&targets.unsqueeze(1)?, 1)?.squeeze(1)?;
-        let pad_log_probs = log_probs.narrow(1, self.pad as usize, 1)?.squeeze(1)?;
-        let others = (log_probs.sum(1)? - pad_log_probs)?;
-        let per_row = ((target_log_probs * -(confidence - spread))? + (others * -spread)?)?;
-        let per_row = (per_row + entropy_term)?;
-        let not_padding = targets.ne(self.pad)?.to_dtype(DType::F32)?;
-        (per_row * not_padding)?.sum_all()
-    }
-}
-
-/// x ln x with 0 ln 0 = 0, as KLDivLoss treats zero targets.
-fn x_ln_x(x: f64) -> f64 {
-    if x > 0.0 {
-        x * x.ln()
-    } else {
-        0.0
+        Ok(())
     }
 }
 

@@ -2,8 +2,6 @@
 
 pub mod clip;
 pub mod events;
-pub mod fused_adam;
-pub mod fused_loss;
 pub mod loss;
 pub mod optimizer;
 pub mod resume;

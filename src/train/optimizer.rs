@@ -3,7 +3,7 @@
 
 use candle_core::{Result, Tensor, Var};
 
-use super::fused_adam::{adam_update_in_place, AdamStep};
+use crate::kernels::adam::{adam_update, AdamStep};
 
 /// Adam's hyper-parameters.
 #[derive(Debug, Clone, Copy)]
@@ -90,7 +90,7 @@ impl Adam {
         let t = self.steps_taken as i32;
         let bias_correction1 = 1.0 - beta1.powi(t);
         let bias_correction2 = 1.0 - beta2.powi(t);
-        let fused = AdamStep {
+        let step = AdamStep {
             beta1: beta1 as f32,
             beta2: beta2 as f32,
             step_size: (lr / bias_correction1) as f32,
@@ -107,15 +107,7 @@ impl Adam {
             let Some(grad) = grad else {
                 continue;
             };
-            if adam_update_in_place(var.as_tensor(), m, v, grad, fused)? {
-                continue;
-            }
-            *m = (m.affine(beta1, 0.)? + grad.affine(1. - beta1, 0.)?)?;
-            *v = (v.affine(beta2, 0.)? + grad.sqr()?.affine(1. - beta2, 0.)?)?;
-            // p -= lr * m_hat / (sqrt(v_hat) + eps), with m_hat = m / bc1, v_hat = v / bc2.
-            let denominator = v.sqrt()?.affine(1. / bias_correction2.sqrt(), eps)?;
-            let update = m.div(&denominator)?.affine(lr / bias_correction1, 0.)?;
-            var.set(&var.as_tensor().sub(&update)?)?;
+            adam_update(var, m, v, grad, step)?;
         }
         Ok(())
     }
@@ -125,51 +117,6 @@ impl Adam {
 mod tests {
     use super::*;
     use candle_core::Device;
-
-    #[test]
-    fn the_in_place_update_matches_the_tensor_update_over_several_steps() {
-        let dev = Device::Cpu;
-        let settings = AdamSettings {
-            beta1: 0.9,
-            beta2: 0.98,
-            eps: 1e-9,
-        };
-        let start = Tensor::randn(0f32, 1., (3, 70_000), &dev).unwrap();
-        let fused_var = Var::from_tensor(&start.copy().unwrap()).unwrap();
-        let mut fused = Adam::new(vec![fused_var.clone()], settings).unwrap();
-        // A non-contiguous gradient takes the tensor path: the same maths, op by op.
-        let tensor_var = Var::from_tensor(&start.copy().unwrap()).unwrap();
-        let mut by_tensors = Adam::new(vec![tensor_var.clone()], settings).unwrap();
-        for step in 0..4 {
-            let grad = Tensor::randn(0f32, 1., (70_000, 3), &dev)
-                .unwrap()
-                .t()
-                .unwrap();
-            assert!(!grad.is_contiguous());
-            let lr = 0.01 * (step + 1) as f64;
-            fused.step(&[Some(grad.contiguous().unwrap())], lr).unwrap();
-            by_tensors.step(&[Some(grad)], lr).unwrap();
-        }
-        let a = fused_var
-            .as_tensor()
-            .flatten_all()
-            .unwrap()
-            .to_vec1::<f32>()
-            .unwrap();
-        let b = tensor_var
-            .as_tensor()
-            .flatten_all()
-            .unwrap()
-            .to_vec1::<f32>()
-            .unwrap();
-        let worst = a
-            .iter()
-            .zip(&b)
-            .map(|(x, y)| (x - y).abs())
-            .fold(0f32, f32::max);
-        assert!(worst < 1e-6, "largest difference {worst}");
-        assert_ne!(a, start.flatten_all().unwrap().to_vec1::<f32>().unwrap());
-    }
 
     #[test]
     fn the_first_step_moves_each_weight_by_lr_against_its_gradient_sign() {

@@ -11,7 +11,6 @@ use candle_nn::VarMap;
 
 use super::clip::clip_grad_norm;
 use super::events::{CheckpointKind, MetricRecord, StepReport, StopReason, TrainObserver};
-use super::fused_loss::FusedLabelSmoothing;
 use super::loss::LabelSmoothing;
 use super::optimizer::{Adam, AdamSettings};
 use super::schedule::noam_rate;
@@ -98,7 +97,7 @@ impl Trainer {
     pub fn new(config: Config, data: TrainingData, device: &Device) -> anyhow::Result<Self> {
         let vocab = data.tokenizers.vocab_sizes();
         let seed = config.training.seed;
-        if config.training.dtype == ComputeDtype::Bf16 && device.is_cpu() {
+        if config.training.dtype == ComputeDtype::Bf16 && !crate::device::multiplies_bf16(device) {
             anyhow::bail!(
                 "training.dtype = \"bf16\" needs a GPU (--device cuda): candle's CPU backend \
                  has no bf16 matrix product; use dtype = \"f32\" on the CPU"
@@ -362,16 +361,7 @@ impl Trainer {
             .logits(&src, &tgt_in, &src_mask, &tgt_mask, mode)?
             .reshape((rows, ()))?
             .to_dtype(DType::F32)?;
-        if logits.device().is_cpu() {
-            let fused = FusedLabelSmoothing {
-                targets: batch.tgt_out.clone(),
-                pad: PAD_ID,
-                smoothing: self.config.training.label_smoothing,
-            };
-            return fused.loss_sum(&logits);
-        }
-        let log_probs = candle_nn::ops::log_softmax(&logits, candle_core::D::Minus1)?;
-        self.criterion.loss_sum(&log_probs, &tgt_out)
+        self.criterion.loss_sum_from_logits(&logits, &tgt_out)
     }
 
     /// Loss per target token over the validation pairs, dropout off.

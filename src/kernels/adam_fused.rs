@@ -21,25 +21,15 @@ pub struct AdamStep {
     pub eps: f32,
 }
 
-/// Updates `param`, `first` and `second` in place from `grad`, as torch.optim.Adam does:
-/// m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g^2; p -= step_size m / (sqrt(v) / sqrt(bc2) + eps).
-/// Returns false, touching nothing, where the fast path does not apply (not CPU f32, or a
-/// tensor that is not contiguous); the caller then uses tensor ops.
-pub fn adam_update_in_place(
+/// Updates `param`, `first` and `second` in place from `grad`: contiguous f32 on the CPU, all
+/// of one shape ([`super::adam::adam_update`] decides).
+pub(super) fn update_in_place(
     param: &Tensor,
     first: &Tensor,
     second: &Tensor,
     grad: &Tensor,
     step: AdamStep,
-) -> Result<bool> {
-    let all = [param, first, second, grad];
-    let applies = all
-        .iter()
-        .all(|t| t.device().is_cpu() && t.dtype() == candle_core::DType::F32 && t.is_contiguous())
-        && all.iter().all(|t| t.shape() == param.shape());
-    if !applies {
-        return Ok(false);
-    }
+) -> Result<()> {
     first.inplace_op2(
         grad,
         &Moment {
@@ -54,8 +44,7 @@ pub fn adam_update_in_place(
             squared: true,
         },
     )?;
-    param.inplace_op3(first, second, &Update(step))?;
-    Ok(true)
+    param.inplace_op3(first, second, &Update(step))
 }
 
 /// Where a contiguous tensor's elements lie in its storage.

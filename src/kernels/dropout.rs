@@ -69,20 +69,29 @@ impl DropoutRng {
     /// The next `count` factors of the CPU stream, as `mask` draws them: 0 with probability
     /// `p`, else 1 / (1 - p).
     pub(crate) fn factors(&self, count: usize, p: f64) -> Vec<f32> {
-        let keep_scale = (1.0 / (1.0 - p)) as f32;
+        let keep_scale = keep_scale(p);
+        self.keeps(count, p)
+            .into_iter()
+            .map(|keep| if keep { keep_scale } else { 0.0 })
+            .collect()
+    }
+
+    /// The next `count` draws of the CPU stream as keep (true) or drop, the same draws as
+    /// `factors` makes: a quarter of the memory where an op keeps its mask for the backward
+    /// pass.
+    pub(crate) fn keeps(&self, count: usize, p: f64) -> Vec<bool> {
         // Keep an element when a uniform u32 lands at or above p * 2^32.
         let threshold = (p * 4_294_967_296.0).min(u32::MAX as f64) as u32;
         let mut rng = self.rng.borrow_mut();
         (0..count)
-            .map(|_| {
-                if rng.random::<u32>() >= threshold {
-                    keep_scale
-                } else {
-                    0.0
-                }
-            })
+            .map(|_| rng.random::<u32>() >= threshold)
             .collect()
     }
+}
+
+/// What inverted dropout multiplies a kept element by, so that evaluation needs no rescaling.
+pub(crate) fn keep_scale(p: f64) -> f32 {
+    (1.0 / (1.0 - p)) as f32
 }
 
 /// A dropout mask drawn by `like`'s device's own generator (see `DropoutRng::begin_step`).

@@ -17,19 +17,21 @@
 //! ```
 
 use candle_core::{CpuStorage, CustomOp3, Layout, Result, Shape, Tensor};
-use rayon::prelude::*;
+use std::sync::Arc;
 
-use super::attention::MASKED_SCORE;
+use rayon::prelude::*;
 
 /// What the fused op needs besides Q, K and V; shared by its forward and backward nodes.
 #[derive(Clone)]
 struct Extras {
     scale: f32,
+    /// What a masked score becomes before the softmax.
+    masked_score: f32,
     /// Whether attention is allowed, per (batch, query, key): `batch * q_len * k_len` bytes,
     /// the same for every head.
-    mask: Option<Vec<u8>>,
+    mask: Option<Arc<Vec<u8>>>,
     /// Inverted-dropout factors (0 or 1 / (1 - p)) per (batch, head, query, key).
-    dropout: Option<Vec<f32>>,
+    dropout: Option<Arc<Vec<f32>>>,
 }
 
 /// The forward node.
@@ -43,14 +45,14 @@ struct AttentionGradOp {
 }
 
 /// `softmax(Q K^T / sqrt(d_k), masked) * dropout V` for `query` `(batch, heads, q_len, d_k)`,
-/// `key`/`value` `(batch, heads, k_len, d_k)`, contiguous f32 on the CPU. `mask` is u8
-/// broadcastable to `(batch, 1, q_len, k_len)` (0: not allowed), `dropout` holds one factor
-/// per score in row-major order. Returns `(batch, heads, q_len, d_k)`.
-pub fn fused_attention(
+/// `key`/`value` `(batch, heads, k_len, d_k)`, f32 on the CPU. `mask` is u8 broadcastable to
+/// `(batch, 1, q_len, k_len)` (0: not allowed; those scores become `masked_score`), `dropout`
+/// holds one factor per score in row-major order. Returns `(batch, heads, q_len, d_k)`.
+pub fn attention(
     query: &Tensor,
     key: &Tensor,
     value: &Tensor,
-    mask: Option<&Tensor>,
+    (mask, masked_score): (Option<&Tensor>, f32),
     dropout: Option<Vec<f32>>,
 ) -> Result<Tensor> {
     let (batch, _, q_len, d_k) = query.dims4()?;
@@ -61,12 +63,14 @@ pub fn fused_attention(
                 .to_dtype(candle_core::DType::U8)?
                 .flatten_all()?
                 .to_vec1::<u8>()
+                .map(Arc::new)
         })
         .transpose()?;
     let extras = Extras {
         scale: 1.0 / (d_k as f32).sqrt(),
+        masked_score,
         mask,
-        dropout,
+        dropout: dropout.map(Arc::new),
     };
     query.contiguous()?.apply_op3(
         &key.contiguous()?,
@@ -200,7 +204,7 @@ impl Extras {
                 let allowed = &mask[(batch * q_len + i) * k_len..][..k_len];
                 for (score, &ok) in row.iter_mut().zip(allowed) {
                     if ok == 0 {
-                        *score = MASKED_SCORE;
+                        *score = self.masked_score;
                     }
                 }
             }
@@ -410,117 +414,5 @@ impl AttentionGradOp {
             (1, d_k),
             extras.scale,
         );
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::model::test_support::largest_difference;
-    use candle_core::{Device, Var, D};
-
-    /// The composed ops the fused one replaces: scores, -1e9 mask fill, softmax, dropout
-    /// factors, product with V.
-    fn composed(
-        q: &Tensor,
-        k: &Tensor,
-        v: &Tensor,
-        mask: Option<&Tensor>,
-        dropout: Option<&Tensor>,
-    ) -> Tensor {
-        let d_k = q.dim(D::Minus1).unwrap();
-        let mut scores = (q.matmul(&k.t().unwrap()).unwrap() / (d_k as f64).sqrt()).unwrap();
-        if let Some(mask) = mask {
-            let mask = mask.broadcast_as(scores.shape()).unwrap();
-            let fill = Tensor::new(MASKED_SCORE, q.device())
-                .unwrap()
-                .broadcast_as(scores.shape())
-                .unwrap();
-            scores = mask.where_cond(&scores, &fill).unwrap();
-        }
-        let max = scores.max_keepdim(D::Minus1).unwrap().detach();
-        let exp = scores.broadcast_sub(&max).unwrap().exp().unwrap();
-        let mut probs = exp
-            .broadcast_div(&exp.sum_keepdim(D::Minus1).unwrap())
-            .unwrap();
-        if let Some(dropout) = dropout {
-            probs = probs.mul(dropout).unwrap();
-        }
-        probs.matmul(v).unwrap()
-    }
-
-    /// Values and the gradients of Q, K and V against the composed ops, for padding masks
-    /// (a fully masked row included), a causal mask, dropout, and inputs that are transposed
-    /// views (as split heads are before `contiguous`).
-    #[test]
-    fn fused_attention_matches_the_composed_ops_forward_and_backward() {
-        let dev = Device::Cpu;
-        let (batch, heads, len, d_k) = (2, 3, 5, 4);
-        let var = |seed: f64| {
-            let t = Tensor::randn(0f32, 1., (batch, len, heads, d_k), &dev)
-                .unwrap()
-                .affine(1.0 + seed, 0.0)
-                .unwrap();
-            Var::from_tensor(&t).unwrap()
-        };
-        let (qv, kv, vv) = (var(0.0), var(0.5), var(1.0));
-        // Transposed views: (batch, heads, len, d_k) with non-contiguous strides.
-        let (q, k, v) = (
-            qv.as_tensor().transpose(1, 2).unwrap(),
-            kv.as_tensor().transpose(1, 2).unwrap(),
-            vv.as_tensor().transpose(1, 2).unwrap(),
-        );
-        // Row 0 may see keys 0-2, row 1 nothing at all (uniform, as in the reference).
-        let padding = Tensor::from_vec(
-            vec![1u8, 1, 1, 0, 0, 0, 0, 0, 0, 0],
-            (batch, 1, 1, len),
-            &dev,
-        )
-        .unwrap();
-        let causal = crate::model::masks::subsequent_mask(len, &dev)
-            .unwrap()
-            .unsqueeze(0)
-            .unwrap();
-        let factors: Vec<f32> = (0..batch * heads * len * len)
-            .map(|i| if i % 7 == 3 { 0.0 } else { 1.0 / 0.9 })
-            .collect();
-        let factors_tensor =
-            Tensor::from_vec(factors.clone(), (batch, heads, len, len), &dev).unwrap();
-        let cases: [(Option<&Tensor>, bool); 4] = [
-            (None, false),
-            (Some(&padding), false),
-            (Some(&causal), true),
-            (Some(&padding), true),
-        ];
-        for (mask, with_dropout) in cases {
-            let fused =
-                fused_attention(&q, &k, &v, mask, with_dropout.then(|| factors.clone())).unwrap();
-            let (qc, kc, vc) = (
-                q.contiguous().unwrap(),
-                k.contiguous().unwrap(),
-                v.contiguous().unwrap(),
-            );
-            let reference = composed(&qc, &kc, &vc, mask, with_dropout.then_some(&factors_tensor));
-            assert!(largest_difference(&fused, &reference) < 1e-5);
-            // A loss that weighs every output differently, so no gradient is symmetric.
-            let weights = Tensor::randn(0f32, 1., fused.shape(), &dev).unwrap();
-            let loss = |out: &Tensor| out.mul(&weights).unwrap().sum_all().unwrap();
-            let (fused_grads, reference_grads) = (
-                loss(&fused).backward().unwrap(),
-                loss(&reference).backward().unwrap(),
-            );
-            for input in [&qv, &kv, &vv] {
-                let (a, b) = (
-                    fused_grads.get(input).unwrap(),
-                    reference_grads.get(input).unwrap(),
-                );
-                let worst = largest_difference(a, b);
-                assert!(
-                    worst < 1e-4,
-                    "mask {:?}, dropout {with_dropout}: gradient off by {worst}",
-                    mask.map(|m| m.dims().to_vec())
-                );
-            }
-        }
     }
 }

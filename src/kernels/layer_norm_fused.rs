@@ -19,9 +19,10 @@ use rayon::prelude::*;
 /// Which LayerNorm, with its epsilon.
 #[derive(Debug, Clone, Copy)]
 pub enum NormKind {
-    /// The reference's: unbiased std, eps added to it.
+    /// The Annotated Transformer's: `(x - mean) / (std + eps)` with the unbiased (n - 1) std
+    /// and eps added to it, outside the square root.
     Annotated { eps: f32 },
-    /// torch.nn.LayerNorm's: biased variance, eps inside the square root.
+    /// torch.nn.LayerNorm's: `(x - mean) / sqrt(var + eps)` with the biased (n) variance.
     Torch { eps: f32 },
 }
 
@@ -36,13 +37,8 @@ struct LayerNormGradOp {
 }
 
 /// `gain * normalised(xs) + bias` over the last dimension of `xs` `(..., size)`; `gain` and
-/// `bias` are `(size,)`. f32 on the CPU.
-pub fn fused_layer_norm(
-    xs: &Tensor,
-    gain: &Tensor,
-    bias: &Tensor,
-    kind: NormKind,
-) -> Result<Tensor> {
+/// `bias` are `(size,)`. f32 on the CPU: [`super::layer_norm::layer_norm`] decides.
+pub fn layer_norm(xs: &Tensor, gain: &Tensor, bias: &Tensor, kind: NormKind) -> Result<Tensor> {
     xs.contiguous()?.apply_op3(gain, bias, LayerNormOp(kind))
 }
 
@@ -92,7 +88,7 @@ fn inputs<'a>(
 }
 
 /// Rows per parallel task: enough work per task to pay for its dispatch.
-fn rows_per_task(size: usize) -> usize {
+pub(super) fn rows_per_task(size: usize) -> usize {
     (16_384 / size).max(1)
 }
 
@@ -252,90 +248,5 @@ impl CustomOp3 for LayerNormGradOp {
             sums.iter_mut().zip(&partial).for_each(|(s, p)| *s += p);
         }
         Ok((CpuStorage::F32(packed), Shape::from(x.len() + 2 * size)))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::model::test_support::largest_difference;
-    use candle_core::{Device, Var, D};
-
-    /// Both LayerNorms from candle's ops, as `layers.rs` composes them.
-    fn composed(x: &Tensor, gain: &Tensor, bias: &Tensor, kind: NormKind) -> Tensor {
-        let n = x.dim(D::Minus1).unwrap();
-        let centered = x
-            .broadcast_sub(&x.mean_keepdim(D::Minus1).unwrap())
-            .unwrap();
-        let squares = centered.sqr().unwrap().sum_keepdim(D::Minus1).unwrap();
-        let denominator = match kind {
-            NormKind::Annotated { eps } => {
-                ((squares / (n - 1) as f64).unwrap().sqrt().unwrap() + f64::from(eps)).unwrap()
-            }
-            NormKind::Torch { eps } => ((squares / n as f64).unwrap() + f64::from(eps))
-                .unwrap()
-                .sqrt()
-                .unwrap(),
-        };
-        centered
-            .broadcast_div(&denominator)
-            .unwrap()
-            .broadcast_mul(gain)
-            .unwrap()
-            .broadcast_add(bias)
-            .unwrap()
-    }
-
-    /// Values and the gradients of the input, gain and bias against the composed ops, for both
-    /// LayerNorms, over more rows than one parallel task holds, with a transposed input.
-    #[test]
-    fn fused_layer_norm_matches_the_composed_ops_forward_and_backward() {
-        let dev = Device::Cpu;
-        let size = 24;
-        let rows = rows_per_task(size) * 2 + 5;
-        let x = Var::from_tensor(
-            &Tensor::randn(0.5f32, 2., (size, rows), &dev)
-                .unwrap()
-                .t()
-                .unwrap()
-                .contiguous()
-                .unwrap(),
-        )
-        .unwrap();
-        let gain = Var::from_tensor(&Tensor::randn(1f32, 0.3, size, &dev).unwrap()).unwrap();
-        let bias = Var::from_tensor(&Tensor::randn(0f32, 0.3, size, &dev).unwrap()).unwrap();
-        let weights = Tensor::randn(0f32, 1., (rows, size), &dev).unwrap();
-        for kind in [
-            NormKind::Annotated { eps: 1e-6 },
-            NormKind::Torch { eps: 1e-5 },
-        ] {
-            // The input as a (rows, size) view of a transposed tensor's transpose.
-            let input = x.as_tensor().t().unwrap().t().unwrap();
-            let fused = fused_layer_norm(&input, gain.as_tensor(), bias.as_tensor(), kind).unwrap();
-            let reference = composed(&input, gain.as_tensor(), bias.as_tensor(), kind);
-            assert!(largest_difference(&fused, &reference) < 1e-5, "{kind:?}");
-            let loss = |out: &Tensor| out.mul(&weights).unwrap().sum_all().unwrap();
-            let (a, b) = (
-                loss(&fused).backward().unwrap(),
-                loss(&reference).backward().unwrap(),
-            );
-            for (name, var) in [("x", &x), ("gain", &gain), ("bias", &bias)] {
-                let (ours, theirs) = (a.get(var).unwrap(), b.get(var).unwrap());
-                let worst = largest_difference(ours, theirs);
-                // dg and db are sums over all rows: f32 rounding grows with their size.
-                let scale = 1.0
-                    + theirs
-                        .abs()
-                        .unwrap()
-                        .max_all()
-                        .unwrap()
-                        .to_scalar::<f32>()
-                        .unwrap();
-                assert!(
-                    worst < 1e-5 * scale,
-                    "{kind:?}: gradient of {name} off by {worst} (largest {scale})"
-                );
-            }
-        }
     }
 }

@@ -17,7 +17,7 @@ struct LinearOp {
 }
 
 /// `xs` `(rows, in)`, `weight` `(out, in)`, `bias` `(out,)` -> `(rows, out)`, as one node.
-/// CPU and f32 only: the caller checks [`applies`].
+/// CPU and f32 only: [`super::linear::linear`] decides.
 pub fn linear(xs: &Tensor, weight: &Tensor, bias: Option<&Tensor>) -> Result<Tensor> {
     let op = LinearOp { transposed: false };
     match bias {
@@ -33,14 +33,6 @@ pub fn linear_transposed(xs: &Tensor, weight_t: &Tensor, bias: Option<&Tensor>) 
         Some(bias) => xs.apply_op3(weight_t, bias, op),
         None => xs.apply_op2(weight_t, op),
     }
-}
-
-/// Whether [`linear`] can run: every tensor on the CPU in f32.
-pub fn applies(xs: &Tensor, weight: &Tensor, bias: Option<&Tensor>) -> bool {
-    [Some(xs), Some(weight), bias]
-        .iter()
-        .flatten()
-        .all(|t| t.device().is_cpu() && t.dtype() == candle_core::DType::F32)
 }
 
 /// The contiguous slice of a bias vector.
@@ -203,82 +195,5 @@ impl CustomOp2 for LinearOp {
     ) -> Result<(Option<Tensor>, Option<Tensor>)> {
         let (grad_xs, grad_weight) = self.input_and_weight_grads(xs, weight, grad)?;
         Ok((Some(grad_xs), Some(grad_weight)))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::model::test_support::largest_difference;
-    use candle_core::{Device, Var};
-
-    /// The fused op against candle's own composition, values and all three gradients, with a
-    /// transposed (strided) input as attention's reshapes produce.
-    #[test]
-    fn fused_linear_matches_the_composed_ops_forward_and_backward() {
-        let dev = Device::Cpu;
-        let x_t = Var::from_tensor(&Tensor::randn(0f32, 1., (7, 5), &dev).unwrap()).unwrap();
-        let w = Var::from_tensor(&Tensor::randn(0f32, 1., (3, 7), &dev).unwrap()).unwrap();
-        let b = Var::from_tensor(&Tensor::randn(0f32, 1., 3, &dev).unwrap()).unwrap();
-        let upstream = Tensor::randn(0f32, 1., (5, 3), &dev).unwrap();
-        let xs = x_t.as_tensor().t().unwrap();
-        assert!(!xs.is_contiguous());
-
-        let fused = linear(&xs, w.as_tensor(), Some(b.as_tensor())).unwrap();
-        let from_transposed = linear_transposed(
-            &xs,
-            &w.as_tensor().t().unwrap().contiguous().unwrap(),
-            Some(b.as_tensor()),
-        )
-        .unwrap();
-        let composed = xs
-            .matmul(&w.as_tensor().t().unwrap())
-            .unwrap()
-            .broadcast_add(b.as_tensor())
-            .unwrap();
-        assert!(largest_difference(&fused, &composed) < 1e-5);
-        assert!(largest_difference(&from_transposed, &composed) < 1e-5);
-
-        let fused_grads = (&fused * &upstream)
-            .unwrap()
-            .sum_all()
-            .unwrap()
-            .backward()
-            .unwrap();
-        let composed_grads = (&composed * &upstream)
-            .unwrap()
-            .sum_all()
-            .unwrap()
-            .backward()
-            .unwrap();
-        for var in [&x_t, &w, &b] {
-            let got = fused_grads.get(var.as_tensor()).unwrap();
-            let want = composed_grads.get(var.as_tensor()).unwrap();
-            assert_eq!(got.dims(), want.dims());
-            assert!(largest_difference(got, want) < 1e-5, "{got} vs {want}");
-        }
-    }
-
-    #[test]
-    fn the_bias_free_form_matches_a_plain_product_and_its_gradients() {
-        let dev = Device::Cpu;
-        let xs = Var::from_tensor(&Tensor::randn(0f32, 1., (6, 5), &dev).unwrap()).unwrap();
-        let w = Var::from_tensor(&Tensor::randn(0f32, 1., (4, 5), &dev).unwrap()).unwrap();
-        let fused = linear(xs.as_tensor(), w.as_tensor(), None).unwrap();
-        let composed = xs.as_tensor().matmul(&w.as_tensor().t().unwrap()).unwrap();
-        assert!(largest_difference(&fused, &composed) < 1e-5);
-        let fused_grads = fused.sqr().unwrap().sum_all().unwrap().backward().unwrap();
-        let composed_grads = composed
-            .sqr()
-            .unwrap()
-            .sum_all()
-            .unwrap()
-            .backward()
-            .unwrap();
-        for var in [&xs, &w] {
-            let got = fused_grads.get(var.as_tensor()).unwrap();
-            let want = composed_grads.get(var.as_tensor()).unwrap();
-            assert!(largest_difference(got, want) < 1e-4, "{got} vs {want}");
-        }
     }
 }

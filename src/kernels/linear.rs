@@ -1,0 +1,102 @@
+//! A linear layer's product, `y = x W^T + b`: on the CPU in f32 one fused node with its own
+//! backward pass ([`super::linear_fused`]), elsewhere composed from candle ops.
+//!
+//! Why not candle_nn::Linear on the composed path: its bias is added with `broadcast_add`,
+//! whose backward pass sums the gradient over every leading dimension with candle's CPU
+//! reduction, about 20x slower than a matrix-vector product. Broadcasting the bias with a
+//! product by a column of ones makes that sum a matrix product in the backward pass.
+
+use std::sync::OnceLock;
+
+use candle_core::{Result, Tensor};
+
+use super::{fused_runs, linear_fused};
+
+/// `xs` `(rows, in)`, `weight` `(out, in)`, `bias` `(out,)` -> `(rows, out)`.
+///
+/// `fixed_transpose` is the caller's room for a contiguous `W^T`, which the fused path makes
+/// on first use when `weight` is fixed (no gradient: a loaded checkpoint, or validation's
+/// detached view): small-batch decoding multiplies much faster with it than with `W` read
+/// transposed. Keep it with the weight and empty it when the weight changes.
+pub fn linear(
+    xs: &Tensor,
+    weight: &Tensor,
+    bias: Option<&Tensor>,
+    fixed_transpose: &OnceLock<Tensor>,
+) -> Result<Tensor> {
+    let tensors: Vec<&Tensor> = [Some(xs), Some(weight), bias]
+        .into_iter()
+        .flatten()
+        .collect();
+    if fused_runs(&tensors) {
+        if weight.track_op() {
+            return linear_fused::linear(xs, weight, bias);
+        }
+        let weight_t = match fixed_transpose.get() {
+            Some(weight_t) => weight_t,
+            None => {
+                let weight_t = weight.t()?.contiguous()?;
+                fixed_transpose.get_or_init(|| weight_t)
+            }
+        };
+        return linear_fused::linear_transposed(xs, weight_t, bias);
+    }
+    let ys = xs.matmul(&weight.t()?)?;
+    match bias {
+        None => Ok(ys),
+        // The ones-product only pays off in the backward pass; without gradients (decoding a
+        // loaded checkpoint) the plain broadcast is one op instead of three.
+        Some(bias) if ys.track_op() || bias.track_op() => ys + broadcast_rows(bias, xs.dim(0)?)?,
+        Some(bias) => ys.broadcast_add(bias),
+    }
+}
+
+/// `vector` `(n,)` repeated as `rows` rows `(rows, n)`, as a product with a column of ones so
+/// that its gradient is a matrix-vector product rather than a slow reduction.
+pub fn broadcast_rows(vector: &Tensor, rows: usize) -> Result<Tensor> {
+    let n = vector.dim(0)?;
+    let ones = Tensor::ones((rows, 1), vector.dtype(), vector.device())?;
+    ones.matmul(&vector.reshape((1, n))?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kernels::test_support::{assert_fused_matches_composed, largest_difference};
+    use candle_core::{Device, Var};
+
+    /// Values and all three gradients, with a transposed (strided) input as attention's
+    /// reshapes produce.
+    #[test]
+    fn the_fused_linear_matches_the_composed_one_forward_and_backward() {
+        let dev = Device::Cpu;
+        let x_t = Var::from_tensor(&Tensor::randn(0f32, 1., (7, 5), &dev).unwrap()).unwrap();
+        let w = Var::from_tensor(&Tensor::randn(0f32, 1., (3, 7), &dev).unwrap()).unwrap();
+        let b = Var::from_tensor(&Tensor::randn(0f32, 1., 3, &dev).unwrap()).unwrap();
+        let xs = x_t.as_tensor().t().unwrap();
+        assert!(!xs.is_contiguous());
+        assert_fused_matches_composed(&[&x_t, &w, &b], 1e-5, || {
+            linear(&xs, w.as_tensor(), Some(b.as_tensor()), &OnceLock::new()).unwrap()
+        });
+        assert_fused_matches_composed(&[&x_t, &w], 1e-4, || {
+            linear(&xs, w.as_tensor(), None, &OnceLock::new()).unwrap()
+        });
+    }
+
+    #[test]
+    fn a_fixed_weight_is_transposed_once_and_gives_the_same_product() {
+        let dev = Device::Cpu;
+        let xs = Tensor::randn(0f32, 1., (4, 6), &dev).unwrap();
+        let w = Tensor::randn(0f32, 1., (5, 6), &dev).unwrap();
+        let b = Tensor::randn(0f32, 1., 5, &dev).unwrap();
+        let room = OnceLock::new();
+        let fused = linear(&xs, &w, Some(&b), &room).unwrap();
+        assert_eq!(room.get().unwrap().dims(), &[6, 5]);
+        let plain = xs
+            .matmul(&w.t().unwrap())
+            .unwrap()
+            .broadcast_add(&b)
+            .unwrap();
+        assert!(largest_difference(&fused, &plain) < 1e-5);
+    }
+}

@@ -1,0 +1,103 @@
+//! The ops that training and decoding spend their time in, each behind one entry point that
+//! works on any device: a fused CPU op with its own backward pass where there is one (f32 on
+//! the CPU), candle's composed ops everywhere else (a GPU today, half precision). Model and
+//! training code call these and never ask which device they run on.
+//!
+//! | entry point | what it computes | fused op |
+//! | --- | --- | --- |
+//! | [`linear::linear`] | `x W^T + b` | [`linear_fused`] |
+//! | [`attention::scaled_dot_product`] | softmax(Q K^T / sqrt(d_k), masked), dropout, times V | [`attention_fused`] |
+//! | [`layer_norm::layer_norm`] | the reference's LayerNorm and torch's | [`layer_norm_fused`] |
+//! | [`residual::residual_dropout`] | `x + dropout(y)` (a sublayer's residual) | [`residual`] |
+//! | [`residual::relu_dropout`] | `dropout(max(0, h))` (the feed-forward's middle) | [`residual`] |
+//! | [`loss::label_smoothed_kl_sum`] | log-softmax and the label-smoothed KL | [`loss_fused`] |
+//! | [`adam::adam_update`] | one Adam step, in place | [`adam_fused`] |
+//!
+//! The composed path is what a GPU runs, and the CPU can be made to run it too: for this
+//! thread with [`composed_only`] (the tests check every fused op against it), for the whole
+//! process with [`use_composed_everywhere`] (`TRANSFORMER_KERNELS=composed` on the command
+//! line, so that a whole training run goes through it).
+
+pub mod adam;
+mod adam_fused;
+pub mod attention;
+mod attention_fused;
+pub mod dropout;
+pub mod layer_norm;
+mod layer_norm_fused;
+pub mod linear;
+mod linear_fused;
+pub mod loss;
+mod loss_fused;
+pub mod residual;
+#[cfg(test)]
+mod test_support;
+
+use std::cell::Cell;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use candle_core::{DType, Tensor};
+
+thread_local! {
+    static COMPOSED_ON_THIS_THREAD: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Set once by the command line (`TRANSFORMER_KERNELS=composed`); never unset.
+static COMPOSED_EVERYWHERE: AtomicBool = AtomicBool::new(false);
+
+/// Makes every entry point take the composed path for the rest of the process.
+pub fn use_composed_everywhere() {
+    COMPOSED_EVERYWHERE.store(true, Ordering::Relaxed);
+}
+
+/// While the returned guard lives, this thread's entry points take the composed path, on the
+/// CPU too. Thread-local so that tests running side by side do not switch each other.
+pub fn composed_only() -> ComposedOnly {
+    let previous = COMPOSED_ON_THIS_THREAD.with(|on| on.replace(true));
+    ComposedOnly { previous }
+}
+
+/// See [`composed_only`]; dropping it restores what was there before.
+pub struct ComposedOnly {
+    previous: bool,
+}
+
+impl Drop for ComposedOnly {
+    fn drop(&mut self) {
+        COMPOSED_ON_THIS_THREAD.with(|on| on.set(self.previous));
+    }
+}
+
+/// Whether the fused CPU ops run for `tensors`: all f32 on the CPU, and the composed path not
+/// asked for. The one place besides `device.rs` that asks where a tensor lives.
+fn fused_runs(tensors: &[&Tensor]) -> bool {
+    !COMPOSED_EVERYWHERE.load(Ordering::Relaxed)
+        && !COMPOSED_ON_THIS_THREAD.with(Cell::get)
+        && tensors
+            .iter()
+            .all(|t| t.device().is_cpu() && t.dtype() == DType::F32)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use candle_core::Device;
+
+    #[test]
+    fn the_composed_switch_holds_while_its_guard_lives_and_nests() {
+        let xs = Tensor::zeros(2, DType::F32, &Device::Cpu).unwrap();
+        assert!(fused_runs(&[&xs]));
+        {
+            let _outer = composed_only();
+            assert!(!fused_runs(&[&xs]));
+            {
+                let _inner = composed_only();
+                assert!(!fused_runs(&[&xs]));
+            }
+            assert!(!fused_runs(&[&xs]));
+        }
+        assert!(fused_runs(&[&xs]));
+        let half = xs.to_dtype(DType::F16).unwrap();
+        assert!(!fused_runs(&[&xs, &half]));
+    }
+}
