@@ -65,22 +65,78 @@ mod tests {
     use crate::kernels::test_support::{assert_fused_matches_composed, largest_difference};
     use candle_core::{Device, Var};
 
-    /// Values and all three gradients, with a transposed (strided) input as attention's
-    /// reshapes produce.
+    /// Values and all three gradients, for few rows (the few-row kernels) and many (gemm),
+    /// with a transposed (strided) input as attention's reshapes produce.
     #[test]
     fn the_fused_linear_matches_the_composed_one_forward_and_backward() {
         let dev = Device::Cpu;
-        let x_t = Var::from_tensor(&Tensor::randn(0f32, 1., (7, 5), &dev).unwrap()).unwrap();
-        let w = Var::from_tensor(&Tensor::randn(0f32, 1., (3, 7), &dev).unwrap()).unwrap();
-        let b = Var::from_tensor(&Tensor::randn(0f32, 1., 3, &dev).unwrap()).unwrap();
-        let xs = x_t.as_tensor().t().unwrap();
-        assert!(!xs.is_contiguous());
-        assert_fused_matches_composed(&[&x_t, &w, &b], 1e-5, || {
-            linear(&xs, w.as_tensor(), Some(b.as_tensor()), &OnceLock::new()).unwrap()
-        });
-        assert_fused_matches_composed(&[&x_t, &w], 1e-4, || {
-            linear(&xs, w.as_tensor(), None, &OnceLock::new()).unwrap()
-        });
+        for rows in [1, 5, 40] {
+            let x_t =
+                Var::from_tensor(&Tensor::randn(0f32, 1., (37, rows), &dev).unwrap()).unwrap();
+            let w = Var::from_tensor(&Tensor::randn(0f32, 1., (19, 37), &dev).unwrap()).unwrap();
+            let b = Var::from_tensor(&Tensor::randn(0f32, 1., 19, &dev).unwrap()).unwrap();
+            let xs = x_t.as_tensor().t().unwrap();
+            assert!(rows == 1 || !xs.is_contiguous());
+            assert_fused_matches_composed(&[&x_t, &w, &b], 1e-5, || {
+                linear(&xs, w.as_tensor(), Some(b.as_tensor()), &OnceLock::new()).unwrap()
+            });
+            assert_fused_matches_composed(&[&x_t, &w], 1e-5, || {
+                linear(&xs, w.as_tensor(), None, &OnceLock::new()).unwrap()
+            });
+            let contiguous =
+                Var::from_tensor(&Tensor::randn(0f32, 1., (rows, 37), &dev).unwrap()).unwrap();
+            assert_fused_matches_composed(&[&contiguous, &w, &b], 1e-5, || {
+                linear(
+                    contiguous.as_tensor(),
+                    w.as_tensor(),
+                    Some(b.as_tensor()),
+                    &OnceLock::new(),
+                )
+                .unwrap()
+            });
+        }
+    }
+
+    /// The transposed form's gradients (a fixed weight's W^T tracked as a variable, as no
+    /// model does, but the op supports it) against the same product composed.
+    #[test]
+    fn the_transposed_form_has_the_gradients_of_its_product() {
+        let dev = Device::Cpu;
+        for rows in [3, 40] {
+            let xs = Var::from_tensor(&Tensor::randn(0f32, 1., (rows, 37), &dev).unwrap()).unwrap();
+            let wt = Var::from_tensor(&Tensor::randn(0f32, 1., (37, 19), &dev).unwrap()).unwrap();
+            let b = Var::from_tensor(&Tensor::randn(0f32, 1., 19, &dev).unwrap()).unwrap();
+            let fused = linear_fused::linear_transposed(
+                xs.as_tensor(),
+                wt.as_tensor(),
+                Some(b.as_tensor()),
+            )
+            .unwrap();
+            let composed = xs
+                .as_tensor()
+                .matmul(wt.as_tensor())
+                .unwrap()
+                .broadcast_add(b.as_tensor())
+                .unwrap();
+            assert!(largest_difference(&fused, &composed) < 1e-4);
+            let upstream = Tensor::randn(0f32, 1., fused.shape(), &dev).unwrap();
+            let grads = |out: &Tensor| {
+                (out * &upstream)
+                    .unwrap()
+                    .sum_all()
+                    .unwrap()
+                    .backward()
+                    .unwrap()
+            };
+            let (a, c) = (grads(&fused), grads(&composed));
+            for var in [&xs, &wt, &b] {
+                let (got, want) = (
+                    a.get(var.as_tensor()).unwrap(),
+                    c.get(var.as_tensor()).unwrap(),
+                );
+                assert!(largest_difference(got, want) < 1e-4, "{rows} rows");
+            }
+        }
     }
 
     #[test]

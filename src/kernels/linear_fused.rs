@@ -8,7 +8,9 @@
 //! layout: `dx = g W`, `dW = g^T x`, `db = 1^T g`. Layers without a bias use the two-operand
 //! form of the same op.
 
-use candle_core::{CpuStorage, CustomOp2, CustomOp3, Layout, Result, Shape, Tensor};
+use candle_core::{CpuStorage, CustomOp2, CustomOp3, Layout, Result, Shape, Storage, Tensor};
+
+use super::few_rows::{self, Rows};
 
 /// The op behind [`linear`] and [`linear_transposed`].
 struct LinearOp {
@@ -66,6 +68,24 @@ impl LinearOp {
                 bias.map(<[f32]>::len)
             )
         }
+        if rows <= few_rows::MAX_ROWS {
+            if let (Some(x), Some(w)) = (
+                contiguous(x_storage, x_layout)?,
+                contiguous(w_storage, w_layout)?,
+            ) {
+                let x = Rows {
+                    data: x,
+                    rows,
+                    cols: in_features,
+                };
+                let dst = if self.transposed {
+                    few_rows::x_times_wt(x, w, bias)
+                } else {
+                    few_rows::x_times_w_t(x, w, bias)
+                };
+                return Ok((CpuStorage::F32(dst), Shape::from((rows, out_features))));
+            }
+        }
         let dst_len = rows * out_features;
         let mut dst = Vec::with_capacity(dst_len);
         match bias {
@@ -122,19 +142,139 @@ impl LinearOp {
         Ok((CpuStorage::F32(dst), Shape::from((rows, out_features))))
     }
 
-    /// `dx = g W` and `dW = g^T x` (or `d(W^T) = x^T g` for the transposed form).
-    fn input_and_weight_grads(
+    /// `dx = g W`, `dW = g^T x` (or `d(W^T) = x^T g` for the transposed form) and, with a
+    /// bias, `db = 1^T g`: each written once, in its final layout, with no zero fill first
+    /// (candle's matmul zeroes its output before gemm overwrites it). gemm even for few rows:
+    /// few-row kernels written like the forward ones lost to it here (the toy pairs, 12 rows).
+    fn gradients(
         &self,
         xs: &Tensor,
         weight: &Tensor,
         grad: &Tensor,
-    ) -> Result<(Tensor, Tensor)> {
-        if self.transposed {
-            Ok((grad.matmul(&weight.t()?)?, xs.t()?.matmul(grad)?))
+        with_bias: bool,
+    ) -> Result<(Tensor, Tensor, Option<Tensor>)> {
+        let grad = grad.contiguous()?;
+        let (rows, in_features) = xs.dims2()?;
+        let out_features = grad.dim(1)?;
+        let (x_storage, x_layout) = xs.storage_and_layout();
+        let (w_storage, w_layout) = weight.storage_and_layout();
+        let (g_storage, g_layout) = grad.storage_and_layout();
+        let (Storage::Cpu(x_storage), Storage::Cpu(w_storage), Storage::Cpu(g_storage)) =
+            (&*x_storage, &*w_storage, &*g_storage)
+        else {
+            candle_core::bail!("linear: the fused backward pass runs on the CPU only")
+        };
+        let g = contiguous(g_storage, g_layout)?.ok_or_else(|| {
+            candle_core::Error::Msg("linear: the upstream gradient is not contiguous".into())
+        })?;
+        let x = Strided::of(x_storage, x_layout)?;
+        let w = Strided::of(w_storage, w_layout)?;
+        let g = Strided {
+            data: g,
+            row: out_features,
+            col: 1,
+        };
+        // W as the (out, in) matrix R of dx = g R, read in place in either layout.
+        let r = if self.transposed { w.transposed() } else { w };
+        let dx = gemm_into((rows, in_features, out_features), g, r);
+        let dw = if self.transposed {
+            gemm_into((in_features, out_features, rows), x.transposed(), g)
         } else {
-            Ok((grad.matmul(weight)?, grad.t()?.matmul(xs)?))
+            gemm_into((out_features, in_features, rows), g.transposed(), x)
+        };
+        let db = with_bias.then(|| {
+            let ones = vec![1f32; rows];
+            let ones = Rows {
+                data: &ones,
+                rows: 1,
+                cols: rows,
+            };
+            few_rows::x_times_wt(ones, g.data, None)
+        });
+        let device = xs.device();
+        Ok((
+            Tensor::from_vec(dx, (rows, in_features), device)?,
+            Tensor::from_vec(dw, weight.shape(), device)?,
+            db.map(|db| Tensor::from_vec(db, out_features, device))
+                .transpose()?,
+        ))
+    }
+}
+
+/// A contiguous tensor's f32 slice, or None for a strided one.
+fn contiguous<'a>(storage: &'a CpuStorage, layout: &Layout) -> Result<Option<&'a [f32]>> {
+    Ok(match layout.contiguous_offsets() {
+        Some((start, end)) => Some(&storage.as_slice::<f32>()?[start..end]),
+        None => None,
+    })
+}
+
+/// A matrix as gemm reads it: its elements from the first, and its row and column strides.
+#[derive(Clone, Copy)]
+struct Strided<'a> {
+    data: &'a [f32],
+    row: usize,
+    col: usize,
+}
+
+impl<'a> Strided<'a> {
+    fn of(storage: &'a CpuStorage, layout: &Layout) -> Result<Self> {
+        Ok(Self {
+            data: &storage.as_slice::<f32>()?[layout.start_offset()..],
+            row: layout.stride()[0],
+            col: layout.stride()[1],
+        })
+    }
+
+    fn transposed(self) -> Self {
+        Self {
+            row: self.col,
+            col: self.row,
+            ..self
         }
     }
+}
+
+/// `lhs (m, k) rhs (k, n)` into a new row-major `(m, n)` buffer that gemm writes whole.
+fn gemm_into((m, n, k): (usize, usize, usize), lhs: Strided, rhs: Strided) -> Vec<f32> {
+    if k == 0 {
+        return vec![0.0; m * n];
+    }
+    let mut dst: Vec<f32> = Vec::with_capacity(m * n);
+    let threads = rayon::current_num_threads();
+    let parallelism = if threads > 1 {
+        gemm::Parallelism::Rayon(threads)
+    } else {
+        gemm::Parallelism::None
+    };
+    // SAFETY: the strides come from the operands' own layouts (or describe their transposes),
+    // so every element gemm reads lies in its slice; with `read_dst` false gemm writes each of
+    // the m x n elements of `dst` without reading it, after which its length is set.
+    unsafe {
+        gemm::gemm(
+            m,
+            n,
+            k,
+            dst.as_mut_ptr(),
+            1,
+            n as isize,
+            false,
+            lhs.data.as_ptr(),
+            lhs.col as isize,
+            lhs.row as isize,
+            rhs.data.as_ptr(),
+            rhs.col as isize,
+            rhs.row as isize,
+            0.0,
+            1.0,
+            false,
+            false,
+            false,
+            parallelism,
+        );
+        dst.set_len(m * n);
+    }
+    dst
 }
 
 impl CustomOp3 for LinearOp {
@@ -163,11 +303,8 @@ impl CustomOp3 for LinearOp {
         _res: &Tensor,
         grad: &Tensor,
     ) -> Result<(Option<Tensor>, Option<Tensor>, Option<Tensor>)> {
-        let (grad_xs, grad_weight) = self.input_and_weight_grads(xs, weight, grad)?;
-        // A product with a row of ones: candle's column-sum reduction is far slower.
-        let ones = Tensor::ones((1, grad.dim(0)?), grad.dtype(), grad.device())?;
-        let grad_bias = ones.matmul(grad)?.squeeze(0)?;
-        Ok((Some(grad_xs), Some(grad_weight), Some(grad_bias)))
+        let (grad_xs, grad_weight, grad_bias) = self.gradients(xs, weight, grad, true)?;
+        Ok((Some(grad_xs), Some(grad_weight), grad_bias))
     }
 }
 
@@ -193,7 +330,7 @@ impl CustomOp2 for LinearOp {
         _res: &Tensor,
         grad: &Tensor,
     ) -> Result<(Option<Tensor>, Option<Tensor>)> {
-        let (grad_xs, grad_weight) = self.input_and_weight_grads(xs, weight, grad)?;
+        let (grad_xs, grad_weight, _) = self.gradients(xs, weight, grad, false)?;
         Ok((Some(grad_xs), Some(grad_weight)))
     }
 }

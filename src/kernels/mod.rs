@@ -23,6 +23,7 @@ mod adam_fused;
 pub mod attention;
 mod attention_fused;
 pub mod dropout;
+mod few_rows;
 pub mod layer_norm;
 mod layer_norm_fused;
 pub mod linear;
