@@ -5,11 +5,12 @@
 //! a time, and writes every output once. (The backward products of few rows stay with gemm:
 //! written the same way they were slower than it.)
 //!
-//! The loops are plain Rust over 16-lane accumulators; each kernel is compiled three times
-//! (AVX-512, AVX2 + FMA, and the baseline) and the CPU's best is chosen at run time, so the
-//! binary stays portable while the vectors are the widest the machine has.
+//! The loops are plain Rust over 64-lane accumulators, compiled for the CPU's widest vectors
+//! ([`super::simd`]).
 
 use rayon::prelude::*;
+
+use super::simd::fma;
 
 /// Up to this many rows the products here beat gemm's (measured on 512 x 2048 weights).
 pub const MAX_ROWS: usize = 16;
@@ -28,48 +29,6 @@ pub struct Rows<'a> {
 impl Rows<'_> {
     fn row(&self, r: usize) -> &[f32] {
         &self.data[r * self.cols..(r + 1) * self.cols]
-    }
-}
-
-/// Defines `$name`, whose body is compiled for the best vector extension the CPU has: AVX-512,
-/// AVX2 + FMA, or the baseline. The body names `FUSED` (whether `mul_add` is one instruction)
-/// for the helpers below. It runs on one thread: the callers split the work into tasks first,
-/// so that each task's loops are compiled with the features (a closure handed to rayon would
-/// not be).
-macro_rules! dispatch {
-    ($name:ident($($arg:ident: $ty:ty),*) -> $ret:ty $body:block) => {
-        fn $name($($arg: $ty),*) -> $ret {
-            #[inline(always)]
-            fn body<const FUSED: bool>($($arg: $ty),*) -> $ret $body
-            #[cfg(target_arch = "x86_64")]
-            {
-                #[target_feature(enable = "avx512f,avx2,fma")]
-                unsafe fn avx512($($arg: $ty),*) -> $ret { body::<true>($($arg),*) }
-                #[target_feature(enable = "avx2,fma")]
-                unsafe fn avx2($($arg: $ty),*) -> $ret { body::<true>($($arg),*) }
-                if std::arch::is_x86_feature_detected!("avx512f") {
-                    // SAFETY: the CPU has the features the function is compiled for.
-                    return unsafe { avx512($($arg),*) };
-                }
-                if std::arch::is_x86_feature_detected!("avx2")
-                    && std::arch::is_x86_feature_detected!("fma")
-                {
-                    // SAFETY: as above.
-                    return unsafe { avx2($($arg),*) };
-                }
-            }
-            body::<false>($($arg),*)
-        }
-    };
-}
-
-/// `a b + c`, as one instruction where the CPU has FMA (a library call otherwise).
-#[inline(always)]
-fn fma<const FUSED: bool>(a: f32, b: f32, c: f32) -> f32 {
-    if FUSED {
-        a.mul_add(b, c)
-    } else {
-        a * b + c
     }
 }
 
@@ -130,42 +89,50 @@ fn by_column_ranges(rows: usize, n: usize, task: impl Fn(Range) -> Vec<f32> + Sy
     out
 }
 
-dispatch!(dots_with_rows(x: Rows, w: &[f32], bias: Option<&[f32]>, range: Range) -> Vec<f32> {
-    // block[r][j] = b[j] + x_r . W_j for j in range, W row-major with rows of x.cols.
-    let mut block = Vec::with_capacity(x.rows * range.len());
-    for r in 0..x.rows {
-        let row = x.row(r);
-        for j in range.clone() {
-            let b = match bias {
-                Some(b) => b[j],
-                None => 0.0,
-            };
-            block.push(b + dot::<FUSED>(row, &w[j * x.cols..(j + 1) * x.cols]));
-        }
-    }
-    block
-});
-
-dispatch!(sums_of_row_segments(x: Rows, m: &[f32], bias: Option<&[f32]>, range: Range) -> Vec<f32> {
-    // block[r] = b + sum_i x[r][i] M_i[range], M row-major with rows of n: each row segment of
-    // M is read once, for every row of x.
-    let n = m.len() / x.cols.max(1);
-    let width = range.len();
-    let mut block = Vec::with_capacity(x.rows * width);
-    for _ in 0..x.rows {
-        match bias {
-            Some(b) => block.extend_from_slice(&b[range.clone()]),
-            None => block.resize(block.len() + width, 0.0),
-        }
-    }
-    for i in 0..x.cols {
-        let segment = &m[i * n + range.start..i * n + range.end];
+vectorized!(
+    fn dots_with_rows(x: Rows, w: &[f32], bias: Option<&[f32]>, range: Range) -> Vec<f32> {
+        // block[r][j] = b[j] + x_r . W_j for j in range, W row-major with rows of x.cols.
+        let mut block = Vec::with_capacity(x.rows * range.len());
         for r in 0..x.rows {
-            axpy::<FUSED>(&mut block[r * width..(r + 1) * width], x.data[r * x.cols + i], segment);
+            let row = x.row(r);
+            for j in range.clone() {
+                let b = match bias {
+                    Some(b) => b[j],
+                    None => 0.0,
+                };
+                block.push(b + dot::<FUSED>(row, &w[j * x.cols..(j + 1) * x.cols]));
+            }
         }
+        block
     }
-    block
-});
+);
+
+vectorized!(
+    fn sums_of_row_segments(x: Rows, m: &[f32], bias: Option<&[f32]>, range: Range) -> Vec<f32> {
+        // block[r] = b + sum_i x[r][i] M_i[range], M row-major with rows of n: each row segment of
+        // M is read once, for every row of x.
+        let n = m.len() / x.cols.max(1);
+        let width = range.len();
+        let mut block = Vec::with_capacity(x.rows * width);
+        for _ in 0..x.rows {
+            match bias {
+                Some(b) => block.extend_from_slice(&b[range.clone()]),
+                None => block.resize(block.len() + width, 0.0),
+            }
+        }
+        for i in 0..x.cols {
+            let segment = &m[i * n + range.start..i * n + range.end];
+            for r in 0..x.rows {
+                axpy::<FUSED>(
+                    &mut block[r * width..(r + 1) * width],
+                    x.data[r * x.cols + i],
+                    segment,
+                );
+            }
+        }
+        block
+    }
+);
 
 /// `x W^T + b` for `x` `(rows, in)` and `W` `(out, in)`.
 pub fn x_times_w_t(x: Rows, w: &[f32], bias: Option<&[f32]>) -> Vec<f32> {

@@ -18,6 +18,9 @@
 //! process with [`use_composed_everywhere`] (`TRANSFORMER_KERNELS=composed` on the command
 //! line, so that a whole training run goes through it).
 
+#[macro_use]
+mod simd;
+
 pub mod adam;
 mod adam_fused;
 pub mod attention;

@@ -15,6 +15,7 @@ use rayon::prelude::*;
 
 use super::dropout::{dropout, keep_scale, Mode};
 use super::fused_runs;
+use super::simd::fma;
 
 /// Elements per parallel task: large enough that scheduling costs nothing.
 const CHUNK: usize = 1 << 15;
@@ -73,23 +74,76 @@ fn slice<'a>(storage: &'a CpuStorage, layout: &Layout) -> Result<&'a [f32]> {
     }
 }
 
-/// `out[i] = f(i, chunk of each input)` over parallel chunks: the loop all these ops share.
-fn map_chunks(
-    len: usize,
-    inputs: &[&[f32]],
-    keeps: &[bool],
-    each: impl Fn(&mut [f32], &[&[f32]], &[bool]) + Sync,
-) -> Vec<f32> {
+/// One element-wise step over aligned chunks: `out`, up to two inputs, the mask, its factor.
+type ChunkStep = fn(&mut [f32], &[f32], &[f32], &[bool], f32);
+
+/// Runs `step` over parallel chunks of `len` elements of `inputs` (one or two of that length;
+/// the second defaults to the first) and the mask.
+fn map_chunks(len: usize, inputs: &[&[f32]], mask: &Mask, step: ChunkStep) -> Vec<f32> {
     let mut out = vec![0f32; len];
+    let (a, b) = (inputs[0], inputs.get(1).copied().unwrap_or(inputs[0]));
     out.par_chunks_mut(CHUNK)
         .enumerate()
         .for_each(|(chunk, out)| {
             let range = chunk * CHUNK..chunk * CHUNK + out.len();
-            let parts: Vec<&[f32]> = inputs.iter().map(|input| &input[range.clone()]).collect();
-            each(out, &parts, &keeps[range]);
+            step(
+                out,
+                &a[range.clone()],
+                &b[range.clone()],
+                &mask.keeps[range],
+                mask.scale,
+            );
         });
     out
 }
+
+// Each step is branch-free (a kept element's factor is `keep as f32 * scale`), so that it
+// compiles to vector code.
+
+vectorized!(
+    /// `x + keep * scale * y`.
+    fn residual_step(out: &mut [f32], x: &[f32], y: &[f32], keeps: &[bool], scale: f32) {
+        let n = out.len();
+        let (x, y, keeps) = (&x[..n], &y[..n], &keeps[..n]);
+        for k in 0..n {
+            out[k] = fma::<FUSED>(y[k], keeps[k] as u8 as f32 * scale, x[k]);
+        }
+    }
+);
+
+vectorized!(
+    /// `keep * scale * g`.
+    fn mask_step(out: &mut [f32], g: &[f32], _unused: &[f32], keeps: &[bool], scale: f32) {
+        let n = out.len();
+        let (g, keeps) = (&g[..n], &keeps[..n]);
+        for k in 0..n {
+            out[k] = g[k] * (keeps[k] as u8 as f32 * scale);
+        }
+    }
+);
+
+vectorized!(
+    /// `keep * scale * max(0, h)`.
+    fn relu_dropout_step(out: &mut [f32], h: &[f32], _unused: &[f32], keeps: &[bool], scale: f32) {
+        let n = out.len();
+        let (h, keeps) = (&h[..n], &keeps[..n]);
+        for k in 0..n {
+            out[k] = h[k].max(0.0) * (keeps[k] as u8 as f32 * scale);
+        }
+    }
+);
+
+vectorized!(
+    /// `keep * scale * g` where `h > 0`, else 0.
+    fn relu_dropout_grad_step(out: &mut [f32], g: &[f32], h: &[f32], keeps: &[bool], scale: f32) {
+        let n = out.len();
+        let (g, h, keeps) = (&g[..n], &h[..n], &keeps[..n]);
+        for k in 0..n {
+            let open = (h[k] > 0.0) as u8 as f32;
+            out[k] = g[k] * (keeps[k] as u8 as f32 * scale) * open;
+        }
+    }
+);
 
 /// The forward node of [`residual_dropout`].
 struct ResidualOp(Mask);
@@ -115,12 +169,7 @@ impl CustomOp2 for ResidualOp {
         }
         let (xs, ys) = (slice(xs, xs_layout)?, slice(ys, ys_layout)?);
         self.0.check(xs.len())?;
-        let scale = self.0.scale;
-        let out = map_chunks(xs.len(), &[xs, ys], &self.0.keeps, |out, inputs, keeps| {
-            for (((o, &x), &y), &keep) in out.iter_mut().zip(inputs[0]).zip(inputs[1]).zip(keeps) {
-                *o = if keep { x + y * scale } else { x };
-            }
-        });
+        let out = map_chunks(xs.len(), &[xs, ys], &self.0, residual_step);
         Ok((CpuStorage::F32(out), xs_layout.shape().clone()))
     }
 
@@ -149,12 +198,7 @@ impl CustomOp1 for MaskOp {
     fn cpu_fwd(&self, storage: &CpuStorage, layout: &Layout) -> Result<(CpuStorage, Shape)> {
         let grad = slice(storage, layout)?;
         self.0.check(grad.len())?;
-        let scale = self.0.scale;
-        let out = map_chunks(grad.len(), &[grad], &self.0.keeps, |out, inputs, keeps| {
-            for ((o, &g), &keep) in out.iter_mut().zip(inputs[0]).zip(keeps) {
-                *o = if keep { g * scale } else { 0.0 };
-            }
-        });
+        let out = map_chunks(grad.len(), &[grad], &self.0, mask_step);
         Ok((CpuStorage::F32(out), layout.shape().clone()))
     }
 }
@@ -170,17 +214,7 @@ impl CustomOp1 for ReluDropoutOp {
     fn cpu_fwd(&self, storage: &CpuStorage, layout: &Layout) -> Result<(CpuStorage, Shape)> {
         let hidden = slice(storage, layout)?;
         self.0.check(hidden.len())?;
-        let scale = self.0.scale;
-        let out = map_chunks(
-            hidden.len(),
-            &[hidden],
-            &self.0.keeps,
-            |out, inputs, keeps| {
-                for ((o, &h), &keep) in out.iter_mut().zip(inputs[0]).zip(keeps) {
-                    *o = if keep { h.max(0.0) * scale } else { 0.0 };
-                }
-            },
-        );
+        let out = map_chunks(hidden.len(), &[hidden], &self.0, relu_dropout_step);
         Ok((CpuStorage::F32(out), layout.shape().clone()))
     }
 
@@ -210,19 +244,7 @@ impl CustomOp2 for ReluDropoutGradOp {
         let (grad, hidden) = (slice(grad, grad_layout)?, slice(hidden, hidden_layout)?);
         self.0.check(grad.len())?;
         self.0.check(hidden.len())?;
-        let scale = self.0.scale;
-        let out = map_chunks(
-            grad.len(),
-            &[grad, hidden],
-            &self.0.keeps,
-            |out, inputs, keeps| {
-                for (((o, &g), &h), &keep) in
-                    out.iter_mut().zip(inputs[0]).zip(inputs[1]).zip(keeps)
-                {
-                    *o = if keep && h > 0.0 { g * scale } else { 0.0 };
-                }
-            },
-        );
+        let out = map_chunks(grad.len(), &[grad, hidden], &self.0, relu_dropout_grad_step);
         Ok((CpuStorage::F32(out), grad_layout.shape().clone()))
     }
 }
