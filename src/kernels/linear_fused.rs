@@ -68,7 +68,12 @@ impl LinearOp {
                 bias.map(<[f32]>::len)
             )
         }
-        if rows <= few_rows::MAX_ROWS {
+        let few = if self.transposed {
+            few_rows::MAX_ROWS_TRANSPOSED
+        } else {
+            few_rows::MAX_ROWS
+        };
+        if rows <= few {
             if let (Some(x), Some(w)) = (
                 contiguous(x_storage, x_layout)?,
                 contiguous(w_storage, w_layout)?,
