@@ -62,7 +62,9 @@ pub fn broadcast_rows(vector: &Tensor, rows: usize) -> Result<Tensor> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kernels::test_support::{assert_fused_matches_composed, largest_difference};
+    use crate::kernels::test_support::{
+        assert_fused_matches_composed, largest_difference, weighted_gradients,
+    };
     use candle_core::{Device, Var};
 
     /// Values and all three gradients, for few rows (the few-row kernels) and many (gemm),
@@ -120,15 +122,10 @@ mod tests {
                 .unwrap();
             assert!(largest_difference(&fused, &composed) < 1e-4);
             let upstream = Tensor::randn(0f32, 1., fused.shape(), &dev).unwrap();
-            let grads = |out: &Tensor| {
-                (out * &upstream)
-                    .unwrap()
-                    .sum_all()
-                    .unwrap()
-                    .backward()
-                    .unwrap()
-            };
-            let (a, c) = (grads(&fused), grads(&composed));
+            let (a, c) = (
+                weighted_gradients(&fused, &upstream),
+                weighted_gradients(&composed, &upstream),
+            );
             for var in [&xs, &wt, &b] {
                 let (got, want) = (
                     a.get(var.as_tensor()).unwrap(),

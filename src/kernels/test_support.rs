@@ -1,6 +1,7 @@
 //! What the fused ops' tests share: each fused op is checked against the composed path that a
 //! GPU runs, through the same entry point.
 
+use candle_core::backprop::GradStore;
 use candle_core::{Tensor, Var};
 
 use super::composed_only;
@@ -37,14 +38,7 @@ pub fn assert_fused_matches_composed(inputs: &[&Var], tolerance: f32, op: impl F
         "outputs differ by {difference}"
     );
     let upstream = Tensor::randn(0f32, 1., fused.shape(), fused.device()).unwrap();
-    let gradients = |out: &Tensor| {
-        (out * &upstream)
-            .unwrap()
-            .sum_all()
-            .unwrap()
-            .backward()
-            .unwrap()
-    };
+    let gradients = |out: &Tensor| weighted_gradients(out, &upstream);
     let (fused_grads, composed_grads) = (gradients(&fused), {
         let _composed = composed_only();
         gradients(&composed)
@@ -71,5 +65,16 @@ fn largest(t: &Tensor) -> f32 {
         .max_all()
         .unwrap()
         .to_scalar::<f32>()
+        .unwrap()
+}
+
+/// The gradients of `sum(out * upstream)`: one weighting of every output, so that no
+/// gradient is symmetric by accident.
+pub fn weighted_gradients(out: &Tensor, upstream: &Tensor) -> GradStore {
+    (out * upstream)
+        .unwrap()
+        .sum_all()
+        .unwrap()
+        .backward()
         .unwrap()
 }
