@@ -17,7 +17,7 @@ use serde::Serialize;
 use crate::config::{Config, ModelConfig, BUILTIN_BASE};
 use crate::data::vocab::{BOS_ID, PAD_ID};
 use crate::data::{encode_pairs, read_corpus, EncodedPair, PaddedBatch, SentencePair, Tokenizers};
-use crate::decode::{beam_search, greedy_batch, BeamSettings, DecodeLimits};
+use crate::decode::{beam_search_batch, greedy_batch, BeamSettings, DecodeLimits};
 use crate::model::{inference_model, make_model, masks, EncoderDecoder, VocabSizes};
 use crate::train::{Trainer, TrainingData};
 
@@ -373,10 +373,10 @@ fn decode_rows(
                 beam: 5,
                 length_penalty: 1.0,
             };
-            for row in 0..src.dim(0)? {
-                let (src, mask) = one(row)?;
-                beam_search(model, &src, &mask, BOS_ID, limits, settings)?;
-            }
+            // All 32 sentences' beams in one decoder call per step, as `translate --beam` runs.
+            let mask = masks::padding_mask(src, PAD_ID)?;
+            let steps = vec![limits.max_steps; src.dim(0)?];
+            beam_search_batch(model, src, &mask, BOS_ID, (&steps, limits.end), settings)?;
         }
     }
     Ok(())

@@ -8,7 +8,7 @@ use crate::data::batch::with_boundaries;
 use crate::data::corpus::normalize_sentence;
 use crate::data::vocab::{BOS_ID, EOS_ID, PAD_ID};
 use crate::data::Tokenizers;
-use crate::decode::{beam_search, greedy_batch, BeamSettings, DecodeLimits, Hypothesis};
+use crate::decode::{beam_search_batch, greedy_batch, BeamSettings, DecodeLimits, Hypothesis};
 use crate::model::{masks, EncoderDecoder};
 
 /// Target tokens allowed beyond the source length when no maximum is given.
@@ -122,23 +122,6 @@ impl Translator<'_> {
         if sources.is_empty() {
             return Ok(Vec::new());
         }
-        if self.options.beam > 1 {
-            let settings = BeamSettings {
-                beam: self.options.beam,
-                length_penalty: self.options.length_penalty,
-            };
-            return sources
-                .iter()
-                .map(|(_, ids)| {
-                    let src = Tensor::from_slice(ids, (1, ids.len()), self.device)?;
-                    let src_mask = masks::full_mask(1, ids.len(), self.device)?;
-                    let limits = self.limits(self.max_steps(ids.len()));
-                    Ok(beam_search(
-                        self.model, &src, &src_mask, BOS_ID, limits, settings,
-                    )?)
-                })
-                .collect();
-        }
         let width = sources.iter().map(|(_, ids)| ids.len()).max().unwrap_or(0);
         let mut padded = Vec::with_capacity(sources.len() * width);
         for (_, ids) in sources {
@@ -147,6 +130,21 @@ impl Translator<'_> {
         }
         let src = Tensor::from_vec(padded, (sources.len(), width), self.device)?;
         let src_mask = masks::padding_mask(&src, PAD_ID)?;
+        if self.options.beam > 1 {
+            let settings = BeamSettings {
+                beam: self.options.beam,
+                length_penalty: self.options.length_penalty,
+            };
+            // Each sentence searches for its own number of steps, as it would alone.
+            let own_limits: Vec<usize> = sources
+                .iter()
+                .map(|(_, ids)| self.max_steps(ids.len()))
+                .collect();
+            let limits = (own_limits.as_slice(), Some(EOS_ID));
+            return Ok(beam_search_batch(
+                self.model, &src, &src_mask, BOS_ID, limits, settings,
+            )?);
+        }
         let longest = sources
             .iter()
             .map(|(_, ids)| self.max_steps(ids.len()))

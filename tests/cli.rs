@@ -652,6 +652,40 @@ fn batch_size_changes_how_lines_are_grouped_not_what_they_become() {
     assert_eq!(with_batch("32"), one);
 }
 
+/// Beam search over a batch (all sentences' beams in one decoder call per step) gives what
+/// it gives one sentence at a time.
+#[test]
+fn beam_search_gives_the_same_translations_whatever_the_batch_size() {
+    let dir = train_tiny(&[]);
+    let input = "ich mochte ein bier\nich mochte ein cola\n\nein\nich mochte ein bier ein cola\n";
+    let with_batch = |size: &str| {
+        let output = succeeded(
+            transformer()
+                .args([
+                    "translate",
+                    "--device",
+                    "cpu",
+                    "--beam",
+                    "4",
+                    "--batch-size",
+                    size,
+                    "--checkpoint",
+                ])
+                .arg(dir.path().join("run"))
+                .write_stdin(input),
+        );
+        String::from_utf8(output.stdout).unwrap()
+    };
+    let one = with_batch("1");
+    assert_eq!(one.lines().count(), 5);
+    assert!(
+        one.starts_with("i want a beer .\ni want a coke .\n\n"),
+        "{one}"
+    );
+    assert_eq!(with_batch("3"), one);
+    assert_eq!(with_batch("32"), one);
+}
+
 #[test]
 fn without_checkpoint_the_newest_run_answers_and_is_named() {
     let dir = tempfile::tempdir().unwrap();

@@ -8,8 +8,8 @@ use transformer::checkpoint::{self, Checkpoint};
 use transformer::data::batch::with_boundaries;
 use transformer::data::vocab::{BOS_ID, EOS_ID, PAD_ID};
 use transformer::decode::{
-    beam_search, greedy_batch, greedy_decode, incremental_log_probs, teacher_forced_log_probs,
-    BeamSettings, DecodeLimits,
+    beam_search, beam_search_batch, greedy_batch, greedy_decode, incremental_log_probs,
+    teacher_forced_log_probs, BeamSettings, DecodeLimits,
 };
 use transformer::model::masks;
 use transformer::translator::{DecodeOptions, Translator};
@@ -155,5 +155,53 @@ fn a_wider_beam_ends_its_hypothesis_and_scores_at_least_as_well_as_greedy() {
             };
             assert!(score(&wide) >= score(&narrow) - 1e-5, "{sentence}");
         }
+    }
+}
+
+/// All sentences' beams in one decoder call per step find, for each sentence, the hypothesis
+/// the one-sentence search finds: sources of different lengths (padded), beams of 2 and 5,
+/// each sentence with its own step limit (one too short to end, one allowed none).
+#[test]
+fn batched_beam_search_equals_the_search_sentence_by_sentence() {
+    let loaded = fixture();
+    let rows: Vec<Vec<u32>> = SOURCES.iter().map(|s| source_ids(&loaded, s)).collect();
+    let src = padded(&rows);
+    let src_mask = masks::padding_mask(&src, PAD_ID).unwrap();
+    let steps = [12, 3, 12, 0];
+    for (beam, length_penalty) in [(2, 0.6), (5, 0.6), (5, 0.0)] {
+        let settings = BeamSettings {
+            beam,
+            length_penalty,
+        };
+        let batched = beam_search_batch(
+            &loaded.model,
+            &src,
+            &src_mask,
+            BOS_ID,
+            (&steps, Some(EOS_ID)),
+            settings,
+        )
+        .unwrap();
+        assert_eq!(batched.len(), rows.len());
+        for ((ids, &max_steps), got) in rows.iter().zip(&steps).zip(&batched) {
+            let one = Tensor::from_slice(ids, (1, ids.len()), &Device::Cpu).unwrap();
+            let one_mask = masks::full_mask(1, ids.len(), &Device::Cpu).unwrap();
+            let limits = DecodeLimits {
+                max_steps,
+                end: Some(EOS_ID),
+            };
+            let want =
+                beam_search(&loaded.model, &one, &one_mask, BOS_ID, limits, settings).unwrap();
+            assert_eq!(got.ids, want.ids, "beam {beam}, {max_steps} steps");
+            assert!(got.ids.len() <= max_steps);
+            for (a, b) in got.log_probs.iter().zip(&want.log_probs) {
+                assert!((a - b).abs() <= 1e-4, "beam {beam}: {a} against {b}");
+            }
+        }
+        assert!(
+            batched[0].ids.last() == Some(&EOS_ID),
+            "the first sentence ends"
+        );
+        assert!(batched[3].ids.is_empty(), "no step, no ids");
     }
 }

@@ -6,6 +6,9 @@ use candle_core::{DType, Result, Tensor, D};
 
 use crate::model::{masks, DecoderState, EncoderDecoder, Mode};
 
+mod beam;
+pub use beam::{beam_search, beam_search_batch, BeamSettings};
+
 /// A decoded sequence: ids after the start symbol and the Generator's log-probability of each.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Hypothesis {
@@ -141,154 +144,6 @@ fn step_log_probs(
     model.generator().forward(&hidden.squeeze(1)?)
 }
 
-/// Beam search settings.
-#[derive(Debug, Clone, Copy)]
-pub struct BeamSettings {
-    pub beam: usize,
-    /// GNMT length penalty exponent alpha: hypotheses are ranked by
-    /// log-prob / ((5 + length) / 6)^alpha; 0 ranks by raw log-prob.
-    pub length_penalty: f32,
-}
-
-/// Beam search for one sentence `src` `(1, src_len)`, with the decoder cache reordered as beams
-/// are chosen. `beam` hypotheses stay open; those that end go to a pool of the `beam` best by
-/// length-normalised score, and the search stops early once the pool is full and no open
-/// beam can beat it (or after `limits.max_steps`). With `beam == 1` this is greedy decoding.
-pub fn beam_search(
-    model: &EncoderDecoder,
-    src: &Tensor,
-    src_mask: &Tensor,
-    start: u32,
-    limits: DecodeLimits,
-    settings: BeamSettings,
-) -> Result<Hypothesis> {
-    let device = src.device();
-    let k = settings.beam.max(1);
-    let memory = model.encode(src, src_mask, Mode::Eval)?;
-    let mut state = model.start_decoding(&memory, src_mask)?;
-    let mut beams = vec![Hypothesis::empty()];
-    let mut finished = FinishedPool::new(k, settings.length_penalty);
-    for _ in 0..limits.max_steps {
-        let last_ids: Vec<u32> = beams
-            .iter()
-            .map(|b| *b.ids.last().unwrap_or(&start))
-            .collect();
-        let last = Tensor::from_vec(last_ids, (beams.len(), 1), device)?;
-        let log_probs = step_log_probs(model, &last, &mut state)?;
-        let candidates = best_candidates(&beams, &log_probs, 2 * k)?;
-        let mut next = Vec::with_capacity(k);
-        let mut parents = Vec::with_capacity(k);
-        for (rank, (parent, id, log_prob)) in candidates.into_iter().enumerate() {
-            let mut hypothesis = beams[parent].clone();
-            hypothesis.ids.push(id);
-            hypothesis.log_probs.push(log_prob);
-            if limits.end == Some(id) {
-                // An ending counts only when it ranks among the k best extensions.
-                if rank < k {
-                    finished.offer(hypothesis);
-                }
-            } else {
-                parents.push(parent as u32);
-                next.push(hypothesis);
-                if next.len() == k {
-                    break;
-                }
-            }
-        }
-        if next.is_empty() || finished.cannot_improve(&next) {
-            break;
-        }
-        state = state.select(&Tensor::new(parents.as_slice(), device)?)?;
-        beams = next;
-    }
-    Ok(finished.best().unwrap_or_else(|| {
-        // Nothing ended within max_steps: the best open hypothesis.
-        let mut open = FinishedPool::new(1, settings.length_penalty);
-        beams.into_iter().for_each(|b| open.offer(b));
-        open.best().unwrap_or_else(Hypothesis::empty)
-    }))
-}
-
-/// The best `capacity` ended hypotheses by length-normalised score.
-struct FinishedPool {
-    capacity: usize,
-    alpha: f32,
-    hypotheses: Vec<(f32, Hypothesis)>,
-}
-
-impl FinishedPool {
-    fn new(capacity: usize, alpha: f32) -> Self {
-        Self {
-            capacity,
-            alpha,
-            hypotheses: Vec::with_capacity(capacity + 1),
-        }
-    }
-
-    fn normalised(&self, hypothesis: &Hypothesis) -> f32 {
-        hypothesis.score() / length_penalty(hypothesis.ids.len(), self.alpha)
-    }
-
-    fn offer(&mut self, hypothesis: Hypothesis) {
-        let score = self.normalised(&hypothesis);
-        self.hypotheses.push((score, hypothesis));
-        self.hypotheses.sort_by(|a, b| b.0.total_cmp(&a.0));
-        self.hypotheses.truncate(self.capacity);
-    }
-
-    /// Once full, the search is over when no open beam, scored at its current length, beats
-    /// the worst ended hypothesis (the heuristic of Hugging Face's beam search; with one beam
-    /// it makes beam search equal greedy decoding).
-    fn cannot_improve(&self, open: &[Hypothesis]) -> bool {
-        let Some(worst) = self.hypotheses.last().map(|h| h.0) else {
-            return false;
-        };
-        let best_open = open
-            .iter()
-            .map(|h| self.normalised(h))
-            .fold(f32::NEG_INFINITY, f32::max);
-        self.hypotheses.len() == self.capacity && best_open <= worst
-    }
-
-    fn best(self) -> Option<Hypothesis> {
-        self.hypotheses.into_iter().next().map(|(_, h)| h)
-    }
-}
-
-/// ((5 + length) / 6)^alpha, Wu et al. 2016.
-fn length_penalty(length: usize, alpha: f32) -> f32 {
-    ((5.0 + length as f32) / 6.0).powf(alpha)
-}
-
-/// The `count` best (beam, id, token log-prob) extensions by total log-prob, best first.
-fn best_candidates(
-    beams: &[Hypothesis],
-    log_probs: &Tensor,
-    count: usize,
-) -> Result<Vec<(usize, u32, f32)>> {
-    let rows = log_probs.to_dtype(DType::F32)?.to_vec2::<f32>()?;
-    let mut candidates: Vec<(f32, usize, u32, f32)> = Vec::new();
-    for (beam, row) in rows.iter().enumerate() {
-        let base = beams[beam].score();
-        let mut ids: Vec<u32> = (0..row.len() as u32).collect();
-        let keep = count.min(ids.len());
-        // Highest log-prob first; the lower id first on ties, as greedy decoding does.
-        let order = |a: &u32, b: &u32| row[*b as usize].total_cmp(&row[*a as usize]).then(a.cmp(b));
-        ids.select_nth_unstable_by(keep - 1, order);
-        ids.truncate(keep);
-        candidates.extend(
-            ids.into_iter()
-                .map(|id| (base + row[id as usize], beam, id, row[id as usize])),
-        );
-    }
-    candidates.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)).then(a.2.cmp(&b.2)));
-    candidates.truncate(count);
-    Ok(candidates
-        .into_iter()
-        .map(|(_, beam, id, lp)| (beam, id, lp))
-        .collect())
-}
-
 /// Index and value of the largest entry; the first one on ties.
 fn first_argmax(values: &[f32]) -> (u32, f32) {
     let mut best = (0u32, f32::NEG_INFINITY);
@@ -335,12 +190,5 @@ mod tests {
     #[test]
     fn argmax_takes_the_first_of_equal_maxima() {
         assert_eq!(first_argmax(&[0.1, 0.5, 0.5, 0.2]), (1, 0.5));
-    }
-
-    #[test]
-    fn the_length_penalty_is_one_at_length_one_and_grows() {
-        assert_eq!(length_penalty(1, 0.6), 1.0);
-        assert!(length_penalty(10, 0.6) > 1.0);
-        assert_eq!(length_penalty(10, 0.0), 1.0);
     }
 }
