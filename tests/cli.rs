@@ -625,26 +625,23 @@ fn a_beam_wider_than_the_vocabulary_is_narrowed_to_it_with_a_warning() {
     assert_eq!(huge.stdout, translate("10").stdout);
 }
 
+/// `translate` of `input` on stdin with the run in `dir` and `args`, its stdout.
+fn translate_lines(dir: &TempDir, input: &str, args: &[&str]) -> String {
+    let output = succeeded(
+        transformer()
+            .args(["translate", "--device", "cpu", "--checkpoint"])
+            .arg(dir.path().join("run"))
+            .args(args)
+            .write_stdin(input),
+    );
+    String::from_utf8(output.stdout).unwrap()
+}
+
 #[test]
 fn batch_size_changes_how_lines_are_grouped_not_what_they_become() {
     let dir = train_tiny(&[]);
     let input = "ich mochte ein bier\n\nich mochte ein cola\nich mochte ein bier\nein\n";
-    let with_batch = |size: &str| {
-        let output = succeeded(
-            transformer()
-                .args([
-                    "translate",
-                    "--device",
-                    "cpu",
-                    "--batch-size",
-                    size,
-                    "--checkpoint",
-                ])
-                .arg(dir.path().join("run"))
-                .write_stdin(input),
-        );
-        String::from_utf8(output.stdout).unwrap()
-    };
+    let with_batch = |size: &str| translate_lines(&dir, input, &["--batch-size", size]);
     let one = with_batch("1");
     assert_eq!(one.lines().count(), 5);
     assert!(one.starts_with("i want a beer .\n\ni want a coke .\ni want a beer .\n"));
@@ -658,24 +655,8 @@ fn batch_size_changes_how_lines_are_grouped_not_what_they_become() {
 fn beam_search_gives_the_same_translations_whatever_the_batch_size() {
     let dir = train_tiny(&[]);
     let input = "ich mochte ein bier\nich mochte ein cola\n\nein\nich mochte ein bier ein cola\n";
-    let with_batch = |size: &str| {
-        let output = succeeded(
-            transformer()
-                .args([
-                    "translate",
-                    "--device",
-                    "cpu",
-                    "--beam",
-                    "4",
-                    "--batch-size",
-                    size,
-                    "--checkpoint",
-                ])
-                .arg(dir.path().join("run"))
-                .write_stdin(input),
-        );
-        String::from_utf8(output.stdout).unwrap()
-    };
+    let with_batch =
+        |size: &str| translate_lines(&dir, input, &["--beam", "4", "--batch-size", size]);
     let one = with_batch("1");
     assert_eq!(one.lines().count(), 5);
     assert!(
