@@ -118,8 +118,10 @@ pub fn beam_search(
         match search.advance(&rows, k, limits.end) {
             Advance::Stop => break,
             Advance::Continue { beams, parents } => {
+                // Every row is this sentence's: the source rows change only in number.
+                let grows = parents.len() != search.beams.len();
                 let parents: Vec<u32> = parents.into_iter().map(|p| p as u32).collect();
-                state = state.select(&Tensor::new(parents.as_slice(), device)?)?;
+                state.reorder(&Tensor::new(parents.as_slice(), device)?, grows)?;
                 search.beams = beams;
             }
         }
@@ -159,7 +161,7 @@ pub fn beam_search_batch(
     let searching: Vec<usize> = (0..batch).filter(|&s| max_steps[s] > 0).collect();
     if searching.len() < batch {
         let rows: Vec<u32> = searching.iter().map(|&s| s as u32).collect();
-        state = state.select(&Tensor::new(rows.as_slice(), device)?)?;
+        state.reorder(&Tensor::new(rows.as_slice(), device)?, true)?;
     }
     let mut active: Vec<(usize, usize)> = searching
         .into_iter()
@@ -172,17 +174,8 @@ pub fn beam_search_batch(
             .iter()
             .flat_map(|&(s, _)| last_ids(&searches[s].beams, start))
             .collect();
-        let last = Tensor::from_vec(
-            ids,
-            (
-                active
-                    .iter()
-                    .map(|&(s, _)| searches[s].beams.len())
-                    .sum::<usize>(),
-                1,
-            ),
-            device,
-        )?;
+        let row_count = ids.len();
+        let last = Tensor::from_vec(ids, (row_count, 1), device)?;
         let log_probs = step_log_probs(model, &last, &mut state)?
             .to_dtype(DType::F32)?
             .to_vec2::<f32>()?;
@@ -212,7 +205,16 @@ pub fn beam_search_batch(
         if next_active.is_empty() {
             break;
         }
-        state = state.select(&Tensor::new(keep_rows.as_slice(), device)?)?;
+        // A row's source changes only when a sentence left or its number of beams changed.
+        let counts = |list: &[(usize, usize)], rows: usize| -> Vec<(usize, usize)> {
+            let starts: Vec<usize> = list.iter().map(|&(_, first)| first).chain([rows]).collect();
+            list.iter()
+                .zip(starts.windows(2))
+                .map(|(&(s, _), w)| (s, w[1] - w[0]))
+                .collect()
+        };
+        let sources_changed = counts(&active, row_count) != counts(&next_active, keep_rows.len());
+        state.reorder(&Tensor::new(keep_rows.as_slice(), device)?, sources_changed)?;
         active = next_active;
     }
     for (s, result) in results.iter_mut().enumerate() {

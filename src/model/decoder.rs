@@ -85,8 +85,7 @@ impl DecoderLayer {
 
 /// What incremental decoding keeps between steps: per layer, the self-attention keys/values
 /// of the positions decoded so far and the source keys/values, projected once per sentence.
-/// Not `Clone`: the self-attention caches are written in place, so a copy would share them;
-/// `select` makes independent ones.
+/// Not `Clone`: the self-attention caches are written in place.
 #[derive(Debug)]
 pub struct DecoderState {
     self_attn: Vec<Option<KeyValueCache>>,
@@ -97,22 +96,21 @@ pub struct DecoderState {
 }
 
 impl DecoderState {
-    /// Keeps the rows `indices` of the batch, in that order (beam search reorders beams).
-    pub fn select(&self, indices: &Tensor) -> Result<Self> {
-        Ok(Self {
-            self_attn: self
-                .self_attn
-                .iter()
-                .map(|c| c.as_ref().map(|kv| kv.select(indices)).transpose())
-                .collect::<Result<_>>()?,
-            memory_kv: self
-                .memory_kv
-                .iter()
-                .map(|kv| kv.select(indices))
-                .collect::<Result<_>>()?,
-            src_mask: self.src_mask.index_select(indices, 0)?,
-            len: self.len,
-        })
+    /// Keeps the rows `indices` of the batch, in that order (beam search reorders beams), the
+    /// self-attention caches in place. `sources_changed` says whether row `i`'s source
+    /// sentence is no longer what it was before: only then are the source keys/values and
+    /// mask gathered too (within one sentence's beams they are the same rows).
+    pub fn reorder(&mut self, indices: &Tensor, sources_changed: bool) -> Result<()> {
+        for cache in self.self_attn.iter_mut().flatten() {
+            cache.reorder(indices)?;
+        }
+        if sources_changed {
+            for kv in &mut self.memory_kv {
+                *kv = kv.select(indices)?;
+            }
+            self.src_mask = self.src_mask.index_select(indices, 0)?;
+        }
+        Ok(())
     }
 }
 
