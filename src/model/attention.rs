@@ -44,7 +44,7 @@ pub struct KeyValueCache {
 
 impl KeyValueCache {
     /// Room for this many positions before the first doubling.
-    const INITIAL_CAPACITY: usize = 64;
+    const INITIAL_CAPACITY: usize = 16;
 
     /// A cache holding `first` `(batch, heads, len, d_k)`.
     fn from(first: &KeyValues) -> Result<Self> {
