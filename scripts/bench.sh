@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # The speed benchmark: every workload in this tool (`transformer bench`) and in the PyTorch
-# reference (scripts/bench_torch.py), on this machine, in one run, interleaved (ours, then
-# PyTorch's, REPS times), each repetition its own process so that peak RSS is per workload.
+# reference (scripts/bench_torch.py), and the decoding workloads in CTranslate2 too
+# (scripts/bench_ct2.py), on this machine, in one run, interleaved (ours, PyTorch's,
+# CTranslate2's, REPS times), each repetition its own process so that peak RSS is per workload.
 # Prints a Markdown table (medians; ratio = our throughput / PyTorch's) and keeps the raw
 # measurements in target/bench/results.jsonl.
 #
 #   scripts/bench.sh                 # REPS=5 THREADS=$(nproc) by default
 #   REPS=9 THREADS=2 scripts/bench.sh
+#   WORKLOADS="greedy1:5 greedy32:1 beam5:1" scripts/bench.sh   # a subset (workload:steps)
 #   scripts/bench.sh --quick         # this tool's side only, one step of each, untimed:
 #                                    # that every workload still runs (.ci/run uses it)
 set -euo pipefail
@@ -69,7 +71,15 @@ print(json.dumps(record))
 PY
 }
 
-workloads="matmul:200 toy-train:10 copy:10 multi30k:8 greedy1:5 greedy32:1 beam5:1"
+# CTranslate2 (PyPI) times the decoding workloads too, in its own venv and process.
+CT2_PYTHON="${CT2_PYTHON:-$HOME/.cache/transformer/venv-ct2/bin/python}"
+if ! "$CT2_PYTHON" -c "import ctranslate2, safetensors, numpy" 2>/dev/null; then
+  echo "bench: installing CTranslate2 into $(dirname "$(dirname "$CT2_PYTHON")")" >&2
+  python3 -m venv "$(dirname "$(dirname "$CT2_PYTHON")")"
+  "$CT2_PYTHON" -m pip install --quiet ctranslate2 safetensors numpy tokenizers
+fi
+
+workloads="${WORKLOADS:-matmul:200 toy-train:10 copy:10 multi30k:8 greedy1:5 greedy32:1 beam5:1}"
 for entry in $workloads; do
   workload="${entry%%:*}"
   steps="${entry##*:}"
@@ -79,6 +89,12 @@ for entry in $workloads; do
       --batches "$OUT/multi30k.safetensors"
     run pytorch "$PYTHON" scripts/bench_torch.py "$workload" --steps "$steps" \
       --threads "$THREADS" --batches "$OUT/multi30k.safetensors"
+    case "$workload" in
+      greedy1 | greedy32 | beam5)
+        run ctranslate2 "$CT2_PYTHON" scripts/bench_ct2.py "$workload" --steps "$steps" \
+          --threads "$THREADS"
+        ;;
+    esac
   done
 done
 

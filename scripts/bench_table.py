@@ -77,6 +77,20 @@ def main():
               f"**{rate(ours) / rate(theirs):.2f}x** | {rss(ours):.2f} GB | {rss(theirs):.2f} GB | "
               f"{flops(ours)} | {flops(theirs)} |")
 
+    decoding = [(w, n) for w, n in NAMES.items() if runs.get((w, "ctranslate2"))]
+    if decoding:
+        print("\nDecoding against CTranslate2 (float32, the same model shape, sources and steps):\n")
+        print("| workload | ours | CTranslate2 | ours / CTranslate2 | peak RSS ours | peak RSS CTranslate2 |")
+        print("|---|---:|---:|---:|---:|---:|")
+        for workload, name in decoding:
+            ours, ct2 = runs.get((workload, "candle")), runs[(workload, "ctranslate2")]
+            if not ours:
+                continue
+            rate = lambda records: statistics.median(r["work"] / r["seconds"] for r in records)
+            rss = lambda records: statistics.median(r["rss_kib"] for r in records) / 1024 / 1024
+            print(f"| {name} | {rate(ours):.4g} sentences/s | {rate(ct2):.4g} sentences/s | "
+                  f"**{rate(ours) / rate(ct2):.2f}x** | {rss(ours):.2f} GB | {rss(ct2):.2f} GB |")
+
 
 if __name__ == "__main__":
     main()
