@@ -100,6 +100,16 @@ def model_spec(tensors, model, src_tokens, tgt_tokens):
         target.gamma = folded_gain(get(f"{prefix}.a_2"))
         target.beta = get(f"{prefix}.b_2")
 
+    def feed_forward(ffn, prefix, sublayer):
+        linear(ffn.linear_0, f"{prefix}.feed_forward.w_1")
+        linear(ffn.linear_1, f"{prefix}.feed_forward.w_2")
+        norm(ffn.layer_norm, f"{prefix}.sublayer.{sublayer}.norm")
+
+    def self_attention(attention, prefix):
+        fused(attention.linear[0], [f"{prefix}.self_attn.linears.{j}" for j in range(3)])
+        linear(attention.linear[1], f"{prefix}.self_attn.linears.3")
+        norm(attention.layer_norm, f"{prefix}.sublayer.0.norm")
+
     def embeddings(stack, prefix):
         table = stack.embeddings[0] if isinstance(stack.embeddings, list) else stack.embeddings
         table.weight = get(f"{prefix}.0.lut.weight")
@@ -110,26 +120,17 @@ def model_spec(tensors, model, src_tokens, tgt_tokens):
     embeddings(spec.encoder, "src_embed")
     embeddings(spec.decoder, "tgt_embed")
     for i, layer in enumerate(spec.encoder.layer):
-        p = f"encoder.layers.{i}"
-        fused(layer.self_attention.linear[0], [f"{p}.self_attn.linears.{j}" for j in range(3)])
-        linear(layer.self_attention.linear[1], f"{p}.self_attn.linears.3")
-        norm(layer.self_attention.layer_norm, f"{p}.sublayer.0.norm")
-        linear(layer.ffn.linear_0, f"{p}.feed_forward.w_1")
-        linear(layer.ffn.linear_1, f"{p}.feed_forward.w_2")
-        norm(layer.ffn.layer_norm, f"{p}.sublayer.1.norm")
+        self_attention(layer.self_attention, f"encoder.layers.{i}")
+        feed_forward(layer.ffn, f"encoder.layers.{i}", 1)
     norm(spec.encoder.layer_norm, "encoder.norm")
     for i, layer in enumerate(spec.decoder.layer):
         p = f"decoder.layers.{i}"
-        fused(layer.self_attention.linear[0], [f"{p}.self_attn.linears.{j}" for j in range(3)])
-        linear(layer.self_attention.linear[1], f"{p}.self_attn.linears.3")
-        norm(layer.self_attention.layer_norm, f"{p}.sublayer.0.norm")
+        self_attention(layer.self_attention, p)
         linear(layer.attention.linear[0], f"{p}.src_attn.linears.0")
         fused(layer.attention.linear[1], [f"{p}.src_attn.linears.{j}" for j in (1, 2)])
         linear(layer.attention.linear[2], f"{p}.src_attn.linears.3")
         norm(layer.attention.layer_norm, f"{p}.sublayer.1.norm")
-        linear(layer.ffn.linear_0, f"{p}.feed_forward.w_1")
-        linear(layer.ffn.linear_1, f"{p}.feed_forward.w_2")
-        norm(layer.ffn.layer_norm, f"{p}.sublayer.2.norm")
+        feed_forward(layer.ffn, p, 2)
     norm(spec.decoder.layer_norm, "decoder.norm")
     linear(spec.decoder.projection, "generator.proj")
     spec.register_source_vocabulary(src_tokens)
