@@ -31,47 +31,36 @@ impl KeyValues {
 /// Self-attention keys and values of the positions decoded so far, kept in buffers with room
 /// to spare: a new position is written in place, and only when the room runs out are the
 /// buffers copied into ones twice as long (concatenating at every step allocated a slightly
-/// larger cache each time, which the allocator could not reuse). Beam search reorders the
-/// rows in place too: the used positions of the chosen rows are gathered and written back
-/// into the same buffers, whose first `rows` rows are the live ones.
+/// larger cache each time, which the allocator could not reuse).
 #[derive(Debug)]
 pub struct KeyValueCache {
-    /// `(room, heads, capacity, d_k)` each; rows `rows..` and positions `len..` are unused.
+    /// `(batch, heads, capacity, d_k)` each; positions `len..` are unused.
     buffers: KeyValues,
-    rows: usize,
     len: usize,
 }
 
 impl KeyValueCache {
-    /// Room for this many positions before the first doubling.
+    /// Room for this many positions before the first doubling: small, because beam search
+    /// gathers the whole room of every layer at every step.
     const INITIAL_CAPACITY: usize = 16;
 
     /// A cache holding `first` `(batch, heads, len, d_k)`.
     fn from(first: &KeyValues) -> Result<Self> {
-        let (rows, _, len, _) = first.keys.dims4()?;
+        let len = first.keys.dim(2)?;
         let mut cache = Self {
-            buffers: Self::allocate(&first.keys, rows, len.max(Self::INITIAL_CAPACITY))?,
-            rows,
+            buffers: Self::allocate(&first.keys, len.max(Self::INITIAL_CAPACITY))?,
             len: 0,
         };
         cache.append(first)?;
         Ok(cache)
     }
 
-    fn allocate(like: &Tensor, rows: usize, capacity: usize) -> Result<KeyValues> {
-        let (_, heads, _, d_k) = like.dims4()?;
-        let zeros = || Tensor::zeros((rows, heads, capacity, d_k), like.dtype(), like.device());
+    fn allocate(like: &Tensor, capacity: usize) -> Result<KeyValues> {
+        let (batch, heads, _, d_k) = like.dims4()?;
+        let zeros = || Tensor::zeros((batch, heads, capacity, d_k), like.dtype(), like.device());
         Ok(KeyValues {
             keys: zeros()?,
             values: zeros()?,
-        })
-    }
-
-    /// The live rows' buffers, `(rows, heads, capacity, d_k)`: contiguous views.
-    fn live(&self) -> Result<KeyValues> {
-        Ok(KeyValues {
-            keys: self.buffers.keys.narrow(0, 0, self.rows)?,
-            values: self.buffers.values.narrow(0, 0, self.rows)?,
         })
     }
 
@@ -79,48 +68,36 @@ impl KeyValueCache {
         let added = new.keys.dim(2)?;
         let capacity = self.buffers.keys.dim(2)?;
         if self.len + added > capacity {
-            let grown = Self::allocate(&new.keys, self.rows, (2 * capacity).max(self.len + added))?;
+            let grown = Self::allocate(&new.keys, (2 * capacity).max(self.len + added))?;
             let used = self.view()?;
             grown.keys.slice_set(&used.keys.contiguous()?, 2, 0)?;
             grown.values.slice_set(&used.values.contiguous()?, 2, 0)?;
             self.buffers = grown;
         }
-        let live = self.live()?;
-        live.keys.slice_set(&new.keys.contiguous()?, 2, self.len)?;
-        live.values
+        self.buffers
+            .keys
+            .slice_set(&new.keys.contiguous()?, 2, self.len)?;
+        self.buffers
+            .values
             .slice_set(&new.values.contiguous()?, 2, self.len)?;
         self.len += added;
         Ok(())
     }
 
-    /// The positions so far, `(rows, heads, len, d_k)` views into the buffers.
+    /// The positions so far, `(batch, heads, len, d_k)` views into the buffers.
     fn view(&self) -> Result<KeyValues> {
-        let live = self.live()?;
         Ok(KeyValues {
-            keys: live.keys.narrow(2, 0, self.len)?,
-            values: live.values.narrow(2, 0, self.len)?,
+            keys: self.buffers.keys.narrow(2, 0, self.len)?,
+            values: self.buffers.values.narrow(2, 0, self.len)?,
         })
     }
 
-    /// Keeps the rows `indices` of the batch, in that order: their used positions are
-    /// gathered and written back into the front rows (new buffers only when there are more
-    /// rows than room).
+    /// Keeps the rows `indices` of the batch, in that order (beam search reorders beams):
+    /// one gather of the buffers, room included (at most as much again as the positions used,
+    /// since the room starts small and doubles). Gathering only the used positions and
+    /// writing them back into the same buffers took three copies and was no faster.
     pub fn reorder(&mut self, indices: &Tensor) -> Result<()> {
-        let used = self.view()?;
-        let picked = KeyValues {
-            keys: used.keys.contiguous()?,
-            values: used.values.contiguous()?,
-        }
-        .select(indices)?;
-        let rows = indices.dim(0)?;
-        if rows > self.buffers.keys.dim(0)? {
-            let capacity = self.buffers.keys.dim(2)?;
-            self.buffers = Self::allocate(&picked.keys, rows, capacity)?;
-        }
-        self.rows = rows;
-        let live = self.live()?;
-        live.keys.slice_set(&picked.keys.contiguous()?, 2, 0)?;
-        live.values.slice_set(&picked.values.contiguous()?, 2, 0)?;
+        self.buffers = self.buffers.select(indices)?;
         Ok(())
     }
 }
