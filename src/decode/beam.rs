@@ -182,6 +182,9 @@ pub fn beam_search_batch(
         step += 1;
         let mut next_active = Vec::with_capacity(active.len());
         let mut keep_rows: Vec<u32> = Vec::new();
+        // A row's source changes only when a sentence leaves or its number of beams changes;
+        // otherwise the source keys/values stay as they are.
+        let mut sources_changed = false;
         for &(s, first_row) in &active {
             let search = &mut searches[s];
             let own = &log_probs[first_row..first_row + search.beams.len()];
@@ -192,12 +195,14 @@ pub fn beam_search_batch(
                     if more {
                         next_active.push((s, keep_rows.len()));
                         keep_rows.extend(parents.iter().map(|&p| (first_row + p) as u32));
+                        sources_changed |= parents.len() != search.beams.len();
                     }
                     search.beams = beams;
                     more
                 }
             };
             if !going_on {
+                sources_changed = true;
                 let done = std::mem::replace(search, Search::new(settings));
                 results[s] = Some(done.best(settings.length_penalty));
             }
@@ -205,25 +210,10 @@ pub fn beam_search_batch(
         if next_active.is_empty() {
             break;
         }
-        // A row's source changes only when a sentence left or its number of beams changed.
-        let counts = |list: &[(usize, usize)], rows: usize| -> Vec<(usize, usize)> {
-            let starts: Vec<usize> = list.iter().map(|&(_, first)| first).chain([rows]).collect();
-            list.iter()
-                .zip(starts.windows(2))
-                .map(|(&(s, _), w)| (s, w[1] - w[0]))
-                .collect()
-        };
-        let sources_changed = counts(&active, row_count) != counts(&next_active, keep_rows.len());
         state.reorder(&Tensor::new(keep_rows.as_slice(), device)?, sources_changed)?;
         active = next_active;
     }
-    for (s, result) in results.iter_mut().enumerate() {
-        if result.is_none() {
-            // Allowed no step: the empty hypothesis, as `beam_search` gives.
-            let done = std::mem::replace(&mut searches[s], Search::new(settings));
-            *result = Some(done.best(settings.length_penalty));
-        }
-    }
+    // A sentence allowed no step gets the empty hypothesis, as `beam_search` gives it.
     Ok(results
         .into_iter()
         .map(|r| r.unwrap_or_else(Hypothesis::empty))

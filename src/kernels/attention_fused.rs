@@ -21,6 +21,8 @@ use std::sync::Arc;
 
 use rayon::prelude::*;
 
+use super::contiguous_input;
+
 /// What the fused op needs besides Q, K and V; shared by its forward and backward nodes.
 #[derive(Clone)]
 struct Extras {
@@ -107,12 +109,7 @@ impl<'a> Inputs<'a> {
                 vl.shape()
             )
         }
-        let slice = |s: &'a CpuStorage, l: &Layout| -> Result<&'a [f32]> {
-            match l.contiguous_offsets() {
-                Some((start, end)) => Ok(&s.as_slice::<f32>()?[start..end]),
-                None => candle_core::bail!("attention: inputs must be contiguous"),
-            }
-        };
+        let slice = |s: &'a CpuStorage, l: &Layout| contiguous_input(s, l, "attention");
         Ok(Self {
             q: slice(qs, ql)?,
             k: slice(ks, kl)?,

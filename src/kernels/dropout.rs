@@ -69,10 +69,16 @@ impl DropoutRng {
     /// The next `count` factors of the CPU stream, as `mask` draws them: 0 with probability
     /// `p`, else 1 / (1 - p).
     pub(crate) fn factors(&self, count: usize, p: f64) -> Vec<f32> {
-        let keep_scale = keep_scale(p);
-        self.keeps(count, p)
-            .into_iter()
-            .map(|keep| if keep { keep_scale } else { 0.0 })
+        let (threshold, keep_scale) = (keep_threshold(p), keep_scale(p));
+        let mut rng = self.rng.borrow_mut();
+        (0..count)
+            .map(|_| {
+                if rng.random::<u32>() >= threshold {
+                    keep_scale
+                } else {
+                    0.0
+                }
+            })
             .collect()
     }
 
@@ -80,13 +86,17 @@ impl DropoutRng {
     /// `factors` makes: a quarter of the memory where an op keeps its mask for the backward
     /// pass.
     pub(crate) fn keeps(&self, count: usize, p: f64) -> Vec<bool> {
-        // Keep an element when a uniform u32 lands at or above p * 2^32.
-        let threshold = (p * 4_294_967_296.0).min(u32::MAX as f64) as u32;
+        let threshold = keep_threshold(p);
         let mut rng = self.rng.borrow_mut();
         (0..count)
             .map(|_| rng.random::<u32>() >= threshold)
             .collect()
     }
+}
+
+/// An element is kept when a uniform u32 lands at or above p * 2^32.
+fn keep_threshold(p: f64) -> u32 {
+    (p * 4_294_967_296.0).min(u32::MAX as f64) as u32
 }
 
 /// What inverted dropout multiplies a kept element by, so that evaluation needs no rescaling.

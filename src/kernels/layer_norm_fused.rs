@@ -16,6 +16,8 @@
 use candle_core::{CpuStorage, CustomOp3, Layout, Result, Shape, Tensor};
 use rayon::prelude::*;
 
+use super::contiguous_input;
+
 /// Which LayerNorm, with its epsilon.
 #[derive(Debug, Clone, Copy)]
 pub enum NormKind {
@@ -44,10 +46,7 @@ pub fn layer_norm(xs: &Tensor, gain: &Tensor, bias: &Tensor, kind: NormKind) -> 
 
 /// A contiguous tensor's f32 slice.
 fn contiguous_slice<'a>(storage: &'a CpuStorage, layout: &Layout) -> Result<&'a [f32]> {
-    match layout.contiguous_offsets() {
-        Some((start, end)) => Ok(&storage.as_slice::<f32>()?[start..end]),
-        None => candle_core::bail!("layer norm: inputs must be contiguous"),
-    }
+    contiguous_input(storage, layout, "layer norm")
 }
 
 /// The op's three inputs as slices, with the row length.

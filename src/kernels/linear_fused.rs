@@ -11,6 +11,7 @@
 use candle_core::{CpuStorage, CustomOp2, CustomOp3, Layout, Result, Shape, Storage, Tensor};
 
 use super::few_rows::{self, Rows};
+use super::{contiguous_f32, contiguous_input};
 
 /// The op behind [`linear`] and [`linear_transposed`].
 struct LinearOp {
@@ -35,14 +36,6 @@ pub fn linear_transposed(xs: &Tensor, weight_t: &Tensor, bias: Option<&Tensor>) 
         Some(bias) => xs.apply_op3(weight_t, bias, op),
         None => xs.apply_op2(weight_t, op),
     }
-}
-
-/// The contiguous slice of a bias vector.
-fn bias_slice<'a>(storage: &'a CpuStorage, layout: &Layout) -> Result<&'a [f32]> {
-    let (start, end) = layout
-        .contiguous_offsets()
-        .ok_or_else(|| candle_core::Error::Msg("linear: the bias is not contiguous".into()))?;
-    Ok(&storage.as_slice::<f32>()?[start..end])
 }
 
 impl LinearOp {
@@ -75,8 +68,8 @@ impl LinearOp {
         };
         if rows <= few {
             if let (Some(x), Some(w)) = (
-                contiguous(x_storage, x_layout)?,
-                contiguous(w_storage, w_layout)?,
+                contiguous_f32(x_storage, x_layout)?,
+                contiguous_f32(w_storage, w_layout)?,
             ) {
                 let x = Rows {
                     data: x,
@@ -169,9 +162,7 @@ impl LinearOp {
         else {
             candle_core::bail!("linear: the fused backward pass runs on the CPU only")
         };
-        let g = contiguous(g_storage, g_layout)?.ok_or_else(|| {
-            candle_core::Error::Msg("linear: the upstream gradient is not contiguous".into())
-        })?;
+        let g = contiguous_input(g_storage, g_layout, "linear gradient")?;
         let x = Strided::of(x_storage, x_layout)?;
         let w = Strided::of(w_storage, w_layout)?;
         let g = Strided {
@@ -204,14 +195,6 @@ impl LinearOp {
                 .transpose()?,
         ))
     }
-}
-
-/// A contiguous tensor's f32 slice, or None for a strided one.
-fn contiguous<'a>(storage: &'a CpuStorage, layout: &Layout) -> Result<Option<&'a [f32]>> {
-    Ok(match layout.contiguous_offsets() {
-        Some((start, end)) => Some(&storage.as_slice::<f32>()?[start..end]),
-        None => None,
-    })
 }
 
 /// A matrix as gemm reads it: its elements from the first, and its row and column strides.
@@ -296,7 +279,7 @@ impl CustomOp3 for LinearOp {
         b_storage: &CpuStorage,
         b_layout: &Layout,
     ) -> Result<(CpuStorage, Shape)> {
-        let bias = bias_slice(b_storage, b_layout)?;
+        let bias = contiguous_input(b_storage, b_layout, "linear bias")?;
         self.forward((x_storage, x_layout), (w_storage, w_layout), Some(bias))
     }
 

@@ -40,7 +40,7 @@ mod test_support;
 use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use candle_core::{DType, Tensor};
+use candle_core::{CpuStorage, DType, Layout, Result, Tensor};
 
 thread_local! {
     static COMPOSED_ON_THIS_THREAD: Cell<bool> = const { Cell::new(false) };
@@ -80,6 +80,21 @@ fn fused_runs(tensors: &[&Tensor]) -> bool {
         && tensors
             .iter()
             .all(|t| t.device().is_cpu() && t.dtype() == DType::F32)
+}
+
+/// The f32 elements of a contiguous tensor on the CPU, or None for a strided one: what every
+/// fused op reads its inputs through.
+fn contiguous_f32<'a>(storage: &'a CpuStorage, layout: &Layout) -> Result<Option<&'a [f32]>> {
+    Ok(match layout.contiguous_offsets() {
+        Some((start, end)) => Some(&storage.as_slice::<f32>()?[start..end]),
+        None => None,
+    })
+}
+
+/// As [`contiguous_f32`], a strided tensor being an error that names the op (`what`).
+fn contiguous_input<'a>(storage: &'a CpuStorage, layout: &Layout, what: &str) -> Result<&'a [f32]> {
+    contiguous_f32(storage, layout)?
+        .ok_or_else(|| candle_core::Error::Msg(format!("{what}: inputs must be contiguous")))
 }
 
 #[cfg(test)]

@@ -14,8 +14,8 @@ use candle_core::{CpuStorage, CustomOp1, CustomOp2, Layout, Result, Shape, Tenso
 use rayon::prelude::*;
 
 use super::dropout::{dropout, keep_scale, Mode};
-use super::fused_runs;
 use super::simd::fma;
+use super::{contiguous_input, fused_runs};
 
 /// Elements per parallel task: large enough that scheduling costs nothing.
 const CHUNK: usize = 1 << 15;
@@ -68,10 +68,7 @@ impl Mask {
 
 /// A contiguous tensor's f32 slice.
 fn slice<'a>(storage: &'a CpuStorage, layout: &Layout) -> Result<&'a [f32]> {
-    match layout.contiguous_offsets() {
-        Some((start, end)) => Ok(&storage.as_slice::<f32>()?[start..end]),
-        None => candle_core::bail!("dropout: inputs must be contiguous"),
-    }
+    contiguous_input(storage, layout, "dropout")
 }
 
 /// One element-wise step over aligned chunks: `out`, up to two inputs, the mask, its factor.
