@@ -118,10 +118,8 @@ pub fn beam_search(
         match search.advance(&rows, k, limits.end) {
             Advance::Stop => break,
             Advance::Continue { beams, parents } => {
-                // Every row is this sentence's: the source rows change only in number.
-                let grows = parents.len() != search.beams.len();
                 let parents: Vec<u32> = parents.into_iter().map(|p| p as u32).collect();
-                state.reorder(&Tensor::new(parents.as_slice(), device)?, grows)?;
+                state.reorder(&parents)?;
                 search.beams = beams;
             }
         }
@@ -161,7 +159,7 @@ pub fn beam_search_batch(
     let searching: Vec<usize> = (0..batch).filter(|&s| max_steps[s] > 0).collect();
     if searching.len() < batch {
         let rows: Vec<u32> = searching.iter().map(|&s| s as u32).collect();
-        state.reorder(&Tensor::new(rows.as_slice(), device)?, true)?;
+        state.reorder(&rows)?;
     }
     let mut active: Vec<(usize, usize)> = searching
         .into_iter()
@@ -182,9 +180,6 @@ pub fn beam_search_batch(
         step += 1;
         let mut next_active = Vec::with_capacity(active.len());
         let mut keep_rows: Vec<u32> = Vec::new();
-        // A row's source changes only when a sentence leaves or its number of beams changes;
-        // otherwise the source keys/values stay as they are.
-        let mut sources_changed = false;
         for &(s, first_row) in &active {
             let search = &mut searches[s];
             let own = &log_probs[first_row..first_row + search.beams.len()];
@@ -195,14 +190,12 @@ pub fn beam_search_batch(
                     if more {
                         next_active.push((s, keep_rows.len()));
                         keep_rows.extend(parents.iter().map(|&p| (first_row + p) as u32));
-                        sources_changed |= parents.len() != search.beams.len();
                     }
                     search.beams = beams;
                     more
                 }
             };
             if !going_on {
-                sources_changed = true;
                 let done = std::mem::replace(search, Search::new(settings));
                 results[s] = Some(done.best(settings.length_penalty));
             }
@@ -210,7 +203,7 @@ pub fn beam_search_batch(
         if next_active.is_empty() {
             break;
         }
-        state.reorder(&Tensor::new(keep_rows.as_slice(), device)?, sources_changed)?;
+        state.reorder(&keep_rows)?;
         active = next_active;
     }
     // A sentence allowed no step gets the empty hypothesis, as `beam_search` gives it.

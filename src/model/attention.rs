@@ -1,104 +1,75 @@
 //! Scaled dot-product attention and MultiHeadedAttention (paper section 3.2, Figure 2).
 
+use std::borrow::Cow;
+use std::ops::Range;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Mutex;
+use std::sync::{Mutex, OnceLock};
 
-use candle_core::{Result, Tensor};
+use candle_core::{Result, Tensor, D};
 use candle_nn::VarBuilder;
 
 use super::linear::Linear;
 use crate::config::ModelConfig;
-use crate::kernels::attention::scaled_dot_product;
+use crate::kernels::attention::{attend_cached, scaled_dot_product, CachedKeys};
 use crate::kernels::dropout::Mode;
 
-/// Keys and values split into heads, `(batch, heads, len, d_k)` each.
+/// Keys and values, `(batch, heads, len, d_k)` each where they are split into heads, or
+/// `(.., d_model)` with the heads side by side where a decoding step reads them.
 #[derive(Debug, Clone)]
 pub struct KeyValues {
     pub keys: Tensor,
     pub values: Tensor,
 }
 
-impl KeyValues {
-    /// Keeps the rows `indices` of the batch, in that order (beam search reorders beams).
-    pub fn select(&self, indices: &Tensor) -> Result<Self> {
-        Ok(Self {
-            keys: self.keys.index_select(indices, 0)?,
-            values: self.values.index_select(indices, 0)?,
-        })
-    }
-}
-
-/// Self-attention keys and values of the positions decoded so far, kept in buffers with room
-/// to spare: a new position is written in place, and only when the room runs out are the
-/// buffers copied into ones twice as long (concatenating at every step allocated a slightly
-/// larger cache each time, which the allocator could not reuse).
-#[derive(Debug)]
+/// Self-attention keys and values of the positions decoded so far, as each step produced
+/// them, `(rows, d_model)`: nothing is copied once written. Beam search's reordering of the
+/// rows is kept as a lineage, which row of each earlier step every current row continues,
+/// and the attention reads the cache through it (gathering every layer's cache at every step
+/// had been a third of beam search's time).
+#[derive(Debug, Default)]
 pub struct KeyValueCache {
-    /// `(batch, heads, capacity, d_k)` each; positions `len..` are unused.
-    buffers: KeyValues,
-    len: usize,
+    /// Step `p`'s keys and values, `(rows_p, d_model)` each.
+    keys: Vec<Tensor>,
+    values: Vec<Tensor>,
+    /// `lineage[p][r]`: the row of step `p` that row `r` continues.
+    lineage: Vec<Vec<u32>>,
 }
 
 impl KeyValueCache {
-    /// Room for this many positions before the first doubling: small, because beam search
-    /// gathers the whole room of every layer at every step.
-    const INITIAL_CAPACITY: usize = 16;
-
-    /// A cache holding `first` `(batch, heads, len, d_k)`.
-    fn from(first: &KeyValues) -> Result<Self> {
-        let len = first.keys.dim(2)?;
-        let mut cache = Self {
-            buffers: Self::allocate(&first.keys, len.max(Self::INITIAL_CAPACITY))?,
-            len: 0,
-        };
-        cache.append(first)?;
-        Ok(cache)
+    /// Adds a step of `(rows, d_model)` keys and values, one row per current row.
+    fn push(&mut self, new: KeyValues) -> Result<()> {
+        let rows = new.keys.dim(0)?;
+        self.lineage.push((0..rows as u32).collect());
+        self.keys.push(new.keys);
+        self.values.push(new.values);
+        Ok(())
     }
 
-    fn allocate(like: &Tensor, capacity: usize) -> Result<KeyValues> {
-        let (batch, heads, _, d_k) = like.dims4()?;
-        let zeros = || Tensor::zeros((batch, heads, capacity, d_k), like.dtype(), like.device());
-        Ok(KeyValues {
-            keys: zeros()?,
-            values: zeros()?,
-        })
-    }
-
-    fn append(&mut self, new: &KeyValues) -> Result<()> {
-        let added = new.keys.dim(2)?;
-        let capacity = self.buffers.keys.dim(2)?;
-        if self.len + added > capacity {
-            let grown = Self::allocate(&new.keys, (2 * capacity).max(self.len + added))?;
-            let used = self.view()?;
-            grown.keys.slice_set(&used.keys.contiguous()?, 2, 0)?;
-            grown.values.slice_set(&used.values.contiguous()?, 2, 0)?;
-            self.buffers = grown;
+    /// Keeps the rows `indices` of the batch, in that order (beam search reorders beams and
+    /// drops finished sentences): only the lineage changes.
+    pub fn reorder(&mut self, indices: &[u32]) -> Result<()> {
+        for rows_of_step in &mut self.lineage {
+            let continued = indices
+                .iter()
+                .map(|&i| rows_of_step.get(i as usize).copied())
+                .collect::<Option<Vec<u32>>>();
+            let Some(continued) = continued else {
+                candle_core::bail!(
+                    "attention cache: reorder to {indices:?} of {} rows",
+                    rows_of_step.len()
+                )
+            };
+            *rows_of_step = continued;
         }
-        self.buffers
-            .keys
-            .slice_set(&new.keys.contiguous()?, 2, self.len)?;
-        self.buffers
-            .values
-            .slice_set(&new.values.contiguous()?, 2, self.len)?;
-        self.len += added;
         Ok(())
     }
 
-    /// The positions so far, `(batch, heads, len, d_k)` views into the buffers.
-    fn view(&self) -> Result<KeyValues> {
-        Ok(KeyValues {
-            keys: self.buffers.keys.narrow(2, 0, self.len)?,
-            values: self.buffers.values.narrow(2, 0, self.len)?,
-        })
-    }
-
-    /// Keeps the rows `indices` of the batch, in that order (beam search reorders beams):
-    /// one gather of the buffers, room included (at most as much again as the positions used,
-    /// since the room starts small and doubles). Gathering only the used positions and
-    /// writing them back into the same buffers took three copies and was no faster.
-    pub fn reorder(&mut self, indices: &Tensor) -> Result<()> {
-        self.buffers = self.buffers.select(indices)?;
-        Ok(())
+    fn cached(&self) -> CachedKeys<'_> {
+        CachedKeys::Steps {
+            keys: &self.keys,
+            values: &self.values,
+            lineage: &self.lineage,
+        }
     }
 }
 
@@ -108,6 +79,11 @@ impl KeyValueCache {
 /// reference's state_dict.
 pub struct MultiHeadedAttention {
     linears: [Linear; 4],
+    /// q, k and v as one product for a decoding step's self-attention, k and v as one for the
+    /// encoder memory: the weights concatenated on first use from the PyTorch-named ones,
+    /// which stay the checkpoint format. Kept only for fixed weights (see `joined`).
+    qkv: OnceLock<Linear>,
+    kv: OnceLock<Linear>,
     heads: usize,
     head_dim: usize,
     dropout: f64,
@@ -138,6 +114,8 @@ impl MultiHeadedAttention {
         let linear = |i: usize| Linear::with_bias(d, d, cfg.attention_bias, vb.pp(i));
         Ok(Self {
             linears: [linear(0)?, linear(1)?, linear(2)?, linear(3)?],
+            qkv: OnceLock::new(),
+            kv: OnceLock::new(),
             heads: cfg.heads,
             head_dim: cfg.head_dim(),
             dropout: cfg.attention_dropout,
@@ -175,32 +153,75 @@ impl MultiHeadedAttention {
         self.attend(query, &key_values, mask, mode)
     }
 
-    /// Projects `xs` `(batch, len, d_model)` into keys and values, e.g. the encoder memory once
-    /// per sentence for every decoding step's source attention.
-    pub fn key_values(&self, xs: &Tensor) -> Result<KeyValues> {
+    /// Projects the encoder memory `(batch, src_len, d_model)` into keys and values, `(batch,
+    /// src_len, d_model)` each with the heads side by side, once per sentence for every
+    /// decoding step's source attention ([`Self::attend_memory`]).
+    pub fn memory_key_values(&self, memory: &Tensor) -> Result<KeyValues> {
+        let d_model = memory.dim(D::Minus1)?;
+        let kv = self.joined(&self.kv, 1..3)?.forward(memory)?;
         Ok(KeyValues {
-            keys: self.split_heads(&self.linears[1].forward(xs)?)?,
-            values: self.split_heads(&self.linears[2].forward(xs)?)?,
+            keys: kv.narrow(D::Minus1, 0, d_model)?,
+            values: kv.narrow(D::Minus1, d_model, d_model)?,
         })
     }
 
-    /// Self-attention for new positions `xs` `(batch, new, d_model)` during incremental
-    /// decoding: their keys and values are appended to `cache`, and they attend to every
-    /// cached position (earlier positions never see later ones, so no mask is needed when
-    /// one position is added at a time).
-    pub fn forward_cached(&self, xs: &Tensor, cache: &mut Option<KeyValueCache>) -> Result<Tensor> {
-        let new = self.key_values(xs)?;
-        let all = match cache {
-            Some(cache) => {
-                cache.append(&new)?;
-                cache.view()?
-            }
-            None => {
-                *cache = Some(KeyValueCache::from(&new)?);
-                new
-            }
+    /// Self-attention of one new position per row, `xs` `(rows, 1, d_model)`, during
+    /// incremental decoding: its keys and values join `cache`, and it attends to every cached
+    /// position (earlier positions never see later ones, so no mask is needed).
+    pub fn forward_cached(&self, xs: &Tensor, cache: &mut KeyValueCache) -> Result<Tensor> {
+        let (rows, d_model) = one_position(xs)?;
+        let qkv = self
+            .joined(&self.qkv, 0..3)?
+            .forward(&xs.reshape((rows, d_model))?)?;
+        // Copied out of the product so that the cache does not hold on to the queries.
+        let kv = qkv.narrow(1, d_model, 2 * d_model)?.contiguous()?;
+        cache.push(KeyValues {
+            keys: kv.narrow(1, 0, d_model)?,
+            values: kv.narrow(1, d_model, d_model)?,
+        })?;
+        let query = qkv.narrow(1, 0, d_model)?;
+        let x = attend_cached(&query, self.heads, cache.cached())?;
+        self.linears[3].forward(&x)?.reshape((rows, 1, d_model))
+    }
+
+    /// Source attention of one new position per row, `xs` `(rows, 1, d_model)`, over the
+    /// memory of each row's sentence: `memory` from [`Self::memory_key_values`] for every
+    /// sentence, `sentence_of[r]` row `r`'s, `src_mask` `(sentences, 1, src_len)`.
+    pub fn attend_memory(
+        &self,
+        xs: &Tensor,
+        memory: &KeyValues,
+        sentence_of: &[u32],
+        src_mask: &Tensor,
+    ) -> Result<Tensor> {
+        let (rows, d_model) = one_position(xs)?;
+        let query = self.linears[0].forward(&xs.reshape((rows, d_model))?)?;
+        let cached = CachedKeys::Memory {
+            keys: &memory.keys,
+            values: &memory.values,
+            sentence_of,
+            mask: src_mask,
         };
-        self.attend(xs, &all, None, Mode::Eval)
+        let x = attend_cached(&query, self.heads, cached)?;
+        self.linears[3].forward(&x)?.reshape((rows, 1, d_model))
+    }
+
+    /// The projections `parts` of `linears` as one layer: kept in `room` for fixed weights,
+    /// concatenated afresh for weights in training, which change after every step.
+    fn joined<'a>(
+        &'a self,
+        room: &'a OnceLock<Linear>,
+        parts: Range<usize>,
+    ) -> Result<Cow<'a, Linear>> {
+        let layers: Vec<&Linear> = self.linears[parts].iter().collect();
+        if layers.iter().any(|l| l.is_trained()) {
+            return Ok(Cow::Owned(Linear::concatenated(&layers)?));
+        }
+        if let Some(joined) = room.get() {
+            return Ok(Cow::Borrowed(joined));
+        }
+        let joined = Linear::concatenated(&layers)?;
+        Ok(Cow::Borrowed(room.get_or_init(|| joined)))
     }
 
     /// Attention of `query` `(batch, q_len, d_model)` over projected keys and values.
@@ -239,38 +260,48 @@ impl MultiHeadedAttention {
     }
 }
 
+/// `(rows, 1, d_model)` -> `(rows, d_model)`: a decoding step adds one position per row.
+fn one_position(xs: &Tensor) -> Result<(usize, usize)> {
+    let (rows, new, d_model) = xs.dims3()?;
+    if new != 1 {
+        candle_core::bail!("a decoding step takes one new position per row, got {new}")
+    }
+    Ok((rows, d_model))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use candle_core::{Device, IndexOp};
 
-    #[test]
-    fn the_cache_keeps_every_position_across_its_doublings() {
+    /// Step `i`'s row `r` holds `10 i + r` in every key element.
+    fn step(i: usize, rows: usize) -> KeyValues {
         let dev = Device::Cpu;
-        let step = |i: usize| KeyValues {
-            keys: Tensor::full(i as f32, (2, 3, 1, 4), &dev).unwrap(),
-            values: Tensor::full(-(i as f32), (2, 3, 1, 4), &dev).unwrap(),
-        };
-        let mut cache = KeyValueCache::from(&step(0)).unwrap();
-        for i in 1..150 {
-            cache.append(&step(i)).unwrap();
+        let keys: Vec<f32> = (0..rows * 4).map(|e| (10 * i + e / 4) as f32).collect();
+        let keys = Tensor::from_vec(keys, (rows, 4), &dev).unwrap();
+        KeyValues {
+            values: keys.neg().unwrap(),
+            keys,
         }
-        let view = cache.view().unwrap();
-        assert_eq!(view.keys.dims(), &[2, 3, 150, 4]);
-        let keys = view
-            .keys
-            .i((1, 2, .., 0))
-            .unwrap()
-            .to_vec1::<f32>()
-            .unwrap();
-        let values = view
-            .values
-            .i((0, 0, .., 3))
-            .unwrap()
-            .to_vec1::<f32>()
-            .unwrap();
-        assert_eq!(keys, (0..150).map(|i| i as f32).collect::<Vec<_>>());
-        assert_eq!(values, (0..150).map(|i| -(i as f32)).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn reordering_the_cache_composes_its_lineage_and_copies_nothing() {
+        let mut cache = KeyValueCache::default();
+        cache.push(step(0, 2)).unwrap();
+        // Two rows become three (0, 0, 1), then the last two are kept swapped (1, 0).
+        cache.reorder(&[0, 0, 1]).unwrap();
+        cache.push(step(1, 3)).unwrap();
+        cache.reorder(&[2, 1]).unwrap();
+        cache.push(step(2, 2)).unwrap();
+        assert_eq!(cache.lineage, vec![vec![1, 0], vec![2, 1], vec![0, 1]]);
+        assert_eq!(cache.keys.len(), 3);
+        assert_eq!(
+            cache.keys[0].i((1, 0)).unwrap().to_scalar::<f32>().unwrap(),
+            1.0
+        );
+        let error = cache.reorder(&[5]).unwrap_err().to_string();
+        assert!(error.contains("reorder to [5] of 2 rows"), "{error}");
     }
 
     #[test]

@@ -65,51 +65,67 @@ impl DecoderLayer {
 }
 
 impl DecoderLayer {
-    /// One incremental step: `xs` `(batch, 1, d_model)` new position, `cache` this layer's
-    /// self-attention keys/values so far, `memory_kv` the source keys/values computed once.
+    /// One incremental step: `xs` `(rows, 1, d_model)` new position, `cache` this layer's
+    /// self-attention keys/values so far, `memory_kv` its source keys/values computed once per
+    /// sentence, `memory` which sentence each row translates.
     pub fn forward_step(
         &self,
         xs: &Tensor,
-        cache: &mut Option<KeyValueCache>,
+        cache: &mut KeyValueCache,
+        memory: &Memory,
         memory_kv: &KeyValues,
-        src_mask: &Tensor,
     ) -> Result<Tensor> {
         let mode = Mode::Eval;
         let xs = self.sublayer[0].forward(xs, mode, |x| self.self_attn.forward_cached(x, cache))?;
         let xs = self.sublayer[1].forward(&xs, mode, |x| {
-            self.src_attn.attend(x, memory_kv, Some(src_mask), mode)
+            self.src_attn
+                .attend_memory(x, memory_kv, &memory.sentence_of, &memory.src_mask)
         })?;
         self.sublayer[2].forward(&xs, mode, |x| self.feed_forward.forward(x, mode))
     }
 }
 
 /// What incremental decoding keeps between steps: per layer, the self-attention keys/values
-/// of the positions decoded so far and the source keys/values, projected once per sentence.
-/// Not `Clone`: the self-attention caches are written in place.
+/// of the positions decoded so far and the source keys/values, projected once per sentence
+/// (the beams of a sentence share them, as in CTranslate2). Not `Clone`: the caches grow in
+/// place.
 #[derive(Debug)]
 pub struct DecoderState {
-    self_attn: Vec<Option<KeyValueCache>>,
+    self_attn: Vec<KeyValueCache>,
     memory_kv: Vec<KeyValues>,
-    src_mask: Tensor,
+    memory: Memory,
     /// Positions decoded so far.
     pub len: usize,
 }
 
+/// The sentences being decoded: row `r` of a step translates sentence `sentence_of[r]`, whose
+/// padding mask is row `sentence_of[r]` of `src_mask` `(sentences, 1, src_len)`.
+#[derive(Debug)]
+pub struct Memory {
+    sentence_of: Vec<u32>,
+    src_mask: Tensor,
+}
+
 impl DecoderState {
-    /// Keeps the rows `indices` of the batch, in that order (beam search reorders beams), the
-    /// self-attention caches in place. `sources_changed` says whether row `i`'s source
-    /// sentence is no longer what it was before: only then are the source keys/values and
-    /// mask gathered too (within one sentence's beams they are the same rows).
-    pub fn reorder(&mut self, indices: &Tensor, sources_changed: bool) -> Result<()> {
-        for cache in self.self_attn.iter_mut().flatten() {
+    /// Keeps the rows `indices` of the batch, in that order (beam search reorders beams and
+    /// drops finished sentences). Nothing is copied: the caches and the rows' sentences
+    /// remember which earlier row each row continues.
+    pub fn reorder(&mut self, indices: &[u32]) -> Result<()> {
+        for cache in &mut self.self_attn {
             cache.reorder(indices)?;
         }
-        if sources_changed {
-            for kv in &mut self.memory_kv {
-                *kv = kv.select(indices)?;
-            }
-            self.src_mask = self.src_mask.index_select(indices, 0)?;
-        }
+        let sentences = &self.memory.sentence_of;
+        let Some(sentence_of) = indices
+            .iter()
+            .map(|&i| sentences.get(i as usize).copied())
+            .collect::<Option<Vec<u32>>>()
+        else {
+            candle_core::bail!(
+                "decoder state: reorder to {indices:?} of {} rows",
+                sentences.len()
+            )
+        };
+        self.memory.sentence_of = sentence_of;
         Ok(())
     }
 }
@@ -139,26 +155,33 @@ impl Decoder {
     /// The state before the first incremental step: source keys/values for every layer.
     pub fn start(&self, memory: &Tensor, src_mask: &Tensor) -> Result<DecoderState> {
         Ok(DecoderState {
-            self_attn: self.layers.iter().map(|_| None).collect(),
+            self_attn: self
+                .layers
+                .iter()
+                .map(|_| KeyValueCache::default())
+                .collect(),
             memory_kv: self
                 .layers
                 .iter()
-                .map(|layer| layer.src_attn.key_values(memory))
+                .map(|layer| layer.src_attn.memory_key_values(memory))
                 .collect::<Result<_>>()?,
-            src_mask: src_mask.clone(),
+            memory: Memory {
+                sentence_of: (0..memory.dim(0)? as u32).collect(),
+                src_mask: src_mask.clone(),
+            },
             len: 0,
         })
     }
 
-    /// One incremental step: embedded new position `(batch, 1, d_model)` -> its hidden state.
+    /// One incremental step: embedded new position `(rows, 1, d_model)` -> its hidden state.
     pub fn forward_step(&self, xs: &Tensor, state: &mut DecoderState) -> Result<Tensor> {
         let mut xs = xs.clone();
         for (i, layer) in self.layers.iter().enumerate() {
             xs = layer.forward_step(
                 &xs,
                 &mut state.self_attn[i],
+                &state.memory,
                 &state.memory_kv[i],
-                &state.src_mask,
             )?;
         }
         state.len += 1;

@@ -62,7 +62,12 @@ impl DecoderOnly {
     /// An empty key/value cache for incremental decoding.
     pub fn start(&self) -> Generation {
         Generation {
-            caches: self.decoder.layers().iter().map(|_| None).collect(),
+            caches: self
+                .decoder
+                .layers()
+                .iter()
+                .map(|_| KeyValueCache::default())
+                .collect(),
             len: 0,
         }
     }
@@ -79,7 +84,7 @@ impl DecoderOnly {
 
 /// What incremental decoding keeps between steps: each layer's keys and values so far.
 pub struct Generation {
-    caches: Vec<Option<KeyValueCache>>,
+    caches: Vec<KeyValueCache>,
     /// Positions fed so far.
     pub len: usize,
 }

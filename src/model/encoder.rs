@@ -37,7 +37,7 @@ impl EncoderLayer {
 
     /// One new position of a causal stack (the decoder-only model): `xs` `(batch, 1,
     /// d_model)` attends to itself and to the positions in `cache`, which it joins.
-    pub fn forward_step(&self, xs: &Tensor, cache: &mut Option<KeyValueCache>) -> Result<Tensor> {
+    pub fn forward_step(&self, xs: &Tensor, cache: &mut KeyValueCache) -> Result<Tensor> {
         let mode = Mode::Eval;
         let xs = self.sublayer[0].forward(xs, mode, |x| self.self_attn.forward_cached(x, cache))?;
         self.sublayer[1].forward(&xs, mode, |x| self.feed_forward.forward(x, mode))
@@ -77,11 +77,7 @@ impl Encoder {
 
     /// One new position through every layer, each with its own cache (see
     /// `EncoderLayer::forward_step`), then the final norm.
-    pub fn forward_step(
-        &self,
-        xs: &Tensor,
-        caches: &mut [Option<KeyValueCache>],
-    ) -> Result<Tensor> {
+    pub fn forward_step(&self, xs: &Tensor, caches: &mut [KeyValueCache]) -> Result<Tensor> {
         let mut xs = xs.clone();
         for (layer, cache) in self.layers.iter().zip(caches.iter_mut()) {
             xs = layer.forward_step(&xs, cache)?;

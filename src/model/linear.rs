@@ -9,6 +9,7 @@ use candle_nn::{Init, VarBuilder};
 use crate::kernels;
 
 /// A fully connected layer, with or without a bias.
+#[derive(Clone)]
 pub struct Linear {
     weight: Tensor,
     bias: Option<Tensor>,
@@ -48,6 +49,23 @@ impl Linear {
             bias,
             fixed_weight_t: OnceLock::new(),
         })
+    }
+
+    /// `layers` of one input size as one layer whose outputs lie side by side in that order
+    /// (their weights and biases concatenated): one product instead of several.
+    pub fn concatenated(layers: &[&Linear]) -> Result<Self> {
+        let weights: Vec<&Tensor> = layers.iter().map(|l| &l.weight).collect();
+        let biases: Option<Vec<&Tensor>> = layers.iter().map(|l| l.bias.as_ref()).collect();
+        Ok(Self {
+            weight: Tensor::cat(&weights, 0)?,
+            bias: biases.map(|b| Tensor::cat(&b, 0)).transpose()?,
+            fixed_weight_t: OnceLock::new(),
+        })
+    }
+
+    /// Whether the weights are being trained (variables), so may change after any step.
+    pub fn is_trained(&self) -> bool {
+        self.weight.track_op() || self.bias.as_ref().is_some_and(Tensor::track_op)
     }
 
     /// `(..., in)` -> `(..., out)`.
