@@ -28,6 +28,12 @@ pub fn residual_dropout(xs: &Tensor, sublayer_out: &Tensor, p: f64, mode: Mode) 
             xs.contiguous()?
                 .apply_op2(&sublayer_out.contiguous()?, ResidualOp(mask))
         }
+        Mode::Eval if !tracked(&[xs, sublayer_out]) && fused_runs(&[xs, sublayer_out]) => {
+            match inference_map(&[xs, sublayer_out], sum_step)? {
+                Some(sum) => Ok(sum),
+                None => xs + sublayer_out,
+            }
+        }
         _ => xs + dropout(sublayer_out, p, mode)?,
     }
 }
@@ -39,9 +45,80 @@ pub fn relu_dropout(hidden: &Tensor, p: f64, mode: Mode) -> Result<Tensor> {
             let mask = Mask::draw(rng.keeps(hidden.elem_count(), p), p);
             hidden.contiguous()?.apply_op1(ReluDropoutOp(mask))
         }
+        Mode::Eval if !tracked(&[hidden]) && fused_runs(&[hidden]) => {
+            match inference_map(&[hidden], relu_step)? {
+                Some(relu) => Ok(relu),
+                None => hidden.relu(),
+            }
+        }
         _ => dropout(&hidden.relu()?, p, mode),
     }
 }
+
+fn tracked(tensors: &[&Tensor]) -> bool {
+    tensors.iter().any(|t| t.track_op())
+}
+
+/// Without dropout or gradients (decoding), the plain sum or ReLU, `step` over parallel
+/// chunks of one or two contiguous inputs of one shape; None where one is strided. This runs
+/// on rayon's threads, as the products and the rest of a decoding step do: candle's own
+/// element-wise ops run on a second pool, whose workers spin for a while after each op and,
+/// on two cores, take turns with rayon's instead of working beside them.
+fn inference_map(
+    inputs: &[&Tensor],
+    step: fn(&mut [f32], &[f32], &[f32]),
+) -> Result<Option<Tensor>> {
+    let first = inputs[0];
+    if inputs.iter().any(|t| t.shape() != first.shape()) {
+        candle_core::bail!("residual: inputs of different shapes")
+    }
+    let guards: Vec<_> = inputs.iter().map(|t| t.storage_and_layout()).collect();
+    let mut slices = Vec::with_capacity(guards.len());
+    for (storage, layout) in &guards {
+        let candle_core::Storage::Cpu(cpu) = &**storage else {
+            return Ok(None);
+        };
+        match super::contiguous_f32(cpu, layout)? {
+            Some(slice) => slices.push(slice),
+            None => return Ok(None),
+        }
+    }
+    let (a, b) = (slices[0], slices.get(1).copied().unwrap_or(slices[0]));
+    let mut out = vec![0f32; a.len()];
+    let task = |(chunk, out): (usize, &mut [f32])| {
+        let range = chunk * CHUNK..chunk * CHUNK + out.len();
+        step(out, &a[range.clone()], &b[range]);
+    };
+    if a.len() <= CHUNK {
+        // One row of a sentence: not worth waking a thread.
+        out.chunks_mut(CHUNK).enumerate().for_each(task);
+    } else {
+        out.par_chunks_mut(CHUNK).enumerate().for_each(task);
+    }
+    Ok(Some(Tensor::from_vec(out, first.shape(), first.device())?))
+}
+
+vectorized!(
+    /// `x + y`.
+    fn sum_step(out: &mut [f32], x: &[f32], y: &[f32]) {
+        let n = out.len();
+        let (x, y) = (&x[..n], &y[..n]);
+        for k in 0..n {
+            out[k] = x[k] + y[k];
+        }
+    }
+);
+
+vectorized!(
+    /// `max(0, h)`.
+    fn relu_step(out: &mut [f32], h: &[f32], _unused: &[f32]) {
+        let n = out.len();
+        let h = &h[..n];
+        for k in 0..n {
+            out[k] = h[k].max(0.0);
+        }
+    }
+);
 
 /// A dropout mask kept for the backward pass: which elements stay, and their factor.
 #[derive(Clone)]
