@@ -74,12 +74,13 @@ pub fn greedy_decode(
 }
 
 /// Greedy decoding of a batch `src` `(batch, src_len)` with padding mask `src_mask`
-/// `(batch, 1, src_len)`, one cached decoder step per position. Stops when every sentence has
-/// produced `limits.end` or after `limits.max_steps`.
+/// `(batch, 1, src_len)`, one cached decoder step per position. A sentence stops at
+/// `limits.end` (kept) and leaves the batch, so that the longest translation of a batch no
+/// longer costs a step for every row; all stop after `limits.max_steps`.
 ///
-/// The chosen ids and their log-probs stay on the device; the host reads whether every
-/// sentence has ended only every few steps on a GPU (each read waits for the GPU to drain),
-/// at every step on the CPU (where it costs nothing), and reads the ids once at the end.
+/// The chosen ids and their log-probs stay on the device between checks: the host reads them,
+/// and so learns which sentences have ended, only every few steps on a GPU (each read waits
+/// for the GPU to drain), at every step on the CPU (where it costs nothing).
 pub fn greedy_batch(
     model: &EncoderDecoder,
     src: &Tensor,
@@ -92,46 +93,60 @@ pub fn greedy_batch(
     let check_every = crate::device::steps_between_end_checks(device);
     let memory = model.encode(src, src_mask, Mode::Eval)?;
     let mut state = model.start_decoding(&memory, src_mask)?;
-    let mut ids = Vec::with_capacity(limits.max_steps);
-    let mut scores = Vec::with_capacity(limits.max_steps);
-    // 1 where a sentence has produced the end symbol.
-    let mut ended = Tensor::zeros((batch, 1), DType::U8, device)?;
+    let mut hypotheses = vec![Hypothesis::empty(); batch];
+    // The sentence of each row of the state, and the steps not yet read back.
+    let mut sentences: Vec<usize> = (0..batch).collect();
+    let mut unread: Vec<(Tensor, Tensor)> = Vec::new();
     let mut last = Tensor::full(start, (batch, 1), device)?;
     for step in 1..=limits.max_steps {
         let log_probs = step_log_probs(model, &last, &mut state)?;
         let best = log_probs.argmax_keepdim(D::Minus1)?;
-        scores.push(log_probs.gather(&best, D::Minus1)?);
-        ids.push(best.clone());
-        if let Some(end) = limits.end {
-            ended = ended.maximum(&best.eq(end)?)?;
-            if step % check_every == 0 && ended.min_all()?.to_scalar::<u8>()? == 1 {
-                break;
-            }
-        }
+        unread.push((best.clone(), log_probs.gather(&best, D::Minus1)?));
         last = best;
+        if step % check_every != 0 && step < limits.max_steps {
+            continue;
+        }
+        let open = read_steps(&mut unread, &sentences, &mut hypotheses, limits.end)?;
+        if open.is_empty() {
+            break;
+        }
+        if open.len() < sentences.len() {
+            state.reorder(&open)?;
+            last = last.index_select(&Tensor::new(open.as_slice(), device)?, 0)?;
+            sentences = open.iter().map(|&row| sentences[row as usize]).collect();
+        }
     }
-    if ids.is_empty() {
-        return Ok(vec![Hypothesis::empty(); batch]);
-    }
+    Ok(hypotheses)
+}
+
+/// Appends the steps in `unread` (ids and log-probs `(rows, 1)` each) to the hypotheses of the
+/// rows' `sentences`, up to and including each one's end symbol, and returns the rows that
+/// have not ended.
+fn read_steps(
+    unread: &mut Vec<(Tensor, Tensor)>,
+    sentences: &[usize],
+    hypotheses: &mut [Hypothesis],
+    end: Option<u32>,
+) -> Result<Vec<u32>> {
+    let (ids, scores): (Vec<Tensor>, Vec<Tensor>) = unread.drain(..).unzip();
     let ids = Tensor::cat(&ids, 1)?.to_vec2::<u32>()?;
     let scores = Tensor::cat(&scores, 1)?
         .to_dtype(DType::F32)?
         .to_vec2::<f32>()?;
-    Ok(ids
-        .into_iter()
-        .zip(scores)
-        .map(|(row_ids, row_scores)| {
-            // Each sentence ends at its first end symbol, kept; later steps are discarded.
-            let len = limits
-                .end
-                .and_then(|end| row_ids.iter().position(|&id| id == end))
-                .map_or(row_ids.len(), |at| at + 1);
-            Hypothesis {
-                ids: row_ids[..len].to_vec(),
-                log_probs: row_scores[..len].to_vec(),
-            }
-        })
-        .collect())
+    let mut open = Vec::with_capacity(sentences.len());
+    for (row, (&sentence, (row_ids, row_scores))) in
+        sentences.iter().zip(ids.iter().zip(&scores)).enumerate()
+    {
+        let hypothesis = &mut hypotheses[sentence];
+        let ended_at = end.and_then(|end| row_ids.iter().position(|&id| id == end));
+        let len = ended_at.map_or(row_ids.len(), |at| at + 1);
+        hypothesis.ids.extend_from_slice(&row_ids[..len]);
+        hypothesis.log_probs.extend_from_slice(&row_scores[..len]);
+        if ended_at.is_none() {
+            open.push(row as u32);
+        }
+    }
+    Ok(open)
 }
 
 /// The Generator's log-probabilities `(batch, vocab)` for the position after `last` `(batch, 1)`.

@@ -10,6 +10,7 @@
 
 use rayon::prelude::*;
 
+use super::log_softmax::LOWEST_EXPONENT;
 use super::simd::fma;
 
 /// A `(rows, width)` matrix read in place: row `i` starts at `data[i * stride]`.
@@ -112,7 +113,7 @@ vectorized!(
             }
             let mut total = 0.0;
             for score in scores.iter_mut() {
-                *score = (*score - max).exp();
+                *score = (*score - max).max(LOWEST_EXPONENT).exp();
                 total += *score;
             }
             let o = &mut out[heads_part.clone()];

@@ -11,6 +11,7 @@
 //! | [`layer_norm::layer_norm`] | the reference's LayerNorm and torch's | [`layer_norm_fused`] |
 //! | [`residual::residual_dropout`] | `x + dropout(y)` (a sublayer's residual) | [`residual`] |
 //! | [`residual::relu_dropout`] | `dropout(max(0, h))` (the feed-forward's middle) | [`residual`] |
+//! | [`log_softmax::log_softmax_last_dim`] | the Generator's log-softmax in decoding | [`log_softmax`] |
 //! | [`loss::label_smoothed_kl_sum`] | log-softmax and the label-smoothed KL | [`loss_fused`] |
 //! | [`adam::adam_update`] | one Adam step, in place | [`adam_fused`] |
 //!
@@ -33,6 +34,7 @@ pub mod layer_norm;
 mod layer_norm_fused;
 pub mod linear;
 mod linear_fused;
+pub mod log_softmax;
 pub mod loss;
 mod loss_fused;
 pub mod residual;

@@ -1,6 +1,6 @@
 //! EncoderDecoder, the Generator and `make_model`: the whole of Figure 1.
 
-use candle_core::{DType, Device, Result, Tensor, D};
+use candle_core::{DType, Device, Result, Tensor};
 use candle_nn::{VarBuilder, VarMap};
 
 use super::linear::Linear;
@@ -11,6 +11,7 @@ use super::encoder::Encoder;
 use super::init::initialize_parameters;
 use crate::config::ModelConfig;
 use crate::kernels::dropout::Mode;
+use crate::kernels::log_softmax::log_softmax_last_dim;
 
 /// Vocabulary sizes: the only model dimensions that come from the data, not the config.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -92,7 +93,7 @@ impl Generator {
 
     /// `(..., d_model)` -> log-probabilities `(..., tgt_vocab)`.
     pub fn forward(&self, xs: &Tensor) -> Result<Tensor> {
-        candle_nn::ops::log_softmax(&self.logits(xs)?, D::Minus1)
+        log_softmax_last_dim(&self.logits(xs)?)
     }
 
     /// `(..., d_model)` -> unnormalised scores `(..., tgt_vocab)`, for a loss that applies
