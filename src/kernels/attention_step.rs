@@ -11,7 +11,7 @@
 use rayon::prelude::*;
 
 use super::log_softmax::LOWEST_EXPONENT;
-use super::simd::fma;
+use super::simd::{dot, fma};
 
 /// A `(rows, width)` matrix read in place: row `i` starts at `data[i * stride]`.
 #[derive(Clone, Copy)]
@@ -106,7 +106,7 @@ vectorized!(
                 let score = if row.uniform {
                     0.0
                 } else {
-                    dot::<FUSED>(q, k) / scale
+                    dot::<FUSED, 16>(q, k) / scale
                 };
                 max = max.max(score);
                 scores.push(score);
@@ -127,27 +127,3 @@ vectorized!(
         }
     }
 );
-
-/// `sum_j a_j b_j` over 16 lanes (one AVX-512 register, two of AVX2), whose chains of
-/// multiply-adds run side by side.
-#[inline(always)]
-fn dot<const FUSED: bool>(a: &[f32], b: &[f32]) -> f32 {
-    const LANES: usize = 16;
-    let n = a.len().min(b.len());
-    let mut lanes = [0f32; LANES];
-    let blocks = n / LANES;
-    for block in 0..blocks {
-        let (a, b) = (&a[block * LANES..][..LANES], &b[block * LANES..][..LANES]);
-        for k in 0..LANES {
-            lanes[k] = fma::<FUSED>(a[k], b[k], lanes[k]);
-        }
-    }
-    let mut total = 0.0;
-    for k in blocks * LANES..n {
-        total = fma::<FUSED>(a[k], b[k], total);
-    }
-    for lane in lanes {
-        total += lane;
-    }
-    total
-}

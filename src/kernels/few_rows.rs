@@ -10,7 +10,7 @@
 
 use rayon::prelude::*;
 
-use super::simd::fma;
+use super::simd::{dot, fma};
 
 /// Up to this many rows `x_times_w_t` beats gemm (training the base model on the toy pairs,
 /// 12-16 rows: 1.2x faster steps).
@@ -36,32 +36,6 @@ impl Rows<'_> {
     fn row(&self, r: usize) -> &[f32] {
         &self.data[r * self.cols..(r + 1) * self.cols]
     }
-}
-
-/// `sum_k a_k b_k` over 64 lanes: four vector registers of AVX-512 (eight of AVX2), whose
-/// chains of multiply-adds run side by side instead of waiting on one another.
-#[inline(always)]
-fn dot<const FUSED: bool>(a: &[f32], b: &[f32]) -> f32 {
-    // Plain loops, no closures: a closure is compiled on its own, without the caller's
-    // target features, and its `mul_add` becomes a library call.
-    const LANES: usize = 64;
-    let n = a.len().min(b.len());
-    let mut lanes = [0f32; LANES];
-    let blocks = n / LANES;
-    for block in 0..blocks {
-        let (a, b) = (&a[block * LANES..][..LANES], &b[block * LANES..][..LANES]);
-        for k in 0..LANES {
-            lanes[k] = fma::<FUSED>(a[k], b[k], lanes[k]);
-        }
-    }
-    let mut total = 0.0;
-    for k in blocks * LANES..n {
-        total = fma::<FUSED>(a[k], b[k], total);
-    }
-    for lane in lanes {
-        total += lane;
-    }
-    total
 }
 
 /// `y += alpha x`.
@@ -106,7 +80,7 @@ vectorized!(
                     Some(b) => b[j],
                     None => 0.0,
                 };
-                block.push(b + dot::<FUSED>(row, &w[j * x.cols..(j + 1) * x.cols]));
+                block.push(b + dot::<FUSED, 64>(row, &w[j * x.cols..(j + 1) * x.cols]));
             }
         }
         block

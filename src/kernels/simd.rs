@@ -46,6 +46,31 @@ pub fn fma<const FUSED: bool>(a: f32, b: f32, c: f32) -> f32 {
     }
 }
 
+/// `sum_k a_k b_k` over `LANES` accumulators (64: four AVX-512 registers, eight of AVX2; 16:
+/// one AVX-512 register), whose chains of multiply-adds run side by side instead of waiting
+/// on one another. Plain loops, no closures: a closure is compiled on its own, without the
+/// caller's target features, and its `mul_add` becomes a library call.
+#[inline(always)]
+pub fn dot<const FUSED: bool, const LANES: usize>(a: &[f32], b: &[f32]) -> f32 {
+    let n = a.len().min(b.len());
+    let mut lanes = [0f32; LANES];
+    let blocks = n / LANES;
+    for block in 0..blocks {
+        let (a, b) = (&a[block * LANES..][..LANES], &b[block * LANES..][..LANES]);
+        for k in 0..LANES {
+            lanes[k] = fma::<FUSED>(a[k], b[k], lanes[k]);
+        }
+    }
+    let mut total = 0.0;
+    for k in blocks * LANES..n {
+        total = fma::<FUSED>(a[k], b[k], total);
+    }
+    for lane in lanes {
+        total += lane;
+    }
+    total
+}
+
 /// e^x to within 2 ulp for x in [-87, 88] (clamped there; every softmax here takes x <= 0):
 /// Cephes' `expf`, written without branches or library calls so that a loop of it compiles to
 /// vector instructions. `f32::exp` is a call per element into libm, which made the
