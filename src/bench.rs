@@ -17,7 +17,7 @@ use serde::Serialize;
 use crate::config::{Config, ModelConfig, BUILTIN_BASE};
 use crate::data::vocab::{BOS_ID, PAD_ID};
 use crate::data::{encode_pairs, read_corpus, EncodedPair, PaddedBatch, SentencePair, Tokenizers};
-use crate::decode::{beam_search_batch, greedy_batch, BeamSettings, DecodeLimits};
+use crate::infer::{beam_search_batch, greedy_batch, BeamSettings, DecodeLimits};
 use crate::model::{inference_model, make_model, masks, EncoderDecoder, VocabSizes};
 use crate::train::{Trainer, TrainingData};
 

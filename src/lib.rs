@@ -17,8 +17,9 @@
 //!   dropout (5.4) from a seeded source
 //! - [`train`]: label smoothing (5.4), Adam and the Noam schedule (5.3), the loop, and the
 //!   state that lets a run resume exactly
-//! - [`decode`]: greedy decoding (the reference's loop and a cached, batched one), beam
-//!   search; [`translator`]: sentences in, sentences out
+//! - [`infer`]: greedy decoding (the reference's loop and a cached, batched one), beam
+//!   search, sampling from the language model; the translator (sentences in, sentences out)
+//!   and the text generator
 //! - [`metrics`]: BLEU (6.1) and chrF exactly as sacreBLEU computes them
 //! - [`data`]: corpora and cleaning, word and BPE tokenizers, token-budget batches
 //! - [`checkpoint`]: the run directory, written atomically; [`plot`]: loss.png and attention
@@ -32,13 +33,11 @@ pub mod cli;
 pub mod commands;
 pub mod config;
 pub mod data;
-pub mod decode;
 pub mod device;
+pub mod infer;
 pub mod kernels;
 pub mod metrics;
 pub mod model;
 pub mod plot;
 pub mod progress;
-pub mod text_generator;
 pub mod train;
-pub mod translator;

@@ -7,12 +7,12 @@ use candle_core::{Device, Tensor};
 use transformer::checkpoint::{self, Checkpoint};
 use transformer::data::batch::with_boundaries;
 use transformer::data::vocab::{BOS_ID, EOS_ID, PAD_ID};
-use transformer::decode::{
+use transformer::infer::translator::{DecodeOptions, Translator};
+use transformer::infer::{
     beam_search, beam_search_batch, greedy_batch, greedy_decode, incremental_log_probs,
     teacher_forced_log_probs, BeamSettings, DecodeLimits,
 };
 use transformer::model::masks;
-use transformer::translator::{DecodeOptions, Translator};
 
 const SOURCES: [&str; 4] = [
     "ich mochte ein bier",
@@ -150,7 +150,7 @@ fn a_wider_beam_ends_its_hypothesis_and_scores_at_least_as_well_as_greedy() {
             // Beam search ranks by log-prob / ((5 + len) / 6)^alpha; greedy's pick is one of
             // the hypotheses it could have kept.
             let alpha = DecodeOptions::default().length_penalty;
-            let score = |t: &transformer::translator::Translation| {
+            let score = |t: &transformer::infer::translator::Translation| {
                 t.log_probs.iter().sum::<f32>() / ((5.0 + t.ids.len() as f32) / 6.0).powf(alpha)
             };
             assert!(score(&wide) >= score(&narrow) - 1e-5, "{sentence}");

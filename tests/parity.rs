@@ -13,9 +13,9 @@ use candle_core::{Device, Tensor};
 use serde_json::Value;
 use transformer::checkpoint;
 use transformer::data::vocab::PAD_ID;
-use transformer::decode::teacher_forced_log_probs;
+use transformer::infer::teacher_forced_log_probs;
+use transformer::infer::translator::{DecodeOptions, Translator};
 use transformer::model::{masks, Mode};
-use transformer::translator::{DecodeOptions, Translator};
 
 const FIXTURES: [&str; 5] = [
     "tests/fixtures/parity",

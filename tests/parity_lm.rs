@@ -10,7 +10,8 @@ use candle_nn::{VarBuilder, VarMap};
 use serde_json::Value;
 use transformer::checkpoint;
 use transformer::config::{Architecture, Config};
-use transformer::model::decoder_only::{sample, DecoderOnly, Sampling};
+use transformer::infer::sampling::{sample, Sampling};
+use transformer::model::decoder_only::DecoderOnly;
 use transformer::model::Mode;
 
 const FIXTURE: &str = "tests/fixtures/parity-lm";

@@ -9,7 +9,7 @@ use transformer::config::CorpusSource;
 use transformer::config::{ComputeDtype, Config, ModelConfig, NormPlacement, PositionEncoding};
 use transformer::data::vocab::PAD_ID;
 use transformer::data::{encode_pairs, read_corpus, Tokenizers};
-use transformer::decode::teacher_forced_log_probs;
+use transformer::infer::teacher_forced_log_probs;
 use transformer::model::{masks, DropoutRng, Mode};
 use transformer::train::loss::LabelSmoothing;
 use transformer::train::{Trainer, TrainingData};

@@ -11,7 +11,7 @@ use libfuzzer_sys::fuzz_target;
 use transformer::config::{Config, DataConfig, ModelConfig, TokenizerKind};
 use transformer::data::{read_corpus, Tokenizers};
 use transformer::model::{make_model, EncoderDecoder, VocabSizes};
-use transformer::translator::{DecodeOptions, Translator};
+use transformer::infer::translator::{DecodeOptions, Translator};
 
 struct Fixture {
     model: EncoderDecoder,

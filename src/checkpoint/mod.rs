@@ -31,11 +31,11 @@ use candle_core::{Device, Tensor};
 
 use crate::config::{Architecture, Config};
 use crate::data::Tokenizers;
+use crate::infer::text_generator::TextGenerator;
+use crate::infer::translator::{DecodeOptions, Translator};
 use crate::model::decoder_only::DecoderOnly;
 use crate::model::EncoderDecoder;
-use crate::text_generator::TextGenerator;
 use crate::train::{MetricRecord, ResumePoint, TrainingState};
-use crate::translator::{DecodeOptions, Translator};
 use strict::build_model;
 pub use write::{save, save_metrics, write_atomic, CheckpointContents};
 

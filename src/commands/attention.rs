@@ -14,10 +14,10 @@ use crate::data::batch::with_boundaries;
 use crate::data::corpus::normalize_sentence;
 use crate::data::vocab::{BOS_ID, EOS_ID, PAD_ID};
 use crate::data::TextTokenizer;
+use crate::infer::translator::DecodeOptions;
 use crate::model::{attention_maps, masks};
 use crate::plot::{write_attention_heatmaps, AttentionGrid, HeadMaps};
 use crate::progress::Verbosity;
-use crate::translator::DecodeOptions;
 
 pub fn run(args: AttentionArgs) -> anyhow::Result<()> {
     check_out_path(&args.out)?;

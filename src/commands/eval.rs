@@ -1,8 +1,6 @@
 //! `transformer eval`: corpus BLEU and chrF of a checkpoint's translations, or of a hypothesis
 //! file, exactly as sacreBLEU computes them.
 
-use anyhow::Context;
-
 use super::stdout::print_line;
 use super::UsageError;
 use crate::checkpoint;
@@ -65,23 +63,14 @@ fn translate_all(args: &EvalArgs, sources: &[String]) -> anyhow::Result<Vec<Stri
     let device = super::device_from(&args.device, Verbosity::Normal)?;
     let loaded = super::load_translation_model(args.checkpoint.as_deref(), &device)?;
     let translator = loaded.translator(&device, super::bounded_beam(options, &loaded));
-    let mut hypotheses = Vec::with_capacity(sources.len());
-    let mut truncated = Vec::new();
-    for (index, chunk) in sources.chunks(args.decode.batch_size).enumerate() {
-        let first = index * args.decode.batch_size + 1;
-        let translations = translator.translate_batch(chunk).with_context(|| {
-            format!(
-                "translating source lines {first}-{}",
-                first + chunk.len() - 1
-            )
-        })?;
-        for (offset, translation) in translations.into_iter().enumerate() {
-            if translation.truncated_from.is_some() {
-                truncated.push((first + offset).to_string());
-            }
-            hypotheses.push(translation.translation);
-        }
-    }
+    let translations = translator.translate_all(sources, args.decode.batch_size)?;
+    let truncated: Vec<String> = translations
+        .iter()
+        .enumerate()
+        .filter(|(_, t)| t.truncated_from.is_some())
+        .map(|(index, _)| (index + 1).to_string())
+        .collect();
+    let hypotheses = translations.into_iter().map(|t| t.translation).collect();
     if !truncated.is_empty() {
         eprintln!(
             "warning: source lines {} are longer than the model reads (model.max_len {}); \

@@ -4,7 +4,7 @@ use super::stdout::print_line;
 use crate::checkpoint;
 use crate::cli::GenerateArgs;
 use crate::config::Architecture;
-use crate::model::decoder_only::Sampling;
+use crate::infer::sampling::Sampling;
 use crate::progress::Verbosity;
 
 pub fn run(args: GenerateArgs) -> anyhow::Result<()> {

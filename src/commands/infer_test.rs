@@ -6,7 +6,7 @@ use candle_nn::VarMap;
 use super::stdout::print_line;
 use crate::cli::InferTestArgs;
 use crate::config::ModelConfig;
-use crate::decode::{greedy_decode, DecodeLimits};
+use crate::infer::{greedy_decode, DecodeLimits};
 use crate::model::{make_model, masks, VocabSizes};
 use crate::progress::Verbosity;
 

@@ -17,8 +17,8 @@ use crate::checkpoint::{self, RUNS_ROOT};
 use crate::cli::{Command, DecodeArgs, DeviceArgs};
 use crate::config::Architecture;
 use crate::device::select;
+use crate::infer::translator::DecodeOptions;
 use crate::progress::Verbosity;
-use crate::translator::DecodeOptions;
 pub use stdout::StdoutClosed;
 
 /// The environment variable that sends every op down candle's composed path on the CPU too

@@ -13,14 +13,14 @@ use crate::checkpoint::{self, CheckpointContents, BEST_DIR, LAST_DIR, LOSS_PLOT_
 use crate::cli::TrainArgs;
 use crate::config::{Config, BUILTIN_BASE};
 use crate::data::{encode_pairs, read_corpus, SentencePair, Tokenizers};
-use crate::model::decoder_only::Sampling;
+use crate::infer::sampling::Sampling;
+use crate::infer::translator::DecodeOptions;
 use crate::plot;
 use crate::progress::{TrainProgress, Verbosity};
 use crate::train::{
     CheckpointKind, Diverged, MetricRecord, RunOutcome, StepReport, StopReason, TrainObserver,
     Trainer, TrainingData, ValidationData,
 };
-use crate::translator::DecodeOptions;
 
 /// How many training sources to translate when training ends.
 const SAMPLE_TRANSLATIONS: usize = 5;

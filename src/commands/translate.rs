@@ -8,8 +8,8 @@ use anyhow::Context;
 
 use super::stdout::print_line;
 use crate::cli::TranslateArgs;
+use crate::infer::translator::{Translation, Translator};
 use crate::progress::Verbosity;
-use crate::translator::{Translation, Translator};
 
 pub fn run(args: TranslateArgs) -> anyhow::Result<()> {
     let options = super::decode_options(&args.decode);

@@ -18,10 +18,10 @@ use super::state::{DataFingerprint, RunPosition};
 use crate::config::{ComputeDtype, Config};
 use crate::data::vocab::PAD_ID;
 use crate::data::{epoch_batches, ordered_batches, EncodedPair, PaddedBatch, Tokenizers};
+use crate::infer::text_generator::TextGenerator;
+use crate::infer::translator::{DecodeOptions, Translator};
 use crate::metrics::corpus_bleu;
 use crate::model::{inference_model, masks, DropoutRng, Mode, Model};
-use crate::text_generator::TextGenerator;
-use crate::translator::{DecodeOptions, Translator};
 
 /// Sentences per batch when translating the validation set for BLEU.
 const VALIDATION_DECODE_BATCH: usize = 64;
@@ -395,12 +395,11 @@ impl Trainer {
             model: &model,
             ..translator
         };
-        let mut hypotheses = Vec::with_capacity(valid.sources.len());
-        for chunk in valid.sources.chunks(VALIDATION_DECODE_BATCH) {
-            for translation in translator.translate_batch(chunk)? {
-                hypotheses.push(translation.translation);
-            }
-        }
+        let hypotheses: Vec<String> = translator
+            .translate_all(&valid.sources, VALIDATION_DECODE_BATCH)?
+            .into_iter()
+            .map(|t| t.translation)
+            .collect();
         Ok(Some(corpus_bleu(&hypotheses, &valid.references).score))
     }
 

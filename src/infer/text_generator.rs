@@ -6,7 +6,8 @@ use candle_core::Device;
 use crate::data::corpus::normalize_sentence;
 use crate::data::vocab::{BOS_ID, EOS_ID};
 use crate::data::TextTokenizer;
-use crate::model::decoder_only::{sample, DecoderOnly, Sampling};
+use crate::infer::sampling::{sample, Sampling};
+use crate::model::decoder_only::DecoderOnly;
 
 /// A language model with its tokenizer, ready to continue prompts.
 pub struct TextGenerator<'a> {

@@ -1,6 +1,7 @@
 //! Sentences in, sentences out: tokenize, map to ids, decode (batched greedy or beam search),
 //! map back to text.
 
+use anyhow::Context;
 use candle_core::{Device, Tensor};
 use serde::Serialize;
 
@@ -8,7 +9,7 @@ use crate::data::batch::with_boundaries;
 use crate::data::corpus::normalize_sentence;
 use crate::data::vocab::{BOS_ID, EOS_ID, PAD_ID};
 use crate::data::Tokenizers;
-use crate::decode::{beam_search_batch, greedy_batch, BeamSettings, DecodeLimits, Hypothesis};
+use crate::infer::{beam_search_batch, greedy_batch, BeamSettings, DecodeLimits, Hypothesis};
 use crate::model::{masks, EncoderDecoder};
 
 /// Target tokens allowed beyond the source length when no maximum is given.
@@ -67,6 +68,29 @@ impl Translator<'_> {
     pub fn translate(&self, sentence: &str) -> anyhow::Result<Translation> {
         let mut out = self.translate_batch(&[sentence.to_string()])?;
         Ok(out.remove(0))
+    }
+
+    /// Translates `sentences` in batches of at most `batch_size`, in order: the loop that
+    /// `eval` and validation share (`translate` reads stdin in batches of the lines already
+    /// there and calls [`Self::translate_batch`] itself). An error names the lines, counted
+    /// from 1, of the batch it came from.
+    pub fn translate_all(
+        &self,
+        sentences: &[String],
+        batch_size: usize,
+    ) -> anyhow::Result<Vec<Translation>> {
+        let mut translations = Vec::with_capacity(sentences.len());
+        for (index, batch) in sentences.chunks(batch_size.max(1)).enumerate() {
+            let first = index * batch_size.max(1) + 1;
+            let batch = self.translate_batch(batch).with_context(|| {
+                format!(
+                    "translating source lines {first}-{}",
+                    first + batch.len() - 1
+                )
+            })?;
+            translations.extend(batch);
+        }
+        Ok(translations)
     }
 
     /// Translates sentences together (one padded batch for greedy decoding). A sentence

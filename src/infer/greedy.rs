@@ -1,43 +1,11 @@
-//! Decoding: the reference's greedy loop (re-decodes the whole prefix each step), and the
-//! cached decoders used for translation: batched greedy and beam search, which keep each
-//! layer's keys/values and project the encoder memory once per sentence.
+//! Greedy decoding: the reference's loop (re-decodes the whole prefix each step) and the
+//! cached, batched one that translation uses; the teacher-forced log-probabilities that tests
+//! and scoring read.
 
 use candle_core::{DType, Result, Tensor, D};
 
+use super::{DecodeLimits, Hypothesis};
 use crate::model::{masks, DecoderState, EncoderDecoder, Mode};
-
-mod beam;
-pub use beam::{beam_search, beam_search_batch, BeamSettings};
-
-/// A decoded sequence: ids after the start symbol and the Generator's log-probability of each.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Hypothesis {
-    pub ids: Vec<u32>,
-    pub log_probs: Vec<f32>,
-}
-
-impl Hypothesis {
-    fn empty() -> Self {
-        Self {
-            ids: Vec::new(),
-            log_probs: Vec::new(),
-        }
-    }
-
-    pub fn score(&self) -> f32 {
-        self.log_probs.iter().sum()
-    }
-}
-
-/// When decoding stops.
-#[derive(Debug, Clone, Copy)]
-pub struct DecodeLimits {
-    /// Most ids to generate.
-    pub max_steps: usize,
-    /// Stop after producing this id (it is kept in the hypothesis); `None` never stops early,
-    /// as the reference's demo does.
-    pub end: Option<u32>,
-}
 
 /// The reference's `greedy_decode` for one sentence `src` `(1, src_len)`, mask `(1, 1, src_len)`:
 /// every step re-decodes the whole prefix. Ties go to the lowest id, as torch.max does.
@@ -150,7 +118,7 @@ fn read_steps(
 }
 
 /// The Generator's log-probabilities `(batch, vocab)` for the position after `last` `(batch, 1)`.
-fn step_log_probs(
+pub(super) fn step_log_probs(
     model: &EncoderDecoder,
     last: &Tensor,
     state: &mut DecoderState,
@@ -160,7 +128,7 @@ fn step_log_probs(
 }
 
 /// Index and value of the largest entry; the first one on ties.
-fn first_argmax(values: &[f32]) -> (u32, f32) {
+pub(super) fn first_argmax(values: &[f32]) -> (u32, f32) {
     let mut best = (0u32, f32::NEG_INFINITY);
     for (i, &v) in values.iter().enumerate() {
         if v > best.1 {
