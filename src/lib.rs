@@ -22,11 +22,12 @@
 //!   and the text generator
 //! - [`metrics`]: BLEU (6.1) and chrF exactly as sacreBLEU computes them
 //! - [`data`]: corpora and cleaning, word and BPE tokenizers, token-budget batches
-//! - [`checkpoint`]: the run directory, written atomically; [`plot`]: loss.png and attention
-//!   heatmaps
+//! - [`checkpoint`]: the run directory, written atomically ([`atomic_file`]); [`plot`]:
+//!   loss.png and attention heatmaps
 //! - [`bench`]: the speed benchmark's workloads (scripts/bench.sh compares them with PyTorch)
 //! - [`config`]: every hyper-parameter and its default; [`device`]: CPU or CUDA
 
+pub mod atomic_file;
 pub mod bench;
 pub mod checkpoint;
 pub mod cli;

@@ -247,7 +247,7 @@ fn a_crash_while_writing_a_checkpoint_leaves_the_previous_one_usable() {
         &weights[..weights.len() / 3],
     )
     .unwrap();
-    std::fs::write(run.join(".metrics.jsonl.tmp"), "{\"kind\": \"st").unwrap();
+    std::fs::write(run.join(".tmp.metrics.jsonl"), "{\"kind\": \"st").unwrap();
     transformer()
         .args(["translate", "--device", "cpu", "--checkpoint"])
         .arg(run.join("last"))
@@ -261,7 +261,7 @@ fn a_crash_while_writing_a_checkpoint_leaves_the_previous_one_usable() {
         "the half-written checkpoint was cleaned up"
     );
     assert!(
-        !run.join(".metrics.jsonl.tmp").exists(),
+        !run.join(".tmp.metrics.jsonl").exists(),
         "the half-written metrics file was cleaned up"
     );
 }

@@ -37,7 +37,7 @@ use crate::model::decoder_only::DecoderOnly;
 use crate::model::EncoderDecoder;
 use crate::train::{MetricRecord, ResumePoint, TrainingState};
 use strict::build_model;
-pub use write::{save, save_metrics, write_atomic, CheckpointContents};
+pub use write::{save, save_metrics, CheckpointContents};
 
 pub const MODEL_FILE: &str = "model.safetensors";
 pub const CONFIG_FILE: &str = "config.toml";

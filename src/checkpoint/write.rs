@@ -9,6 +9,7 @@ use anyhow::Context;
 use candle_core::{Device, Tensor};
 
 use super::{CONFIG_FILE, METRICS_FILE, MODEL_FILE, OPTIMIZER_FILE, STATE_FILE};
+use crate::atomic_file::write_atomic;
 use crate::config::Config;
 use crate::data::Tokenizers;
 use crate::train::{MetricRecord, TrainingState};
@@ -134,48 +135,4 @@ fn write_tensors(path: &Path, tensors: &[(String, Tensor)]) -> anyhow::Result<()
     File::open(path)
         .and_then(|f| f.sync_all())
         .map_err(|e| cannot(&e))
-}
-
-/// Writes `bytes` to a temporary file beside `path`, syncs it, then renames it over `path`:
-/// readers see the old file or the new one, never half of one.
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
-    let file_name = path
-        .file_name()
-        .with_context(|| format!("{} is not a file path", path.display()))?;
-    let tmp = path.with_file_name(format!(".{}.tmp", file_name.to_string_lossy()));
-    // Errors name the file the user asked for, not the temporary one.
-    create_synced(&tmp, bytes)
-        .and_then(|()| std::fs::rename(&tmp, path))
-        .map_err(|e| {
-            let _ = std::fs::remove_file(&tmp);
-            anyhow::anyhow!("cannot write {}: {e}", path.display())
-        })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn an_atomic_write_replaces_the_file_and_leaves_no_temporary() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("x.txt");
-        write_atomic(&path, b"one").unwrap();
-        write_atomic(&path, b"two").unwrap();
-        assert_eq!(std::fs::read(&path).unwrap(), b"two");
-        let names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().flatten().collect();
-        assert_eq!(names.len(), 1);
-    }
-
-    #[test]
-    fn a_failed_atomic_write_names_the_file_asked_for_not_the_temporary() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("missing").join("out.txt");
-        let err = write_atomic(&path, b"x").unwrap_err().to_string();
-        assert!(
-            err.starts_with(&format!("cannot write {}: ", path.display())),
-            "{err}"
-        );
-        assert!(!err.contains(".out.txt.tmp"), "{err}");
-    }
 }

@@ -3,7 +3,7 @@
 
 use super::stdout::print_line;
 use super::UsageError;
-use crate::checkpoint;
+use crate::atomic_file::write_atomic;
 use crate::cli::EvalArgs;
 use crate::metrics::{
     self, chrf_signature, corpus_bleu, corpus_chrf, read_segments, BleuScore, Case,
@@ -40,7 +40,7 @@ pub fn run(args: EvalArgs) -> anyhow::Result<()> {
     if let Some(out) = &args.out {
         let mut text = hypotheses.join("\n");
         text.push('\n');
-        checkpoint::write_atomic(out, text.as_bytes())?;
+        write_atomic(out, text.as_bytes())?;
     }
     // As sacreBLEU's -lc: BLEU is lowercased, chrF keeps the case.
     let case = if args.lowercase {
