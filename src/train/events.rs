@@ -1,11 +1,10 @@
-//! What the training loop reports: per-step progress, metrics.jsonl records, and the
-//! checkpoints it asks an observer to write (the loop itself never touches files).
+//! What the training loop reports: per-step progress, metrics.jsonl records, which checkpoint
+//! it asks for and why it stops. The observer that receives them is
+//! [`super::trainer::TrainObserver`].
 
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
-
-use super::trainer::Trainer;
 
 /// What one optimiser step did, for progress display.
 #[derive(Debug, Clone)]
@@ -70,14 +69,4 @@ pub enum StopReason {
     Signal(i32),
     /// `--stop-at-step` was reached.
     StepLimit,
-}
-
-/// Receives progress and decides what a checkpoint means (the loop never touches files).
-pub trait TrainObserver {
-    fn on_step(&mut self, report: &StepReport);
-    /// After each epoch's validation; `metrics` is every record so far.
-    fn on_epoch(&mut self, record: &MetricRecord, metrics: &[MetricRecord]) -> anyhow::Result<()>;
-    fn on_checkpoint(&mut self, trainer: &Trainer, kind: CheckpointKind) -> anyhow::Result<()>;
-    /// Asked after every step and epoch; `Some` ends the run after a `Last` checkpoint.
-    fn stop_requested(&self) -> Option<StopReason>;
 }

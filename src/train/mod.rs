@@ -9,7 +9,7 @@ pub mod schedule;
 pub mod state;
 pub mod trainer;
 
-pub use events::{CheckpointKind, MetricRecord, StepReport, StopReason, TrainObserver};
+pub use events::{CheckpointKind, MetricRecord, StepReport, StopReason};
 pub use resume::ResumePoint;
 pub use state::{RunPosition, TrainingState};
-pub use trainer::{Diverged, RunOutcome, Trainer, TrainingData, ValidationData};
+pub use trainer::{Diverged, RunOutcome, TrainObserver, Trainer, TrainingData, ValidationData};

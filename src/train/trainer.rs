@@ -10,7 +10,7 @@ use candle_core::{DType, Device, Tensor};
 use candle_nn::VarMap;
 
 use super::clip::clip_grad_norm;
-use super::events::{CheckpointKind, MetricRecord, StepReport, StopReason, TrainObserver};
+use super::events::{CheckpointKind, MetricRecord, StepReport, StopReason};
 use super::loss::LabelSmoothing;
 use super::optimizer::{Adam, AdamSettings};
 use super::schedule::noam_rate;
@@ -38,6 +38,16 @@ pub struct ValidationData {
     pub pairs: Vec<EncodedPair>,
     pub sources: Vec<String>,
     pub references: Vec<String>,
+}
+
+/// Receives progress and decides what a checkpoint means (the loop never touches files).
+pub trait TrainObserver {
+    fn on_step(&mut self, report: &StepReport);
+    /// After each epoch's validation; `metrics` is every record so far.
+    fn on_epoch(&mut self, record: &MetricRecord, metrics: &[MetricRecord]) -> anyhow::Result<()>;
+    fn on_checkpoint(&mut self, trainer: &Trainer, kind: CheckpointKind) -> anyhow::Result<()>;
+    /// Asked after every step and epoch; `Some` ends the run after a `Last` checkpoint.
+    fn stop_requested(&self) -> Option<StopReason>;
 }
 
 /// A model being trained, with its optimiser state and its metrics so far.
