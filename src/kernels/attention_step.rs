@@ -6,7 +6,7 @@
 //! tiny gemm calls per layer at beam 5 x 32 sentences), after the cache has been gathered into
 //! one tensor. Here a row's scores are 64-float dot products, its softmax a few dozen values,
 //! and nothing is copied: beam search's reordering becomes a table of which earlier row each
-//! row continues ([`super::attention::CachedKeys`]).
+//! row continues ([`super::attention_cached::CachedKeys`]).
 
 use rayon::prelude::*;
 

@@ -10,7 +10,8 @@ use candle_nn::VarBuilder;
 
 use super::linear::Linear;
 use crate::config::ModelConfig;
-use crate::kernels::attention::{attend_cached, scaled_dot_product, CachedKeys};
+use crate::kernels::attention::scaled_dot_product;
+use crate::kernels::attention_cached::{attend_cached, CachedKeys};
 use crate::kernels::dropout::Mode;
 
 /// Keys and values, `(batch, heads, len, d_k)` each where they are split into heads, or

@@ -3,16 +3,18 @@
 //! and beam decoding with the base model. Each returns the seconds the timed part took, the
 //! work it did, and the matrix-product FLOPs of that work.
 
-use std::collections::HashMap;
 use std::path::Path;
 use std::time::Instant;
 
-use anyhow::Context;
 use candle_core::{DType, Device, Tensor};
 use candle_nn::VarMap;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
+
+mod batches;
+pub use batches::export_multi30k_batches;
+use batches::{read_batches, MULTI30K_CONFIG};
 
 use crate::config::{Config, ModelConfig, BUILTIN_BASE};
 use crate::data::vocab::{BOS_ID, PAD_ID};
@@ -20,9 +22,6 @@ use crate::data::{encode_pairs, read_corpus, EncodedPair, PaddedBatch, SentenceP
 use crate::infer::{beam_search_batch, greedy_batch, BeamSettings, DecodeLimits};
 use crate::model::{inference_model, make_model, masks, EncoderDecoder, VocabSizes};
 use crate::train::{Trainer, TrainingData};
-
-/// The config of workload 3, relative to the repository root (where the benchmark runs).
-const MULTI30K_CONFIG: &str = "configs/multi30k-cpu.toml";
 
 /// Training steps run before timing starts (allocator and caches warm up).
 const WARMUP_STEPS: usize = 2;
@@ -177,81 +176,6 @@ pub fn multi30k_training(
     time_training("multi30k", &mut trainer, steps, "tokens", &mut |i| {
         loaded[i].clone()
     })
-}
-
-/// Tokenizes Multi30k as configs/multi30k-cpu.toml does and writes the first `count` batches
-/// of epoch 1 as `b{i}.src`, `b{i}.tgt_in`, `b{i}.tgt_out` (i64) with the vocabulary size.
-pub fn export_multi30k_batches(path: &Path, count: usize) -> anyhow::Result<()> {
-    let config = Config::load(Path::new(MULTI30K_CONFIG))?;
-    let (pairs, _) = read_corpus(&config.data.train)?;
-    let tokenizers = Tokenizers::learn(&config.data, &pairs)?;
-    let (encoded, _) = encode_pairs(&pairs, &tokenizers, config.model.max_len)?;
-    let t = &config.training;
-    let batches = crate::data::epoch_batches(&encoded, t.max_tokens, t.seed, 0);
-    let mut tensors = Vec::new();
-    for (i, batch) in batches.iter().take(count).enumerate() {
-        let as_i64 = |ids: &[u32], cols: usize| -> anyhow::Result<Tensor> {
-            let ids: Vec<i64> = ids.iter().map(|&id| i64::from(id)).collect();
-            Ok(Tensor::from_vec(ids, (batch.size, cols), &Device::Cpu)?)
-        };
-        tensors.push((format!("b{i}.src"), as_i64(&batch.src, batch.src_len)?));
-        tensors.push((
-            format!("b{i}.tgt_in"),
-            as_i64(&batch.tgt_in, batch.tgt_len)?,
-        ));
-        tensors.push((
-            format!("b{i}.tgt_out"),
-            as_i64(&batch.tgt_out, batch.tgt_len)?,
-        ));
-    }
-    let vocab = tokenizers.tgt.vocab_size().to_string();
-    let metadata = HashMap::from([("vocab".to_string(), vocab)]);
-    safetensors::serialize_to_file(
-        tensors.iter().map(|(n, t)| (n.as_str(), t)),
-        Some(metadata),
-        path,
-    )?;
-    Ok(())
-}
-
-fn read_batches(path: &Path) -> anyhow::Result<(usize, Vec<PaddedBatch>)> {
-    let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
-    let (_, metadata) = safetensors::SafeTensors::read_metadata(&bytes)?;
-    let vocab: usize = metadata
-        .metadata()
-        .as_ref()
-        .and_then(|m| m.get("vocab"))
-        .and_then(|v| v.parse().ok())
-        .with_context(|| format!("{} has no vocab metadata", path.display()))?;
-    let tensors = candle_core::safetensors::load_buffer(&bytes, &Device::Cpu)?;
-    let ids = |name: String| -> anyhow::Result<(usize, usize, Vec<u32>)> {
-        let t = tensors
-            .get(&name)
-            .with_context(|| format!("{name} missing"))?;
-        let (rows, cols) = t.dims2()?;
-        let flat = t.to_dtype(DType::U32)?.flatten_all()?.to_vec1::<u32>()?;
-        Ok((rows, cols, flat))
-    };
-    let mut batches = Vec::new();
-    for i in 0.. {
-        if !tensors.contains_key(&format!("b{i}.src")) {
-            break;
-        }
-        let (size, src_len, src) = ids(format!("b{i}.src"))?;
-        let (_, tgt_len, tgt_in) = ids(format!("b{i}.tgt_in"))?;
-        let (_, _, tgt_out) = ids(format!("b{i}.tgt_out"))?;
-        let ntokens = tgt_out.iter().filter(|&&id| id != PAD_ID).count();
-        batches.push(PaddedBatch {
-            size,
-            src,
-            src_len,
-            tgt_in,
-            tgt_out,
-            tgt_len,
-            ntokens,
-        });
-    }
-    Ok((vocab, batches))
 }
 
 /// Rows, inner and output size of the matrix-product ceiling: a feed-forward layer's first

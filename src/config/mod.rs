@@ -9,8 +9,13 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use toml_location::{key_at, line_of_key, line_of_offset, one_line};
+
+mod toml_location;
+mod validate;
+
 /// The built-in base config, used by `transformer train` without `--config`.
-pub const BUILTIN_BASE: &str = include_str!("../configs/base.toml");
+pub const BUILTIN_BASE: &str = include_str!("../../configs/base.toml");
 
 /// A complete, validated run configuration.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -332,169 +337,6 @@ impl Config {
     pub fn to_toml(&self) -> anyhow::Result<String> {
         Ok(toml::to_string(self)?)
     }
-
-    /// Checks the rules serde cannot: returns the offending key and the rule it breaks.
-    fn validate(&self) -> Result<(), (String, String)> {
-        let m = &self.model;
-        let t = &self.training;
-        positive("model.layers", m.layers)?;
-        positive("model.d_model", m.d_model)?;
-        positive("model.d_ff", m.d_ff)?;
-        positive("model.heads", m.heads)?;
-        if !m.d_model.is_multiple_of(m.heads) {
-            return Err((
-                "model.heads".into(),
-                format!(
-                    "d_model ({}) must be divisible by heads ({}); d_k = d_model / heads",
-                    m.d_model, m.heads
-                ),
-            ));
-        }
-        if !m.d_model.is_multiple_of(2) {
-            return Err((
-                "model.d_model".into(),
-                format!(
-                    "must be even for the sine/cosine position table, got {}",
-                    m.d_model
-                ),
-            ));
-        }
-        if m.max_len < 2 {
-            return Err((
-                "model.max_len".into(),
-                format!("must be at least 2 (<s> and </s>), got {}", m.max_len),
-            ));
-        }
-        let text_corpus = matches!(self.data.train, CorpusSource::Text { .. });
-        if (m.arch == Architecture::DecoderOnly) != text_corpus {
-            return Err(if text_corpus {
-                (
-                    "data.train".into(),
-                    "a { text = ... } corpus trains a language model; set model.arch = \
-                     \"decoder-only\", or give pairs (a TSV path or { src, tgt })"
-                        .into(),
-                )
-            } else {
-                (
-                    "model.arch".into(),
-                    "\"decoder-only\" learns from plain text; set data.train = \
-                     { text = \"FILE\" } (one example per line)"
-                        .into(),
-                )
-            });
-        }
-        probability("model.dropout", m.dropout)?;
-        probability("model.attention_dropout", m.attention_dropout)?;
-        positive("data.min_freq", self.data.min_freq)?;
-        positive("training.epochs", t.epochs)?;
-        positive("training.max_tokens", t.max_tokens)?;
-        positive("training.accumulate", t.accumulate)?;
-        if let Some(norm) = t.clip_grad_norm {
-            positive_number("training.clip_grad_norm", norm)?;
-        }
-        if self.data.tokenizer == TokenizerKind::Bpe && self.data.vocab_size < 16 {
-            return Err((
-                "data.vocab_size".into(),
-                format!("must be at least 16 for bpe, got {}", self.data.vocab_size),
-            ));
-        }
-        positive("training.warmup", t.warmup)?;
-        positive("training.log_every", t.log_every)?;
-        positive("training.checkpoint_every", t.checkpoint_every)?;
-        positive_number("training.lr_factor", t.lr_factor)?;
-        probability("training.adam_beta1", t.adam_beta1)?;
-        probability("training.adam_beta2", t.adam_beta2)?;
-        positive_number("training.adam_eps", t.adam_eps)?;
-        probability("training.label_smoothing", t.label_smoothing)?;
-        Ok(())
-    }
-}
-
-fn positive(key: &str, value: usize) -> Result<(), (String, String)> {
-    if value == 0 {
-        return Err((key.into(), "must be at least 1, got 0".into()));
-    }
-    Ok(())
-}
-
-fn positive_number(key: &str, value: f64) -> Result<(), (String, String)> {
-    if !(value.is_finite() && value > 0.0) {
-        return Err((
-            key.into(),
-            format!("must be a positive number, got {value}"),
-        ));
-    }
-    Ok(())
-}
-
-fn probability(key: &str, value: f64) -> Result<(), (String, String)> {
-    if !(0.0..1.0).contains(&value) {
-        return Err((key.into(), format!("must be in [0, 1), got {value}")));
-    }
-    Ok(())
-}
-
-/// toml's messages can span lines; errors here are one line each.
-fn one_line(message: &str) -> String {
-    // serde speaks of Rust types; a config author thinks in numbers.
-    message
-        .split_whitespace()
-        .collect::<Vec<_>>()
-        .join(" ")
-        .replace("expected usize", "expected a whole number, 0 or more")
-        .replace("expected u64", "expected a whole number, 0 or more")
-        .replace("expected f64", "expected a number")
-}
-
-fn line_of_offset(text: &str, offset: usize) -> usize {
-    text[..offset.min(text.len())].matches('\n').count() + 1
-}
-
-/// The dotted key (`model.d_model`) written on the line that holds `offset`, if any.
-fn key_at(text: &str, offset: usize) -> Option<String> {
-    let target = line_of_offset(text, offset);
-    let mut section = String::new();
-    for (index, line) in text.lines().enumerate() {
-        let trimmed = line.trim();
-        if let Some(name) = table_header(trimmed) {
-            section = name;
-        }
-        if index + 1 == target {
-            let (key, _) = trimmed.split_once('=')?;
-            let key = key.trim();
-            return Some(if section.is_empty() {
-                key.to_string()
-            } else {
-                format!("{section}.{key}")
-            });
-        }
-    }
-    None
-}
-
-/// The line that sets `section.key`, if the text sets it at all.
-fn line_of_key(text: &str, dotted: &str) -> Option<usize> {
-    let (section, key) = dotted.rsplit_once('.').unwrap_or(("", dotted));
-    let mut current = String::new();
-    for (index, line) in text.lines().enumerate() {
-        let trimmed = line.trim();
-        if let Some(name) = table_header(trimmed) {
-            current = name;
-            continue;
-        }
-        let sets_key = trimmed
-            .split_once('=')
-            .is_some_and(|(k, _)| k.trim() == key);
-        if current == section && sets_key {
-            return Some(index + 1);
-        }
-    }
-    None
-}
-
-fn table_header(trimmed: &str) -> Option<String> {
-    let inner = trimmed.strip_prefix('[')?.split(']').next()?;
-    Some(inner.trim().to_string())
 }
 
 #[cfg(test)]
@@ -543,41 +385,6 @@ mod tests {
     }
 
     #[test]
-    fn an_unknown_key_is_named_with_its_line_and_section() {
-        let err = parse("[model]\nlayers = 2\nd_modle = 64\n").unwrap_err();
-        assert_eq!(err.line, Some(3));
-        assert_eq!(err.key.as_deref(), Some("model.d_modle"));
-        assert!(err.message.contains("unknown field `d_modle`"), "{err}");
-    }
-
-    #[test]
-    fn a_wrong_type_names_the_key_and_line() {
-        let err = parse("[training]\nseed = 1\nepochs = \"many\"\n").unwrap_err();
-        assert_eq!(err.line, Some(3));
-        assert_eq!(err.key.as_deref(), Some("training.epochs"));
-    }
-
-    #[test]
-    fn d_model_not_divisible_by_heads_is_rejected_with_the_rule() {
-        let err = parse("[model]\nd_model = 100\nheads = 8\n").unwrap_err();
-        assert_eq!(err.key.as_deref(), Some("model.heads"));
-        assert_eq!(err.line, Some(3));
-        assert!(err.message.contains("divisible"), "{err}");
-    }
-
-    #[test]
-    fn zero_sizes_and_out_of_range_dropout_are_rejected() {
-        let err = parse("[model]\nlayers = 0\n").unwrap_err();
-        assert_eq!(err.key.as_deref(), Some("model.layers"));
-        let err = parse("[model]\ndropout = 1.0\n").unwrap_err();
-        assert_eq!(err.key.as_deref(), Some("model.dropout"));
-        let err = parse("[training]\nwarmup = 0\n").unwrap_err();
-        assert_eq!(err.key.as_deref(), Some("training.warmup"));
-        let err = parse("[model]\nlayers = -3\n").unwrap_err();
-        assert_eq!(err.key.as_deref(), Some("model.layers"));
-    }
-
-    #[test]
     fn a_corpus_is_a_tsv_path_or_two_aligned_files() {
         let config = parse("[data]\ntrain = { src = \"a.de.gz\", tgt = \"a.en.gz\" }\nvalid = \"v.tsv\"\ntokenizer = \"bpe\"\n").unwrap();
         assert_eq!(
@@ -604,16 +411,5 @@ mod tests {
         });
         let text = config.to_toml().unwrap();
         assert_eq!(parse(&text).unwrap(), config);
-    }
-
-    #[test]
-    fn errors_read_as_one_line_naming_file_line_and_key() {
-        let err = parse("[model]\nheads = 7\n").unwrap_err();
-        let shown = err.to_string();
-        assert!(!shown.contains('\n'));
-        assert!(
-            shown.starts_with("test.toml line 2, key `model.heads`: "),
-            "{shown}"
-        );
     }
 }

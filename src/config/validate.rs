@@ -1,0 +1,135 @@
+//! The rules serde cannot check: sizes above zero, probabilities in range, `d_model`
+//! divisible by `heads` and the like. Each failure names the dotted key and the rule.
+
+use super::*;
+
+impl Config {
+    /// Checks the rules serde cannot: returns the offending key and the rule it breaks.
+    pub(super) fn validate(&self) -> Result<(), (String, String)> {
+        let m = &self.model;
+        let t = &self.training;
+        positive("model.layers", m.layers)?;
+        positive("model.d_model", m.d_model)?;
+        positive("model.d_ff", m.d_ff)?;
+        positive("model.heads", m.heads)?;
+        if !m.d_model.is_multiple_of(m.heads) {
+            return Err((
+                "model.heads".into(),
+                format!(
+                    "d_model ({}) must be divisible by heads ({}); d_k = d_model / heads",
+                    m.d_model, m.heads
+                ),
+            ));
+        }
+        if !m.d_model.is_multiple_of(2) {
+            return Err((
+                "model.d_model".into(),
+                format!(
+                    "must be even for the sine/cosine position table, got {}",
+                    m.d_model
+                ),
+            ));
+        }
+        if m.max_len < 2 {
+            return Err((
+                "model.max_len".into(),
+                format!("must be at least 2 (<s> and </s>), got {}", m.max_len),
+            ));
+        }
+        let text_corpus = matches!(self.data.train, CorpusSource::Text { .. });
+        if (m.arch == Architecture::DecoderOnly) != text_corpus {
+            return Err(if text_corpus {
+                (
+                    "data.train".into(),
+                    "a { text = ... } corpus trains a language model; set model.arch = \
+                     \"decoder-only\", or give pairs (a TSV path or { src, tgt })"
+                        .into(),
+                )
+            } else {
+                (
+                    "model.arch".into(),
+                    "\"decoder-only\" learns from plain text; set data.train = \
+                     { text = \"FILE\" } (one example per line)"
+                        .into(),
+                )
+            });
+        }
+        probability("model.dropout", m.dropout)?;
+        probability("model.attention_dropout", m.attention_dropout)?;
+        positive("data.min_freq", self.data.min_freq)?;
+        positive("training.epochs", t.epochs)?;
+        positive("training.max_tokens", t.max_tokens)?;
+        positive("training.accumulate", t.accumulate)?;
+        if let Some(norm) = t.clip_grad_norm {
+            positive_number("training.clip_grad_norm", norm)?;
+        }
+        if self.data.tokenizer == TokenizerKind::Bpe && self.data.vocab_size < 16 {
+            return Err((
+                "data.vocab_size".into(),
+                format!("must be at least 16 for bpe, got {}", self.data.vocab_size),
+            ));
+        }
+        positive("training.warmup", t.warmup)?;
+        positive("training.log_every", t.log_every)?;
+        positive("training.checkpoint_every", t.checkpoint_every)?;
+        positive_number("training.lr_factor", t.lr_factor)?;
+        probability("training.adam_beta1", t.adam_beta1)?;
+        probability("training.adam_beta2", t.adam_beta2)?;
+        positive_number("training.adam_eps", t.adam_eps)?;
+        probability("training.label_smoothing", t.label_smoothing)?;
+        Ok(())
+    }
+}
+
+fn positive(key: &str, value: usize) -> Result<(), (String, String)> {
+    if value == 0 {
+        return Err((key.into(), "must be at least 1, got 0".into()));
+    }
+    Ok(())
+}
+
+fn positive_number(key: &str, value: f64) -> Result<(), (String, String)> {
+    if !(value.is_finite() && value > 0.0) {
+        return Err((
+            key.into(),
+            format!("must be a positive number, got {value}"),
+        ));
+    }
+    Ok(())
+}
+
+fn probability(key: &str, value: f64) -> Result<(), (String, String)> {
+    if !(0.0..1.0).contains(&value) {
+        return Err((key.into(), format!("must be in [0, 1), got {value}")));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<Config, ConfigError> {
+        Config::parse(text, "test.toml")
+    }
+
+    #[test]
+    fn d_model_not_divisible_by_heads_is_rejected_with_the_rule() {
+        let err = parse("[model]\nd_model = 100\nheads = 8\n").unwrap_err();
+        assert_eq!(err.key.as_deref(), Some("model.heads"));
+        assert_eq!(err.line, Some(3));
+        assert!(err.message.contains("divisible"), "{err}");
+    }
+
+    #[test]
+    fn zero_sizes_and_out_of_range_dropout_are_rejected() {
+        let err = parse("[model]\nlayers = 0\n").unwrap_err();
+        assert_eq!(err.key.as_deref(), Some("model.layers"));
+        let err = parse("[model]\ndropout = 1.0\n").unwrap_err();
+        assert_eq!(err.key.as_deref(), Some("model.dropout"));
+        let err = parse("[training]\nwarmup = 0\n").unwrap_err();
+        assert_eq!(err.key.as_deref(), Some("training.warmup"));
+        let err = parse("[model]\nlayers = -3\n").unwrap_err();
+        assert_eq!(err.key.as_deref(), Some("model.layers"));
+    }
+}
