@@ -31,8 +31,6 @@ use candle_core::{Device, Tensor};
 
 use crate::config::{Architecture, Config};
 use crate::data::Tokenizers;
-use crate::infer::text_generator::TextGenerator;
-use crate::infer::translator::{DecodeOptions, Translator};
 use crate::model::decoder_only::DecoderOnly;
 use crate::model::EncoderDecoder;
 use crate::train::{MetricRecord, ResumePoint, TrainingState};
@@ -78,19 +76,6 @@ pub struct Checkpoint {
     pub config: Config,
     pub tokenizers: Tokenizers,
     pub model: EncoderDecoder,
-}
-
-impl Checkpoint {
-    /// A translator over this checkpoint's model and tokenizers.
-    pub fn translator<'a>(&'a self, device: &'a Device, options: DecodeOptions) -> Translator<'a> {
-        Translator {
-            model: &self.model,
-            tokenizers: &self.tokenizers,
-            max_positions: self.config.model.max_len,
-            device,
-            options,
-        }
-    }
 }
 
 /// `run_dir/name` and the copy a save retires while swapping in a new one, which stands in
@@ -155,18 +140,6 @@ pub struct LanguageCheckpoint {
     pub config: Config,
     pub tokenizers: Tokenizers,
     pub model: DecoderOnly,
-}
-
-impl LanguageCheckpoint {
-    /// A text generator over this checkpoint's model and tokenizer.
-    pub fn generator<'a>(&'a self, device: &'a Device) -> TextGenerator<'a> {
-        TextGenerator {
-            model: &self.model,
-            tokenizer: &self.tokenizers.tgt,
-            max_positions: self.config.model.max_len,
-            device,
-        }
-    }
 }
 
 /// Loads the language-model checkpoint at `path` (see `resolve`) onto `device`.

@@ -46,7 +46,7 @@ pub fn run(args: AttentionArgs) -> anyhow::Result<()> {
             ids
         }
         None => {
-            let translator = loaded.translator(&device, DecodeOptions::default());
+            let translator = super::translator(&loaded, &device, DecodeOptions::default());
             let translation = translator.translate(&text)?;
             print_line(&translation.translation)?;
             translation.ids

@@ -16,8 +16,10 @@ pub fn run(args: GenerateArgs) -> anyhow::Result<()> {
         top_k: args.top_k,
         seed: args.seed,
     };
-    let text = loaded
-        .generator(&device)
-        .continue_text(&args.prompt, args.max_new, sampling)?;
+    let text = super::text_generator(&loaded, &device).continue_text(
+        &args.prompt,
+        args.max_new,
+        sampling,
+    )?;
     print_line(&text)
 }

@@ -17,7 +17,8 @@ use crate::checkpoint::{self, RUNS_ROOT};
 use crate::cli::{Command, DecodeArgs, DeviceArgs};
 use crate::config::Architecture;
 use crate::device::select;
-use crate::infer::translator::DecodeOptions;
+use crate::infer::text_generator::TextGenerator;
+use crate::infer::translator::{DecodeOptions, Translator};
 use crate::progress::Verbosity;
 pub use stdout::StdoutClosed;
 
@@ -127,6 +128,34 @@ fn load_translation_model(
 
 /// `options` with the beam no wider than the target vocabulary: a wider one only repeats
 /// work (and `--beam 100000` would run for minutes); says so on stderr when it narrows it.
+/// A translator over a loaded checkpoint's model and tokenizers.
+fn translator<'a>(
+    loaded: &'a checkpoint::Checkpoint,
+    device: &'a candle_core::Device,
+    options: DecodeOptions,
+) -> Translator<'a> {
+    Translator {
+        model: &loaded.model,
+        tokenizers: &loaded.tokenizers,
+        max_positions: loaded.config.model.max_len,
+        device,
+        options,
+    }
+}
+
+/// A text generator over a loaded language-model checkpoint.
+fn text_generator<'a>(
+    loaded: &'a checkpoint::LanguageCheckpoint,
+    device: &'a candle_core::Device,
+) -> TextGenerator<'a> {
+    TextGenerator {
+        model: &loaded.model,
+        tokenizer: &loaded.tokenizers.tgt,
+        max_positions: loaded.config.model.max_len,
+        device,
+    }
+}
+
 fn bounded_beam(options: DecodeOptions, loaded: &checkpoint::Checkpoint) -> DecodeOptions {
     let vocab = loaded.tokenizers.tgt.vocab_size();
     if options.beam <= vocab {

@@ -17,6 +17,15 @@ mod validate;
 /// The built-in base config, used by `transformer train` without `--config`.
 pub const BUILTIN_BASE: &str = include_str!("../../configs/base.toml");
 
+/// Vocabulary sizes: the only model dimensions that come from the data, not the config (the
+/// tokenizers learned on the training split decide them; the model is built from them and
+/// the model config).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct VocabSizes {
+    pub src: usize,
+    pub tgt: usize,
+}
+
 /// A complete, validated run configuration.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]

@@ -90,8 +90,8 @@ pub struct Tokenizers {
 
 impl Tokenizers {
     /// The model dimensions these tokenizers fix: the two vocabulary sizes.
-    pub fn vocab_sizes(&self) -> crate::model::VocabSizes {
-        crate::model::VocabSizes {
+    pub fn vocab_sizes(&self) -> crate::config::VocabSizes {
+        crate::config::VocabSizes {
             src: self.src.vocab_size(),
             tgt: self.tgt.vocab_size(),
         }

@@ -9,16 +9,9 @@ use super::decoder::{Decoder, DecoderState};
 use super::embeddings::{Embeddings, PositionalEncoding};
 use super::encoder::Encoder;
 use super::init::initialize_parameters;
-use crate::config::ModelConfig;
+use crate::config::{ModelConfig, VocabSizes};
 use crate::kernels::dropout::Mode;
 use crate::kernels::log_softmax::log_softmax_last_dim;
-
-/// Vocabulary sizes: the only model dimensions that come from the data, not the config.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct VocabSizes {
-    pub src: usize,
-    pub tgt: usize,
-}
 
 /// The reference's `nn.Sequential(Embeddings, PositionalEncoding)`: parameters `0.lut.weight`
 /// and the buffer `1.pe`.

@@ -5,9 +5,9 @@ use candle_core::{Device, Result, Tensor};
 use candle_nn::{VarBuilder, VarMap};
 
 use super::decoder_only::DecoderOnly;
-use super::encoder_decoder::{EncoderDecoder, VocabSizes};
+use super::encoder_decoder::EncoderDecoder;
 use super::init::initialize_parameters;
-use crate::config::{Architecture, ModelConfig};
+use crate::config::{Architecture, ModelConfig, VocabSizes};
 use crate::kernels::dropout::Mode;
 
 pub enum Model {

@@ -16,8 +16,9 @@ pub mod layers;
 pub mod linear;
 pub mod masks;
 
+pub use crate::config::VocabSizes;
 pub use crate::kernels::dropout::{DropoutRng, Mode};
 pub use attention_maps::{attention_maps, AttentionMaps};
 pub use decoder::DecoderState;
-pub use encoder_decoder::{inference_model, make_model, EncoderDecoder, Generator, VocabSizes};
+pub use encoder_decoder::{inference_model, make_model, EncoderDecoder, Generator};
 pub use family::Model;
