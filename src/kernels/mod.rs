@@ -40,7 +40,7 @@ pub mod loss;
 mod loss_fused;
 pub mod residual;
 #[cfg(test)]
-mod test_support;
+pub(crate) mod test_support;
 
 use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -59,7 +59,7 @@ pub fn assert_fused_matches_composed(inputs: &[&Var], tolerance: f32, op: impl F
 }
 
 /// The largest magnitude in a tensor.
-fn largest(t: &Tensor) -> f32 {
+pub fn largest(t: &Tensor) -> f32 {
     t.abs()
         .unwrap()
         .max_all()

@@ -8,7 +8,7 @@ use super::linear::Linear;
 use super::decoder::{Decoder, DecoderState};
 use super::embeddings::{Embeddings, PositionalEncoding};
 use super::encoder::Encoder;
-use super::init::initialize_parameters;
+use super::init::{fresh_model, named_vars};
 use crate::config::{ModelConfig, VocabSizes};
 use crate::kernels::dropout::Mode;
 use crate::kernels::log_softmax::log_softmax_last_dim;
@@ -200,10 +200,9 @@ pub fn make_model(
     seed: u64,
     device: &Device,
 ) -> Result<EncoderDecoder> {
-    let vb = VarBuilder::from_varmap(varmap, DType::F32, device);
-    let model = EncoderDecoder::new(cfg, vocab, vb)?;
-    initialize_parameters(varmap, seed)?;
-    Ok(model)
+    fresh_model(varmap, seed, device, |vb| {
+        EncoderDecoder::new(cfg, vocab, vb)
+    })
 }
 
 /// The model over `varmap`'s current tensors, detached (the same storage, no copy): nothing in
@@ -216,12 +215,9 @@ pub fn inference_model(
     varmap: &VarMap,
     device: &Device,
 ) -> Result<EncoderDecoder> {
-    let tensors: std::collections::HashMap<String, Tensor> = varmap
-        .data()
-        .lock()
-        .map_err(|_| candle_core::Error::Msg("parameter map lock poisoned".into()))?
-        .iter()
-        .map(|(name, var)| (name.clone(), var.as_tensor().detach()))
+    let tensors: std::collections::HashMap<String, Tensor> = named_vars(varmap)?
+        .into_iter()
+        .map(|(name, var)| (name, var.as_tensor().detach()))
         .collect();
     EncoderDecoder::new(
         cfg,

@@ -6,7 +6,7 @@ use candle_nn::{VarBuilder, VarMap};
 
 use super::decoder_only::DecoderOnly;
 use super::encoder_decoder::EncoderDecoder;
-use super::init::initialize_parameters;
+use super::init::fresh_model;
 use crate::config::{Architecture, ModelConfig, VocabSizes};
 use crate::kernels::dropout::Mode;
 
@@ -33,10 +33,7 @@ impl Model {
         seed: u64,
         device: &Device,
     ) -> Result<Self> {
-        let vb = VarBuilder::from_varmap(varmap, candle_core::DType::F32, device);
-        let model = Self::new(cfg, vocab, vb)?;
-        initialize_parameters(varmap, seed)?;
-        Ok(model)
+        fresh_model(varmap, seed, device, |vb| Self::new(cfg, vocab, vb))
     }
 
     /// Teacher-forced next-token logits `(batch, tgt_len, vocab)` of a padded batch: the

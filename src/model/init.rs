@@ -4,24 +4,51 @@
 //! biases keep PyTorch's default U(-1/sqrt(fan_in), 1/sqrt(fan_in)); LayerNorm gains and biases
 //! keep their ones and zeros.
 
-use candle_core::{Result, Tensor};
-use candle_nn::VarMap;
+use std::collections::HashMap;
+
+use candle_core::{DType, Device, Result, Tensor, Var};
+use candle_nn::{VarBuilder, VarMap};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
+
+/// Every variable of `varmap` with its name, in name order (the map's own order is a hash
+/// map's): what initialisation, the optimizer and checkpoints walk.
+pub fn named_vars(varmap: &VarMap) -> Result<Vec<(String, Var)>> {
+    let vars = varmap
+        .data()
+        .lock()
+        .map_err(|_| candle_core::Error::Msg("parameter map lock poisoned".into()))?;
+    let mut named: Vec<(String, Var)> = vars
+        .iter()
+        .map(|(name, var)| (name.clone(), var.clone()))
+        .collect();
+    named.sort_by(|a, b| a.0.cmp(&b.0));
+    Ok(named)
+}
+
+/// A model built by `build` over fresh variables in `varmap`, then initialised from `seed`
+/// as the reference's `make_model` does: both model families are made this way.
+pub fn fresh_model<M>(
+    varmap: &VarMap,
+    seed: u64,
+    device: &Device,
+    build: impl FnOnce(VarBuilder) -> Result<M>,
+) -> Result<M> {
+    let model = build(VarBuilder::from_varmap(varmap, DType::F32, device))?;
+    initialize_parameters(varmap, seed)?;
+    Ok(model)
+}
 
 /// Re-draws every matrix and linear bias in `varmap` from `seed`, in name order so that the
 /// result does not depend on the map's iteration order.
 pub fn initialize_parameters(varmap: &VarMap, seed: u64) -> Result<()> {
-    let vars = varmap
-        .data()
-        .lock()
-        .map_err(|_| candle_core::Error::Msg("parameter map lock poisoned".into()))?
-        .clone();
-    let mut names: Vec<&String> = vars.keys().collect();
-    names.sort();
+    let vars = named_vars(varmap)?;
+    let dims_of: HashMap<&str, Vec<usize>> = vars
+        .iter()
+        .map(|(name, var)| (name.as_str(), var.dims().to_vec()))
+        .collect();
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    for name in names {
-        let var = &vars[name];
+    for (name, var) in &vars {
         let dims = var.dims().to_vec();
         let bound = match dims.as_slice() {
             [fan_out, fan_in, ..] => {
@@ -30,7 +57,7 @@ pub fn initialize_parameters(varmap: &VarMap, seed: u64) -> Result<()> {
             }
             [_] if name.ends_with(".bias") => {
                 let weight_name = name.trim_end_matches("bias").to_string() + "weight";
-                match vars.get(&weight_name).map(|w| w.dims().to_vec()) {
+                match dims_of.get(weight_name.as_str()) {
                     Some(weight_dims) if weight_dims.len() == 2 => {
                         1.0 / (weight_dims[1] as f64).sqrt()
                     }
@@ -62,14 +89,7 @@ mod tests {
         initialize_parameters(&varmap, 5).unwrap();
         let weight = vb.get((20, 30), "lin.weight").unwrap();
         let bias = vb.get(20, "lin.bias").unwrap();
-        let max_abs = |t: &Tensor| {
-            t.abs()
-                .unwrap()
-                .max_all()
-                .unwrap()
-                .to_scalar::<f32>()
-                .unwrap()
-        };
+        let max_abs = crate::kernels::test_support::largest;
         let xavier = (6f32 / 50.).sqrt();
         assert!(max_abs(&weight) <= xavier && max_abs(&weight) > 0.9 * xavier);
         assert!(max_abs(&bias) <= 1. / 30f32.sqrt());

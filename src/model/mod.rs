@@ -22,3 +22,4 @@ pub use attention_maps::{attention_maps, AttentionMaps};
 pub use decoder::DecoderState;
 pub use encoder_decoder::{inference_model, make_model, EncoderDecoder, Generator};
 pub use family::Model;
+pub use init::named_vars;

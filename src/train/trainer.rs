@@ -21,7 +21,7 @@ use crate::data::{epoch_batches, ordered_batches, EncodedPair, PaddedBatch, Toke
 use crate::infer::text_generator::TextGenerator;
 use crate::infer::translator::{DecodeOptions, Translator};
 use crate::metrics::corpus_bleu;
-use crate::model::{inference_model, masks, DropoutRng, Mode, Model};
+use crate::model::{inference_model, masks, named_vars, DropoutRng, Mode, Model};
 
 /// Sentences per batch when translating the validation set for BLEU.
 const VALIDATION_DECODE_BATCH: usize = 64;
@@ -115,14 +115,7 @@ impl Trainer {
         }
         let varmap = VarMap::new();
         let model = Model::fresh(&config.model, vocab, &varmap, seed, device)?;
-        let mut vars: Vec<(String, candle_core::Var)> = varmap
-            .data()
-            .lock()
-            .map_err(|_| anyhow::anyhow!("parameter map lock poisoned"))?
-            .iter()
-            .map(|(name, var)| (name.clone(), var.clone()))
-            .collect();
-        vars.sort_by(|a, b| a.0.cmp(&b.0));
+        let vars = named_vars(&varmap)?;
         let t = &config.training;
         let settings = AdamSettings {
             beta1: t.adam_beta1,
@@ -461,14 +454,9 @@ impl Trainer {
 
     /// Every tensor of the model under its state_dict name: parameters and position tables.
     pub fn named_tensors(&self) -> anyhow::Result<Vec<(String, Tensor)>> {
-        let vars = self
-            .varmap
-            .data()
-            .lock()
-            .map_err(|_| anyhow::anyhow!("parameter map lock poisoned"))?;
-        let mut tensors: Vec<(String, Tensor)> = vars
-            .iter()
-            .map(|(name, var)| (name.clone(), var.as_tensor().clone()))
+        let mut tensors: Vec<(String, Tensor)> = named_vars(&self.varmap)?
+            .into_iter()
+            .map(|(name, var)| (name, var.as_tensor().clone()))
             .collect();
         tensors.extend(self.model.buffers());
         tensors.sort_by(|a, b| a.0.cmp(&b.0));
