@@ -5,7 +5,7 @@
 use candle_core::{DType, Result, Tensor, D};
 
 use super::fused_runs;
-use super::loss_fused::{x_ln_x, FusedLabelSmoothing};
+use super::loss_fused::{smoothed_target, FusedLabelSmoothing};
 
 /// Summed KL divergence over the rows whose target is not `pad`, from `logits` `(n, vocab)`
 /// and `targets` `(n,)` u32 ids.
@@ -40,9 +40,7 @@ pub fn kl_sum_from_log_probs(
     if vocab < 3 {
         candle_core::bail!("label smoothing needs at least 3 classes, got {vocab}")
     }
-    let confidence = 1.0 - smoothing;
-    let spread = smoothing / (vocab - 2) as f64;
-    let entropy_term = x_ln_x(confidence) + (vocab - 2) as f64 * x_ln_x(spread);
+    let (confidence, spread, entropy_term) = smoothed_target(vocab, smoothing);
 
     let target_log_probs = log_probs.gather(&targets.unsqueeze(1)?, 1)?.squeeze(1)?;
     let pad_log_probs = log_probs.narrow(1, pad as usize, 1)?.squeeze(1)?;

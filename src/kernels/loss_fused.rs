@@ -21,15 +21,8 @@ impl FusedLabelSmoothing {
         logits.contiguous()?.apply_op1(self)?.sum_all()
     }
 
-    /// (confidence, spread, sum_j q_j ln q_j) of the smoothed target distribution q.
     fn distribution(&self, vocab: usize) -> (f64, f64, f64) {
-        let confidence = 1.0 - self.smoothing;
-        let spread = self.smoothing / (vocab - 2) as f64;
-        (
-            confidence,
-            spread,
-            x_ln_x(confidence) + (vocab - 2) as f64 * x_ln_x(spread),
-        )
+        smoothed_target(vocab, self.smoothing)
     }
 
     fn rows<'a>(&self, storage: &'a CpuStorage, layout: &Layout) -> Result<(&'a [f32], usize)> {
@@ -131,8 +124,21 @@ impl candle_core::CustomOp2 for FusedLabelSmoothingGrad<'_> {
     }
 }
 
+/// (confidence, spread, sum_j q_j ln q_j) of the smoothed target distribution q over `vocab`
+/// classes: `1 - smoothing` on the target, `smoothing / (vocab - 2)` on every other class but
+/// padding. Both paths of the loss read it from here.
+pub(super) fn smoothed_target(vocab: usize, smoothing: f64) -> (f64, f64, f64) {
+    let confidence = 1.0 - smoothing;
+    let spread = smoothing / (vocab - 2) as f64;
+    (
+        confidence,
+        spread,
+        x_ln_x(confidence) + (vocab - 2) as f64 * x_ln_x(spread),
+    )
+}
+
 /// x ln x with 0 ln 0 = 0, as KLDivLoss treats zero targets.
-pub(super) fn x_ln_x(x: f64) -> f64 {
+fn x_ln_x(x: f64) -> f64 {
     if x > 0.0 {
         x * x.ln()
     } else {
