@@ -66,9 +66,16 @@ fn cached_decoding_gives_the_same_log_probs_as_full_decoding() {
     .unwrap();
     let src_mask = masks::padding_mask(&src, PAD_ID).unwrap();
     let tgt_mask = masks::target_mask(&tgt_in, PAD_ID).unwrap();
-    let full =
-        teacher_forced_log_probs(&loaded.model, &src, &src_mask, &tgt_in, &tgt_mask).unwrap();
-    let cached = incremental_log_probs(&loaded.model, &src, &src_mask, &tgt_in).unwrap();
+    let full = teacher_forced_log_probs(
+        loaded.translation().unwrap(),
+        &src,
+        &src_mask,
+        &tgt_in,
+        &tgt_mask,
+    )
+    .unwrap();
+    let cached =
+        incremental_log_probs(loaded.translation().unwrap(), &src, &src_mask, &tgt_in).unwrap();
     assert_eq!(full.dims(), cached.dims());
     // Positions after a padded target token differ only where the full decoder hides the pad;
     // compare the rows whose prefixes hold no padding.
@@ -92,11 +99,25 @@ fn batched_cached_greedy_equals_the_reference_loop_sentence_by_sentence() {
     let rows: Vec<Vec<u32>> = SOURCES.iter().map(|s| source_ids(&loaded, s)).collect();
     let src = padded(&rows);
     let src_mask = masks::padding_mask(&src, PAD_ID).unwrap();
-    let batched = greedy_batch(&loaded.model, &src, &src_mask, BOS_ID, limits()).unwrap();
+    let batched = greedy_batch(
+        loaded.translation().unwrap(),
+        &src,
+        &src_mask,
+        BOS_ID,
+        limits(),
+    )
+    .unwrap();
     for (ids, got) in rows.iter().zip(&batched) {
         let one = Tensor::from_slice(ids, (1, ids.len()), &Device::Cpu).unwrap();
         let one_mask = masks::full_mask(1, ids.len(), &Device::Cpu).unwrap();
-        let want = greedy_decode(&loaded.model, &one, &one_mask, BOS_ID, limits()).unwrap();
+        let want = greedy_decode(
+            loaded.translation().unwrap(),
+            &one,
+            &one_mask,
+            BOS_ID,
+            limits(),
+        )
+        .unwrap();
         assert_eq!(got.ids, want.ids);
         for (a, b) in got.log_probs.iter().zip(&want.log_probs) {
             assert!((a - b).abs() <= 1e-5, "{a} vs {b}");
@@ -111,12 +132,27 @@ fn beam_one_is_greedy() {
         let ids = source_ids(&loaded, sentence);
         let src = Tensor::from_slice(&ids, (1, ids.len()), &Device::Cpu).unwrap();
         let src_mask = masks::full_mask(1, ids.len(), &Device::Cpu).unwrap();
-        let greedy = greedy_decode(&loaded.model, &src, &src_mask, BOS_ID, limits()).unwrap();
+        let greedy = greedy_decode(
+            loaded.translation().unwrap(),
+            &src,
+            &src_mask,
+            BOS_ID,
+            limits(),
+        )
+        .unwrap();
         let settings = BeamSettings {
             beam: 1,
             length_penalty: 0.6,
         };
-        let beam = beam_search(&loaded.model, &src, &src_mask, BOS_ID, limits(), settings).unwrap();
+        let beam = beam_search(
+            loaded.translation().unwrap(),
+            &src,
+            &src_mask,
+            BOS_ID,
+            limits(),
+            settings,
+        )
+        .unwrap();
         assert_eq!(beam.ids, greedy.ids, "{sentence}");
         for (a, b) in beam.log_probs.iter().zip(&greedy.log_probs) {
             assert!((a - b).abs() <= 1e-5);
@@ -133,7 +169,7 @@ fn a_wider_beam_ends_its_hypothesis_and_scores_at_least_as_well_as_greedy() {
             ..DecodeOptions::default()
         };
         let translator = Translator {
-            model: &loaded.model,
+            model: loaded.translation().unwrap(),
             tokenizers: &loaded.tokenizers,
             max_positions: loaded.config.model.max_len,
             device: &Device::Cpu,
@@ -174,7 +210,7 @@ fn batched_beam_search_equals_the_search_sentence_by_sentence() {
             length_penalty,
         };
         let batched = beam_search_batch(
-            &loaded.model,
+            loaded.translation().unwrap(),
             &src,
             &src_mask,
             BOS_ID,
@@ -190,8 +226,15 @@ fn batched_beam_search_equals_the_search_sentence_by_sentence() {
                 max_steps,
                 end: Some(EOS_ID),
             };
-            let want =
-                beam_search(&loaded.model, &one, &one_mask, BOS_ID, limits, settings).unwrap();
+            let want = beam_search(
+                loaded.translation().unwrap(),
+                &one,
+                &one_mask,
+                BOS_ID,
+                limits,
+                settings,
+            )
+            .unwrap();
             assert_eq!(got.ids, want.ids, "beam {beam}, {max_steps} steps");
             assert!(got.ids.len() <= max_steps);
             for (a, b) in got.log_probs.iter().zip(&want.log_probs) {

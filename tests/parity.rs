@@ -67,7 +67,11 @@ fn encoder_memory_matches(fixture: &str) {
     let loaded = checkpoint::load(Path::new(fixture), &Device::Cpu).unwrap();
     let src = ids_matrix(&expected["src"]);
     let src_mask = masks::padding_mask(&src, PAD_ID).unwrap();
-    let memory = loaded.model.encode(&src, &src_mask, Mode::Eval).unwrap();
+    let memory = loaded
+        .translation()
+        .unwrap()
+        .encode(&src, &src_mask, Mode::Eval)
+        .unwrap();
     let got = memory.flatten_all().unwrap().to_vec1::<f32>().unwrap();
     assert_close(
         &got,
@@ -90,8 +94,14 @@ fn teacher_forced_log_probs_match(fixture: &str) {
     let tgt_in = ids_matrix(&expected["tgt_in"]);
     let src_mask = masks::padding_mask(&src, PAD_ID).unwrap();
     let tgt_mask = masks::target_mask(&tgt_in, PAD_ID).unwrap();
-    let log_probs =
-        teacher_forced_log_probs(&loaded.model, &src, &src_mask, &tgt_in, &tgt_mask).unwrap();
+    let log_probs = teacher_forced_log_probs(
+        loaded.translation().unwrap(),
+        &src,
+        &src_mask,
+        &tgt_in,
+        &tgt_mask,
+    )
+    .unwrap();
     let got = log_probs.flatten_all().unwrap().to_vec1::<f32>().unwrap();
     assert_close(
         &got,
@@ -114,7 +124,7 @@ fn greedy_decodes_match(fixture: &str) {
         let source = case["source"].as_str().unwrap();
         let max_steps = case["max_steps"].as_u64().unwrap() as usize;
         let translator = Translator {
-            model: &loaded.model,
+            model: loaded.translation().unwrap(),
             tokenizers: &loaded.tokenizers,
             max_positions: loaded.config.model.max_len,
             device: &Device::Cpu,

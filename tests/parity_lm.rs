@@ -13,6 +13,7 @@ use transformer::config::{Architecture, Config};
 use transformer::infer::sampling::{sample, Sampling};
 use transformer::model::decoder_only::DecoderOnly;
 use transformer::model::Mode;
+use transformer::model::Model;
 
 const FIXTURE: &str = "tests/fixtures/parity-lm";
 const TOLERANCE: f32 = 1e-4;
@@ -33,9 +34,11 @@ fn fixture() -> Fixture {
     let vocab = expected["vocab"].as_u64().unwrap() as usize;
     // Through the loader `transformer generate` uses: strict, so every tensor of the
     // PyTorch file must be used and every tensor the model needs must be there.
-    let loaded = checkpoint::load_language_model(dir, &Device::Cpu).unwrap();
+    let loaded = checkpoint::load(dir, &Device::Cpu).unwrap();
     assert_eq!(loaded.tokenizers.tgt.vocab_size(), vocab);
-    let model = loaded.model;
+    let Model::Language(model) = loaded.model else {
+        panic!("the fixture is a language model")
+    };
     Fixture {
         config,
         expected,

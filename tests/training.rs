@@ -231,12 +231,18 @@ fn a_saved_checkpoint_holds_the_exact_weights_and_loads_back_to_the_same_log_pro
     .unwrap()
     .to_vec1::<f32>()
     .unwrap();
-    let after = teacher_forced_log_probs(&loaded.model, &src, &src_mask, &tgt_in, &tgt_mask)
-        .unwrap()
-        .flatten_all()
-        .unwrap()
-        .to_vec1::<f32>()
-        .unwrap();
+    let after = teacher_forced_log_probs(
+        loaded.translation().unwrap(),
+        &src,
+        &src_mask,
+        &tgt_in,
+        &tgt_mask,
+    )
+    .unwrap()
+    .flatten_all()
+    .unwrap()
+    .to_vec1::<f32>()
+    .unwrap();
     // Not bit for bit: a loaded model's linear layers multiply by a pre-transposed copy of
     // each weight, which sums in another order than the trained model's in-place read.
     assert_eq!(before.len(), after.len());

@@ -32,7 +32,7 @@ use candle_core::{Device, Tensor};
 use crate::config::{Architecture, Config};
 use crate::data::Tokenizers;
 use crate::model::decoder_only::DecoderOnly;
-use crate::model::EncoderDecoder;
+use crate::model::{EncoderDecoder, Model};
 use crate::train::{MetricRecord, ResumePoint, TrainingState};
 use strict::build_model;
 pub use write::{save, save_metrics, CheckpointContents};
@@ -70,12 +70,39 @@ pub fn load_metrics(run_dir: &Path) -> anyhow::Result<Vec<MetricRecord>> {
         .collect()
 }
 
-/// A checkpoint read back: its config, tokenizers, and the model built from its weights.
+/// A checkpoint read back: its config, tokenizers, and the model (either family, as its
+/// config's `model.arch` says) built from its weights.
 pub struct Checkpoint {
     pub dir: PathBuf,
     pub config: Config,
     pub tokenizers: Tokenizers,
-    pub model: EncoderDecoder,
+    pub model: Model,
+}
+
+impl Checkpoint {
+    /// The translation model, or an error that names the checkpoint when it holds a language
+    /// model.
+    pub fn translation(&self) -> anyhow::Result<&EncoderDecoder> {
+        self.model.translation().ok_or_else(|| {
+            anyhow::anyhow!(
+                "{} holds a decoder-only language model (model.arch = \"decoder-only\"); use \
+                 `transformer generate`: translate, eval and attention need an encoder-decoder",
+                self.dir.display()
+            )
+        })
+    }
+
+    /// The language model, or an error that names the checkpoint when it holds a translation
+    /// model.
+    pub fn language(&self) -> anyhow::Result<&DecoderOnly> {
+        self.model.language().ok_or_else(|| {
+            anyhow::anyhow!(
+                "{} holds a translation model (model.arch = \"encoder-decoder\"); use \
+                 `transformer translate`: generate needs a decoder-only language model",
+                self.dir.display()
+            )
+        })
+    }
 }
 
 /// `run_dir/name` and the copy a save retires while swapping in a new one, which stands in
@@ -134,27 +161,6 @@ pub fn load(path: &Path, device: &Device) -> anyhow::Result<Checkpoint> {
     })
 }
 
-/// A language-model checkpoint read back (`arch = "decoder-only"`).
-pub struct LanguageCheckpoint {
-    pub dir: PathBuf,
-    pub config: Config,
-    pub tokenizers: Tokenizers,
-    pub model: DecoderOnly,
-}
-
-/// Loads the language-model checkpoint at `path` (see `resolve`) onto `device`.
-pub fn load_language_model(path: &Path, device: &Device) -> anyhow::Result<LanguageCheckpoint> {
-    let dir = resolve(path)?;
-    let (config, tokenizers, tensors) = read_parts(&dir, device)?;
-    let model = strict::build_language_model(&dir, &config, &tokenizers, tensors, device)?;
-    Ok(LanguageCheckpoint {
-        dir,
-        config,
-        tokenizers,
-        model,
-    })
-}
-
 /// A run's `last/` checkpoint with everything `train --resume` needs, checked as strictly
 /// as `load` checks weights.
 pub struct ResumeCheckpoint {
@@ -191,11 +197,7 @@ pub fn load_for_resume(run_dir: &Path, device: &Device) -> anyhow::Result<Resume
         )
     })?;
     let (config, tokenizers, weights) = read_parts(&dir, device)?;
-    if config.model.arch == Architecture::DecoderOnly {
-        strict::build_language_model(&dir, &config, &tokenizers, weights.clone(), device)?;
-    } else {
-        build_model(&dir, &config, &tokenizers, weights.clone(), device)?;
-    }
+    build_model(&dir, &config, &tokenizers, weights.clone(), device)?;
     let moments = read_tensors(&dir.join(OPTIMIZER_FILE), device)?;
     Ok(ResumeCheckpoint {
         dir,

@@ -11,10 +11,9 @@ use candle_nn::var_builder::SimpleBackend;
 use candle_nn::{Init, VarBuilder};
 
 use super::MODEL_FILE;
-use crate::config::{Architecture, Config};
+use crate::config::Config;
 use crate::data::Tokenizers;
-use crate::model::decoder_only::DecoderOnly;
-use crate::model::EncoderDecoder;
+use crate::model::Model;
 
 /// Serves a checkpoint's tensors to a `VarBuilder` and remembers which names the model asked
 /// for, so that tensors nobody asked for can be reported (PyTorch's strict loading).
@@ -77,45 +76,18 @@ impl SimpleBackend for RecordingBackend {
     }
 }
 
-/// The model for `config` from `tensors`, loaded strictly: a tensor missing, of the wrong
-/// shape, or left over is named.
+/// The model `config` describes (either family) from `tensors`, loaded strictly: a tensor
+/// missing, of the wrong shape, or left over is named.
 pub(super) fn build_model(
     dir: &Path,
     config: &Config,
     tokenizers: &Tokenizers,
     tensors: HashMap<String, Tensor>,
     device: &Device,
-) -> anyhow::Result<EncoderDecoder> {
-    if config.model.arch == Architecture::DecoderOnly {
-        bail!(
-            "{} holds a decoder-only language model (model.arch = \"decoder-only\"); use \
-             `transformer generate`: translate, eval and attention need an encoder-decoder",
-            dir.display()
-        )
-    }
+) -> anyhow::Result<Model> {
     let vocab = tokenizers.vocab_sizes();
     build_strictly(dir, tensors, device, |vb| {
-        EncoderDecoder::new(&config.model, vocab, vb)
-    })
-}
-
-/// The decoder-only model for `config` from `tensors`, loaded as strictly as `build_model`.
-pub(super) fn build_language_model(
-    dir: &Path,
-    config: &Config,
-    tokenizers: &Tokenizers,
-    tensors: HashMap<String, Tensor>,
-    device: &Device,
-) -> anyhow::Result<DecoderOnly> {
-    if config.model.arch != Architecture::DecoderOnly {
-        bail!(
-            "{} holds a translation model (model.arch = \"encoder-decoder\"); use \
-             `transformer translate`: generate needs a decoder-only language model",
-            dir.display()
-        )
-    }
-    build_strictly(dir, tensors, device, |vb| {
-        DecoderOnly::new(&config.model, tokenizers.tgt.vocab_size(), vb)
+        Model::new(&config.model, vocab, vb)
     })
 }
 

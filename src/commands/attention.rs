@@ -46,7 +46,7 @@ pub fn run(args: AttentionArgs) -> anyhow::Result<()> {
             ids
         }
         None => {
-            let translator = super::translator(&loaded, &device, DecodeOptions::default());
+            let translator = super::translator(&loaded, &device, DecodeOptions::default())?;
             let translation = translator.translate(&text)?;
             print_line(&translation.translation)?;
             translation.ids
@@ -108,7 +108,13 @@ fn grids(
     let tgt_ids = Tensor::new(tgt_in, device)?.unsqueeze(0)?;
     let src_mask = masks::padding_mask(&src_ids, PAD_ID)?;
     let tgt_mask = masks::target_mask(&tgt_ids, PAD_ID)?;
-    let maps = attention_maps(&loaded.model, &src_ids, &tgt_ids, &src_mask, &tgt_mask)?;
+    let maps = attention_maps(
+        loaded.translation()?,
+        &src_ids,
+        &tgt_ids,
+        &src_mask,
+        &tgt_mask,
+    )?;
     let src_tokens = tokens(&loaded.tokenizers.src, src);
     let tgt_tokens = tokens(&loaded.tokenizers.tgt, tgt_in);
     let pick = |per_layer: &[Tensor]| -> anyhow::Result<Vec<(usize, HeadMaps)>> {

@@ -117,45 +117,47 @@ fn checkpoint_or_latest(given: Option<&Path>, arch: Architecture) -> anyhow::Res
 }
 
 /// The translation checkpoint at `given`, or the newest one under runs/ (see
-/// `checkpoint_or_latest`), loaded onto `device`.
+/// `checkpoint_or_latest`), loaded onto `device`; a language model is refused here, by name.
 fn load_translation_model(
     given: Option<&Path>,
     device: &candle_core::Device,
 ) -> anyhow::Result<checkpoint::Checkpoint> {
     let dir = checkpoint_or_latest(given, Architecture::EncoderDecoder)?;
-    checkpoint::load(&dir, device)
+    let loaded = checkpoint::load(&dir, device)?;
+    loaded.translation()?;
+    Ok(loaded)
 }
 
-/// `options` with the beam no wider than the target vocabulary: a wider one only repeats
-/// work (and `--beam 100000` would run for minutes); says so on stderr when it narrows it.
-/// A translator over a loaded checkpoint's model and tokenizers.
+/// A translator over a loaded checkpoint's translation model and tokenizers.
 fn translator<'a>(
     loaded: &'a checkpoint::Checkpoint,
     device: &'a candle_core::Device,
     options: DecodeOptions,
-) -> Translator<'a> {
-    Translator {
-        model: &loaded.model,
+) -> anyhow::Result<Translator<'a>> {
+    Ok(Translator {
+        model: loaded.translation()?,
         tokenizers: &loaded.tokenizers,
         max_positions: loaded.config.model.max_len,
         device,
         options,
-    }
+    })
 }
 
-/// A text generator over a loaded language-model checkpoint.
+/// A text generator over a loaded checkpoint's language model and tokenizer.
 fn text_generator<'a>(
-    loaded: &'a checkpoint::LanguageCheckpoint,
+    loaded: &'a checkpoint::Checkpoint,
     device: &'a candle_core::Device,
-) -> TextGenerator<'a> {
-    TextGenerator {
-        model: &loaded.model,
+) -> anyhow::Result<TextGenerator<'a>> {
+    Ok(TextGenerator {
+        model: loaded.language()?,
         tokenizer: &loaded.tokenizers.tgt,
         max_positions: loaded.config.model.max_len,
         device,
-    }
+    })
 }
 
+/// `options` with the beam no wider than the target vocabulary: a wider one only repeats
+/// work (and `--beam 100000` would run for minutes); says so on stderr when it narrows it.
 fn bounded_beam(options: DecodeOptions, loaded: &checkpoint::Checkpoint) -> DecodeOptions {
     let vocab = loaded.tokenizers.tgt.vocab_size();
     if options.beam <= vocab {
