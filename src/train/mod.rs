@@ -1,15 +1,19 @@
 //! Training: the loop, the label-smoothing loss, the Noam schedule and Adam.
 
 pub mod clip;
+mod data;
 pub mod events;
 pub mod loss;
 pub mod optimizer;
+mod outcome;
 pub mod resume;
 pub mod schedule;
 pub mod state;
 pub mod trainer;
 
+pub use data::{TrainingData, ValidationData};
 pub use events::{CheckpointKind, MetricRecord, StepReport, StopReason};
+pub use outcome::{Diverged, RunOutcome};
 pub use resume::ResumePoint;
 pub use state::{RunPosition, TrainingState};
-pub use trainer::{Diverged, RunOutcome, TrainObserver, Trainer, TrainingData, ValidationData};
+pub use trainer::{TrainObserver, Trainer};

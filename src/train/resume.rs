@@ -6,8 +6,9 @@ use std::collections::HashMap;
 
 use candle_core::{Device, Tensor};
 
+use super::data::TrainingData;
 use super::state::{TrainingState, STATE_FORMAT};
-use super::trainer::{Trainer, TrainingData};
+use super::trainer::Trainer;
 use crate::config::Config;
 use crate::model::DropoutRng;
 

@@ -1,6 +1,9 @@
 //! What a checkpoint needs beyond the weights and Adam's moments to continue a run exactly:
 //! where the loop stands (epoch, batch, step), the running sums behind the logged metrics, the
-//! dropout stream's position, a fingerprint of the training data, and every metric so far.
+//! dropout stream's position, a fingerprint of the training data, and every metric so far;
+//! and the run's clock across resumes.
+
+use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
@@ -92,6 +95,25 @@ pub struct TrainingState {
     pub dropout_words: String,
     pub data: DataFingerprint,
     pub metrics: Vec<MetricRecord>,
+}
+
+/// Training time across resumes: what earlier sessions took plus this one's wall clock.
+pub(super) struct RunClock {
+    before: f64,
+    started: Instant,
+}
+
+impl RunClock {
+    pub(super) fn new(before: f64) -> Self {
+        Self {
+            before,
+            started: Instant::now(),
+        }
+    }
+
+    pub(super) fn elapsed_s(&self) -> f64 {
+        self.before + self.started.elapsed().as_secs_f64()
+    }
 }
 
 #[cfg(test)]

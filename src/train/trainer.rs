@@ -4,20 +4,22 @@
 //! (weights, Adam's moments, its position, the dropout stream) can be saved and restored, so
 //! that a resumed run takes exactly the steps the uninterrupted one would have.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use candle_core::{DType, Device, Tensor};
 use candle_nn::VarMap;
 
 use super::clip::clip_grad_norm;
+use super::data::{TrainingData, ValidationData};
 use super::events::{CheckpointKind, MetricRecord, StepReport, StopReason};
 use super::loss::LabelSmoothing;
 use super::optimizer::{Adam, AdamSettings};
+use super::outcome::{finite_loss, RunOutcome};
 use super::schedule::noam_rate;
-use super::state::{DataFingerprint, RunPosition};
+use super::state::{DataFingerprint, RunClock, RunPosition};
 use crate::config::{ComputeDtype, Config};
 use crate::data::vocab::PAD_ID;
-use crate::data::{epoch_batches, ordered_batches, EncodedPair, PaddedBatch, Tokenizers};
+use crate::data::{epoch_batches, ordered_batches, EncodedPair, PaddedBatch};
 use crate::infer::text_generator::TextGenerator;
 use crate::infer::translator::{DecodeOptions, Translator};
 use crate::metrics::corpus_bleu;
@@ -25,20 +27,6 @@ use crate::model::{inference_model, masks, named_vars, DropoutRng, Mode, Model};
 
 /// Sentences per batch when translating the validation set for BLEU.
 const VALIDATION_DECODE_BATCH: usize = 64;
-
-/// Everything the loop trains on.
-pub struct TrainingData {
-    pub pairs: Vec<EncodedPair>,
-    pub tokenizers: Tokenizers,
-    pub valid: Option<ValidationData>,
-}
-
-/// The validation split: encoded pairs for the loss, raw text for BLEU.
-pub struct ValidationData {
-    pub pairs: Vec<EncodedPair>,
-    pub sources: Vec<String>,
-    pub references: Vec<String>,
-}
 
 /// Receives progress and decides what a checkpoint means (the loop never touches files).
 pub trait TrainObserver {
@@ -67,39 +55,6 @@ pub struct Trainer {
     /// Of `data.pairs`, which never change during a run.
     pub(super) fingerprint: DataFingerprint,
     total_steps: usize,
-}
-
-/// How `Trainer::run` ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RunOutcome {
-    /// Every configured epoch is done.
-    Finished,
-    /// The observer asked to stop; a `Last` checkpoint of this step was requested first.
-    Stopped(StopReason),
-}
-
-/// The loss stopped being a number: training cannot go on from these weights.
-#[derive(Debug, Clone, Copy)]
-pub struct Diverged {
-    pub step: usize,
-    pub loss: f64,
-}
-
-impl std::fmt::Display for Diverged {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "the loss became {} at step {}", self.loss, self.step)
-    }
-}
-
-impl std::error::Error for Diverged {}
-
-/// `loss`, or `Diverged` when it is NaN or infinite.
-fn finite_loss(step: usize, loss: f64) -> Result<f64, Diverged> {
-    if loss.is_finite() {
-        Ok(loss)
-    } else {
-        Err(Diverged { step, loss })
-    }
 }
 
 impl Trainer {
@@ -461,42 +416,5 @@ impl Trainer {
         tensors.extend(self.model.buffers());
         tensors.sort_by(|a, b| a.0.cmp(&b.0));
         Ok(tensors)
-    }
-}
-
-/// Training time across resumes: what earlier sessions took plus this one's wall clock.
-struct RunClock {
-    before: f64,
-    started: Instant,
-}
-
-impl RunClock {
-    fn new(before: f64) -> Self {
-        Self {
-            before,
-            started: Instant::now(),
-        }
-    }
-
-    fn elapsed_s(&self) -> f64 {
-        self.before + self.started.elapsed().as_secs_f64()
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::finite_loss;
-
-    #[test]
-    fn nan_and_infinite_losses_stop_training_and_name_the_step() {
-        assert_eq!(finite_loss(1, 2.5).unwrap(), 2.5);
-        for (loss, shown) in [
-            (f64::NAN, "NaN"),
-            (f64::INFINITY, "inf"),
-            (-f64::INFINITY, "-inf"),
-        ] {
-            let err = finite_loss(3, loss).unwrap_err().to_string();
-            assert_eq!(err, format!("the loss became {shown} at step 3"));
-        }
     }
 }
