@@ -12,6 +12,9 @@
 //! - [`model::attention_maps`]: every head's attention for one sentence pair (the
 //!   Annotated Transformer's "Attention Visualization")
 //! - [`model::linear`]: the linear layers, named as the reference's
+//! - [`model::family`]: `Model`, the one seam between the two families: the translation
+//!   model and the decoder-only language model ([`model::decoder_only`]); checkpoints,
+//!   training and the commands hold a `Model`
 //! - [`kernels`]: the ops the time goes to (linear, attention, LayerNorm, the residual with
 //!   its dropout, the loss, Adam), fused on the CPU and composed from candle ops elsewhere;
 //!   dropout (5.4) from a seeded source
