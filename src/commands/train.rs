@@ -38,22 +38,8 @@ pub fn run(args: TrainArgs) -> anyhow::Result<()> {
         None => new_trainer(&args, &device)?,
     };
     let position = trainer.position().clone();
-    let epochs = trainer.config().training.epochs;
-    if position.epoch > epochs {
-        eprintln!(
-            "{} already finished its {epochs} epochs (step {}); nothing to resume",
-            run_dir.display(),
-            position.step
-        );
+    if !still_to_train(&trainer, &run_dir, args.stop_at_step)? {
         return Ok(());
-    }
-    if let Some(limit) = args.stop_at_step.filter(|&limit| limit <= position.step) {
-        return Err(UsageError(format!(
-            "--stop-at-step {limit} is not after step {}, where the run stands; give a \
-             later step or leave it out",
-            position.step
-        ))
-        .into());
     }
     let mut observer = CheckpointingObserver {
         progress: TrainProgress::new(
@@ -70,6 +56,55 @@ pub fn run(args: TrainArgs) -> anyhow::Result<()> {
     };
     let outcome = trainer.run(&mut observer);
     observer.progress.finish();
+    if !report(outcome, &trainer, &observer, &run_dir)? {
+        return Ok(());
+    }
+    eprintln!(
+        "trained {} in {:.1}s; checkpoints in {}",
+        count(trainer.step() - position.step, "step"),
+        started.elapsed().as_secs_f64(),
+        run_dir.display()
+    );
+    show_what_it_learned(&trainer, &samples)
+}
+
+/// Whether the run has steps left to take, or a clear refusal: a finished run says so and
+/// returns false; a `--stop-at-step` at or before where the run stands is a usage error.
+fn still_to_train(
+    trainer: &Trainer,
+    run_dir: &Path,
+    stop_at_step: Option<usize>,
+) -> anyhow::Result<bool> {
+    let position = trainer.position();
+    let epochs = trainer.config().training.epochs;
+    if position.epoch > epochs {
+        eprintln!(
+            "{} already finished its {epochs} epochs (step {}); nothing to resume",
+            run_dir.display(),
+            position.step
+        );
+        return Ok(false);
+    }
+    if let Some(limit) = stop_at_step.filter(|&limit| limit <= position.step) {
+        return Err(UsageError(format!(
+            "--stop-at-step {limit} is not after step {}, where the run stands; give a \
+             later step or leave it out",
+            position.step
+        ))
+        .into());
+    }
+    Ok(true)
+}
+
+/// How a run that did not finish ended, as an error (divergence, a signal) or a line on
+/// stderr (the step limit, then false), each saying where the last checkpoint is and how to
+/// go on; true, and nothing printed, for a finished run.
+fn report(
+    outcome: anyhow::Result<RunOutcome>,
+    trainer: &Trainer,
+    observer: &CheckpointingObserver,
+    run_dir: &Path,
+) -> anyhow::Result<bool> {
     let resume_hint = format!("`transformer train --resume {}`", run_dir.display());
     match outcome {
         Err(e) => match e.downcast_ref::<Diverged>() {
@@ -106,35 +141,32 @@ pub fn run(args: TrainArgs) -> anyhow::Result<()> {
                 trainer.total_steps(),
                 run_dir.join(LAST_DIR).display()
             );
-            Ok(())
+            Ok(false)
         }
-        Ok(RunOutcome::Finished) => {
-            eprintln!(
-                "trained {} in {:.1}s; checkpoints in {}",
-                count(trainer.step() - position.step, "step"),
-                started.elapsed().as_secs_f64(),
-                run_dir.display()
-            );
-            if let Some(translator) = trainer.translator(DecodeOptions::default()) {
-                let translations = translator.translate_batch(&samples)?;
-                for (source, translation) in samples.iter().zip(translations) {
-                    print_line(&format!("{source} => {}", translation.translation))?;
-                }
-            } else if let Some(generator) = trainer.text_generator() {
-                // A language model: one greedy line, to show what it learned.
-                let greedy = Sampling {
-                    temperature: 0.0,
-                    top_k: None,
-                    seed: 0,
-                };
-                print_line(&format!(
-                    "sample: {}",
-                    generator.continue_text("", 60, greedy)?
-                ))?;
-            }
-            Ok(())
-        }
+        Ok(RunOutcome::Finished) => Ok(true),
     }
+}
+
+/// After a finished run: the sample sentences translated, or one greedy line of a language
+/// model, on stdout.
+fn show_what_it_learned(trainer: &Trainer, samples: &[String]) -> anyhow::Result<()> {
+    if let Some(translator) = trainer.translator(DecodeOptions::default()) {
+        let translations = translator.translate_batch(samples)?;
+        for (source, translation) in samples.iter().zip(translations) {
+            print_line(&format!("{source} => {}", translation.translation))?;
+        }
+    } else if let Some(generator) = trainer.text_generator() {
+        let greedy = Sampling {
+            temperature: 0.0,
+            top_k: None,
+            seed: 0,
+        };
+        print_line(&format!(
+            "sample: {}",
+            generator.continue_text("", 60, greedy)?
+        ))?;
+    }
+    Ok(())
 }
 
 /// A new run from `--config` (or the built-in base config).
