@@ -63,7 +63,7 @@ fn attend_cached_fused(
 ) -> Result<Option<Tensor>> {
     let rows = query.dim(0)?;
     let visible = match cached {
-        CachedKeys::Steps { lineage, .. } => visible_steps(rows, lineage)?,
+        CachedKeys::Steps { lineage, keys, .. } => visible_steps(rows, keys.len(), lineage)?,
         CachedKeys::Memory {
             keys,
             sentence_of,
@@ -120,7 +120,13 @@ fn matrix<'a>(storage: &'a Storage, layout: &Layout) -> Result<Option<Matrix<'a>
 }
 
 /// Row `r` sees step `p`'s row `lineage[p][r]`, for every step so far.
-fn visible_steps(rows: usize, lineage: &[Vec<u32>]) -> Result<Visible> {
+fn visible_steps(rows: usize, steps: usize, lineage: &[Vec<u32>]) -> Result<Visible> {
+    if lineage.len() != steps {
+        candle_core::bail!(
+            "attention cache: {steps} cached steps but a lineage of {}",
+            lineage.len()
+        )
+    }
     if let Some(steps) = lineage
         .iter()
         .find(|rows_of_step| rows_of_step.len() != rows)

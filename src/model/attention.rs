@@ -22,41 +22,32 @@ pub struct KeyValues {
     pub values: Tensor,
 }
 
-/// Self-attention keys and values of the positions decoded so far, as each step produced
-/// them, `(rows, d_model)`: nothing is copied once written. Beam search's reordering of the
-/// rows is kept as a lineage, which row of each earlier step every current row continues,
-/// and the attention reads the cache through it (gathering every layer's cache at every step
-/// had been a third of beam search's time).
+/// Which row of each decoded step every current row continues: `rows_of_steps[p][r]` is the
+/// row of step `p` that row `r` continues. Beam search reorders rows and drops finished
+/// sentences by composing this table; the caches are read through it, never gathered
+/// (gathering every layer's cache at every step had been a third of beam search's time). One
+/// per decoding state: every layer's cache has the same rows.
 #[derive(Debug, Default)]
-pub struct KeyValueCache {
-    /// Step `p`'s keys and values, `(rows_p, d_model)` each.
-    keys: Vec<Tensor>,
-    values: Vec<Tensor>,
-    /// `lineage[p][r]`: the row of step `p` that row `r` continues.
-    lineage: Vec<Vec<u32>>,
+pub struct Lineage {
+    rows_of_steps: Vec<Vec<u32>>,
 }
 
-impl KeyValueCache {
-    /// Adds a step of `(rows, d_model)` keys and values, one row per current row.
-    fn push(&mut self, new: KeyValues) -> Result<()> {
-        let rows = new.keys.dim(0)?;
-        self.lineage.push((0..rows as u32).collect());
-        self.keys.push(new.keys);
-        self.values.push(new.values);
-        Ok(())
+impl Lineage {
+    /// A new step of `rows` rows, each its own.
+    pub fn push_step(&mut self, rows: usize) {
+        self.rows_of_steps.push((0..rows as u32).collect());
     }
 
-    /// Keeps the rows `indices` of the batch, in that order (beam search reorders beams and
-    /// drops finished sentences): only the lineage changes.
+    /// Keeps the rows `indices`, in that order.
     pub fn reorder(&mut self, indices: &[u32]) -> Result<()> {
-        for rows_of_step in &mut self.lineage {
+        for rows_of_step in &mut self.rows_of_steps {
             let continued = indices
                 .iter()
                 .map(|&i| rows_of_step.get(i as usize).copied())
                 .collect::<Option<Vec<u32>>>();
             let Some(continued) = continued else {
                 candle_core::bail!(
-                    "attention cache: reorder to {indices:?} of {} rows",
+                    "decoding state: reorder to {indices:?} of {} rows",
                     rows_of_step.len()
                 )
             };
@@ -64,12 +55,29 @@ impl KeyValueCache {
         }
         Ok(())
     }
+}
 
-    fn cached(&self) -> CachedKeys<'_> {
+/// One layer's self-attention keys and values of the positions decoded so far, as each step
+/// produced them, `(rows, d_model)`: nothing is copied once written; the rows are read
+/// through the state's [`Lineage`].
+#[derive(Debug, Default)]
+pub struct KeyValueCache {
+    /// Step `p`'s keys and values, `(rows_p, d_model)` each.
+    keys: Vec<Tensor>,
+    values: Vec<Tensor>,
+}
+
+impl KeyValueCache {
+    fn push(&mut self, new: KeyValues) {
+        self.keys.push(new.keys);
+        self.values.push(new.values);
+    }
+
+    fn cached<'a>(&'a self, lineage: &'a Lineage) -> CachedKeys<'a> {
         CachedKeys::Steps {
             keys: &self.keys,
             values: &self.values,
-            lineage: &self.lineage,
+            lineage: &lineage.rows_of_steps,
         }
     }
 }
@@ -168,8 +176,14 @@ impl MultiHeadedAttention {
 
     /// Self-attention of one new position per row, `xs` `(rows, 1, d_model)`, during
     /// incremental decoding: its keys and values join `cache`, and it attends to every cached
-    /// position (earlier positions never see later ones, so no mask is needed).
-    pub fn forward_cached(&self, xs: &Tensor, cache: &mut KeyValueCache) -> Result<Tensor> {
+    /// position through `lineage`, which already has this step (earlier positions never see
+    /// later ones, so no mask is needed).
+    pub fn forward_cached(
+        &self,
+        xs: &Tensor,
+        cache: &mut KeyValueCache,
+        lineage: &Lineage,
+    ) -> Result<Tensor> {
         let (rows, d_model) = one_position(xs)?;
         let qkv = self
             .joined(&self.qkv, 0..3)?
@@ -179,9 +193,9 @@ impl MultiHeadedAttention {
         cache.push(KeyValues {
             keys: kv.narrow(1, 0, d_model)?,
             values: kv.narrow(1, d_model, d_model)?,
-        })?;
+        });
         let query = qkv.narrow(1, 0, d_model)?;
-        let x = attend_cached(&query, self.heads, cache.cached())?;
+        let x = attend_cached(&query, self.heads, cache.cached(lineage))?;
         self.linears[3].forward(&x)?.reshape((rows, 1, d_model))
     }
 
@@ -273,35 +287,21 @@ fn one_position(xs: &Tensor) -> Result<(usize, usize)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use candle_core::{Device, IndexOp};
-
-    /// Step `i`'s row `r` holds `10 i + r` in every key element.
-    fn step(i: usize, rows: usize) -> KeyValues {
-        let dev = Device::Cpu;
-        let keys: Vec<f32> = (0..rows * 4).map(|e| (10 * i + e / 4) as f32).collect();
-        let keys = Tensor::from_vec(keys, (rows, 4), &dev).unwrap();
-        KeyValues {
-            values: keys.neg().unwrap(),
-            keys,
-        }
-    }
 
     #[test]
-    fn reordering_the_cache_composes_its_lineage_and_copies_nothing() {
-        let mut cache = KeyValueCache::default();
-        cache.push(step(0, 2)).unwrap();
+    fn reordering_composes_the_lineage() {
+        let mut lineage = Lineage::default();
+        lineage.push_step(2);
         // Two rows become three (0, 0, 1), then the last two are kept swapped (1, 0).
-        cache.reorder(&[0, 0, 1]).unwrap();
-        cache.push(step(1, 3)).unwrap();
-        cache.reorder(&[2, 1]).unwrap();
-        cache.push(step(2, 2)).unwrap();
-        assert_eq!(cache.lineage, vec![vec![1, 0], vec![2, 1], vec![0, 1]]);
-        assert_eq!(cache.keys.len(), 3);
+        lineage.reorder(&[0, 0, 1]).unwrap();
+        lineage.push_step(3);
+        lineage.reorder(&[2, 1]).unwrap();
+        lineage.push_step(2);
         assert_eq!(
-            cache.keys[0].i((1, 0)).unwrap().to_scalar::<f32>().unwrap(),
-            1.0
+            lineage.rows_of_steps,
+            vec![vec![1, 0], vec![2, 1], vec![0, 1]]
         );
-        let error = cache.reorder(&[5]).unwrap_err().to_string();
+        let error = lineage.reorder(&[5]).unwrap_err().to_string();
         assert!(error.contains("reorder to [5] of 2 rows"), "{error}");
     }
 

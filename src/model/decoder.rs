@@ -4,7 +4,7 @@
 use candle_core::{Result, Tensor};
 use candle_nn::VarBuilder;
 
-use super::attention::{KeyValueCache, KeyValues, MultiHeadedAttention};
+use super::attention::{KeyValueCache, KeyValues, Lineage, MultiHeadedAttention};
 use super::layers::{
     apply_final_norm, final_norm, Norm, PositionwiseFeedForward, SublayerConnection,
 };
@@ -71,12 +71,14 @@ impl DecoderLayer {
     pub fn forward_step(
         &self,
         xs: &Tensor,
-        cache: &mut KeyValueCache,
+        (cache, lineage): (&mut KeyValueCache, &Lineage),
         memory: &Memory,
         memory_kv: &KeyValues,
     ) -> Result<Tensor> {
         let mode = Mode::Eval;
-        let xs = self.sublayer[0].forward(xs, mode, |x| self.self_attn.forward_cached(x, cache))?;
+        let xs = self.sublayer[0].forward(xs, mode, |x| {
+            self.self_attn.forward_cached(x, cache, lineage)
+        })?;
         let xs = self.sublayer[1].forward(&xs, mode, |x| {
             self.src_attn
                 .attend_memory(x, memory_kv, &memory.sentence_of, &memory.src_mask)
@@ -92,6 +94,7 @@ impl DecoderLayer {
 #[derive(Debug)]
 pub struct DecoderState {
     self_attn: Vec<KeyValueCache>,
+    lineage: Lineage,
     memory_kv: Vec<KeyValues>,
     memory: Memory,
     /// Positions decoded so far.
@@ -108,12 +111,10 @@ pub struct Memory {
 
 impl DecoderState {
     /// Keeps the rows `indices` of the batch, in that order (beam search reorders beams and
-    /// drops finished sentences). Nothing is copied: the caches and the rows' sentences
+    /// drops finished sentences). Nothing is copied: the lineage and the rows' sentences
     /// remember which earlier row each row continues.
     pub fn reorder(&mut self, indices: &[u32]) -> Result<()> {
-        for cache in &mut self.self_attn {
-            cache.reorder(indices)?;
-        }
+        self.lineage.reorder(indices)?;
         let sentences = &self.memory.sentence_of;
         let Some(sentence_of) = indices
             .iter()
@@ -160,6 +161,7 @@ impl Decoder {
                 .iter()
                 .map(|_| KeyValueCache::default())
                 .collect(),
+            lineage: Lineage::default(),
             memory_kv: self
                 .layers
                 .iter()
@@ -175,11 +177,12 @@ impl Decoder {
 
     /// One incremental step: embedded new position `(rows, 1, d_model)` -> its hidden state.
     pub fn forward_step(&self, xs: &Tensor, state: &mut DecoderState) -> Result<Tensor> {
+        state.lineage.push_step(xs.dim(0)?);
         let mut xs = xs.clone();
         for (i, layer) in self.layers.iter().enumerate() {
             xs = layer.forward_step(
                 &xs,
-                &mut state.self_attn[i],
+                (&mut state.self_attn[i], &state.lineage),
                 &state.memory,
                 &state.memory_kv[i],
             )?;

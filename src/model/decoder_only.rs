@@ -11,7 +11,7 @@
 use candle_core::{Result, Tensor};
 use candle_nn::VarBuilder;
 
-use super::attention::KeyValueCache;
+use super::attention::{KeyValueCache, Lineage};
 use super::encoder::Encoder;
 use super::encoder_decoder::{EmbeddingStack, Generator};
 use super::masks;
@@ -65,6 +65,7 @@ impl DecoderOnly {
                 .iter()
                 .map(|_| KeyValueCache::default())
                 .collect(),
+            lineage: Lineage::default(),
             len: 0,
         }
     }
@@ -73,7 +74,9 @@ impl DecoderOnly {
     /// after it, with every earlier position read from `state`'s caches.
     pub fn step(&self, ids: &Tensor, state: &mut Generation) -> Result<Tensor> {
         let xs = self.embed.forward_at(ids, state.len, Mode::Eval)?;
-        let hidden = self.decoder.forward_step(&xs, &mut state.caches)?;
+        let hidden = self
+            .decoder
+            .forward_step(&xs, &mut state.caches, &mut state.lineage)?;
         state.len += 1;
         self.generator.logits(&hidden)?.squeeze(1)
     }
@@ -82,6 +85,7 @@ impl DecoderOnly {
 /// What incremental decoding keeps between steps: each layer's keys and values so far.
 pub struct Generation {
     caches: Vec<KeyValueCache>,
+    lineage: Lineage,
     /// Positions fed so far.
     pub len: usize,
 }

@@ -4,7 +4,7 @@
 use candle_core::{Result, Tensor};
 use candle_nn::VarBuilder;
 
-use super::attention::{KeyValueCache, MultiHeadedAttention};
+use super::attention::{KeyValueCache, Lineage, MultiHeadedAttention};
 use super::layers::{
     apply_final_norm, final_norm, Norm, PositionwiseFeedForward, SublayerConnection,
 };
@@ -37,9 +37,16 @@ impl EncoderLayer {
 
     /// One new position of a causal stack (the decoder-only model): `xs` `(batch, 1,
     /// d_model)` attends to itself and to the positions in `cache`, which it joins.
-    pub fn forward_step(&self, xs: &Tensor, cache: &mut KeyValueCache) -> Result<Tensor> {
+    pub fn forward_step(
+        &self,
+        xs: &Tensor,
+        cache: &mut KeyValueCache,
+        lineage: &Lineage,
+    ) -> Result<Tensor> {
         let mode = Mode::Eval;
-        let xs = self.sublayer[0].forward(xs, mode, |x| self.self_attn.forward_cached(x, cache))?;
+        let xs = self.sublayer[0].forward(xs, mode, |x| {
+            self.self_attn.forward_cached(x, cache, lineage)
+        })?;
         self.sublayer[1].forward(&xs, mode, |x| self.feed_forward.forward(x, mode))
     }
 
@@ -77,10 +84,16 @@ impl Encoder {
 
     /// One new position through every layer, each with its own cache (see
     /// `EncoderLayer::forward_step`), then the final norm.
-    pub fn forward_step(&self, xs: &Tensor, caches: &mut [KeyValueCache]) -> Result<Tensor> {
+    pub fn forward_step(
+        &self,
+        xs: &Tensor,
+        caches: &mut [KeyValueCache],
+        lineage: &mut Lineage,
+    ) -> Result<Tensor> {
+        lineage.push_step(xs.dim(0)?);
         let mut xs = xs.clone();
         for (layer, cache) in self.layers.iter().zip(caches.iter_mut()) {
-            xs = layer.forward_step(&xs, cache)?;
+            xs = layer.forward_step(&xs, cache, lineage)?;
         }
         apply_final_norm(&self.norm, xs)
     }
