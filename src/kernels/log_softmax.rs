@@ -23,25 +23,38 @@ const ROWS_PER_TASK: usize = 4;
 
 /// `log(softmax(xs))` over the last dimension, `xs` `(..., n)`.
 pub fn log_softmax_last_dim(xs: &Tensor) -> Result<Tensor> {
-    if !xs.track_op() && fused_runs(&[xs]) {
-        let n = xs.dim(D::Minus1)?;
-        let (storage, layout) = xs.storage_and_layout();
-        let candle_core::Storage::Cpu(cpu) = &*storage else {
-            candle_core::bail!("log-softmax: the fused path runs on the CPU only")
-        };
-        if let (Some(values), true) = (contiguous_f32(cpu, layout)?, n > 0) {
-            let mut out = vec![0f32; values.len()];
-            out.par_chunks_mut(ROWS_PER_TASK * n)
-                .zip(values.par_chunks(ROWS_PER_TASK * n))
-                .for_each(|(out, rows)| {
-                    for (out, row) in out.chunks_mut(n).zip(rows.chunks(n)) {
-                        log_softmax_row(row, out);
-                    }
-                });
-            return Tensor::from_vec(out, xs.shape(), xs.device());
-        }
+    let fused = fused_rows(xs, |values, n| {
+        let mut out = vec![0f32; values.len()];
+        out.par_chunks_mut(ROWS_PER_TASK * n)
+            .zip(values.par_chunks(ROWS_PER_TASK * n))
+            .for_each(|(out, rows)| {
+                for (out, row) in out.chunks_mut(n).zip(rows.chunks(n)) {
+                    log_softmax_row(row, out);
+                }
+            });
+        out
+    })?;
+    if let Some(out) = fused {
+        return Tensor::from_vec(out, xs.shape(), xs.device());
     }
     candle_nn::ops::log_softmax(xs, D::Minus1)
+}
+
+/// `work(values, n)` on the rows of `xs` `(..., n)` read in place where the fused path runs
+/// (f32 on the CPU, contiguous, no gradient, n > 0); None elsewhere.
+fn fused_rows<R>(xs: &Tensor, work: impl FnOnce(&[f32], usize) -> R) -> Result<Option<R>> {
+    if xs.track_op() || !fused_runs(&[xs]) {
+        return Ok(None);
+    }
+    let n = xs.dim(D::Minus1)?;
+    let (storage, layout) = xs.storage_and_layout();
+    let candle_core::Storage::Cpu(cpu) = &*storage else {
+        return Ok(None);
+    };
+    Ok(match contiguous_f32(cpu, layout)? {
+        Some(values) if n > 0 => Some(work(values, n)),
+        _ => None,
+    })
 }
 
 vectorized!(
@@ -110,24 +123,21 @@ fn log_sum_exp<const FUSED: bool>(row: &[f32], max: f32) -> f32 {
 /// log-probabilities are never written, nor copied to the host; elsewhere the log-softmax is
 /// read back and searched there.
 pub fn top_log_probs(logits: &Tensor, count: usize) -> Result<Vec<Vec<(u32, f32)>>> {
-    if !logits.track_op() && fused_runs(&[logits]) {
-        let (rows, n) = logits.dims2()?;
-        let (storage, layout) = logits.storage_and_layout();
-        let candle_core::Storage::Cpu(cpu) = &*storage else {
-            candle_core::bail!("log-softmax: the fused path runs on the CPU only")
-        };
-        if let (Some(values), true) = (contiguous_f32(cpu, layout)?, n > 0) {
-            let mut tops = vec![Vec::new(); rows];
-            tops.par_chunks_mut(ROWS_PER_TASK)
-                .zip(values.par_chunks(ROWS_PER_TASK * n))
-                .for_each(|(tops, rows)| {
-                    for (top, row) in tops.iter_mut().zip(rows.chunks(n)) {
-                        let shift = row_log_sum_exp(row);
-                        *top = largest(row.iter().map(|&x| x - shift), count);
-                    }
-                });
-            return Ok(tops);
-        }
+    logits.dims2()?;
+    let fused = fused_rows(logits, |values, n| {
+        let mut tops = vec![Vec::new(); values.len() / n];
+        tops.par_chunks_mut(ROWS_PER_TASK)
+            .zip(values.par_chunks(ROWS_PER_TASK * n))
+            .for_each(|(tops, rows)| {
+                for (top, row) in tops.iter_mut().zip(rows.chunks(n)) {
+                    let shift = row_log_sum_exp(row);
+                    *top = largest(row.iter().map(|&x| x - shift), count);
+                }
+            });
+        tops
+    })?;
+    if let Some(tops) = fused {
+        return Ok(tops);
     }
     let log_probs = log_softmax_last_dim(logits)?
         .to_dtype(DType::F32)?

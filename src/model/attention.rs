@@ -41,19 +41,25 @@ impl Lineage {
     /// Keeps the rows `indices`, in that order.
     pub fn reorder(&mut self, indices: &[u32]) -> Result<()> {
         for rows_of_step in &mut self.rows_of_steps {
-            let continued = indices
-                .iter()
-                .map(|&i| rows_of_step.get(i as usize).copied())
-                .collect::<Option<Vec<u32>>>();
-            let Some(continued) = continued else {
-                candle_core::bail!(
-                    "decoding state: reorder to {indices:?} of {} rows",
-                    rows_of_step.len()
-                )
-            };
-            *rows_of_step = continued;
+            *rows_of_step = reordered(rows_of_step, indices)?;
         }
         Ok(())
+    }
+}
+
+/// `per_row` (one value per current row) for the rows `indices`, in that order: what a
+/// decoding state keeps of each row when beam search reorders or drops rows.
+pub fn reordered(per_row: &[u32], indices: &[u32]) -> Result<Vec<u32>> {
+    let kept = indices
+        .iter()
+        .map(|&i| per_row.get(i as usize).copied())
+        .collect::<Option<Vec<u32>>>();
+    match kept {
+        Some(kept) => Ok(kept),
+        None => candle_core::bail!(
+            "decoding state: reorder to {indices:?} of {} rows",
+            per_row.len()
+        ),
     }
 }
 

@@ -4,7 +4,7 @@
 use candle_core::{Result, Tensor};
 use candle_nn::VarBuilder;
 
-use super::attention::{KeyValueCache, KeyValues, Lineage, MultiHeadedAttention};
+use super::attention::{reordered, KeyValueCache, KeyValues, Lineage, MultiHeadedAttention};
 use super::layers::{
     apply_final_norm, final_norm, Norm, PositionwiseFeedForward, SublayerConnection,
 };
@@ -115,18 +115,7 @@ impl DecoderState {
     /// remember which earlier row each row continues.
     pub fn reorder(&mut self, indices: &[u32]) -> Result<()> {
         self.lineage.reorder(indices)?;
-        let sentences = &self.memory.sentence_of;
-        let Some(sentence_of) = indices
-            .iter()
-            .map(|&i| sentences.get(i as usize).copied())
-            .collect::<Option<Vec<u32>>>()
-        else {
-            candle_core::bail!(
-                "decoder state: reorder to {indices:?} of {} rows",
-                sentences.len()
-            )
-        };
-        self.memory.sentence_of = sentence_of;
+        self.memory.sentence_of = reordered(&self.memory.sentence_of, indices)?;
         Ok(())
     }
 }
