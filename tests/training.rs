@@ -129,7 +129,7 @@ fn parameters_with_gradients(model: ModelConfig) -> usize {
     let trainer = toy_trainer(model);
     let (_, grads) = one_training_pass(&trainer);
 
-    let tensors = trainer.named_tensors().unwrap();
+    let tensors = trainer.named_tensors();
     let mut checked = 0;
     for (name, tensor) in &tensors {
         if name.ends_with(".pe") {
@@ -160,7 +160,6 @@ fn parameter_names_are_the_reference_state_dict_keys() {
     let trainer = toy_trainer(small_model());
     let names: Vec<String> = trainer
         .named_tensors()
-        .unwrap()
         .into_iter()
         .map(|(n, _)| n)
         .collect();
@@ -183,7 +182,6 @@ fn parameter_names_are_the_reference_state_dict_keys() {
     }
     let pe = trainer
         .named_tensors()
-        .unwrap()
         .into_iter()
         .find(|(n, _)| n == "src_embed.1.pe")
         .unwrap()
@@ -195,7 +193,7 @@ fn parameter_names_are_the_reference_state_dict_keys() {
 fn a_saved_checkpoint_holds_the_exact_weights_and_loads_back_to_the_same_log_probs() {
     let trainer = toy_trainer(small_model());
     let dir = tempfile::tempdir().unwrap();
-    let tensors = trainer.named_tensors().unwrap();
+    let tensors = trainer.named_tensors();
     let data = trainer.data();
     checkpoint::save(
         dir.path(),
@@ -290,7 +288,7 @@ fn half_precision_training_keeps_f32_master_weights_and_follows_the_f32_losses()
     }
     let last_five: f64 = losses.1[25..].iter().sum::<f64>() / 5.0;
     assert!(last_five < 0.25 * losses.1[0], "{:?}", losses.1);
-    for (name, tensor) in half.named_tensors().unwrap() {
+    for (name, tensor) in half.named_tensors() {
         assert_eq!(tensor.dtype(), DType::F32, "{name}");
     }
 }
@@ -334,7 +332,6 @@ fn loss_and_gradients(model: ModelConfig) -> (f32, Vec<(String, Tensor)>) {
     let (loss, grads) = one_training_pass(&trainer);
     let gradients = trainer
         .named_tensors()
-        .unwrap()
         .into_iter()
         .filter_map(|(name, tensor)| Some((name, grads.get(&tensor)?.clone())))
         .collect();

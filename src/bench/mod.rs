@@ -20,7 +20,7 @@ use crate::config::{Config, ModelConfig, BUILTIN_BASE};
 use crate::data::vocab::{BOS_ID, PAD_ID};
 use crate::data::{encode_pairs, read_corpus, EncodedPair, PaddedBatch, SentencePair, Tokenizers};
 use crate::infer::{beam_search_batch, greedy_batch, BeamSettings, DecodeLimits};
-use crate::model::{inference_model, make_model, masks, EncoderDecoder, VocabSizes};
+use crate::model::{masks, EncoderDecoder, TrainedWeights, VocabSizes};
 use crate::train::{Trainer, TrainingData};
 
 /// Training steps run before timing starts (allocator and caches warm up).
@@ -239,9 +239,10 @@ pub fn decoding(
         tgt: DECODE_VOCAB,
     };
     // Plain tensors, not variables, as `translate` loads them from a checkpoint.
-    let varmap = VarMap::new();
-    make_model(&cfg, vocab, &varmap, 0, device)?;
-    let model = inference_model(&cfg, vocab, &varmap, device)?;
+    let model = TrainedWeights::fresh(&cfg, vocab, 0, device)?
+        .frozen()?
+        .into_translation()
+        .ok_or_else(|| anyhow::anyhow!("the base config builds a translation model"))?;
     let mut rng = ChaCha8Rng::seed_from_u64(1);
     let ids: Vec<u32> = (0..sentences * DECODE_SRC_LEN)
         .map(|_| rng.random_range(4..DECODE_VOCAB as u32))

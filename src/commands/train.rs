@@ -372,7 +372,7 @@ impl TrainObserver for CheckpointingObserver {
     }
 
     fn on_checkpoint(&mut self, trainer: &Trainer, kind: CheckpointKind) -> anyhow::Result<()> {
-        let tensors = trainer.named_tensors()?;
+        let tensors = trainer.named_tensors();
         let resume_files = match kind {
             CheckpointKind::Last => Some(trainer.resume_files()?),
             CheckpointKind::Best => None,

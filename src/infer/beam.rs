@@ -93,7 +93,7 @@ fn step_candidates(
     state: &mut DecoderState,
     count: usize,
 ) -> Result<Vec<Vec<(u32, f32)>>> {
-    let hidden = model.decode_step(last, state)?;
+    let hidden = model.step(last, state)?;
     let logits = model.generator().logits(&hidden.squeeze(1)?)?;
     top_log_probs(&logits, count)
 }

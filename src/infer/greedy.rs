@@ -123,7 +123,7 @@ pub(super) fn step_log_probs(
     last: &Tensor,
     state: &mut DecoderState,
 ) -> Result<Tensor> {
-    let hidden = model.decode_step(last, state)?;
+    let hidden = model.step(last, state)?;
     model.generator().forward(&hidden.squeeze(1)?)
 }
 

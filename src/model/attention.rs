@@ -170,8 +170,8 @@ impl MultiHeadedAttention {
 
     /// Projects the encoder memory `(batch, src_len, d_model)` into keys and values, `(batch,
     /// src_len, d_model)` each with the heads side by side, once per sentence for every
-    /// decoding step's source attention ([`Self::attend_memory`]).
-    pub fn memory_key_values(&self, memory: &Tensor) -> Result<KeyValues> {
+    /// decoding step's source attention ([`Self::step_memory`]).
+    pub fn project_memory(&self, memory: &Tensor) -> Result<KeyValues> {
         let d_model = memory.dim(D::Minus1)?;
         let kv = self.joined(&self.kv, 1..3)?.forward(memory)?;
         Ok(KeyValues {
@@ -184,7 +184,7 @@ impl MultiHeadedAttention {
     /// incremental decoding: its keys and values join `cache`, and it attends to every cached
     /// position through `lineage`, which already has this step (earlier positions never see
     /// later ones, so no mask is needed).
-    pub fn forward_cached(
+    pub fn step(
         &self,
         xs: &Tensor,
         cache: &mut KeyValueCache,
@@ -206,9 +206,9 @@ impl MultiHeadedAttention {
     }
 
     /// Source attention of one new position per row, `xs` `(rows, 1, d_model)`, over the
-    /// memory of each row's sentence: `memory` from [`Self::memory_key_values`] for every
+    /// memory of each row's sentence: `memory` from [`Self::project_memory`] for every
     /// sentence, `sentence_of[r]` row `r`'s, `src_mask` `(sentences, 1, src_len)`.
-    pub fn attend_memory(
+    pub fn step_memory(
         &self,
         xs: &Tensor,
         memory: &KeyValues,
@@ -246,7 +246,7 @@ impl MultiHeadedAttention {
     }
 
     /// Attention of `query` `(batch, q_len, d_model)` over projected keys and values.
-    pub fn attend(
+    fn attend(
         &self,
         query: &Tensor,
         key_values: &KeyValues,

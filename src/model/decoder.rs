@@ -68,7 +68,7 @@ impl DecoderLayer {
     /// One incremental step: `xs` `(rows, 1, d_model)` new position, `cache` this layer's
     /// self-attention keys/values so far, `memory_kv` its source keys/values computed once per
     /// sentence, `memory` which sentence each row translates.
-    pub fn forward_step(
+    pub fn step(
         &self,
         xs: &Tensor,
         (cache, lineage): (&mut KeyValueCache, &Lineage),
@@ -76,12 +76,10 @@ impl DecoderLayer {
         memory_kv: &KeyValues,
     ) -> Result<Tensor> {
         let mode = Mode::Eval;
-        let xs = self.sublayer[0].forward(xs, mode, |x| {
-            self.self_attn.forward_cached(x, cache, lineage)
-        })?;
+        let xs = self.sublayer[0].forward(xs, mode, |x| self.self_attn.step(x, cache, lineage))?;
         let xs = self.sublayer[1].forward(&xs, mode, |x| {
             self.src_attn
-                .attend_memory(x, memory_kv, &memory.sentence_of, &memory.src_mask)
+                .step_memory(x, memory_kv, &memory.sentence_of, &memory.src_mask)
         })?;
         self.sublayer[2].forward(&xs, mode, |x| self.feed_forward.forward(x, mode))
     }
@@ -154,7 +152,7 @@ impl Decoder {
             memory_kv: self
                 .layers
                 .iter()
-                .map(|layer| layer.src_attn.memory_key_values(memory))
+                .map(|layer| layer.src_attn.project_memory(memory))
                 .collect::<Result<_>>()?,
             memory: Memory {
                 sentence_of: (0..memory.dim(0)? as u32).collect(),
@@ -165,11 +163,11 @@ impl Decoder {
     }
 
     /// One incremental step: embedded new position `(rows, 1, d_model)` -> its hidden state.
-    pub fn forward_step(&self, xs: &Tensor, state: &mut DecoderState) -> Result<Tensor> {
+    pub fn step(&self, xs: &Tensor, state: &mut DecoderState) -> Result<Tensor> {
         state.lineage.push_step(xs.dim(0)?);
         let mut xs = xs.clone();
         for (i, layer) in self.layers.iter().enumerate() {
-            xs = layer.forward_step(
+            xs = layer.step(
                 &xs,
                 (&mut state.self_attn[i], &state.lineage),
                 &state.memory,

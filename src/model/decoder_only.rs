@@ -44,7 +44,7 @@ impl DecoderOnly {
         let causal = masks::subsequent_mask(len, ids.device())?;
         let hidden = self
             .decoder
-            .forward(&self.embed.forward(ids, mode)?, &causal, mode)?;
+            .forward(&self.embed.forward(ids, 0, mode)?, &causal, mode)?;
         self.generator.logits(&hidden)
     }
 
@@ -73,10 +73,10 @@ impl DecoderOnly {
     /// The next position: `ids` `(batch, 1)` -> logits `(batch, vocab)` for the position
     /// after it, with every earlier position read from `state`'s caches.
     pub fn step(&self, ids: &Tensor, state: &mut Generation) -> Result<Tensor> {
-        let xs = self.embed.forward_at(ids, state.len, Mode::Eval)?;
+        let xs = self.embed.forward(ids, state.len, Mode::Eval)?;
         let hidden = self
             .decoder
-            .forward_step(&xs, &mut state.caches, &mut state.lineage)?;
+            .step(&xs, &mut state.caches, &mut state.lineage)?;
         state.len += 1;
         self.generator.logits(&hidden)?.squeeze(1)
     }

@@ -77,13 +77,9 @@ impl PositionalEncoding {
         (!self.learned).then_some(&self.pe)
     }
 
-    /// `(batch, len, d_model)` -> same shape; fails when len exceeds the table.
-    pub fn forward(&self, xs: &Tensor, mode: Mode) -> Result<Tensor> {
-        self.forward_at(xs, 0, mode)
-    }
-
-    /// As `forward`, for positions `offset..offset + len` (incremental decoding).
-    pub fn forward_at(&self, xs: &Tensor, offset: usize, mode: Mode) -> Result<Tensor> {
+    /// `(batch, len, d_model)` at positions `offset..offset + len` (0 for a whole sequence, the
+    /// decoded length for an incremental step) -> same shape; fails past the table's end.
+    pub fn forward(&self, xs: &Tensor, offset: usize, mode: Mode) -> Result<Tensor> {
         let (_, len, _) = xs.dims3()?;
         let max_len = self.pe.dim(1)?;
         if offset + len > max_len {

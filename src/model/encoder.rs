@@ -37,16 +37,14 @@ impl EncoderLayer {
 
     /// One new position of a causal stack (the decoder-only model): `xs` `(batch, 1,
     /// d_model)` attends to itself and to the positions in `cache`, which it joins.
-    pub fn forward_step(
+    pub fn step(
         &self,
         xs: &Tensor,
         cache: &mut KeyValueCache,
         lineage: &Lineage,
     ) -> Result<Tensor> {
         let mode = Mode::Eval;
-        let xs = self.sublayer[0].forward(xs, mode, |x| {
-            self.self_attn.forward_cached(x, cache, lineage)
-        })?;
+        let xs = self.sublayer[0].forward(xs, mode, |x| self.self_attn.step(x, cache, lineage))?;
         self.sublayer[1].forward(&xs, mode, |x| self.feed_forward.forward(x, mode))
     }
 
@@ -83,8 +81,8 @@ impl Encoder {
     }
 
     /// One new position through every layer, each with its own cache (see
-    /// `EncoderLayer::forward_step`), then the final norm.
-    pub fn forward_step(
+    /// `EncoderLayer::step`), then the final norm.
+    pub fn step(
         &self,
         xs: &Tensor,
         caches: &mut [KeyValueCache],
@@ -93,7 +91,7 @@ impl Encoder {
         lineage.push_step(xs.dim(0)?);
         let mut xs = xs.clone();
         for (layer, cache) in self.layers.iter().zip(caches.iter_mut()) {
-            xs = layer.forward_step(&xs, cache, lineage)?;
+            xs = layer.step(&xs, cache, lineage)?;
         }
         apply_final_norm(&self.norm, xs)
     }

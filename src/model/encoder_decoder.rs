@@ -1,6 +1,6 @@
 //! EncoderDecoder, the Generator and `make_model`: the whole of Figure 1.
 
-use candle_core::{DType, Device, Result, Tensor};
+use candle_core::{Device, Result, Tensor};
 use candle_nn::{VarBuilder, VarMap};
 
 use super::linear::Linear;
@@ -8,7 +8,7 @@ use super::linear::Linear;
 use super::decoder::{Decoder, DecoderState};
 use super::embeddings::{Embeddings, PositionalEncoding};
 use super::encoder::Encoder;
-use super::init::{fresh_model, named_vars};
+use super::init::fresh_model;
 use crate::config::{ModelConfig, VocabSizes};
 use crate::kernels::dropout::Mode;
 use crate::kernels::log_softmax::log_softmax_last_dim;
@@ -28,11 +28,6 @@ impl EmbeddingStack {
         })
     }
 
-    /// `(batch, len)` ids -> `(batch, len, d_model)`.
-    pub fn forward(&self, ids: &Tensor, mode: Mode) -> Result<Tensor> {
-        self.forward_at(ids, 0, mode)
-    }
-
     /// The fixed position table, for checkpoints; none when positions are learned.
     pub fn position_table(&self) -> Option<&Tensor> {
         self.positions.table()
@@ -43,10 +38,11 @@ impl EmbeddingStack {
         self.embeddings.table()
     }
 
-    /// As `forward`, for ids at positions `offset..` (incremental decoding).
-    pub fn forward_at(&self, ids: &Tensor, offset: usize, mode: Mode) -> Result<Tensor> {
+    /// `(batch, len)` ids at positions `offset..` (0 for a whole sequence, the decoded
+    /// length for an incremental step) -> `(batch, len, d_model)`.
+    pub fn forward(&self, ids: &Tensor, offset: usize, mode: Mode) -> Result<Tensor> {
         self.positions
-            .forward_at(&self.embeddings.forward(ids)?, offset, mode)
+            .forward(&self.embeddings.forward(ids)?, offset, mode)
     }
 }
 
@@ -124,7 +120,7 @@ impl EncoderDecoder {
     /// `(batch, src_len, d_model)`.
     pub fn encode(&self, src: &Tensor, src_mask: &Tensor, mode: Mode) -> Result<Tensor> {
         self.encoder
-            .forward(&self.src_embed.forward(src, mode)?, src_mask, mode)
+            .forward(&self.src_embed.forward(src, 0, mode)?, src_mask, mode)
     }
 
     /// Target ids `(batch, tgt_len)` against `memory` -> hidden states
@@ -137,7 +133,7 @@ impl EncoderDecoder {
         tgt_mask: &Tensor,
         mode: Mode,
     ) -> Result<Tensor> {
-        let tgt = self.tgt_embed.forward(tgt, mode)?;
+        let tgt = self.tgt_embed.forward(tgt, 0, mode)?;
         self.decoder.forward(&tgt, memory, src_mask, tgt_mask, mode)
     }
 
@@ -161,9 +157,9 @@ impl EncoderDecoder {
 
     /// Decodes one more position: `ids` `(batch, 1)` the latest tokens -> hidden states
     /// `(batch, 1, d_model)`; `state` remembers everything before.
-    pub fn decode_step(&self, ids: &Tensor, state: &mut DecoderState) -> Result<Tensor> {
-        let xs = self.tgt_embed.forward_at(ids, state.len, Mode::Eval)?;
-        self.decoder.forward_step(&xs, state)
+    pub fn step(&self, ids: &Tensor, state: &mut DecoderState) -> Result<Tensor> {
+        let xs = self.tgt_embed.forward(ids, state.len, Mode::Eval)?;
+        self.decoder.step(&xs, state)
     }
 
     pub fn generator(&self) -> &Generator {
@@ -203,25 +199,4 @@ pub fn make_model(
     fresh_model(varmap, seed, device, |vb| {
         EncoderDecoder::new(cfg, vocab, vb)
     })
-}
-
-/// The model over `varmap`'s current tensors, detached (the same storage, no copy): nothing in
-/// it tracks gradients, so decoding takes the inference fast paths. Its linear layers keep a
-/// transposed copy of their weights from first use on, so build a new one after the weights
-/// change (validation builds one per pass).
-pub fn inference_model(
-    cfg: &ModelConfig,
-    vocab: VocabSizes,
-    varmap: &VarMap,
-    device: &Device,
-) -> Result<EncoderDecoder> {
-    let tensors: std::collections::HashMap<String, Tensor> = named_vars(varmap)?
-        .into_iter()
-        .map(|(name, var)| (name, var.as_tensor().detach()))
-        .collect();
-    EncoderDecoder::new(
-        cfg,
-        vocab,
-        VarBuilder::from_tensors(tensors, DType::F32, device),
-    )
 }

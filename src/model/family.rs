@@ -38,7 +38,7 @@ impl Model {
 
     /// Teacher-forced next-token logits `(batch, tgt_len, vocab)` of a padded batch: the
     /// translation model reads the source; the language model only the target prefix.
-    pub fn logits(
+    pub fn forward(
         &self,
         src: &Tensor,
         tgt_in: &Tensor,
@@ -66,6 +66,14 @@ impl Model {
     }
 
     pub fn translation(&self) -> Option<&EncoderDecoder> {
+        match self {
+            Self::Translation(model) => Some(model),
+            Self::Language(_) => None,
+        }
+    }
+
+    /// The translation model itself; none for a language model.
+    pub fn into_translation(self) -> Option<EncoderDecoder> {
         match self {
             Self::Translation(model) => Some(model),
             Self::Language(_) => None,

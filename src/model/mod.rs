@@ -15,11 +15,13 @@ pub mod init;
 pub mod layers;
 pub mod linear;
 pub mod masks;
+pub mod weights;
 
 pub use crate::config::VocabSizes;
 pub use crate::kernels::dropout::{DropoutRng, Mode};
 pub use attention_maps::{attention_maps, AttentionMaps};
 pub use decoder::DecoderState;
-pub use encoder_decoder::{inference_model, make_model, EncoderDecoder, Generator};
+pub use encoder_decoder::{make_model, EncoderDecoder, Generator};
 pub use family::Model;
 pub use init::named_vars;
+pub use weights::TrainedWeights;

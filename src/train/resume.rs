@@ -52,23 +52,15 @@ impl Trainer {
                 fingerprint.hash
             );
         }
-        let take = |map: &HashMap<String, Tensor>, name: &str, what: &str| {
-            map.get(name).cloned().ok_or_else(|| {
-                anyhow::anyhow!("the checkpoint has no {what} {name}; it cannot be resumed")
-            })
-        };
+        trainer.weights.load(&point.weights)?;
         let (mut first, mut second) = (Vec::new(), Vec::new());
-        for (name, var) in trainer.parameter_names.iter().zip(trainer.optimizer.vars()) {
-            let weight = take(&point.weights, name, "weight")?;
-            if weight.shape() != var.shape() {
-                anyhow::bail!(
-                    "tensor {name} has shape {:?} but the config needs {:?}",
-                    weight.dims(),
-                    var.dims()
-                );
-            }
-            var.set(&weight.to_device(device)?)?;
-            let moment = |suffix| take(&point.moments, &format!("{name}.{suffix}"), "moment");
+        for name in trainer.weights.names() {
+            let moment = |suffix| {
+                let key = format!("{name}.{suffix}");
+                point.moments.get(&key).ok_or_else(|| {
+                    anyhow::anyhow!("the checkpoint has no moment {key}; it cannot be resumed")
+                })
+            };
             first.push(moment(FIRST_MOMENT)?.to_device(device)?);
             second.push(moment(SECOND_MOMENT)?.to_device(device)?);
         }
@@ -87,7 +79,7 @@ impl Trainer {
     pub fn resume_files(&self) -> anyhow::Result<(Vec<(String, Tensor)>, TrainingState)> {
         let (first, second) = self.optimizer.moments();
         let mut moments = Vec::with_capacity(2 * first.len());
-        for ((name, m), v) in self.parameter_names.iter().zip(first).zip(second) {
+        for ((name, m), v) in self.weights.names().iter().zip(first).zip(second) {
             moments.push((format!("{name}.{FIRST_MOMENT}"), m.clone()));
             moments.push((format!("{name}.{SECOND_MOMENT}"), v.clone()));
         }

@@ -7,7 +7,6 @@
 use std::time::Duration;
 
 use candle_core::{DType, Device, Tensor};
-use candle_nn::VarMap;
 
 use super::clip::clip_grad_norm;
 use super::data::{TrainingData, ValidationData};
@@ -23,7 +22,7 @@ use crate::data::{epoch_batches, ordered_batches, EncodedPair, PaddedBatch};
 use crate::infer::text_generator::TextGenerator;
 use crate::infer::translator::{DecodeOptions, Translator};
 use crate::metrics::corpus_bleu;
-use crate::model::{inference_model, masks, named_vars, DropoutRng, Mode, Model};
+use crate::model::{masks, DropoutRng, Mode, Model, TrainedWeights};
 
 /// Sentences per batch when translating the validation set for BLEU.
 const VALIDATION_DECODE_BATCH: usize = 64;
@@ -43,15 +42,12 @@ pub struct Trainer {
     config: Config,
     pub(super) data: TrainingData,
     device: Device,
-    pub(super) varmap: VarMap,
-    model: Model,
+    pub(super) weights: TrainedWeights,
     pub(super) optimizer: Adam,
     criterion: LabelSmoothing,
     pub(super) dropout_rng: DropoutRng,
     pub(super) position: RunPosition,
     pub(super) metrics: Vec<MetricRecord>,
-    /// Names of the optimiser's variables, in its order (sorted).
-    pub(super) parameter_names: Vec<String>,
     /// Of `data.pairs`, which never change during a run.
     pub(super) fingerprint: DataFingerprint,
     total_steps: usize,
@@ -68,31 +64,25 @@ impl Trainer {
                  has no bf16 matrix product; use dtype = \"f32\" on the CPU"
             )
         }
-        let varmap = VarMap::new();
-        let model = Model::fresh(&config.model, vocab, &varmap, seed, device)?;
-        let vars = named_vars(&varmap)?;
+        let weights = TrainedWeights::fresh(&config.model, vocab, seed, device)?;
         let t = &config.training;
         let settings = AdamSettings {
             beta1: t.adam_beta1,
             beta2: t.adam_beta2,
             eps: t.adam_eps,
         };
-        let (parameter_names, vars): (Vec<String>, Vec<candle_core::Var>) =
-            vars.into_iter().unzip();
-        let optimizer = Adam::new(vars, settings)?;
+        let optimizer = Adam::new(weights.vars().to_vec(), settings)?;
         let batches_per_epoch = epoch_batches(&data.pairs, t.max_tokens, t.seed, 0).len();
         Ok(Self {
             total_steps: t.epochs * batches_per_epoch.div_ceil(t.accumulate),
             fingerprint: DataFingerprint::of(&data.pairs),
-            parameter_names,
             criterion: LabelSmoothing::new(vocab.tgt, PAD_ID, t.label_smoothing),
             // Dropout draws from its own stream so that changing the init does not shift it.
             dropout_rng: DropoutRng::new(seed.wrapping_add(1)),
             config,
             data,
             device: device.clone(),
-            varmap,
-            model,
+            weights,
             optimizer,
             position: RunPosition::start(),
             metrics: Vec::new(),
@@ -244,11 +234,11 @@ impl Trainer {
         let mut grads: Vec<Option<Tensor>> = vec![None; self.optimizer.vars().len()];
         let mut losses = Vec::with_capacity(group.len());
         self.dropout_rng.begin_step(&self.device, step)?;
-        // The step's casts of the weights, once for all its batches.
-        let low_precision = self.low_precision_model()?;
-        let model = low_precision.as_ref().unwrap_or(&self.model);
+        // The step's view of the weights (in mixed precision, their casts), once for all
+        // its batches.
+        let model = self.weights.for_step(self.config.training.dtype.candle())?;
         for batch in group {
-            let loss = (self.batch_loss_sum(model, batch, Mode::Train(&self.dropout_rng))?
+            let loss = (self.batch_loss_sum(&model, batch, Mode::Train(&self.dropout_rng))?
                 / group_tokens as f64)?;
             let store = loss.backward()?;
             for (slot, var) in grads.iter_mut().zip(self.optimizer.vars()) {
@@ -276,29 +266,6 @@ impl Trainer {
         Ok(total)
     }
 
-    /// With `training.dtype` other than f32: the model over this step's casts of the f32
-    /// weights. The casts are graph nodes, so the backward pass brings each gradient back to
-    /// f32 for the f32 weights and Adam (mixed precision with f32 master weights).
-    fn low_precision_model(&self) -> candle_core::Result<Option<Model>> {
-        let dtype = self.config.training.dtype.candle();
-        if dtype == DType::F32 {
-            return Ok(None);
-        }
-        let mut tensors = std::collections::HashMap::new();
-        for (name, var) in self.parameter_names.iter().zip(self.optimizer.vars()) {
-            tensors.insert(name.clone(), var.as_tensor().to_dtype(dtype)?);
-        }
-        for (name, table) in self.model.buffers() {
-            tensors.insert(name, table.to_dtype(dtype)?);
-        }
-        let vb = candle_nn::VarBuilder::from_tensors(tensors, dtype, &self.device);
-        Ok(Some(Model::new(
-            &self.config.model,
-            self.data.tokenizers.vocab_sizes(),
-            vb,
-        )?))
-    }
-
     /// Summed label-smoothed KL of one batch through `model` (the trained one, or its
     /// low-precision casts).
     fn batch_loss_sum(
@@ -316,7 +283,7 @@ impl Trainer {
         let rows = batch.size * batch.tgt_len;
         // The loss (a log-softmax over the vocabulary and a sum over the batch) in f32.
         let logits = model
-            .logits(&src, &tgt_in, &src_mask, &tgt_mask, mode)?
+            .forward(&src, &tgt_in, &src_mask, &tgt_mask, mode)?
             .reshape((rows, ()))?
             .to_dtype(DType::F32)?;
         self.criterion.loss_sum_from_logits(&logits, &tgt_out)
@@ -325,11 +292,10 @@ impl Trainer {
     /// Loss per target token over the validation pairs, dropout off.
     fn validation_loss(&self, pairs: &[EncodedPair]) -> anyhow::Result<f64> {
         let (mut sum, mut tokens) = (0.0, 0usize);
-        let low_precision = self.low_precision_model()?;
-        let model = low_precision.as_ref().unwrap_or(&self.model);
+        let model = self.weights.for_step(self.config.training.dtype.candle())?;
         for batch in ordered_batches(pairs, self.config.training.max_tokens) {
             sum += f64::from(
-                self.batch_loss_sum(model, &batch, Mode::Eval)?
+                self.batch_loss_sum(&model, &batch, Mode::Eval)?
                     .to_scalar::<f32>()?,
             );
             tokens += batch.ntokens;
@@ -340,18 +306,9 @@ impl Trainer {
     /// Corpus BLEU of greedy translations of the validation sources; none for a language
     /// model, which translates nothing.
     fn validation_bleu(&self, valid: &ValidationData) -> anyhow::Result<Option<f64>> {
-        let Some(translator) = self.translator(DecodeOptions::default()) else {
+        let frozen = self.weights.frozen()?;
+        let Some(translator) = self.translator_over(&frozen, DecodeOptions::default()) else {
             return Ok(None);
-        };
-        let model = inference_model(
-            &self.config.model,
-            self.data.tokenizers.vocab_sizes(),
-            &self.varmap,
-            &self.device,
-        )?;
-        let translator = Translator {
-            model: &model,
-            ..translator
         };
         let hypotheses: Vec<String> = translator
             .translate_all(&valid.sources, VALIDATION_DECODE_BATCH)?
@@ -363,8 +320,16 @@ impl Trainer {
 
     /// A translator over the model as it is now; none for a language model.
     pub fn translator(&self, options: DecodeOptions) -> Option<Translator<'_>> {
+        self.translator_over(self.weights.model(), options)
+    }
+
+    fn translator_over<'a>(
+        &'a self,
+        model: &'a Model,
+        options: DecodeOptions,
+    ) -> Option<Translator<'a>> {
         Some(Translator {
-            model: self.model.translation()?,
+            model: model.translation()?,
             tokenizers: &self.data.tokenizers,
             max_positions: self.config.model.max_len,
             device: &self.device,
@@ -375,7 +340,7 @@ impl Trainer {
     /// A text generator over the model as it is now; none for a translation model.
     pub fn text_generator(&self) -> Option<TextGenerator<'_>> {
         Some(TextGenerator {
-            model: self.model.language()?,
+            model: self.weights.model().language()?,
             tokenizer: &self.data.tokenizers.tgt,
             max_positions: self.config.model.max_len,
             device: &self.device,
@@ -383,7 +348,7 @@ impl Trainer {
     }
 
     pub fn model(&self) -> &Model {
-        &self.model
+        self.weights.model()
     }
 
     pub fn config(&self) -> &Config {
@@ -408,13 +373,7 @@ impl Trainer {
     }
 
     /// Every tensor of the model under its state_dict name: parameters and position tables.
-    pub fn named_tensors(&self) -> anyhow::Result<Vec<(String, Tensor)>> {
-        let mut tensors: Vec<(String, Tensor)> = named_vars(&self.varmap)?
-            .into_iter()
-            .map(|(name, var)| (name, var.as_tensor().clone()))
-            .collect();
-        tensors.extend(self.model.buffers());
-        tensors.sort_by(|a, b| a.0.cmp(&b.0));
-        Ok(tensors)
+    pub fn named_tensors(&self) -> Vec<(String, Tensor)> {
+        self.weights.named_tensors()
     }
 }
