@@ -75,7 +75,11 @@ impl TrainedWeights {
         }
         let tensors = self.tensors(|t| t.to_dtype(dtype))?;
         let vb = VarBuilder::from_tensors(tensors, dtype, &self.device);
-        Ok(StepModel::Casts(Model::new(&self.config, self.vocab, vb)?))
+        Ok(StepModel::Casts(Box::new(Model::new(
+            &self.config,
+            self.vocab,
+            vb,
+        )?)))
     }
 
     /// A model over the current values, detached (the same storage, no copy): nothing in it
@@ -137,7 +141,7 @@ impl TrainedWeights {
 pub enum StepModel<'a> {
     Variables(&'a Model),
     /// Over this step's casts of the variables.
-    Casts(Model),
+    Casts(Box<Model>),
 }
 
 impl Deref for StepModel<'_> {
