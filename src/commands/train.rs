@@ -12,14 +12,14 @@ use super::{Interrupted, UsageError};
 use crate::checkpoint::{self, CheckpointContents, BEST_DIR, LAST_DIR, LOSS_PLOT_FILE, RUNS_ROOT};
 use crate::cli::TrainArgs;
 use crate::config::{Config, BUILTIN_BASE};
-use crate::data::{encode_pairs, read_corpus, SentencePair, Tokenizers};
 use crate::infer::sampling::Sampling;
 use crate::infer::translator::DecodeOptions;
+use crate::infer::Inference;
 use crate::plot;
 use crate::progress::{TrainProgress, Verbosity};
 use crate::train::{
     CheckpointKind, Diverged, MetricRecord, RunOutcome, StepReport, StopReason, TrainObserver,
-    Trainer, TrainingData, ValidationData,
+    Trainer, TrainingData,
 };
 
 /// How many training sources to translate when training ends.
@@ -150,21 +150,22 @@ fn report(
 /// After a finished run: the sample sentences translated, or one greedy line of a language
 /// model, on stdout.
 fn show_what_it_learned(trainer: &Trainer, samples: &[String]) -> anyhow::Result<()> {
-    if let Some(translator) = trainer.translator(DecodeOptions::default()) {
-        let translations = translator.translate_batch(samples)?;
-        for (source, translation) in samples.iter().zip(translations) {
-            print_line(&format!("{source} => {}", translation.translation))?;
+    match trainer.inference(DecodeOptions::default()) {
+        Inference::Translation(translator) => {
+            let translations = translator.translate_batch(samples)?;
+            for (source, translation) in samples.iter().zip(translations) {
+                print_line(&format!("{source} => {}", translation.translation))?;
+            }
         }
-    } else if let Some(generator) = trainer.text_generator() {
-        let greedy = Sampling {
-            temperature: 0.0,
-            top_k: None,
-            seed: 0,
-        };
-        print_line(&format!(
-            "sample: {}",
-            generator.continue_text("", 60, greedy)?
-        ))?;
+        Inference::Language(generator) => {
+            let greedy = Sampling {
+                temperature: 0.0,
+                top_k: None,
+                seed: 0,
+            };
+            let line = generator.continue_text("", 60, greedy)?;
+            print_line(&format!("sample: {line}"))?;
+        }
     }
     Ok(())
 }
@@ -197,7 +198,9 @@ fn new_trainer(
             run_dir.display()
         );
     }
-    let (data, samples) = prepare_data(&config, None)?;
+    let (data, samples) = TrainingData::prepare(&config, None, SAMPLE_TRANSLATIONS, |line| {
+        eprintln!("{line}")
+    })?;
     let trainer = Trainer::new(config, data, device)?;
     Ok((trainer, run_dir, samples))
 }
@@ -210,7 +213,12 @@ fn resumed_trainer(
     let saved = checkpoint::load_for_resume(run_dir, device)?;
     let mut config = saved.config;
     config.run.dir = Some(run_dir.to_path_buf());
-    let (data, samples) = prepare_data(&config, Some(saved.tokenizers))?;
+    let (data, samples) = TrainingData::prepare(
+        &config,
+        Some(saved.tokenizers),
+        SAMPLE_TRANSLATIONS,
+        |line| eprintln!("{line}"),
+    )?;
     let trainer = Trainer::resume(config, data, device, saved.point)
         .with_context(|| format!("cannot resume from {}", saved.dir.display()))?;
     // Records logged after the checkpoint by the stopped process would be logged again.
@@ -224,77 +232,6 @@ fn resumed_trainer(
         count(p.steps_in_epoch, "step")
     );
     Ok((trainer, run_dir.to_path_buf(), samples))
-}
-
-/// Reads and cleans the corpora, learns the tokenizers, encodes everything. Also returns the
-/// first training sources, to show translations of at the end.
-/// A resumed run passes the tokenizers it was trained with.
-fn prepare_data(
-    config: &Config,
-    tokenizers: Option<Tokenizers>,
-) -> anyhow::Result<(TrainingData, Vec<String>)> {
-    let (pairs, report) = read_corpus(&config.data.train)?;
-    eprintln!("train data {}: {report}", config.data.train);
-    let tokenizers = match tokenizers {
-        Some(saved) => saved,
-        None => Tokenizers::learn(&config.data, &pairs)?,
-    };
-    let max_positions = config.model.max_len;
-    let (encoded, kept) = encode_pairs(&pairs, &tokenizers, max_positions)?;
-    let too_long = pairs.len() - kept.len();
-    eprintln!(
-        "tokenizer: {}, {} source / {} target tokens in the vocabulary{}",
-        config.data.tokenizer,
-        tokenizers.src.vocab_size(),
-        tokenizers.tgt.vocab_size(),
-        if too_long > 0 {
-            format!("; {too_long} pairs longer than model.max_len left out")
-        } else {
-            String::new()
-        }
-    );
-    let valid = match &config.data.valid {
-        Some(source) => {
-            let (valid_pairs, report) = read_corpus(source)?;
-            eprintln!("valid data {source}: {report}");
-            Some(validation_data(&valid_pairs, &tokenizers, max_positions)?)
-        }
-        None => None,
-    };
-    let samples = pairs
-        .iter()
-        .take(SAMPLE_TRANSLATIONS)
-        .map(|p| p.src.clone())
-        .collect();
-    Ok((
-        TrainingData {
-            pairs: encoded,
-            tokenizers,
-            valid,
-        },
-        samples,
-    ))
-}
-
-fn validation_data(
-    pairs: &[SentencePair],
-    tokenizers: &Tokenizers,
-    max_positions: usize,
-) -> anyhow::Result<ValidationData> {
-    // Pairs the model cannot read (longer than its position table) are left out of both the
-    // loss and BLEU, so that validation never stops a run.
-    let (encoded, kept) = encode_pairs(pairs, tokenizers, max_positions)?;
-    if kept.len() < pairs.len() {
-        eprintln!(
-            "valid data: {} pairs longer than model.max_len left out",
-            pairs.len() - kept.len()
-        );
-    }
-    Ok(ValidationData {
-        pairs: encoded,
-        sources: kept.iter().map(|&i| pairs[i].src.clone()).collect(),
-        references: kept.iter().map(|&i| pairs[i].tgt.clone()).collect(),
-    })
 }
 
 /// `1 step`, `2 steps`.

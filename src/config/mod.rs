@@ -173,6 +173,13 @@ pub enum CorpusSource {
     Text { text: PathBuf },
 }
 
+impl CorpusSource {
+    /// Text for a language model: examples with a target side only.
+    pub fn is_target_only(&self) -> bool {
+        matches!(self, Self::Text { .. })
+    }
+}
+
 impl fmt::Display for CorpusSource {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {

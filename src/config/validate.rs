@@ -36,7 +36,7 @@ impl Config {
                 format!("must be at least 2 (<s> and </s>), got {}", m.max_len),
             ));
         }
-        let text_corpus = matches!(self.data.train, CorpusSource::Text { .. });
+        let text_corpus = self.data.train.is_target_only();
         if (m.arch == Architecture::DecoderOnly) != text_corpus {
             return Err(if text_corpus {
                 (

@@ -11,6 +11,7 @@ use super::vocab::{BOS_ID, EOS_ID, PAD_ID};
 /// A pair as ids: the source `<s> w1 .. wn </s>` and the target `<s> v1 .. vm </s>`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct EncodedPair {
+    /// Empty for a language model's example, which has no source.
     pub src: Vec<u32>,
     pub tgt: Vec<u32>,
 }
@@ -24,8 +25,9 @@ pub fn with_boundaries(ids: &[u32]) -> Vec<u32> {
     out
 }
 
-/// Encodes pairs with `<s>`/`</s>` around both sides. Pairs longer than `max_positions` on
-/// either side are left out; also returns the indices of the pairs kept.
+/// Encodes pairs with `<s>`/`</s>` around both sides (an empty source, a text corpus's, stays
+/// empty). Pairs longer than `max_positions` on either side are left out; also returns the
+/// indices of the pairs kept.
 pub fn encode_pairs(
     pairs: &[SentencePair],
     tokenizers: &Tokenizers,
@@ -34,7 +36,10 @@ pub fn encode_pairs(
     let mut encoded = Vec::with_capacity(pairs.len());
     let mut kept = Vec::with_capacity(pairs.len());
     for (index, pair) in pairs.iter().enumerate() {
-        let src = with_boundaries(&tokenizers.src.encode(&pair.src)?.ids);
+        let src = match pair.src.as_str() {
+            "" => Vec::new(),
+            text => with_boundaries(&tokenizers.src.encode(text)?.ids),
+        };
         let tgt = with_boundaries(&tokenizers.tgt.encode(&pair.tgt)?.ids);
         if src.len() <= max_positions && tgt.len() <= max_positions {
             encoded.push(EncodedPair { src, tgt });
@@ -46,7 +51,7 @@ pub fn encode_pairs(
 
 /// A batch of padded, row-major id matrices, as the reference's `Batch` holds them:
 /// the decoder reads `tgt_in` (target without its last token) and predicts `tgt_out`
-/// (target without `<s>`).
+/// (target without `<s>`). A language model's batch has no source (`src_len` 0).
 #[derive(Debug, Clone, PartialEq)]
 pub struct PaddedBatch {
     pub size: usize,

@@ -14,6 +14,7 @@ use crate::config::CorpusSource;
 /// One sentence pair, whitespace-normalised.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SentencePair {
+    /// Empty for a text corpus: a language model reads no source.
     pub src: String,
     pub tgt: String,
 }
@@ -121,11 +122,10 @@ pub fn read_corpus(source: &CorpusSource) -> anyhow::Result<(Vec<SentencePair>, 
             }
             src_lines.into_iter().zip(tgt_lines).collect()
         }
-        // A language model learns the target side; the line stands on both so that cleaning,
-        // a joint tokenizer and batching work unchanged.
+        // A language model learns the target side only.
         CorpusSource::Text { text } => read_lines(text)?
             .into_iter()
-            .map(|line| (line.clone(), line))
+            .map(|line| (String::new(), line))
             .collect(),
     };
     let mut report = CleaningReport {
@@ -133,11 +133,12 @@ pub fn read_corpus(source: &CorpusSource) -> anyhow::Result<(Vec<SentencePair>, 
         ..CleaningReport::default()
     };
     let mut pairs = Vec::with_capacity(raw.len());
+    let has_source = !source.is_target_only();
     for (src, tgt) in raw {
         let (src, tgt) = (normalize_sentence(&src), normalize_sentence(&tgt));
-        if src.is_empty() || tgt.is_empty() {
+        if (has_source && src.is_empty()) || tgt.is_empty() {
             report.empty += 1;
-        } else if is_placeholder(&src) || is_placeholder(&tgt) {
+        } else if (has_source && is_placeholder(&src)) || is_placeholder(&tgt) {
             report.placeholder += 1;
         } else {
             pairs.push(SentencePair { src, tgt });
@@ -210,6 +211,29 @@ mod tests {
         assert_eq!(report.kept, 2);
         assert_eq!(pairs[1].src, "ein bier");
         assert_eq!(pairs[1].tgt, "a beer .");
+    }
+
+    #[test]
+    fn a_text_corpus_gives_target_only_examples_that_encode_and_batch_without_a_source() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("text.txt");
+        std::fs::write(&path, "the cat sat .\n\n@@\nthe dog ran .\n").unwrap();
+        let source = CorpusSource::Text { text: path };
+        let (pairs, report) = read_corpus(&source).unwrap();
+        assert_eq!((report.kept, report.empty, report.placeholder), (2, 1, 1));
+        assert!(pairs.iter().all(|p| p.src.is_empty()), "{pairs:?}");
+        assert_eq!(pairs[1].tgt, "the dog ran .");
+        let data = crate::config::DataConfig {
+            train: source,
+            ..crate::config::DataConfig::default()
+        };
+        let tokenizers = crate::data::Tokenizers::learn(&data, &pairs).unwrap();
+        let (encoded, _) = crate::data::encode_pairs(&pairs, &tokenizers, 16).unwrap();
+        assert!(encoded.iter().all(|p| p.src.is_empty() && p.tgt.len() == 6));
+        let batch = crate::data::PaddedBatch::new(&encoded.iter().collect::<Vec<_>>());
+        assert_eq!((batch.src_len, batch.src.len(), batch.tgt_len), (0, 0, 5));
+        // One vocabulary, learned once from the text, stands on both sides.
+        assert_eq!(tokenizers.src.vocab_size(), tokenizers.tgt.vocab_size());
     }
 
     #[test]

@@ -101,6 +101,9 @@ impl Tokenizers {
     pub fn learn(cfg: &DataConfig, pairs: &[SentencePair]) -> anyhow::Result<Self> {
         let sources = || pairs.iter().map(|p| p.src.as_str());
         let targets = || pairs.iter().map(|p| p.tgt.as_str());
+        if cfg.train.is_target_only() {
+            return Self::learn_target_only(cfg, targets());
+        }
         match cfg.tokenizer {
             TokenizerKind::Word => {
                 let src: Vec<Vec<String>> = sources().map(tokenize).collect();
@@ -131,6 +134,26 @@ impl Tokenizers {
                 joint: false,
             }),
         }
+    }
+
+    /// A language model's text: the target side's tokenizer stands on both sides, so that a
+    /// checkpoint's files are those of a translation model with a joint vocabulary.
+    fn learn_target_only<'a>(
+        cfg: &DataConfig,
+        texts: impl Iterator<Item = &'a str> + Send,
+    ) -> anyhow::Result<Self> {
+        let tgt = match cfg.tokenizer {
+            TokenizerKind::Word => {
+                let words: Vec<Vec<String>> = texts.map(tokenize).collect();
+                TextTokenizer::Word(Vocab::build(words.iter().map(Vec::as_slice), cfg.min_freq))
+            }
+            TokenizerKind::Bpe => learn_bpe(texts, cfg)?,
+        };
+        Ok(Self {
+            src: tgt.clone(),
+            tgt,
+            joint: cfg.tokenizer == TokenizerKind::Bpe && cfg.joint_vocab,
+        })
     }
 
     /// The files that store these tokenizers: (file name, contents).

@@ -14,6 +14,7 @@ use candle_nn::VarBuilder;
 use super::attention::{KeyValueCache, Lineage};
 use super::encoder::Encoder;
 use super::encoder_decoder::{EmbeddingStack, Generator};
+use super::layers::apply_final_norm;
 use super::masks;
 use crate::config::ModelConfig;
 use crate::kernels::dropout::Mode;
@@ -21,6 +22,7 @@ use crate::kernels::dropout::Mode;
 /// A next-token language model.
 pub struct DecoderOnly {
     embed: EmbeddingStack,
+    /// The reference builds it as `Encoder(EncoderLayer, N)`; run here under a causal mask.
     decoder: Encoder,
     generator: Generator,
 }
@@ -73,11 +75,13 @@ impl DecoderOnly {
     /// The next position: `ids` `(batch, 1)` -> logits `(batch, vocab)` for the position
     /// after it, with every earlier position read from `state`'s caches.
     pub fn step(&self, ids: &Tensor, state: &mut Generation) -> Result<Tensor> {
-        let xs = self.embed.forward(ids, state.len, Mode::Eval)?;
-        let hidden = self
-            .decoder
-            .step(&xs, &mut state.caches, &mut state.lineage)?;
+        let mut xs = self.embed.forward(ids, state.len, Mode::Eval)?;
+        state.lineage.push_step(xs.dim(0)?);
+        for (layer, cache) in self.decoder.layers().iter().zip(&mut state.caches) {
+            xs = layer.step(&xs, cache, &state.lineage)?;
+        }
         state.len += 1;
+        let hidden = apply_final_norm(self.decoder.final_norm(), xs)?;
         self.generator.logits(&hidden)?.squeeze(1)
     }
 }

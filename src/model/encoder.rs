@@ -35,8 +35,9 @@ impl EncoderLayer {
         &self.self_attn
     }
 
-    /// One new position of a causal stack (the decoder-only model): `xs` `(batch, 1,
-    /// d_model)` attends to itself and to the positions in `cache`, which it joins.
+    /// One new position of a causal stack (the decoder-only model's blocks are encoder
+    /// layers): `xs` `(batch, 1, d_model)` attends to itself and to the positions in `cache`,
+    /// which it joins.
     pub fn step(
         &self,
         xs: &Tensor,
@@ -80,20 +81,9 @@ impl Encoder {
         &self.layers
     }
 
-    /// One new position through every layer, each with its own cache (see
-    /// `EncoderLayer::step`), then the final norm.
-    pub fn step(
-        &self,
-        xs: &Tensor,
-        caches: &mut [KeyValueCache],
-        lineage: &mut Lineage,
-    ) -> Result<Tensor> {
-        lineage.push_step(xs.dim(0)?);
-        let mut xs = xs.clone();
-        for (layer, cache) in self.layers.iter().zip(caches.iter_mut()) {
-            xs = layer.step(&xs, cache, lineage)?;
-        }
-        apply_final_norm(&self.norm, xs)
+    /// The final norm (pre-norm only), for a stack that runs the layers itself.
+    pub fn final_norm(&self) -> &Option<Norm> {
+        &self.norm
     }
 
     /// `xs` `(batch, src_len, d_model)` embedded source, `mask` `(batch, 1, src_len)`.

@@ -16,6 +16,30 @@ pub enum Model {
     Language(DecoderOnly),
 }
 
+/// A padded batch as a teacher-forced pass reads it.
+pub enum TeacherForced {
+    /// The reference's `Batch`: `src` `(batch, src_len)` with its padding mask `(batch, 1,
+    /// src_len)`, `tgt_in` `(batch, tgt_len)` with its padding-and-subsequent mask `(batch,
+    /// tgt_len, tgt_len)`.
+    Translation {
+        src: Tensor,
+        src_mask: Tensor,
+        tgt_in: Tensor,
+        tgt_mask: Tensor,
+    },
+    /// The target prefix `(batch, len)`; the model applies its own causal mask.
+    Language { ids: Tensor },
+}
+
+impl TeacherForced {
+    fn family(&self) -> &'static str {
+        match self {
+            Self::Translation { .. } => "translation",
+            Self::Language { .. } => "language",
+        }
+    }
+}
+
 impl Model {
     /// Builds the model `cfg.arch` names from `vb`.
     pub fn new(cfg: &ModelConfig, vocab: VocabSizes, vb: VarBuilder) -> Result<Self> {
@@ -36,24 +60,41 @@ impl Model {
         fresh_model(varmap, seed, device, |vb| Self::new(cfg, vocab, vb))
     }
 
-    /// Teacher-forced next-token logits `(batch, tgt_len, vocab)` of a padded batch: the
-    /// translation model reads the source; the language model only the target prefix.
-    pub fn forward(
-        &self,
-        src: &Tensor,
-        tgt_in: &Tensor,
-        src_mask: &Tensor,
-        tgt_mask: &Tensor,
-        mode: Mode,
-    ) -> Result<Tensor> {
-        match self {
-            Self::Translation(model) => {
+    /// Teacher-forced next-token logits `(batch, tgt_len, vocab)` of a padded batch.
+    pub fn forward(&self, batch: &TeacherForced, mode: Mode) -> Result<Tensor> {
+        match (self, batch) {
+            (
+                Self::Translation(model),
+                TeacherForced::Translation {
+                    src,
+                    src_mask,
+                    tgt_in,
+                    tgt_mask,
+                },
+            ) => {
                 let hidden = model.forward(src, tgt_in, src_mask, tgt_mask, mode)?;
                 model.generator().logits(&hidden)
             }
             // Causal: a padded tail never affects the positions before it, and its targets
             // are padding, which the loss skips.
-            Self::Language(model) => model.forward(tgt_in, mode),
+            (Self::Language(model), TeacherForced::Language { ids }) => model.forward(ids, mode),
+            _ => candle_core::bail!(
+                "a {} model cannot read a {} batch",
+                self.family(),
+                batch.family()
+            ),
+        }
+    }
+
+    /// Whether the model reads a source sentence: which [`TeacherForced`] batch it takes.
+    pub fn reads_source(&self) -> bool {
+        matches!(self, Self::Translation(_))
+    }
+
+    fn family(&self) -> &'static str {
+        match self {
+            Self::Translation(_) => "translation",
+            Self::Language(_) => "language",
         }
     }
 

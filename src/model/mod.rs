@@ -22,6 +22,6 @@ pub use crate::kernels::dropout::{DropoutRng, Mode};
 pub use attention_maps::{attention_maps, AttentionMaps};
 pub use decoder::DecoderState;
 pub use encoder_decoder::{make_model, EncoderDecoder, Generator};
-pub use family::Model;
+pub use family::{Model, TeacherForced};
 pub use init::named_vars;
 pub use weights::TrainedWeights;

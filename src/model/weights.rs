@@ -159,7 +159,7 @@ impl Deref for StepModel<'_> {
 mod tests {
     use super::*;
     use crate::kernels::dropout::Mode;
-    use crate::model::masks;
+    use crate::model::{masks, TeacherForced};
 
     fn tiny() -> TrainedWeights {
         let config = ModelConfig {
@@ -177,11 +177,13 @@ mod tests {
         let dev = Device::Cpu;
         let src = Tensor::new(&[[1u32, 4, 5, 2]], &dev).unwrap();
         let tgt = Tensor::new(&[[1u32, 6, 7]], &dev).unwrap();
-        let src_mask = masks::padding_mask(&src, 0).unwrap();
-        let tgt_mask = masks::target_mask(&tgt, 0).unwrap();
-        model
-            .forward(&src, &tgt, &src_mask, &tgt_mask, Mode::Eval)
-            .unwrap()
+        let batch = TeacherForced::Translation {
+            src_mask: masks::padding_mask(&src, 0).unwrap(),
+            tgt_mask: masks::target_mask(&tgt, 0).unwrap(),
+            src,
+            tgt_in: tgt,
+        };
+        model.forward(&batch, Mode::Eval).unwrap()
     }
 
     #[test]
@@ -196,6 +198,14 @@ mod tests {
             .flatten_all()
             .unwrap();
         assert_eq!(diff.max(0).unwrap().to_scalar::<f32>().unwrap(), 0.0);
+        // A batch of the other family is refused, by name.
+        let ids = Tensor::new(&[[1u32, 6]], &Device::Cpu).unwrap();
+        let error = weights
+            .model()
+            .forward(&TeacherForced::Language { ids }, Mode::Eval)
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("a translation model cannot read a language batch"));
         // The f32 step reads the variables' own model, not a copy.
         assert!(matches!(
             weights.for_step(DType::F32).unwrap(),

@@ -1,7 +1,9 @@
 //! What a run trains and validates on: the encoded training pairs with their tokenizers, and
-//! the validation split (encoded for the loss, as text for BLEU).
+//! the validation split (encoded for the loss, as text for BLEU), prepared from the config's
+//! corpora.
 
-use crate::data::{EncodedPair, Tokenizers};
+use crate::config::Config;
+use crate::data::{encode_pairs, read_corpus, EncodedPair, SentencePair, Tokenizers};
 
 /// Everything the loop trains on.
 pub struct TrainingData {
@@ -15,4 +17,77 @@ pub struct ValidationData {
     pub pairs: Vec<EncodedPair>,
     pub sources: Vec<String>,
     pub references: Vec<String>,
+}
+
+impl TrainingData {
+    /// Reads and cleans the config's corpora, learns the tokenizers (a resumed run passes
+    /// those it was trained with), encodes everything; says what it did through `note`, one
+    /// line at a time. Also returns the first `samples` training sources, to show translations
+    /// of at the end.
+    pub fn prepare(
+        config: &Config,
+        tokenizers: Option<Tokenizers>,
+        samples: usize,
+        mut note: impl FnMut(String),
+    ) -> anyhow::Result<(Self, Vec<String>)> {
+        let (pairs, report) = read_corpus(&config.data.train)?;
+        note(format!("train data {}: {report}", config.data.train));
+        let tokenizers = match tokenizers {
+            Some(saved) => saved,
+            None => Tokenizers::learn(&config.data, &pairs)?,
+        };
+        let max_positions = config.model.max_len;
+        let (encoded, kept) = encode_pairs(&pairs, &tokenizers, max_positions)?;
+        let too_long = pairs.len() - kept.len();
+        note(format!(
+            "tokenizer: {}, {} source / {} target tokens in the vocabulary{}",
+            config.data.tokenizer,
+            tokenizers.src.vocab_size(),
+            tokenizers.tgt.vocab_size(),
+            if too_long > 0 {
+                format!("; {too_long} pairs longer than model.max_len left out")
+            } else {
+                String::new()
+            }
+        ));
+        let valid = match &config.data.valid {
+            Some(source) => {
+                let (valid_pairs, report) = read_corpus(source)?;
+                note(format!("valid data {source}: {report}"));
+                let valid = ValidationData::encode(&valid_pairs, &tokenizers, max_positions)?;
+                if valid.pairs.len() < valid_pairs.len() {
+                    note(format!(
+                        "valid data: {} pairs longer than model.max_len left out",
+                        valid_pairs.len() - valid.pairs.len()
+                    ));
+                }
+                Some(valid)
+            }
+            None => None,
+        };
+        let samples = pairs.iter().take(samples).map(|p| p.src.clone()).collect();
+        let data = Self {
+            pairs: encoded,
+            tokenizers,
+            valid,
+        };
+        Ok((data, samples))
+    }
+}
+
+impl ValidationData {
+    /// Pairs the model cannot read (longer than its position table) are left out of both the
+    /// loss and BLEU, so that validation never stops a run.
+    fn encode(
+        pairs: &[SentencePair],
+        tokenizers: &Tokenizers,
+        max_positions: usize,
+    ) -> anyhow::Result<Self> {
+        let (encoded, kept) = encode_pairs(pairs, tokenizers, max_positions)?;
+        Ok(Self {
+            pairs: encoded,
+            sources: kept.iter().map(|&i| pairs[i].src.clone()).collect(),
+            references: kept.iter().map(|&i| pairs[i].tgt.clone()).collect(),
+        })
+    }
 }

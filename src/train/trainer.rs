@@ -19,10 +19,10 @@ use super::state::{DataFingerprint, RunClock, RunPosition};
 use crate::config::{ComputeDtype, Config};
 use crate::data::vocab::PAD_ID;
 use crate::data::{epoch_batches, ordered_batches, EncodedPair, PaddedBatch};
-use crate::infer::text_generator::TextGenerator;
-use crate::infer::translator::{DecodeOptions, Translator};
+use crate::infer::translator::DecodeOptions;
+use crate::infer::Inference;
 use crate::metrics::corpus_bleu;
-use crate::model::{masks, DropoutRng, Mode, Model, TrainedWeights};
+use crate::model::{masks, DropoutRng, Mode, Model, TeacherForced, TrainedWeights};
 
 /// Sentences per batch when translating the validation set for BLEU.
 const VALIDATION_DECODE_BATCH: usize = 64;
@@ -275,15 +275,23 @@ impl Trainer {
         mode: Mode,
     ) -> candle_core::Result<Tensor> {
         let dev = &self.device;
-        let src = Tensor::from_slice(&batch.src, (batch.size, batch.src_len), dev)?;
         let tgt_in = Tensor::from_slice(&batch.tgt_in, (batch.size, batch.tgt_len), dev)?;
         let tgt_out = Tensor::from_slice(&batch.tgt_out, batch.size * batch.tgt_len, dev)?;
-        let src_mask = masks::padding_mask(&src, PAD_ID)?;
-        let tgt_mask = masks::target_mask(&tgt_in, PAD_ID)?;
+        let inputs = if model.reads_source() {
+            let src = Tensor::from_slice(&batch.src, (batch.size, batch.src_len), dev)?;
+            TeacherForced::Translation {
+                src_mask: masks::padding_mask(&src, PAD_ID)?,
+                tgt_mask: masks::target_mask(&tgt_in, PAD_ID)?,
+                src,
+                tgt_in,
+            }
+        } else {
+            TeacherForced::Language { ids: tgt_in }
+        };
         let rows = batch.size * batch.tgt_len;
         // The loss (a log-softmax over the vocabulary and a sum over the batch) in f32.
         let logits = model
-            .forward(&src, &tgt_in, &src_mask, &tgt_mask, mode)?
+            .forward(&inputs, mode)?
             .reshape((rows, ()))?
             .to_dtype(DType::F32)?;
         self.criterion.loss_sum_from_logits(&logits, &tgt_out)
@@ -307,7 +315,9 @@ impl Trainer {
     /// model, which translates nothing.
     fn validation_bleu(&self, valid: &ValidationData) -> anyhow::Result<Option<f64>> {
         let frozen = self.weights.frozen()?;
-        let Some(translator) = self.translator_over(&frozen, DecodeOptions::default()) else {
+        let Inference::Translation(translator) =
+            self.inference_over(&frozen, DecodeOptions::default())
+        else {
             return Ok(None);
         };
         let hypotheses: Vec<String> = translator
@@ -318,33 +328,20 @@ impl Trainer {
         Ok(Some(corpus_bleu(&hypotheses, &valid.references).score))
     }
 
-    /// A translator over the model as it is now; none for a language model.
-    pub fn translator(&self, options: DecodeOptions) -> Option<Translator<'_>> {
-        self.translator_over(self.weights.model(), options)
+    /// The translator or text generator over the model as it is now.
+    pub fn inference(&self, options: DecodeOptions) -> Inference<'_> {
+        self.inference_over(self.weights.model(), options)
     }
 
-    fn translator_over<'a>(
-        &'a self,
-        model: &'a Model,
-        options: DecodeOptions,
-    ) -> Option<Translator<'a>> {
-        Some(Translator {
-            model: model.translation()?,
-            tokenizers: &self.data.tokenizers,
-            max_positions: self.config.model.max_len,
-            device: &self.device,
+    fn inference_over<'a>(&'a self, model: &'a Model, options: DecodeOptions) -> Inference<'a> {
+        let max_positions = self.config.model.max_len;
+        Inference::of(
+            model,
+            &self.data.tokenizers,
+            max_positions,
+            &self.device,
             options,
-        })
-    }
-
-    /// A text generator over the model as it is now; none for a translation model.
-    pub fn text_generator(&self) -> Option<TextGenerator<'_>> {
-        Some(TextGenerator {
-            model: self.weights.model().language()?,
-            tokenizer: &self.data.tokenizers.tgt,
-            max_positions: self.config.model.max_len,
-            device: &self.device,
-        })
+        )
     }
 
     pub fn model(&self) -> &Model {
