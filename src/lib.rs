@@ -14,7 +14,10 @@
 //! - [`model::linear`]: the linear layers, named as the reference's
 //! - [`model::family`]: `Model`, the one seam between the two families: the translation
 //!   model and the decoder-only language model ([`model::decoder_only`]); checkpoints,
-//!   training and the commands hold a `Model`
+//!   training and the commands hold a `Model`, and a teacher-forced pass reads a
+//!   `TeacherForced` batch (a language model's has no source)
+//! - [`model::weights`]: the trained weights and how each pass sees them (the variables, a
+//!   mixed-precision step's casts, a frozen view for decoding)
 //! - [`kernels`]: the ops the time goes to (linear, attention, LayerNorm, the residual with
 //!   its dropout, the loss, Adam), fused on the CPU and composed from candle ops elsewhere;
 //!   dropout (5.4) from a seeded source
@@ -22,7 +25,7 @@
 //!   state that lets a run resume exactly
 //! - [`infer`]: greedy decoding (the reference's loop and a cached, batched one), beam
 //!   search, sampling from the language model; the translator (sentences in, sentences out)
-//!   and the text generator
+//!   and the text generator, one or the other as `infer::Inference`
 //! - [`metrics`]: BLEU (6.1) and chrF exactly as sacreBLEU computes them
 //! - [`data`]: corpora and cleaning, word and BPE tokenizers, token-budget batches
 //! - [`checkpoint`]: the run directory, written atomically ([`atomic_file`]); [`plot`]:

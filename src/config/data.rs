@@ -1,0 +1,86 @@
+//! `[data]`: the corpora and how sentences become token ids.
+
+use std::fmt;
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+/// Where the sentence pairs come from and how text becomes ids.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DataConfig {
+    /// Training pairs: a TSV path (`source<TAB>target` per line) or `{ src = ..., tgt = ... }`,
+    /// two line-aligned text files; plain or `.gz`.
+    pub train: CorpusSource,
+    /// Validation pairs, scored (loss and greedy BLEU) after every epoch; optional.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub valid: Option<CorpusSource>,
+    /// `word`: whitespace-separated words; `bpe`: subwords learned on the training split.
+    pub tokenizer: TokenizerKind,
+    /// Subword vocabulary size (bpe), specials included.
+    pub vocab_size: usize,
+    /// One subword vocabulary for both languages (bpe) instead of one per side.
+    pub joint_vocab: bool,
+    /// Words (word) or merges (bpe) seen fewer times than this are left out.
+    pub min_freq: usize,
+}
+
+impl Default for DataConfig {
+    fn default() -> Self {
+        Self {
+            train: CorpusSource::Tsv(PathBuf::from("data/toy.tsv")),
+            valid: None,
+            tokenizer: TokenizerKind::Word,
+            vocab_size: 8000,
+            joint_vocab: true,
+            min_freq: 1,
+        }
+    }
+}
+
+/// A parallel corpus on disk.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum CorpusSource {
+    /// One file, `source<TAB>target` per line.
+    Tsv(PathBuf),
+    /// Two line-aligned files.
+    Parallel { src: PathBuf, tgt: PathBuf },
+    /// Plain text, one example per line, for a language model (`arch = "decoder-only"`).
+    Text { text: PathBuf },
+}
+
+impl CorpusSource {
+    /// Text for a language model: examples with a target side only.
+    pub fn is_target_only(&self) -> bool {
+        matches!(self, Self::Text { .. })
+    }
+}
+
+impl fmt::Display for CorpusSource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Tsv(path) => write!(f, "{}", path.display()),
+            Self::Parallel { src, tgt } => write!(f, "{} + {}", src.display(), tgt.display()),
+            Self::Text { text } => write!(f, "{}", text.display()),
+        }
+    }
+}
+
+/// How sentences become token ids.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TokenizerKind {
+    Word,
+    Bpe,
+}
+
+/// As the config spells it: `word`, `bpe`.
+impl std::fmt::Display for TokenizerKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::Word => "word",
+            Self::Bpe => "bpe",
+        })
+    }
+}

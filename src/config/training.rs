@@ -1,0 +1,80 @@
+//! `[training]`: the loop, the optimiser and the schedule, with the paper's defaults
+//! (section 5).
+
+use serde::{Deserialize, Serialize};
+
+/// The optimiser, the schedule, the loss and the loop.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TrainingConfig {
+    /// Seeds initialisation, dropout and data order: same seed, same result on the CPU.
+    pub seed: u64,
+    pub epochs: usize,
+    /// Most tokens per batch: sentences x the longer padded side.
+    pub max_tokens: usize,
+    /// Batches whose gradients are summed before each optimiser step.
+    pub accumulate: usize,
+    /// Rescale gradients whose global L2 norm exceeds this; absent: no clipping.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub clip_grad_norm: Option<f64>,
+    /// The Noam schedule: lr = factor * d_model^-0.5 * min(step^-0.5, step * warmup^-1.5).
+    pub lr_factor: f64,
+    pub warmup: usize,
+    pub adam_beta1: f64,
+    pub adam_beta2: f64,
+    pub adam_eps: f64,
+    /// Probability mass spread over the non-target, non-padding words.
+    pub label_smoothing: f64,
+    /// Steps between progress log lines and metrics records.
+    pub log_every: usize,
+    /// Steps between checkpoints (one is always written at the end).
+    pub checkpoint_every: usize,
+    /// The dtype of the forward and backward passes. The weights and Adam's moments stay f32
+    /// (master weights) whatever it says; checkpoints are f32.
+    pub dtype: ComputeDtype,
+}
+
+/// What training computes in.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ComputeDtype {
+    #[default]
+    F32,
+    /// bfloat16: f32's range with 8 bits of mantissa; GPUs only (candle's CPU backend has no
+    /// bf16 matrix product).
+    Bf16,
+    /// float16: without loss scaling, small gradients can underflow to zero; prefer bf16 on
+    /// GPUs that have it. Runs on the CPU too, slowly.
+    F16,
+}
+
+impl ComputeDtype {
+    pub fn candle(self) -> candle_core::DType {
+        match self {
+            Self::F32 => candle_core::DType::F32,
+            Self::Bf16 => candle_core::DType::BF16,
+            Self::F16 => candle_core::DType::F16,
+        }
+    }
+}
+
+impl Default for TrainingConfig {
+    fn default() -> Self {
+        Self {
+            seed: 1,
+            epochs: 10,
+            max_tokens: 4096,
+            accumulate: 1,
+            clip_grad_norm: None,
+            lr_factor: 1.0,
+            warmup: 4000,
+            adam_beta1: 0.9,
+            adam_beta2: 0.98,
+            adam_eps: 1e-9,
+            label_smoothing: 0.1,
+            log_every: 10,
+            checkpoint_every: 1000,
+            dtype: ComputeDtype::F32,
+        }
+    }
+}
