@@ -24,6 +24,8 @@ use crate::infer::Inference;
 use crate::metrics::corpus_bleu;
 use crate::model::{masks, DropoutRng, Mode, Model, TeacherForced, TrainedWeights};
 
+pub mod resume;
+
 /// Sentences per batch when translating the validation set for BLEU.
 const VALIDATION_DECODE_BATCH: usize = 64;
 
@@ -40,16 +42,16 @@ pub trait TrainObserver {
 /// A model being trained, with its optimiser state and its metrics so far.
 pub struct Trainer {
     config: Config,
-    pub(super) data: TrainingData,
+    data: TrainingData,
     device: Device,
-    pub(super) weights: TrainedWeights,
-    pub(super) optimizer: Adam,
+    weights: TrainedWeights,
+    optimizer: Adam,
     criterion: LabelSmoothing,
-    pub(super) dropout_rng: DropoutRng,
-    pub(super) position: RunPosition,
-    pub(super) metrics: Vec<MetricRecord>,
+    dropout_rng: DropoutRng,
+    position: RunPosition,
+    metrics: Vec<MetricRecord>,
     /// Of `data.pairs`, which never change during a run.
-    pub(super) fingerprint: DataFingerprint,
+    fingerprint: DataFingerprint,
     total_steps: usize,
 }
 

@@ -1,16 +1,17 @@
 //! Saving and restoring a trainer's whole state: the weights, Adam's moments (named as
 //! torch names them) and the loop's state, so that a resumed run takes exactly the steps the
-//! uninterrupted run would have taken.
+//! uninterrupted run would have taken. A child of `trainer` so that it reads the trainer's
+//! fields without widening their visibility.
 
 use std::collections::HashMap;
 
 use candle_core::{Device, Tensor};
 
-use super::data::TrainingData;
-use super::state::{TrainingState, STATE_FORMAT};
-use super::trainer::Trainer;
+use super::Trainer;
 use crate::config::Config;
 use crate::model::DropoutRng;
+use crate::train::data::TrainingData;
+use crate::train::state::{TrainingState, STATE_FORMAT};
 
 /// A saved run to continue: the model's tensors, Adam's moments (`<name>.exp_avg`,
 /// `<name>.exp_avg_sq`) and the loop's state.
