@@ -260,6 +260,9 @@ pub enum BenchWorkload {
     Greedy32,
     /// Beam search (beam 5) over 32 sentences
     Beam5,
+    /// Under mpirun: --steps sums over the ranks of a gradient buffer the size of
+    /// configs/multi30k-cpu.toml's model, alone (the communication of data-parallel training)
+    Allreduce,
 }
 
 #[derive(Debug, Args)]

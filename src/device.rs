@@ -30,6 +30,17 @@ impl FromStr for DeviceRequest {
     }
 }
 
+impl DeviceRequest {
+    /// What this request means for a rank of a distributed run: `cuda` (`cuda:0`) is the
+    /// GPU of the rank's place on its node, so that each rank has a GPU of its own.
+    pub fn for_local_rank(self, local_rank: usize) -> Self {
+        match self {
+            Self::Cuda(0) => Self::Cuda(local_rank),
+            other => other,
+        }
+    }
+}
+
 /// The device to run on and, where the choice was not the user's own, a one-line note
 /// saying which and why (for stderr).
 pub struct SelectedDevice {

@@ -41,6 +41,7 @@ pub mod commands;
 pub mod config;
 pub mod data;
 pub mod device;
+pub mod distributed;
 pub mod infer;
 pub mod kernels;
 pub mod metrics;

@@ -19,6 +19,7 @@ use batches::{read_batches, MULTI30K_CONFIG};
 use crate::config::{Config, ModelConfig, BUILTIN_BASE};
 use crate::data::vocab::{BOS_ID, PAD_ID};
 use crate::data::{encode_pairs, read_corpus, EncodedPair, PaddedBatch, SentencePair, Tokenizers};
+use crate::distributed::{Collective, SingleProcess};
 use crate::infer::{beam_search_batch, greedy_batch, BeamSettings, DecodeLimits};
 use crate::model::{masks, EncoderDecoder, TrainedWeights, VocabSizes};
 use crate::train::{Trainer, TrainingData};
@@ -37,6 +38,11 @@ pub struct Measurement {
     pub unit: String,
     /// Matrix-product FLOPs in `seconds` (training: forward + backward, 3x forward).
     pub flops: f64,
+    /// A distributed run's ranks and the seconds of `seconds` spent summing gradients.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ranks: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub collective_seconds: Option<f64>,
 }
 
 /// Matrix-product FLOPs of one forward pass of the encoder-decoder on a padded batch.
@@ -67,16 +73,22 @@ fn synthetic_tokenizers(size: usize) -> anyhow::Result<Tokenizers> {
     Tokenizers::learn(&Config::default().data, &[pair])
 }
 
-fn trainer(config: Config, vocab: usize, device: &Device) -> anyhow::Result<Trainer> {
+fn trainer(
+    config: Config,
+    vocab: usize,
+    device: &Device,
+    collective: Box<dyn Collective>,
+) -> anyhow::Result<Trainer> {
     let data = TrainingData {
         pairs: Vec::new(),
         tokenizers: synthetic_tokenizers(vocab)?,
         valid: None,
     };
-    Trainer::new(config, data, device)
+    Trainer::joined(config, data, device, collective)
 }
 
-/// Times `steps` optimiser steps, one per batch from `batch_for(i)`, after the warm-up.
+/// Times `steps` optimiser steps after the warm-up: one batch from `batch_for(i)` each, or, on
+/// `world` ranks, `world` consecutive batches each (the ranks' shares of one group).
 fn time_training(
     name: &str,
     trainer: &mut Trainer,
@@ -84,20 +96,28 @@ fn time_training(
     unit: &str,
     batch_for: &mut dyn FnMut(usize) -> PaddedBatch,
 ) -> anyhow::Result<Measurement> {
+    let world = trainer.collective().world();
+    let mut group_for = |i: usize| -> Vec<PaddedBatch> {
+        (0..world).map(|rank| batch_for(i * world + rank)).collect()
+    };
     for i in 0..WARMUP_STEPS {
-        trainer.step_on(&[batch_for(i)])?;
+        trainer.step_on(&group_for(i))?;
     }
     let cfg = trainer.config().model.clone();
     let vocab = trainer.data().tokenizers.tgt.vocab_size();
+    let before = trainer.collective_seconds();
     let (mut seconds, mut tokens, mut flops) = (0.0, 0usize, 0.0);
     for i in 0..steps {
-        let batch = batch_for(WARMUP_STEPS + i);
+        let group = group_for(WARMUP_STEPS + i);
         let started = Instant::now();
-        trainer.step_on(std::slice::from_ref(&batch))?;
+        trainer.step_on(&group)?;
         seconds += started.elapsed().as_secs_f64();
-        tokens += batch.ntokens;
-        flops += 3.0 * forward_flops(&cfg, batch.size, batch.src_len, batch.tgt_len, vocab);
+        for batch in &group {
+            tokens += batch.ntokens;
+            flops += 3.0 * forward_flops(&cfg, batch.size, batch.src_len, batch.tgt_len, vocab);
+        }
     }
+    let distributed = world > 1;
     let work = if unit == "steps" {
         steps as f64
     } else {
@@ -109,6 +129,8 @@ fn time_training(
         work,
         unit: unit.into(),
         flops,
+        ranks: distributed.then_some(world),
+        collective_seconds: distributed.then(|| trainer.collective_seconds() - before),
     })
 }
 
@@ -137,7 +159,7 @@ pub fn copy_task(steps: usize, device: &Device) -> anyhow::Result<Measurement> {
     config.model.layers = 2;
     config.training.label_smoothing = 0.0;
     config.training.warmup = 400;
-    let mut trainer = trainer(config, 11, device)?;
+    let mut trainer = trainer(config, 11, device, Box::new(SingleProcess))?;
     let mut rng = ChaCha8Rng::seed_from_u64(0);
     let mut batch_for = |_| {
         let pairs: Vec<EncodedPair> = (0..80)
@@ -158,23 +180,57 @@ pub fn copy_task(steps: usize, device: &Device) -> anyhow::Result<Measurement> {
 
 /// Workload 3: the configs/multi30k-cpu.toml model on real Multi30k batches, read from the
 /// file `export_multi30k_batches` wrote (so both implementations train on the same ids).
+/// On `collective`'s ranks (under mpirun), each step takes one batch per rank.
 pub fn multi30k_training(
     batches: &Path,
     steps: usize,
     device: &Device,
+    collective: Box<dyn Collective>,
 ) -> anyhow::Result<Measurement> {
     let (vocab, loaded) = read_batches(batches)?;
     let config = Config::load(Path::new(MULTI30K_CONFIG))?;
-    let mut trainer = trainer(config, vocab, device)?;
+    let needed = (WARMUP_STEPS + steps) * collective.world();
+    let mut trainer = trainer(config, vocab, device, collective)?;
     anyhow::ensure!(
-        loaded.len() >= WARMUP_STEPS + steps,
-        "{} holds {} batches; {} are needed",
+        loaded.len() >= needed,
+        "{} holds {} batches; {needed} are needed (write more with export-multi30k --steps)",
         batches.display(),
         loaded.len(),
-        WARMUP_STEPS + steps
     );
     time_training("multi30k", &mut trainer, steps, "tokens", &mut |i| {
         loaded[i].clone()
+    })
+}
+
+/// The communication of one data-parallel step alone: `steps` sums over the ranks of a flat
+/// buffer as large as configs/multi30k-cpu.toml's gradients (built here, untrained, to count
+/// them), after one untimed sum.
+pub fn all_reduce(
+    steps: usize,
+    device: &Device,
+    collective: &dyn Collective,
+) -> anyhow::Result<Measurement> {
+    let config = Config::load(Path::new(MULTI30K_CONFIG))?;
+    let vocab = VocabSizes {
+        src: config.data.vocab_size,
+        tgt: config.data.vocab_size,
+    };
+    let weights = TrainedWeights::fresh(&config.model, vocab, 0, device)?;
+    let floats: usize = weights.vars().iter().map(|v| v.elem_count()).sum();
+    let flat = Tensor::ones(floats, DType::F32, device)?;
+    collective.sum(&flat)?;
+    let started = Instant::now();
+    for _ in 0..steps {
+        collective.sum(&flat)?;
+    }
+    Ok(Measurement {
+        workload: "allreduce".into(),
+        seconds: started.elapsed().as_secs_f64(),
+        work: (steps * floats * 4) as f64,
+        unit: "bytes".into(),
+        flops: 0.0,
+        ranks: Some(collective.world()),
+        collective_seconds: None,
     })
 }
 
@@ -207,6 +263,8 @@ pub fn matmul_ceiling(reps: usize, device: &Device) -> anyhow::Result<Measuremen
         work: reps as f64,
         unit: "products".into(),
         flops: reps as f64 * 2.0 * (rows * inner * out) as f64,
+        ranks: None,
+        collective_seconds: None,
     })
 }
 
@@ -268,6 +326,8 @@ pub fn decoding(
         work: sentences as f64,
         unit: "sentences".into(),
         flops: 0.0,
+        ranks: None,
+        collective_seconds: None,
     })
 }
 

@@ -3,14 +3,25 @@
 
 use super::stdout::print_line;
 use crate::bench::{self, DecodeWorkload};
-use crate::cli::{BenchArgs, BenchWorkload};
+use crate::cli::{BenchArgs, BenchWorkload, DeviceArgs};
+use crate::distributed;
 use crate::progress::Verbosity;
 
 /// Sentences of the batched decoding workloads.
 const BATCH_SENTENCES: usize = 32;
 
 pub fn run(args: BenchArgs) -> anyhow::Result<()> {
-    let device = super::device_from(&args.device, Verbosity::Normal)?;
+    // Under mpirun (the multi30k workload only), rank 0 prints the measurement.
+    let collective = distributed::join()?;
+    let lead = collective.rank() == 0;
+    let device_args = DeviceArgs {
+        device: args.device.device.for_local_rank(collective.local_rank()),
+    };
+    let device = super::device_from(&device_args, Verbosity::Normal)?;
+    let distributed = [BenchWorkload::Multi30k, BenchWorkload::Allreduce];
+    if collective.world() > 1 && !distributed.contains(&args.workload) {
+        anyhow::bail!("under mpirun only the multi30k and allreduce workloads run");
+    }
     let measurement = match args.workload {
         BenchWorkload::ExportMulti30k => {
             bench::export_multi30k_batches(&args.batches, args.steps + 2)?;
@@ -20,12 +31,18 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         BenchWorkload::Matmul => bench::matmul_ceiling(args.steps, &device)?,
         BenchWorkload::ToyTrain => bench::toy_training(args.steps, &device)?,
         BenchWorkload::Copy => bench::copy_task(args.steps, &device)?,
-        BenchWorkload::Multi30k => bench::multi30k_training(&args.batches, args.steps, &device)?,
+        BenchWorkload::Multi30k => {
+            bench::multi30k_training(&args.batches, args.steps, &device, collective)?
+        }
         BenchWorkload::Greedy1 => bench::decoding(DecodeWorkload::GreedyOne, args.steps, &device)?,
         BenchWorkload::Greedy32 => {
             bench::decoding(DecodeWorkload::GreedyBatch, BATCH_SENTENCES, &device)?
         }
+        BenchWorkload::Allreduce => bench::all_reduce(args.steps, &device, &*collective)?,
         BenchWorkload::Beam5 => bench::decoding(DecodeWorkload::Beam, BATCH_SENTENCES, &device)?,
     };
+    if !lead {
+        return Ok(());
+    }
     print_line(&serde_json::to_string(&measurement)?)
 }

@@ -10,8 +10,9 @@ use super::stdout::print_line;
 use super::stop_signals::{signal_name, StopSignals};
 use super::{Interrupted, UsageError};
 use crate::checkpoint::{self, CheckpointContents, BEST_DIR, LAST_DIR, LOSS_PLOT_FILE, RUNS_ROOT};
-use crate::cli::TrainArgs;
+use crate::cli::{DeviceArgs, TrainArgs};
 use crate::config::{Config, BUILTIN_BASE};
+use crate::distributed::{self, Collective};
 use crate::infer::sampling::Sampling;
 use crate::infer::translator::DecodeOptions;
 use crate::infer::Inference;
@@ -26,16 +27,22 @@ use crate::train::{
 const SAMPLE_TRANSLATIONS: usize = 5;
 
 pub fn run(args: TrainArgs) -> anyhow::Result<()> {
-    let verbosity = if args.quiet {
+    // Under mpirun, rank 0 alone shows progress and writes the run directory.
+    let collective = distributed::join()?;
+    let lead = collective.rank() == 0;
+    let verbosity = if args.quiet || !lead {
         Verbosity::Quiet
     } else {
         Verbosity::Normal
     };
-    let device = super::device_from(&args.device, verbosity)?;
+    let device_args = DeviceArgs {
+        device: args.device.device.for_local_rank(collective.local_rank()),
+    };
+    let device = super::device_from(&device_args, verbosity)?;
     let started = Instant::now();
     let (mut trainer, run_dir, samples) = match &args.resume {
-        Some(run_dir) => resumed_trainer(run_dir, &device)?,
-        None => new_trainer(&args, &device)?,
+        Some(run_dir) => resumed_trainer(run_dir, &device, collective)?,
+        None => new_trainer(&args, &device, collective)?,
     };
     let position = trainer.position().clone();
     if !still_to_train(&trainer, &run_dir, args.stop_at_step)? {
@@ -53,10 +60,11 @@ pub fn run(args: TrainArgs) -> anyhow::Result<()> {
         stop_at_step: args.stop_at_step,
         step: position.step,
         saved_step: None,
+        lead,
     };
     let outcome = trainer.run(&mut observer);
     observer.progress.finish();
-    if !report(outcome, &trainer, &observer, &run_dir)? {
+    if !report(outcome, &trainer, &observer, &run_dir)? || !lead {
         return Ok(());
     }
     eprintln!(
@@ -133,6 +141,17 @@ fn report(
             ),
         }
         .into()),
+        Ok(RunOutcome::Stopped(StopReason::OtherRank)) => Err(Interrupted {
+            exit_code: 1,
+            message: format!(
+                "stopped at step {} of {} because another rank was interrupted; checkpoint \
+                 saved in {}; continue with mpirun and {resume_hint}",
+                trainer.step(),
+                trainer.total_steps(),
+                run_dir.join(LAST_DIR).display()
+            ),
+        }
+        .into()),
         Ok(RunOutcome::Stopped(StopReason::StepLimit)) => {
             eprintln!(
                 "stopped at step {} of {} as asked; checkpoint saved in {}; continue with \
@@ -174,6 +193,7 @@ fn show_what_it_learned(trainer: &Trainer, samples: &[String]) -> anyhow::Result
 fn new_trainer(
     args: &TrainArgs,
     device: &candle_core::Device,
+    collective: Box<dyn Collective>,
 ) -> anyhow::Result<(Trainer, PathBuf, Vec<String>)> {
     let (mut config, name) = match &args.config {
         Some(path) => (Config::load(path)?, config_name(path)),
@@ -198,10 +218,13 @@ fn new_trainer(
             run_dir.display()
         );
     }
+    let lead = collective.rank() == 0;
     let (data, samples) = TrainingData::prepare(&config, None, SAMPLE_TRANSLATIONS, |line| {
-        eprintln!("{line}")
+        if lead {
+            eprintln!("{line}")
+        }
     })?;
-    let trainer = Trainer::new(config, data, device)?;
+    let trainer = Trainer::joined(config, data, device, collective)?;
     Ok((trainer, run_dir, samples))
 }
 
@@ -209,7 +232,9 @@ fn new_trainer(
 fn resumed_trainer(
     run_dir: &Path,
     device: &candle_core::Device,
+    collective: Box<dyn Collective>,
 ) -> anyhow::Result<(Trainer, PathBuf, Vec<String>)> {
+    let lead = collective.rank() == 0;
     let saved = checkpoint::load_for_resume(run_dir, device)?;
     let mut config = saved.config;
     config.run.dir = Some(run_dir.to_path_buf());
@@ -217,10 +242,17 @@ fn resumed_trainer(
         &config,
         Some(saved.tokenizers),
         SAMPLE_TRANSLATIONS,
-        |line| eprintln!("{line}"),
+        |line| {
+            if lead {
+                eprintln!("{line}")
+            }
+        },
     )?;
-    let trainer = Trainer::resume(config, data, device, saved.point)
+    let trainer = Trainer::resume_joined(config, data, device, saved.point, collective)
         .with_context(|| format!("cannot resume from {}", saved.dir.display()))?;
+    if !lead {
+        return Ok((trainer, run_dir.to_path_buf(), samples));
+    }
     // Records logged after the checkpoint by the stopped process would be logged again.
     checkpoint::save_metrics(run_dir, trainer.metrics())?;
     let p = trainer.position();
@@ -258,8 +290,11 @@ struct CheckpointingObserver {
     stop_at_step: Option<usize>,
     /// The step the loop last reported.
     step: usize,
-    /// The step of the last `Last` checkpoint this session wrote.
+    /// The step of the last `Last` checkpoint this session wrote (rank 0 of a distributed
+    /// run wrote, for the others).
     saved_step: Option<usize>,
+    /// Rank 0 (or a single process): the one that writes the run directory.
+    lead: bool,
 }
 
 impl CheckpointingObserver {
@@ -291,6 +326,9 @@ impl TrainObserver for CheckpointingObserver {
     }
 
     fn on_epoch(&mut self, record: &MetricRecord, metrics: &[MetricRecord]) -> anyhow::Result<()> {
+        if !self.lead {
+            return Ok(());
+        }
         if let MetricRecord::Epoch {
             epoch,
             train_loss,
@@ -309,6 +347,12 @@ impl TrainObserver for CheckpointingObserver {
     }
 
     fn on_checkpoint(&mut self, trainer: &Trainer, kind: CheckpointKind) -> anyhow::Result<()> {
+        if !self.lead {
+            if kind == CheckpointKind::Last {
+                self.saved_step = Some(trainer.step());
+            }
+            return Ok(());
+        }
         let tensors = trainer.named_tensors();
         let resume_files = match kind {
             CheckpointKind::Last => Some(trainer.resume_files()?),

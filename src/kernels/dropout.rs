@@ -21,10 +21,14 @@ pub enum Mode<'a> {
     Train(&'a DropoutRng),
 }
 
-/// The random source for dropout masks; one per training run.
+/// The random source for dropout masks; one per training run (one per rank of a distributed
+/// run).
 pub struct DropoutRng {
     seed: u64,
     rng: RefCell<ChaCha8Rng>,
+    /// A distributed run's rank: its stream restarts every step from (seed, step, rank), so
+    /// that ranks draw different masks and a resumed rank needs no saved position.
+    rank: Option<usize>,
 }
 
 impl DropoutRng {
@@ -44,16 +48,33 @@ impl DropoutRng {
         Self {
             seed,
             rng: RefCell::new(rng),
+            rank: None,
         }
     }
 
-    /// Called before each optimiser step: reseeds a GPU's generator from (seed, step). Nothing
-    /// to do on the CPU, whose stream just goes on.
-    pub fn begin_step(&self, device: &Device, step: usize) -> Result<()> {
-        if device.is_cpu() {
-            return Ok(());
+    /// The stream of rank `rank` of a distributed run (see the `rank` field).
+    pub fn for_rank(seed: u64, rank: usize) -> Self {
+        Self {
+            rank: Some(rank),
+            ..Self::new(seed)
         }
-        device.set_seed(split_mix64(self.seed ^ split_mix64(step as u64)))
+    }
+
+    /// Called before each optimiser step: reseeds a GPU's generator from (seed, step, and a
+    /// distributed run's rank), and a rank's CPU stream likewise. A single process's CPU
+    /// stream just goes on.
+    pub fn begin_step(&self, device: &Device, step: usize) -> Result<()> {
+        let mut seed = split_mix64(self.seed ^ split_mix64(step as u64));
+        if let Some(rank) = self.rank {
+            seed = split_mix64(seed ^ split_mix64(rank as u64 + 1));
+        }
+        if !device.is_cpu() {
+            return device.set_seed(seed);
+        }
+        if self.rank.is_some() {
+            *self.rng.borrow_mut() = ChaCha8Rng::seed_from_u64(seed);
+        }
+        Ok(())
     }
 
     /// A mask shaped like `like`: 0 with probability `p`, else 1 / (1 - p) (inverted dropout,

@@ -69,4 +69,6 @@ pub enum StopReason {
     Signal(i32),
     /// `--stop-at-step` was reached.
     StepLimit,
+    /// Another rank of a distributed run was asked to stop (its signal reached it first).
+    OtherRank,
 }

@@ -2,6 +2,7 @@
 
 pub mod clip;
 mod data;
+pub mod data_parallel;
 pub mod events;
 pub mod loss;
 pub mod optimizer;

@@ -94,7 +94,15 @@ pub struct TrainingState {
     /// integers above 2^53.
     pub dropout_words: String,
     pub data: DataFingerprint,
+    /// How many ranks trained it (1 without `mpirun`; states written before data
+    /// parallelism have none).
+    #[serde(default = "one_process")]
+    pub world: usize,
     pub metrics: Vec<MetricRecord>,
+}
+
+fn one_process() -> usize {
+    1
 }
 
 /// Training time across resumes: what earlier sessions took plus this one's wall clock.

@@ -10,6 +10,7 @@ use candle_core::{DType, Device, Tensor};
 
 use super::clip::clip_grad_norm;
 use super::data::{TrainingData, ValidationData};
+use super::data_parallel::{agreed_stop, check_weights_agree, share, sum_over_ranks};
 use super::events::{CheckpointKind, MetricRecord, StepReport, StopReason};
 use super::loss::LabelSmoothing;
 use super::optimizer::{Adam, AdamSettings};
@@ -19,6 +20,7 @@ use super::state::{DataFingerprint, RunClock, RunPosition};
 use crate::config::{ComputeDtype, Config};
 use crate::data::vocab::PAD_ID;
 use crate::data::{epoch_batches, ordered_batches, EncodedPair, PaddedBatch};
+use crate::distributed::{Collective, SingleProcess};
 use crate::infer::translator::DecodeOptions;
 use crate::infer::Inference;
 use crate::metrics::corpus_bleu;
@@ -53,11 +55,27 @@ pub struct Trainer {
     /// Of `data.pairs`, which never change during a run.
     fingerprint: DataFingerprint,
     total_steps: usize,
+    /// The ranks this one trains with (itself alone without `mpirun`).
+    collective: Box<dyn Collective>,
+    /// Seconds this session spent summing gradients over the ranks (waiting for the slowest
+    /// included), for the benchmark.
+    collective_seconds: f64,
 }
 
 impl Trainer {
     /// A freshly initialised model for `data`, seeded from the config.
     pub fn new(config: Config, data: TrainingData, device: &Device) -> anyhow::Result<Self> {
+        Self::joined(config, data, device, Box::new(SingleProcess))
+    }
+
+    /// As `new`, as one rank of `collective`: every rank starts from the same weights (the
+    /// same seed), and each step's batches are shared out (see `data_parallel`).
+    pub fn joined(
+        config: Config,
+        data: TrainingData,
+        device: &Device,
+        collective: Box<dyn Collective>,
+    ) -> anyhow::Result<Self> {
         let vocab = data.tokenizers.vocab_sizes();
         let seed = config.training.seed;
         if config.training.dtype == ComputeDtype::Bf16 && !crate::device::multiplies_bf16(device) {
@@ -75,12 +93,21 @@ impl Trainer {
         };
         let optimizer = Adam::new(weights.vars().to_vec(), settings)?;
         let batches_per_epoch = epoch_batches(&data.pairs, t.max_tokens, t.seed, 0).len();
+        let group = t.accumulate * collective.world();
+        // Dropout draws from its own stream so that changing the init does not shift it; the
+        // ranks of a distributed run each draw their own masks.
+        let dropout_seed = seed.wrapping_add(1);
+        let dropout_rng = match collective.world() {
+            1 => DropoutRng::new(dropout_seed),
+            _ => DropoutRng::for_rank(dropout_seed, collective.rank()),
+        };
         Ok(Self {
-            total_steps: t.epochs * batches_per_epoch.div_ceil(t.accumulate),
+            total_steps: t.epochs * batches_per_epoch.div_ceil(group),
             fingerprint: DataFingerprint::of(&data.pairs),
             criterion: LabelSmoothing::new(vocab.tgt, PAD_ID, t.label_smoothing),
-            // Dropout draws from its own stream so that changing the init does not shift it.
-            dropout_rng: DropoutRng::new(seed.wrapping_add(1)),
+            dropout_rng,
+            collective,
+            collective_seconds: 0.0,
             config,
             data,
             device: device.clone(),
@@ -107,14 +134,16 @@ impl Trainer {
         while self.position.epoch <= t.epochs {
             let epoch = self.position.epoch;
             let batches = epoch_batches(&self.data.pairs, t.max_tokens, t.seed, epoch - 1);
-            let groups: Vec<&[PaddedBatch]> = batches.chunks(t.accumulate).collect();
+            let group_size = t.accumulate * self.collective.world();
+            let groups: Vec<&[PaddedBatch]> = batches.chunks(group_size).collect();
             while let Some(group) = groups.get(self.position.steps_in_epoch) {
                 let report = self.train_step(group, total_steps, &clock)?;
                 observer.on_step(&report);
                 if self.position.step.is_multiple_of(t.checkpoint_every) {
+                    self.check_ranks_agree()?;
                     observer.on_checkpoint(self, CheckpointKind::Last)?;
                 }
-                if let Some(reason) = observer.stop_requested() {
+                if let Some(reason) = agreed_stop(&*self.collective, observer.stop_requested())? {
                     if !self.position.step.is_multiple_of(t.checkpoint_every) {
                         observer.on_checkpoint(self, CheckpointKind::Last)?;
                     }
@@ -122,13 +151,21 @@ impl Trainer {
                 }
             }
             self.end_epoch(&clock, observer)?;
-            if let Some(reason) = observer.stop_requested() {
+            if let Some(reason) = agreed_stop(&*self.collective, observer.stop_requested())? {
                 observer.on_checkpoint(self, CheckpointKind::Last)?;
                 return Ok(RunOutcome::Stopped(reason));
             }
         }
         observer.on_checkpoint(self, CheckpointKind::Last)?;
         Ok(RunOutcome::Finished)
+    }
+
+    /// Under `mpirun`: fails unless every rank holds the same weights.
+    fn check_ranks_agree(&self) -> anyhow::Result<()> {
+        if self.collective.world() == 1 {
+            return Ok(());
+        }
+        check_weights_agree(&*self.collective, self.weights.vars(), self.position.step)
     }
 
     /// One optimiser step on `group`, advancing the position and the metrics.
@@ -239,7 +276,8 @@ impl Trainer {
         // The step's view of the weights (in mixed precision, their casts), once for all
         // its batches.
         let model = self.weights.for_step(self.config.training.dtype.candle())?;
-        for batch in group {
+        let (rank, world) = (self.collective.rank(), self.collective.world());
+        for batch in share(group, rank, world) {
             let loss = (self.batch_loss_sum(&model, batch, Mode::Train(&self.dropout_rng))?
                 / group_tokens as f64)?;
             let store = loss.backward()?;
@@ -257,6 +295,17 @@ impl Trainer {
         // waits for the work before it, and reading it before the backward pass would leave
         // the GPU idle while the host queues that pass. A non-finite loss has by then updated
         // the weights in memory, but the error below ends the run before any checkpoint.
+        if world > 1 {
+            let mine = match losses.as_slice() {
+                [] => Tensor::zeros((), DType::F32, &self.device)?,
+                _ => Tensor::stack(&losses, 0)?.sum_all()?,
+            };
+            let started = std::time::Instant::now();
+            let (summed, loss) =
+                sum_over_ranks(&*self.collective, grads, self.optimizer.vars(), &mine)?;
+            self.collective_seconds += started.elapsed().as_secs_f64();
+            (grads, losses) = (summed, vec![loss]);
+        }
         if let Some(max_norm) = self.config.training.clip_grad_norm {
             clip_grad_norm(&mut grads, max_norm)?;
         }
@@ -365,6 +414,16 @@ impl Trainer {
     /// Where the loop stands.
     pub fn position(&self) -> &RunPosition {
         &self.position
+    }
+
+    /// The ranks this one trains with.
+    pub fn collective(&self) -> &dyn Collective {
+        &*self.collective
+    }
+
+    /// Seconds spent summing gradients over the ranks so far in this session.
+    pub fn collective_seconds(&self) -> f64 {
+        self.collective_seconds
     }
 
     pub fn metrics(&self) -> &[MetricRecord] {

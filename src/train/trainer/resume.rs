@@ -9,6 +9,7 @@ use candle_core::{Device, Tensor};
 
 use super::Trainer;
 use crate::config::Config;
+use crate::distributed::{Collective, SingleProcess};
 use crate::model::DropoutRng;
 use crate::train::data::TrainingData;
 use crate::train::state::{TrainingState, STATE_FORMAT};
@@ -34,14 +35,38 @@ impl Trainer {
         device: &Device,
         point: ResumePoint,
     ) -> anyhow::Result<Self> {
+        Self::resume_joined(config, data, device, point, Box::new(SingleProcess))
+    }
+
+    /// As `resume`, as one rank of `collective`. Another world size than the run's is taken
+    /// only at an epoch's start (each step's group of batches depends on it); mid-epoch it is
+    /// refused, naming both.
+    pub fn resume_joined(
+        config: Config,
+        data: TrainingData,
+        device: &Device,
+        point: ResumePoint,
+        collective: Box<dyn Collective>,
+    ) -> anyhow::Result<Self> {
         let state = point.state;
+        let world = collective.world();
+        if state.world != world && state.position.steps_in_epoch > 0 {
+            anyhow::bail!(
+                "the run was saved by {} process(es) and is resumed by {world}, {} steps into \
+                 epoch {}: its batches are dealt to that many ranks; resume it with mpirun -np \
+                 {0} (another size can take over at an epoch's start)",
+                state.world,
+                state.position.steps_in_epoch,
+                state.position.epoch
+            );
+        }
         if state.format != STATE_FORMAT {
             anyhow::bail!(
                 "training state format {} is not {STATE_FORMAT}, the one this version writes",
                 state.format
             );
         }
-        let mut trainer = Self::new(config, data, device)?;
+        let mut trainer = Self::joined(config, data, device, collective)?;
         let fingerprint = &trainer.fingerprint;
         if *fingerprint != state.data {
             anyhow::bail!(
@@ -69,7 +94,11 @@ impl Trainer {
         let words = state.dropout_words.parse::<u128>().map_err(|_| {
             anyhow::anyhow!("dropout_words {:?} is not a number", state.dropout_words)
         })?;
-        trainer.dropout_rng = DropoutRng::at_position(state.dropout_seed, words);
+        // A distributed run's ranks restart their streams every step; a single process
+        // continues its stream where it was saved.
+        if trainer.collective.world() == 1 {
+            trainer.dropout_rng = DropoutRng::at_position(state.dropout_seed, words);
+        }
         trainer.position = state.position;
         trainer.metrics = state.metrics;
         Ok(trainer)
@@ -92,6 +121,7 @@ impl Trainer {
             dropout_seed,
             dropout_words: words.to_string(),
             data: self.fingerprint.clone(),
+            world: self.collective.world(),
             metrics: self.metrics.clone(),
         };
         Ok((moments, state))

@@ -1,0 +1,95 @@
+//! Data-parallel training: which rank this process is among how many, and the few collective
+//! operations the trainer needs (a sum of flat gradient buffers, an "any rank?" vote, the
+//! extrema of a checksum).
+//!
+//! Without `mpirun` a process is [`SingleProcess`] and nothing changes. Under `mpirun`, a build
+//! with `--features mpi` joins MPI's world (OpenMPI through the `mpi` crate); a CPU run sums
+//! on MPI, a GPU run (`--features cuda,mpi`) on NCCL, bootstrapped with an MPI broadcast of
+//! NCCL's unique id as nccl-tests does.
+
+use candle_core::Tensor;
+
+#[cfg(feature = "mpi")]
+mod mpi_world;
+#[cfg(all(feature = "mpi", feature = "cuda"))]
+mod nccl;
+
+/// The collective operations of data-parallel training. Every rank must call the same ones
+/// in the same order (they block until all ranks have).
+pub trait Collective {
+    /// This process's rank, 0-based; rank 0 alone writes checkpoints and prints progress.
+    fn rank(&self) -> usize;
+    /// How many ranks train together.
+    fn world(&self) -> usize;
+    /// The GPU this rank should take on its node (its rank among the ranks of the node).
+    fn local_rank(&self) -> usize;
+    /// `flat` (1-D f32, the same length on every rank) summed over the ranks, on `flat`'s
+    /// device: every rank gets the same sums.
+    fn sum(&self, flat: &Tensor) -> anyhow::Result<Tensor>;
+    /// Whether `flag` holds on any rank; every rank gets the same answer.
+    fn any(&self, flag: bool) -> anyhow::Result<bool>;
+    /// The smallest and largest of `value` over the ranks.
+    fn min_max(&self, value: u64) -> anyhow::Result<(u64, u64)>;
+}
+
+/// One process training alone: every collective is the identity.
+pub struct SingleProcess;
+
+impl Collective for SingleProcess {
+    fn rank(&self) -> usize {
+        0
+    }
+
+    fn world(&self) -> usize {
+        1
+    }
+
+    fn local_rank(&self) -> usize {
+        0
+    }
+
+    fn sum(&self, flat: &Tensor) -> anyhow::Result<Tensor> {
+        Ok(flat.clone())
+    }
+
+    fn any(&self, flag: bool) -> anyhow::Result<bool> {
+        Ok(flag)
+    }
+
+    fn min_max(&self, value: u64) -> anyhow::Result<(u64, u64)> {
+        Ok((value, value))
+    }
+}
+
+/// The world size `mpirun` (OpenMPI, or a PMI launcher such as MPICH's or Slurm's) gave this
+/// process, if it started one.
+pub fn launched_world_size() -> Option<usize> {
+    ["OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE"]
+        .iter()
+        .find_map(|name| std::env::var(name).ok()?.parse().ok())
+}
+
+/// This process's place in the job: MPI's world under `mpirun` (in a build with `--features
+/// mpi`), otherwise a single process.
+pub fn join() -> anyhow::Result<Box<dyn Collective>> {
+    match launched_world_size() {
+        None => Ok(Box::new(SingleProcess)),
+        Some(world) => join_mpi(world),
+    }
+}
+
+#[cfg(feature = "mpi")]
+fn join_mpi(_world: usize) -> anyhow::Result<Box<dyn Collective>> {
+    Ok(Box::new(mpi_world::MpiWorld::join()?))
+}
+
+#[cfg(not(feature = "mpi"))]
+fn join_mpi(world: usize) -> anyhow::Result<Box<dyn Collective>> {
+    if world == 1 {
+        return Ok(Box::new(SingleProcess));
+    }
+    anyhow::bail!(
+        "mpirun started {world} processes, but this binary was built without MPI; rebuild it \
+         with `cargo build --release --features mpi` (needs libopenmpi-dev and libclang-dev)"
+    )
+}

@@ -1,0 +1,282 @@
+//! Data-parallel training under a real `mpirun` (OpenMPI): two ranks take the losses and final
+//! weights of one process accumulating two batches, learn the toy pairs with dropout on,
+//! resume, and end within seconds when a rank is killed. Built only with `--features mpi`:
+//! `cargo test --release --features mpi --test distributed`.
+#![cfg(feature = "mpi")]
+
+mod common;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use candle_core::{Device, Tensor};
+use common::{succeeded, transformer};
+
+/// `mpirun -np RANKS transformer ...`, one thread per rank, as CI (root, 2 cores) can run it.
+fn mpirun(ranks: usize) -> Command {
+    let mut command = Command::new("mpirun");
+    command
+        .args(["--oversubscribe", "-np", &ranks.to_string()])
+        .args(["-x", "RAYON_NUM_THREADS=1"])
+        // OpenMPI refuses to start as root without both (CI runs as root).
+        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+        .arg(assert_cmd::cargo::cargo_bin("transformer"));
+    command
+}
+
+fn ran(command: &mut Command) -> Output {
+    let output = command.output().expect("mpirun runs (install openmpi-bin)");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    output
+}
+
+/// 25 short pairs over a small vocabulary, so that a token budget of 24 makes an odd number
+/// of batches (the last step of each epoch has one batch, and rank 1 none).
+fn write_pairs(dir: &Path) -> PathBuf {
+    let de = [
+        "ich", "du", "er", "wir", "haus", "bier", "hund", "katze", "ball",
+    ];
+    let en = [
+        "i", "you", "he", "we", "house", "beer", "dog", "cat", "ball",
+    ];
+    let mut text = String::new();
+    for i in 0..25usize {
+        let words: Vec<usize> = (0..2 + i % 5).map(|j| (i * 7 + j * 3) % de.len()).collect();
+        let side = |vocab: &[&str]| -> Vec<String> {
+            words.iter().map(|&w| vocab[w].to_string()).collect()
+        };
+        text.push_str(&format!(
+            "{}\t{}\n",
+            side(&de).join(" "),
+            side(&en).join(" ")
+        ));
+    }
+    let path = dir.join("pairs.tsv");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// A one-layer model without dropout over `pairs`, accumulating `accumulate` batches a step.
+fn write_config(dir: &Path, pairs: &Path, accumulate: usize, epochs: usize) -> PathBuf {
+    let path = dir.join(format!("a{accumulate}-e{epochs}.toml"));
+    std::fs::write(
+        &path,
+        format!(
+            r#"[model]
+layers = 1
+d_model = 32
+d_ff = 64
+heads = 4
+dropout = 0.0
+attention_dropout = 0.0
+
+[data]
+train = "{}"
+
+[training]
+seed = 1
+epochs = {epochs}
+max_tokens = 24
+accumulate = {accumulate}
+warmup = 10
+log_every = 1
+checkpoint_every = 4
+"#,
+            pairs.display()
+        ),
+    )
+    .unwrap();
+    path
+}
+
+/// The loss of every step, from a run's metrics.jsonl.
+fn step_losses(run: &Path) -> Vec<(u64, f64)> {
+    std::fs::read_to_string(run.join("metrics.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str::<serde_json::Value>(line).unwrap())
+        .filter(|record| record.get("lr").is_some())
+        .map(|record| {
+            (
+                record["step"].as_u64().unwrap(),
+                record["loss"].as_f64().unwrap(),
+            )
+        })
+        .collect()
+}
+
+fn weights(run: &Path) -> HashMap<String, Tensor> {
+    candle_core::safetensors::load(run.join("last/model.safetensors"), &Device::Cpu).unwrap()
+}
+
+fn largest_difference(a: &HashMap<String, Tensor>, b: &HashMap<String, Tensor>) -> f32 {
+    assert_eq!(a.len(), b.len());
+    a.iter()
+        .map(|(name, x)| {
+            let diff = (x - &b[name])
+                .unwrap()
+                .abs()
+                .unwrap()
+                .flatten_all()
+                .unwrap();
+            diff.max(0).unwrap().to_scalar::<f32>().unwrap()
+        })
+        .fold(0.0, f32::max)
+}
+
+fn train_args(config: &Path, run: &Path) -> Vec<String> {
+    ["train", "--device", "cpu", "--config"]
+        .iter()
+        .map(|s| s.to_string())
+        .chain([config.display().to_string(), "--out".into()])
+        .chain([run.display().to_string()])
+        .collect()
+}
+
+#[test]
+fn two_ranks_take_the_losses_and_weights_of_one_process_accumulating_two_batches() {
+    let dir = tempfile::tempdir().unwrap();
+    let pairs = write_pairs(dir.path());
+    let (single, ranks) = (dir.path().join("single"), dir.path().join("ranks"));
+    succeeded(transformer().args(train_args(&write_config(dir.path(), &pairs, 2, 3), &single)));
+    let output = ran(mpirun(2).args(train_args(&write_config(dir.path(), &pairs, 1, 3), &ranks)));
+    let (alone, together) = (step_losses(&single), step_losses(&ranks));
+    assert_eq!(alone.len(), together.len());
+    assert!(alone.len() >= 9, "{alone:?}");
+    for ((step, a), (other, b)) in alone.iter().zip(&together) {
+        assert_eq!(step, other);
+        assert!(
+            (a - b).abs() < 1e-6,
+            "step {step}: {a} alone, {b} on two ranks"
+        );
+    }
+    assert!(largest_difference(&weights(&single), &weights(&ranks)) < 1e-6);
+    let state = std::fs::read_to_string(ranks.join("last/training_state.json")).unwrap();
+    assert!(state.contains("\"world\": 2"), "{state}");
+    // Rank 0 alone reports: the sample translations are printed once.
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let first = stdout.lines().next().unwrap_or_default().to_string();
+    assert_eq!(stdout.matches(&first).count(), 1, "{stdout}");
+}
+
+#[test]
+fn two_ranks_with_dropout_learn_the_toy_pairs() {
+    let dir = tempfile::tempdir().unwrap();
+    // configs/tiny.toml (dropout 0.1) with a budget that puts each toy pair in its own batch,
+    // so that each rank trains on one of them.
+    let tiny = std::fs::read_to_string("configs/tiny.toml").unwrap();
+    let config = dir.path().join("tiny.toml");
+    std::fs::write(&config, tiny.replace("max_tokens = 64", "max_tokens = 8")).unwrap();
+    let run = dir.path().join("run");
+    ran(mpirun(2).args(train_args(&config, &run)).arg("--quiet"));
+    for (source, expected) in [
+        ("ich mochte ein bier", "i want a beer ."),
+        ("ich mochte ein cola", "i want a coke ."),
+    ] {
+        let output = succeeded(
+            transformer()
+                .args(["translate", "--device", "cpu", "--checkpoint"])
+                .arg(&run)
+                .arg(source),
+        );
+        assert_eq!(String::from_utf8_lossy(&output.stdout).trim(), expected);
+    }
+}
+
+#[test]
+fn a_distributed_run_resumes_to_the_weights_of_an_uninterrupted_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let pairs = write_pairs(dir.path());
+    let config = write_config(dir.path(), &pairs, 1, 3);
+    let (whole, parts) = (dir.path().join("whole"), dir.path().join("parts"));
+    ran(mpirun(2).args(train_args(&config, &whole)));
+    // Stopped mid-epoch (epochs have 7 steps on two ranks), then resumed on two ranks.
+    ran(mpirun(2)
+        .args(train_args(&config, &parts))
+        .args(["--stop-at-step", "5"]));
+    let resume = ["train", "--device", "cpu", "--resume"];
+    // One process cannot take over mid-epoch: the batches were dealt to two.
+    let refused = transformer().args(resume).arg(&parts).output().unwrap();
+    assert_eq!(refused.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        stderr.contains("saved by 2 process(es) and is resumed by 1"),
+        "{stderr}"
+    );
+    ran(mpirun(2).args(resume).arg(&parts));
+    assert_eq!(step_losses(&whole), step_losses(&parts));
+    assert_eq!(largest_difference(&weights(&whole), &weights(&parts)), 0.0);
+}
+
+#[test]
+fn a_killed_rank_ends_the_job_within_seconds_and_the_last_checkpoint_stays_readable() {
+    let dir = tempfile::tempdir().unwrap();
+    let pairs = write_pairs(dir.path());
+    let config = write_config(dir.path(), &pairs, 1, 100_000);
+    let run = dir.path().join("run");
+    let mut job = mpirun(2)
+        .args(train_args(&config, &run))
+        .arg("--quiet")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let waited = Instant::now();
+    while !run.join("last/training_state.json").exists() {
+        assert!(waited.elapsed() < Duration::from_secs(60), "no checkpoint");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let ranks = children_named(job.id(), "transformer");
+    assert_eq!(ranks.len(), 2, "{ranks:?}");
+    let killed = Instant::now();
+    // SAFETY: kill(2) on a child process of this test.
+    assert_eq!(unsafe { libc::kill(ranks[1], libc::SIGKILL) }, 0);
+    let status = loop {
+        if let Some(status) = job.try_wait().unwrap() {
+            break status;
+        }
+        assert!(killed.elapsed() < Duration::from_secs(30), "the job hangs");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(!status.success());
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut job.stderr.take().unwrap(), &mut stderr).unwrap();
+    assert!(stderr.contains("exited on signal 9"), "{stderr}");
+    let output = succeeded(
+        transformer()
+            .args(["translate", "--device", "cpu", "--checkpoint"])
+            .arg(run.join("last"))
+            .arg("ich du"),
+    );
+    assert!(!output.stdout.is_empty());
+}
+
+/// The pids of `parent`'s children whose command is `name`, in pid order.
+fn children_named(parent: u32, name: &str) -> Vec<i32> {
+    let mut pids: Vec<i32> = std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+                return false;
+            };
+            // `pid (comm) state ppid ...`; comm may hold spaces, so split after its `)`.
+            let Some((head, tail)) = stat.rsplit_once(')') else {
+                return false;
+            };
+            let comm = head.split_once('(').map(|(_, c)| c).unwrap_or_default();
+            let ppid = tail.split_whitespace().nth(1).and_then(|p| p.parse().ok());
+            comm == name && ppid == Some(parent)
+        })
+        .collect();
+    pids.sort_unstable();
+    pids
+}
