@@ -32,6 +32,8 @@
 //!   loss.png and attention heatmaps
 //! - [`bench`]: the speed benchmark's workloads (scripts/bench.sh compares them with PyTorch)
 //! - [`config`]: every hyper-parameter and its default; [`device`]: CPU or CUDA
+//! - [`distributed`]: data-parallel training's ranks and gradient sums (one process, MPI,
+//!   NCCL); [`train::data_parallel`] deals each step's batches to them
 
 pub mod atomic_file;
 pub mod bench;
