@@ -1,6 +1,7 @@
 //! Data-parallel training under a real `mpirun` (OpenMPI): two ranks take the losses and final
 //! weights of one process accumulating two batches, learn the toy pairs with dropout on,
-//! resume, and end within seconds when a rank is killed. Built only with `--features mpi`:
+//! resume (also on another number of ranks at an epoch's start), stop after a checkpoint on
+//! Ctrl-C, and end within seconds when a rank is killed. Built only with `--features mpi`:
 //! `cargo test --release --features mpi --test distributed`.
 #![cfg(feature = "mpi")]
 
@@ -213,6 +214,75 @@ fn a_distributed_run_resumes_to_the_weights_of_an_uninterrupted_one() {
     ran(mpirun(2).args(resume).arg(&parts));
     assert_eq!(step_losses(&whole), step_losses(&parts));
     assert_eq!(largest_difference(&weights(&whole), &weights(&parts)), 0.0);
+}
+
+#[test]
+fn another_number_of_ranks_takes_over_at_an_epoch_end() {
+    let dir = tempfile::tempdir().unwrap();
+    let pairs = write_pairs(dir.path());
+    let config = write_config(dir.path(), &pairs, 1, 3);
+    let run = dir.path().join("run");
+    // Two ranks train to the end of epoch 1 (its step count from a one-epoch run's log) ...
+    let probe = dir.path().join("probe");
+    ran(mpirun(2).args(train_args(&write_config(dir.path(), &pairs, 1, 1), &probe)));
+    let steps_per_epoch = step_losses(&probe).len();
+    ran(mpirun(2)
+        .args(train_args(&config, &run))
+        .args(["--stop-at-step", &steps_per_epoch.to_string()]));
+    // ... and one process takes the run over after epoch 1, to its end.
+    let output = succeeded(
+        transformer()
+            .args(["train", "--device", "cpu", "--resume"])
+            .arg(&run),
+    );
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains(&format!("at step {steps_per_epoch} (epoch 1")),
+        "{stderr}"
+    );
+    let state = std::fs::read_to_string(run.join("last/training_state.json")).unwrap();
+    assert!(
+        state.contains("\"world\": 1") && state.contains("\"epoch\": 4"),
+        "{state}"
+    );
+}
+
+#[test]
+fn ctrl_c_on_mpirun_stops_every_rank_after_a_checkpoint() {
+    let dir = tempfile::tempdir().unwrap();
+    let pairs = write_pairs(dir.path());
+    // No checkpoint falls due on its own: the one in last/ is the stop's.
+    let config = std::fs::read_to_string(write_config(dir.path(), &pairs, 1, 100_000))
+        .unwrap()
+        .replace("checkpoint_every = 4", "checkpoint_every = 1000000");
+    let config_path = dir.path().join("rare.toml");
+    std::fs::write(&config_path, config).unwrap();
+    let run = dir.path().join("run");
+    let mut job = mpirun(2)
+        .args(train_args(&config_path, &run))
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Progress lines (stderr is a pipe, so plain lines, every step): wait for a few steps.
+    let mut lines = std::io::BufRead::lines(std::io::BufReader::new(job.stderr.take().unwrap()));
+    let started = Instant::now();
+    loop {
+        let line = lines.next().expect("the run prints progress").unwrap();
+        if line.starts_with("step 20/") {
+            break;
+        }
+        assert!(started.elapsed() < Duration::from_secs(60), "no progress");
+    }
+    // SAFETY: kill(2) on the mpirun this test started.
+    assert_eq!(unsafe { libc::kill(job.id() as i32, libc::SIGINT) }, 0);
+    let interrupted = Instant::now();
+    let _ = lines.count();
+    job.wait().unwrap();
+    assert!(interrupted.elapsed() < Duration::from_secs(30));
+    let state = std::fs::read_to_string(run.join("last/training_state.json")).unwrap();
+    let state: serde_json::Value = serde_json::from_str(&state).unwrap();
+    assert!(state["position"]["step"].as_u64().unwrap() >= 20, "{state}");
 }
 
 #[test]

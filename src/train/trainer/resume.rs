@@ -9,10 +9,11 @@ use candle_core::{Device, Tensor};
 
 use super::Trainer;
 use crate::config::Config;
+use crate::data::epoch_batches;
 use crate::distributed::{Collective, SingleProcess};
 use crate::model::DropoutRng;
 use crate::train::data::TrainingData;
-use crate::train::state::{TrainingState, STATE_FORMAT};
+use crate::train::state::{RunPosition, TrainingState, STATE_FORMAT};
 
 /// A saved run to continue: the model's tensors, Adam's moments (`<name>.exp_avg`,
 /// `<name>.exp_avg_sq`) and the loop's state.
@@ -38,9 +39,8 @@ impl Trainer {
         Self::resume_joined(config, data, device, point, Box::new(SingleProcess))
     }
 
-    /// As `resume`, as one rank of `collective`. Another world size than the run's is taken
-    /// only at an epoch's start (each step's group of batches depends on it); mid-epoch it is
-    /// refused, naming both.
+    /// As `resume`, as one rank of `collective`. Another number of ranks than the run's takes
+    /// over only between epochs (see `position_for_world`).
     pub fn resume_joined(
         config: Config,
         data: TrainingData,
@@ -49,24 +49,8 @@ impl Trainer {
         collective: Box<dyn Collective>,
     ) -> anyhow::Result<Self> {
         let state = point.state;
-        let world = collective.world();
-        if state.world != world && state.position.steps_in_epoch > 0 {
-            anyhow::bail!(
-                "the run was saved by {} process(es) and is resumed by {world}, {} steps into \
-                 epoch {}: its batches are dealt to that many ranks; resume it with mpirun -np \
-                 {0} (another size can take over at an epoch's start)",
-                state.world,
-                state.position.steps_in_epoch,
-                state.position.epoch
-            );
-        }
-        if state.format != STATE_FORMAT {
-            anyhow::bail!(
-                "training state format {} is not {STATE_FORMAT}, the one this version writes",
-                state.format
-            );
-        }
         let mut trainer = Self::joined(config, data, device, collective)?;
+        let position = trainer.position_for_world(state.position.clone(), state.world)?;
         let fingerprint = &trainer.fingerprint;
         if *fingerprint != state.data {
             anyhow::bail!(
@@ -99,9 +83,37 @@ impl Trainer {
         if trainer.collective.world() == 1 {
             trainer.dropout_rng = DropoutRng::at_position(state.dropout_seed, words);
         }
-        trainer.position = state.position;
+        trainer.position = position;
         trainer.metrics = state.metrics;
         Ok(trainer)
+    }
+
+    /// Where a run saved by `saved_world` ranks stands for this trainer's ranks: the same
+    /// position when the number is the same or the epoch has not begun; at the epoch's end
+    /// when all its batches were taken (the new number counts that epoch's steps its own way);
+    /// mid-epoch, a refusal naming both numbers, since each step's batches depend on them.
+    fn position_for_world(
+        &self,
+        mut position: RunPosition,
+        saved_world: usize,
+    ) -> anyhow::Result<RunPosition> {
+        let world = self.collective.world();
+        if saved_world == world || position.steps_in_epoch == 0 {
+            return Ok(position);
+        }
+        let t = &self.config.training;
+        let batches = epoch_batches(&self.data.pairs, t.max_tokens, t.seed, position.epoch - 1);
+        if position.steps_in_epoch < batches.len().div_ceil(t.accumulate * saved_world) {
+            anyhow::bail!(
+                "the run was saved by {saved_world} process(es) and is resumed by {world}, {} \
+                 steps into epoch {}: its batches are dealt to that many ranks; resume it with \
+                 mpirun -np {saved_world} (another number can take over at an epoch's end)",
+                position.steps_in_epoch,
+                position.epoch
+            );
+        }
+        position.steps_in_epoch = batches.len().div_ceil(t.accumulate * world);
+        Ok(position)
     }
 
     /// What a `Last` checkpoint needs to resume this run: Adam's moments under
