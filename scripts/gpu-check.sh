@@ -15,7 +15,7 @@
 # 2 base (train configs/base.toml, then translate "ich mochte ein bier"), 3 bench (the speed
 # benchmark's workloads next to PyTorch on the same device), 4 multi30k (training for
 # M30K_SECONDS, stopped by SIGINT, tokens/s), 5 nccl (one rank under mpirun, for a binary built
-# with --features cuda,mpi). Exit status: the number of failed sections.
+# with --features nccl). Exit status: the number of failed sections.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -228,13 +228,13 @@ fi
 # 5. Data parallelism, one rank: the gradient sum through NCCL (MPI's on the CPU), timed on a
 # buffer the size of configs/multi30k-cpu.toml's gradients (one rank: NCCL's id broadcast,
 # communicator and all-reduce, without a second GPU). Needs a binary built with
-# --features cuda,mpi and mpirun on this machine.
+# --features nccl and mpirun on this machine.
 if ! skipped nccl; then
   section "5. One-rank gradient sum under mpirun (NCCL on $DEVICE)"
   if ! command -v mpirun > /dev/null; then
     say "- skipped: no mpirun on this machine (OpenMPI is needed to launch a rank)"
   elif ! grep -aq "nccl-all-reduce" "$BIN"; then
-    say "- skipped: $BIN was built without --features cuda,mpi"
+    say "- skipped: $BIN was built without --features nccl"
   elif line=$(OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun --oversubscribe \
     -np 1 "$BIN" bench allreduce --device "$DEVICE" --steps 50 2>> "$LOG" | tail -n1); then
     "$PYTHON" -c "import json,sys; r=json.loads(sys.argv[1]); print(f\"- {r['work']/50/1e6:.1f} MB summed 50 times: {r['seconds']/50*1e3:.2f} ms each ({r['work']/r['seconds']/1e9:.1f} GB/s)\")" \

@@ -3,15 +3,15 @@
 //! extrema of a checksum).
 //!
 //! Without `mpirun` a process is [`SingleProcess`] and nothing changes. Under `mpirun`, a build
-//! with `--features mpi` joins MPI's world (OpenMPI through the `mpi` crate); a CPU run sums
-//! on MPI, a GPU run (`--features cuda,mpi`) on NCCL, bootstrapped with an MPI broadcast of
-//! NCCL's unique id as nccl-tests does.
+//! with `--features mpi` joins MPI's world (OpenMPI through the `mpi` crate) and sums on MPI
+//! (a GPU's gradients through host memory); with `--features nccl`, a GPU run sums on NCCL,
+//! bootstrapped with an MPI broadcast of NCCL's unique id as nccl-tests does.
 
 use candle_core::Tensor;
 
 #[cfg(feature = "mpi")]
 mod mpi_world;
-#[cfg(all(feature = "mpi", feature = "cuda"))]
+#[cfg(feature = "nccl")]
 mod nccl;
 
 /// The collective operations of data-parallel training. Every rank must call the same ones

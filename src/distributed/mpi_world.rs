@@ -1,6 +1,7 @@
 //! MPI's world as the trainer's [`Collective`]: OpenMPI (or any MPI) through the `mpi` crate.
-//! Host buffers are summed with `MPI_Allreduce` in fixed-size buckets; a CUDA buffer goes to
-//! NCCL (see `nccl.rs`), whose communicator is made on first use from an id rank 0 broadcasts.
+//! Buffers are summed with `MPI_Allreduce` in fixed-size buckets, from host memory (a GPU's
+//! are copied there and back); with `--features nccl` a CUDA buffer goes to NCCL (see
+//! `nccl.rs`), whose communicator is made on first use from an id rank 0 broadcasts.
 
 use candle_core::Tensor;
 use mpi::collective::SystemOperation;
@@ -18,7 +19,7 @@ const BUCKET_FLOATS: usize = 4 << 20;
 pub struct MpiWorld {
     world: SimpleCommunicator,
     local_rank: usize,
-    #[cfg(feature = "cuda")]
+    #[cfg(feature = "nccl")]
     nccl: std::cell::OnceCell<super::nccl::NcclSum>,
     // Declared last so that it is dropped (MPI_Finalize) after everything that uses MPI.
     _universe: Universe,
@@ -36,7 +37,7 @@ impl MpiWorld {
         Ok(Self {
             world,
             local_rank,
-            #[cfg(feature = "cuda")]
+            #[cfg(feature = "nccl")]
             nccl: std::cell::OnceCell::new(),
             _universe: universe,
         })
@@ -77,7 +78,7 @@ impl Collective for MpiWorld {
     }
 
     fn sum(&self, flat: &Tensor) -> anyhow::Result<Tensor> {
-        #[cfg(feature = "cuda")]
+        #[cfg(feature = "nccl")]
         if let candle_core::Device::Cuda(_) = flat.device() {
             let nccl = match self.nccl.get() {
                 Some(nccl) => nccl,
