@@ -122,15 +122,17 @@ pub struct TrainArgs {
 
 #[derive(Debug, Args)]
 pub struct DecodeArgs {
-    /// Beam size; 1 is greedy decoding (at most the target vocabulary's size)
-    #[arg(long, default_value_t = 1, value_name = "N", value_parser = at_least_one)]
-    pub beam: usize,
+    /// Beam size; 1 is greedy decoding (at most the target vocabulary's size) [default: the
+    /// checkpoint's decode.beam, else 1]
+    #[arg(long, value_name = "N", value_parser = at_least_one)]
+    pub beam: Option<usize>,
     /// Length penalty exponent for beam search: scores are divided by ((5 + len) / 6)^alpha;
-    /// negative values favour short translations
-    #[arg(long, default_value_t = 1.0, value_name = "ALPHA", value_parser = finite,
-          allow_negative_numbers = true)]
-    pub length_penalty: f64,
-    /// Most target tokens to generate, </s> included (default: source length + 50)
+    /// negative values favour short translations [default: the checkpoint's
+    /// decode.length_penalty, else 1.0]
+    #[arg(long, value_name = "ALPHA", value_parser = finite, allow_negative_numbers = true)]
+    pub length_penalty: Option<f64>,
+    /// Most target tokens to generate, </s> included [default: the checkpoint's
+    /// decode.max_len, else source length + 50]
     #[arg(long, value_name = "N", value_parser = at_least_one)]
     pub max_len: Option<usize>,
     /// Most sentences decoded together (from stdin: of the lines already waiting, so that a

@@ -174,11 +174,15 @@ fn bounded_beam(options: DecodeOptions, loaded: &checkpoint::Checkpoint) -> Deco
     }
 }
 
-/// The decoding flags, already checked by the parser, as the translator takes them.
-fn decode_options(args: &DecodeArgs) -> DecodeOptions {
+/// The decoding flags, already checked by the parser, over the checkpoint's `[decode]`
+/// settings: a flag given wins, the run's setting stands in for one left out.
+fn decode_options(args: &DecodeArgs, loaded: &checkpoint::Checkpoint) -> DecodeOptions {
+    let saved = DecodeOptions::from(&loaded.config.decode);
     DecodeOptions {
-        beam: args.beam,
-        length_penalty: args.length_penalty as f32,
-        max_len: args.max_len,
+        beam: args.beam.unwrap_or(saved.beam),
+        length_penalty: args
+            .length_penalty
+            .map_or(saved.length_penalty, |alpha| alpha as f32),
+        max_len: args.max_len.or(saved.max_len),
     }
 }

@@ -85,6 +85,14 @@ fn still_to_train(
 ) -> anyhow::Result<bool> {
     let position = trainer.position();
     let epochs = trainer.config().training.epochs;
+    if position.stopped_early {
+        eprintln!(
+            "{} stopped early after epoch {} (training.patience); nothing to resume",
+            run_dir.display(),
+            position.epoch - 1
+        );
+        return Ok(false);
+    }
     if position.epoch > epochs {
         eprintln!(
             "{} already finished its {epochs} epochs (step {}); nothing to resume",
@@ -162,6 +170,21 @@ fn report(
             );
             Ok(false)
         }
+        Ok(RunOutcome::StoppedEarly { epoch, patience }) => {
+            // A language model has no BLEU, so no best/: its last/ is the one to take.
+            let best = run_dir.join(BEST_DIR);
+            let kept = if best.is_dir() {
+                best
+            } else {
+                run_dir.join(LAST_DIR)
+            };
+            eprintln!(
+                "stopped early after epoch {epoch}: no better validation score for {patience} \
+                 epochs (training.patience); the checkpoint to use is {}",
+                kept.display()
+            );
+            Ok(true)
+        }
         Ok(RunOutcome::Finished) => Ok(true),
     }
 }
@@ -169,7 +192,7 @@ fn report(
 /// After a finished run: the sample sentences translated, or one greedy line of a language
 /// model, on stdout.
 fn show_what_it_learned(trainer: &Trainer, samples: &[String]) -> anyhow::Result<()> {
-    match trainer.inference(DecodeOptions::default()) {
+    match trainer.inference(DecodeOptions::from(&trainer.config().decode)) {
         Inference::Translation(translator) => {
             let translations = translator.translate_batch(samples)?;
             for (source, translation) in samples.iter().zip(translations) {

@@ -12,12 +12,14 @@ use serde::{Deserialize, Serialize};
 use toml_location::{key_at, line_of_key, line_of_offset, one_line};
 
 mod data;
+mod decode;
 mod model;
 mod toml_location;
 mod training;
 mod validate;
 
 pub use data::{CorpusSource, DataConfig, TokenizerKind};
+pub use decode::DecodeConfig;
 pub use model::{Architecture, ModelConfig, NormPlacement, PositionEncoding, VocabSizes};
 pub use training::{ComputeDtype, TrainingConfig};
 
@@ -31,6 +33,7 @@ pub struct Config {
     pub model: ModelConfig,
     pub data: DataConfig,
     pub training: TrainingConfig,
+    pub decode: DecodeConfig,
     pub run: RunConfig,
 }
 

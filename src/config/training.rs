@@ -29,6 +29,10 @@ pub struct TrainingConfig {
     pub log_every: usize,
     /// Steps between checkpoints (one is always written at the end).
     pub checkpoint_every: usize,
+    /// Early stopping: the run ends after this many epochs without a better validation
+    /// score (BLEU, or the loss where there is no BLEU); absent: every epoch runs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub patience: Option<usize>,
     /// The dtype of the forward and backward passes. The weights and Adam's moments stay f32
     /// (master weights) whatever it says; checkpoints are f32.
     pub dtype: ComputeDtype,
@@ -74,6 +78,7 @@ impl Default for TrainingConfig {
             label_smoothing: 0.1,
             log_every: 10,
             checkpoint_every: 1000,
+            patience: None,
             dtype: ComputeDtype::F32,
         }
     }

@@ -72,6 +72,28 @@ impl Config {
         positive("training.warmup", t.warmup)?;
         positive("training.log_every", t.log_every)?;
         positive("training.checkpoint_every", t.checkpoint_every)?;
+        if let Some(patience) = t.patience {
+            positive("training.patience", patience)?;
+            if self.data.valid.is_none() {
+                return Err((
+                    "training.patience".into(),
+                    "needs a validation set to judge the epochs by; set data.valid".into(),
+                ));
+            }
+        }
+        positive("decode.beam", self.decode.beam)?;
+        if !self.decode.length_penalty.is_finite() {
+            return Err((
+                "decode.length_penalty".into(),
+                format!(
+                    "must be a finite number, got {}",
+                    self.decode.length_penalty
+                ),
+            ));
+        }
+        if let Some(max_len) = self.decode.max_len {
+            positive("decode.max_len", max_len)?;
+        }
         positive_number("training.lr_factor", t.lr_factor)?;
         probability("training.adam_beta1", t.adam_beta1)?;
         probability("training.adam_beta2", t.adam_beta2)?;

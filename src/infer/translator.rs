@@ -25,6 +25,16 @@ pub struct DecodeOptions {
     pub max_len: Option<usize>,
 }
 
+impl From<&crate::config::DecodeConfig> for DecodeOptions {
+    fn from(config: &crate::config::DecodeConfig) -> Self {
+        Self {
+            beam: config.beam,
+            length_penalty: config.length_penalty as f32,
+            max_len: config.max_len,
+        }
+    }
+}
+
 impl Default for DecodeOptions {
     fn default() -> Self {
         Self {

@@ -10,6 +10,9 @@ pub enum RunOutcome {
     Finished,
     /// The observer asked to stop; a `Last` checkpoint of this step was requested first.
     Stopped(StopReason),
+    /// `training.patience` epochs passed without a better validation score (a `Last`
+    /// checkpoint was requested first; `best/` holds the best).
+    StoppedEarly { epoch: usize, patience: usize },
 }
 
 /// The loss stopped being a number: training cannot go on from these weights.

@@ -30,6 +30,14 @@ pub struct RunPosition {
     /// Training time so far, across resumes.
     pub elapsed_s: f64,
     pub best_bleu: Option<f64>,
+    /// For `training.patience`: the best validation loss, the epochs since the validation
+    /// score last improved, and whether the run ended early for it.
+    #[serde(default)]
+    pub best_valid_loss: Option<f64>,
+    #[serde(default)]
+    pub epochs_without_improvement: usize,
+    #[serde(default)]
+    pub stopped_early: bool,
 }
 
 impl RunPosition {
@@ -45,6 +53,9 @@ impl RunPosition {
             tokens_seen: 0,
             elapsed_s: 0.0,
             best_bleu: None,
+            best_valid_loss: None,
+            epochs_without_improvement: 0,
+            stopped_early: false,
         }
     }
 }

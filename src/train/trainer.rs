@@ -151,6 +151,14 @@ impl Trainer {
                 }
             }
             self.end_epoch(&clock, observer)?;
+            if let Some(patience) = t.patience {
+                if self.position.epochs_without_improvement >= patience {
+                    self.position.stopped_early = true;
+                    observer.on_checkpoint(self, CheckpointKind::Last)?;
+                    let epoch = self.position.epoch - 1;
+                    return Ok(RunOutcome::StoppedEarly { epoch, patience });
+                }
+            }
             if let Some(reason) = agreed_stop(&*self.collective, observer.stop_requested())? {
                 observer.on_checkpoint(self, CheckpointKind::Last)?;
                 return Ok(RunOutcome::Stopped(reason));
@@ -235,6 +243,22 @@ impl Trainer {
         let improved = valid_bleu.filter(|&bleu| p.best_bleu.is_none_or(|best| bleu > best));
         if improved.is_some() {
             p.best_bleu = improved;
+        }
+        let lower = valid_loss.filter(|&loss| p.best_valid_loss.is_none_or(|best| loss < best));
+        if lower.is_some() {
+            p.best_valid_loss = lower;
+        }
+        // BLEU judges an epoch where there is one (a translation model), else the loss.
+        let better = match valid_bleu {
+            Some(_) => improved.is_some(),
+            None => lower.is_some(),
+        };
+        if valid_loss.is_some() {
+            p.epochs_without_improvement = if better {
+                0
+            } else {
+                p.epochs_without_improvement + 1
+            };
         }
         (p.epoch, p.steps_in_epoch, p.epoch_loss_sum) = (p.epoch + 1, 0, 0.0);
         self.metrics.push(record.clone());
@@ -362,12 +386,12 @@ impl Trainer {
         Ok(sum / tokens.max(1) as f64)
     }
 
-    /// Corpus BLEU of greedy translations of the validation sources; none for a language
-    /// model, which translates nothing.
+    /// Corpus BLEU of the validation sources decoded as `[decode]` says (what `translate` and
+    /// `eval` will use by default); none for a language model, which translates nothing.
     fn validation_bleu(&self, valid: &ValidationData) -> anyhow::Result<Option<f64>> {
         let frozen = self.weights.frozen()?;
         let Inference::Translation(translator) =
-            self.inference_over(&frozen, DecodeOptions::default())
+            self.inference_over(&frozen, DecodeOptions::from(&self.config.decode))
         else {
             return Ok(None);
         };

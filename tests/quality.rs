@@ -1,0 +1,161 @@
+//! The tools for getting the last points out of a run: a `[decode]` section that validation
+//! and `translate` share, and early stopping (`training.patience`).
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use common::{succeeded, transformer};
+
+/// configs/tiny.toml validated on the toy pairs themselves, with `extra` appended.
+fn write_config(dir: &Path, training_extra: &str, extra: &str) -> PathBuf {
+    let tiny = std::fs::read_to_string("configs/tiny.toml").unwrap();
+    let config = tiny
+        .replace(
+            "train = \"data/toy.tsv\"",
+            "train = \"data/toy.tsv\"\nvalid = \"data/toy.tsv\"",
+        )
+        .replace("[training]\n", &format!("[training]\n{training_extra}\n"));
+    let path = dir.join("tiny.toml");
+    std::fs::write(&path, format!("{config}\n{extra}\n")).unwrap();
+    path
+}
+
+fn train(config: &Path, run: &Path) -> std::process::Output {
+    succeeded(
+        transformer()
+            .args(["train", "--device", "cpu", "--config"])
+            .arg(config)
+            .arg("--out")
+            .arg(run),
+    )
+}
+
+/// The validation BLEU of every epoch, from metrics.jsonl.
+fn epoch_bleus(run: &Path) -> Vec<f64> {
+    std::fs::read_to_string(run.join("metrics.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str::<serde_json::Value>(line).unwrap())
+        .filter(|record| record["kind"] == "epoch")
+        .map(|record| record["valid_bleu"].as_f64().unwrap())
+        .collect()
+}
+
+#[test]
+fn a_run_with_patience_stops_when_validation_has_not_improved_for_that_many_epochs() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(dir.path(), "patience = 3", "");
+    let run = dir.path().join("run");
+    let output = train(&config, &run);
+    let bleus = epoch_bleus(&run);
+    // The rule, applied to what the run logged: the first epoch that is the third in a row
+    // without a better BLEU than every epoch before it.
+    let (mut best, mut since) = (f64::NEG_INFINITY, 0);
+    let mut expected = None;
+    for (epoch, &bleu) in bleus.iter().enumerate() {
+        if bleu > best {
+            (best, since) = (bleu, 0);
+        } else {
+            since += 1;
+        }
+        if since == 3 {
+            expected = Some(epoch + 1);
+            break;
+        }
+    }
+    let expected = expected.expect("the toy run plateaus within its 80 epochs");
+    assert_eq!(bleus.len(), expected, "{bleus:?}");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains(&format!(
+            "stopped early after epoch {expected}: no better validation"
+        )),
+        "{stderr}"
+    );
+    assert!(run.join("best/model.safetensors").is_file());
+    // The run is complete: resuming it says so and trains nothing.
+    let resumed = succeeded(
+        transformer()
+            .args(["train", "--device", "cpu", "--resume"])
+            .arg(&run),
+    );
+    let stderr = String::from_utf8_lossy(&resumed.stderr);
+    assert!(stderr.contains("stopped early after epoch"), "{stderr}");
+    assert_eq!(epoch_bleus(&run).len(), expected);
+}
+
+#[test]
+fn the_checkpoints_decode_settings_are_what_translate_uses_without_flags() {
+    let dir = tempfile::tempdir().unwrap();
+    // A beam wider than the toy vocabulary: translate narrows it and says so, which shows
+    // which beam it was given.
+    let config = write_config(
+        dir.path(),
+        "epochs = 2",
+        "[decode]\nbeam = 500\nlength_penalty = 0.5",
+    );
+    let config_text = std::fs::read_to_string(&config)
+        .unwrap()
+        .replace("epochs = 80\n", "");
+    std::fs::write(&config, config_text).unwrap();
+    let run = dir.path().join("run");
+    train(&config, &run);
+    let saved = std::fs::read_to_string(run.join("last/config.toml")).unwrap();
+    assert!(
+        saved.contains("[decode]") && saved.contains("beam = 500"),
+        "{saved}"
+    );
+    let translate = |flags: &[&str]| {
+        let output = succeeded(
+            transformer()
+                .args(["translate", "--device", "cpu", "--checkpoint"])
+                .arg(&run)
+                .args(flags)
+                .arg("ich mochte ein bier"),
+        );
+        String::from_utf8_lossy(&output.stderr).into_owned()
+    };
+    assert!(
+        translate(&[]).contains("--beam 500 is more than"),
+        "{}",
+        translate(&[])
+    );
+    // A flag still wins.
+    assert!(!translate(&["--beam", "2"]).contains("is more than"));
+}
+
+#[test]
+fn bad_decode_settings_are_named_by_key() {
+    let dir = tempfile::tempdir().unwrap();
+    for (extra, key) in [
+        ("[decode]\nbeam = 0", "decode.beam"),
+        ("[decode]\nbeams = 4", "beams"),
+        ("[decode]\nlength_penalty = nan", "decode.length_penalty"),
+    ] {
+        let config = write_config(dir.path(), "", extra);
+        let output = transformer()
+            .args(["train", "--device", "cpu", "--config"])
+            .arg(&config)
+            .arg("--out")
+            .arg(dir.path().join("never"))
+            .output()
+            .unwrap();
+        assert_eq!(output.status.code(), Some(1), "{extra}");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(stderr.contains(key), "{extra}: {stderr}");
+    }
+    let config = write_config(dir.path(), "patience = 2", "");
+    let text = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(&config, text.replace("valid = \"data/toy.tsv\"\n", "")).unwrap();
+    let output = transformer()
+        .args(["train", "--device", "cpu", "--config"])
+        .arg(&config)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("training.patience") && stderr.contains("data.valid"),
+        "{stderr}"
+    );
+}
