@@ -44,6 +44,9 @@ pub enum Command {
                             --ref test.en.gz --beam 5"
     )]
     Eval(EvalArgs),
+    /// Average the weights of a run's last kept checkpoints (training.keep_last) into one
+    #[command(after_help = "Example:\n  transformer average runs/multi30k-cpu --last 5")]
+    Average(AverageArgs),
     /// Redraw a run's loss.png from its metrics.jsonl
     #[command(after_help = "Example:\n  transformer plot runs/base --out base-loss.png")]
     Plot(PlotArgs),
@@ -213,6 +216,18 @@ pub struct EvalArgs {
     pub decode: DecodeArgs,
     #[command(flatten)]
     pub device: DeviceArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct AverageArgs {
+    /// Run directory (holds checkpoints/step-N/)
+    pub run_dir: PathBuf,
+    /// How many of the newest kept checkpoints to average
+    #[arg(long, value_name = "K", value_parser = at_least_one)]
+    pub last: usize,
+    /// Where to write the averaged checkpoint (default: RUN_DIR/averaged)
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]

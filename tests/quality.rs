@@ -159,3 +159,82 @@ fn bad_decode_settings_are_named_by_key() {
         "{stderr}"
     );
 }
+
+fn load(dir: &Path) -> std::collections::HashMap<String, candle_core::Tensor> {
+    candle_core::safetensors::load(dir.join("model.safetensors"), &candle_core::Device::Cpu)
+        .unwrap()
+}
+
+#[test]
+fn averaging_two_kept_checkpoints_gives_their_mean() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(dir.path(), "keep_last = 3\naverage_last = 3", "");
+    let text = std::fs::read_to_string(&config)
+        .unwrap()
+        .replace("checkpoint_every = 50", "checkpoint_every = 10")
+        .replace("epochs = 80", "epochs = 40");
+    std::fs::write(&config, text).unwrap();
+    let run = dir.path().join("run");
+    let output = train(&config, &run);
+    // 40 steps, a checkpoint every 10: the newest three are kept.
+    let kept: Vec<String> = std::fs::read_dir(run.join("checkpoints"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    assert_eq!(kept, ["step-00000020", "step-00000030", "step-00000040"]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("averaged the last 3 kept checkpoints (steps 20..=40)"),
+        "{stderr}"
+    );
+    assert!(run.join("averaged/model.safetensors").is_file());
+    // `average` by hand: the mean of the last two, to 1e-7.
+    let out = dir.path().join("mean");
+    succeeded(
+        transformer()
+            .args(["average"])
+            .arg(&run)
+            .args(["--last", "2", "--out"])
+            .arg(&out),
+    );
+    let (a, b, mean) = (
+        load(&run.join("checkpoints/step-00000030")),
+        load(&run.join("checkpoints/step-00000040")),
+        load(&out),
+    );
+    assert_eq!(mean.len(), a.len());
+    for (name, m) in &mean {
+        let expected = ((&a[name] + &b[name]).unwrap() / 2.0).unwrap();
+        let diff = (m - expected)
+            .unwrap()
+            .abs()
+            .unwrap()
+            .flatten_all()
+            .unwrap();
+        let diff = diff.max(0).unwrap().to_scalar::<f32>().unwrap();
+        assert!(diff <= 1e-7, "{name}: {diff}");
+    }
+    // The average is a checkpoint like any other.
+    let translated = succeeded(
+        transformer()
+            .args(["translate", "--device", "cpu", "--checkpoint"])
+            .arg(&out)
+            .arg("ich mochte ein bier"),
+    );
+    assert!(!translated.stdout.is_empty());
+    // More than are kept is refused, naming the setting.
+    let refused = transformer()
+        .args(["average"])
+        .arg(&run)
+        .args(["--last", "5"])
+        .output()
+        .unwrap();
+    assert_eq!(refused.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        stderr.contains("fewer than the 5") && stderr.contains("keep_last"),
+        "{stderr}"
+    );
+}

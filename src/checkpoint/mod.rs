@@ -19,6 +19,7 @@
 //! two renames, so a crash at any moment leaves the previous checkpoint readable: as `last/`,
 //! or, between the two renames, as `.last.old/`, which loading falls back to.
 
+pub mod history;
 mod strict;
 mod write;
 

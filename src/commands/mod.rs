@@ -1,6 +1,7 @@
 //! Glue per subcommand: arguments -> config -> device -> library call -> output.
 
 mod attention;
+mod average;
 mod bench;
 mod eval;
 mod generate;
@@ -34,6 +35,7 @@ pub fn run(command: Command) -> anyhow::Result<()> {
         Command::Translate(args) => translate::run(args),
         Command::Generate(args) => generate::run(args),
         Command::Eval(args) => eval::run(args),
+        Command::Average(args) => average::run(args),
         Command::Plot(args) => plot::run(args),
         Command::Attention(args) => attention::run(args),
         Command::Bench(args) => bench::run(args),

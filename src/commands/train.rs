@@ -9,7 +9,9 @@ use anyhow::{bail, Context};
 use super::stdout::print_line;
 use super::stop_signals::{signal_name, StopSignals};
 use super::{Interrupted, UsageError};
-use crate::checkpoint::{self, CheckpointContents, BEST_DIR, LAST_DIR, LOSS_PLOT_FILE, RUNS_ROOT};
+use crate::checkpoint::{
+    self, history, CheckpointContents, BEST_DIR, LAST_DIR, LOSS_PLOT_FILE, RUNS_ROOT,
+};
 use crate::cli::{DeviceArgs, TrainArgs};
 use crate::config::{Config, BUILTIN_BASE};
 use crate::distributed::{self, Collective};
@@ -66,6 +68,17 @@ pub fn run(args: TrainArgs) -> anyhow::Result<()> {
     observer.progress.finish();
     if !report(outcome, &trainer, &observer, &run_dir)? || !lead {
         return Ok(());
+    }
+    if let Some(last) = trainer.config().training.average_last {
+        let out = run_dir.join(history::AVERAGED_DIR);
+        let steps = history::average(&run_dir, last, &out)?;
+        eprintln!(
+            "averaged the last {} kept checkpoints (steps {}..={}) into {}",
+            steps.len(),
+            steps[0],
+            steps[steps.len() - 1],
+            out.display()
+        );
     }
     eprintln!(
         "trained {} in {:.1}s; checkpoints in {}",
@@ -385,19 +398,25 @@ impl TrainObserver for CheckpointingObserver {
             CheckpointKind::Last => LAST_DIR,
             CheckpointKind::Best => BEST_DIR,
         });
-        checkpoint::save(
-            &dir,
-            &CheckpointContents {
-                config: trainer.config(),
-                tokenizers: &trainer.data().tokenizers,
-                tensors: &tensors,
-                resume: resume_files
-                    .as_ref()
-                    .map(|(moments, state)| (moments.as_slice(), state)),
-            },
-        )?;
+        let contents = CheckpointContents {
+            config: trainer.config(),
+            tokenizers: &trainer.data().tokenizers,
+            tensors: &tensors,
+            resume: resume_files
+                .as_ref()
+                .map(|(moments, state)| (moments.as_slice(), state)),
+        };
+        checkpoint::save(&dir, &contents)?;
         if kind == CheckpointKind::Last {
             self.saved_step = Some(trainer.step());
+            let keep_last = trainer.config().training.keep_last;
+            if keep_last > 0 {
+                let weights_only = CheckpointContents {
+                    resume: None,
+                    ..contents
+                };
+                history::keep(&self.run_dir, trainer.step(), &weights_only, keep_last)?;
+            }
         }
         self.write_metrics(trainer.metrics())?;
         if kind == CheckpointKind::Best {

@@ -29,6 +29,12 @@ pub struct TrainingConfig {
     pub log_every: usize,
     /// Steps between checkpoints (one is always written at the end).
     pub checkpoint_every: usize,
+    /// Checkpoints kept for averaging: each `Last` one is also written to
+    /// `checkpoints/step-N/`, the newest `keep_last` of them stay (0: none).
+    pub keep_last: usize,
+    /// At the end of a run, the mean of the last this-many kept checkpoints as `averaged/`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub average_last: Option<usize>,
     /// Early stopping: the run ends after this many epochs without a better validation
     /// score (BLEU, or the loss where there is no BLEU); absent: every epoch runs.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -78,6 +84,8 @@ impl Default for TrainingConfig {
             label_smoothing: 0.1,
             log_every: 10,
             checkpoint_every: 1000,
+            keep_last: 0,
+            average_last: None,
             patience: None,
             dtype: ComputeDtype::F32,
         }

@@ -72,6 +72,19 @@ impl Config {
         positive("training.warmup", t.warmup)?;
         positive("training.log_every", t.log_every)?;
         positive("training.checkpoint_every", t.checkpoint_every)?;
+        if let Some(last) = t.average_last {
+            positive("training.average_last", last)?;
+            if last > t.keep_last {
+                return Err((
+                    "training.average_last".into(),
+                    format!(
+                        "averages the last {last} kept checkpoints but training.keep_last is {}; \
+                         set keep_last to at least {last}",
+                        t.keep_last
+                    ),
+                ));
+            }
+        }
         if let Some(patience) = t.patience {
             positive("training.patience", patience)?;
             if self.data.valid.is_none() {

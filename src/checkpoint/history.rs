@@ -1,0 +1,120 @@
+//! The last K checkpoints of a run, kept for averaging (`training.keep_last`): each `Last`
+//! checkpoint's weights are also written, atomically, as `checkpoints/step-NNNNNNNN/`, and the
+//! older ones beyond K are removed. `average` takes the element-wise mean of the newest K
+//! (fairseq's `average_checkpoints.py`) into a checkpoint of its own.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+use candle_core::{DType, Device, Tensor};
+
+use super::{read_parts, save, CheckpointContents, MODEL_FILE};
+
+/// Where a run keeps its checkpoint history.
+pub const KEPT_DIR: &str = "checkpoints";
+/// Where `average` and `training.average_last` write by default.
+pub const AVERAGED_DIR: &str = "averaged";
+
+/// Writes `contents` as the kept checkpoint of `step`, then leaves only the newest `keep`.
+pub fn keep(
+    run_dir: &Path,
+    step: usize,
+    contents: &CheckpointContents,
+    keep: usize,
+) -> anyhow::Result<()> {
+    let dir = run_dir.join(KEPT_DIR);
+    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    save(&dir.join(format!("step-{step:08}")), contents)?;
+    let history = kept(run_dir)?;
+    for (_, old) in &history[..history.len().saturating_sub(keep)] {
+        std::fs::remove_dir_all(old).with_context(|| format!("cannot remove {}", old.display()))?;
+    }
+    Ok(())
+}
+
+/// The kept checkpoints of `run_dir`, oldest first: (step, directory).
+pub fn kept(run_dir: &Path) -> anyhow::Result<Vec<(usize, PathBuf)>> {
+    let dir = run_dir.join(KEPT_DIR);
+    let Ok(entries) = std::fs::read_dir(&dir) else {
+        return Ok(Vec::new());
+    };
+    let mut history = Vec::new();
+    for entry in entries {
+        let path = entry
+            .with_context(|| format!("cannot list {}", dir.display()))?
+            .path();
+        let step = path
+            .file_name()
+            .and_then(|n| n.to_str()?.strip_prefix("step-")?.parse::<usize>().ok());
+        if let Some(step) = step.filter(|_| path.join(MODEL_FILE).is_file()) {
+            history.push((step, path));
+        }
+    }
+    history.sort();
+    Ok(history)
+}
+
+/// Writes into `out` the element-wise mean of the newest `last` kept checkpoints of
+/// `run_dir` (summed in f64), with the newest one's config and tokenizers; returns the steps
+/// averaged.
+pub fn average(run_dir: &Path, last: usize, out: &Path) -> anyhow::Result<Vec<usize>> {
+    let history = kept(run_dir)?;
+    if history.len() < last {
+        anyhow::bail!(
+            "{} keeps {} checkpoint(s) in {KEPT_DIR}/, fewer than the {last} to average; set \
+             training.keep_last = {last} (or more) and train, or average fewer",
+            run_dir.display(),
+            history.len()
+        );
+    }
+    let chosen = &history[history.len() - last..];
+    let device = Device::Cpu;
+    let mut sums: HashMap<String, Tensor> = HashMap::new();
+    let mut newest = None;
+    for (step, dir) in chosen {
+        let (config, tokenizers, tensors) = read_parts(dir, &device)?;
+        if !sums.is_empty() && sums.len() != tensors.len() {
+            anyhow::bail!(
+                "{} holds {} tensors but the checkpoints before it {}; they are not of one run",
+                dir.display(),
+                tensors.len(),
+                sums.len()
+            );
+        }
+        for (name, tensor) in tensors {
+            let tensor = tensor.to_dtype(DType::F64)?;
+            let sum = match sums.remove(&name) {
+                None if *step == chosen[0].0 => tensor,
+                None => anyhow::bail!("{} has {name}, which the others lack", dir.display()),
+                Some(sum) if sum.shape() != tensor.shape() => anyhow::bail!(
+                    "{name} is {:?} in {} but {:?} before it; the checkpoints are not of one run",
+                    tensor.dims(),
+                    dir.display(),
+                    sum.dims()
+                ),
+                Some(sum) => (sum + tensor)?,
+            };
+            sums.insert(name, sum);
+        }
+        newest = Some((config, tokenizers));
+    }
+    let Some((config, tokenizers)) = newest else {
+        anyhow::bail!("--last must be at least 1")
+    };
+    let mut tensors = Vec::with_capacity(sums.len());
+    for (name, sum) in sums {
+        tensors.push((name, (sum / last as f64)?.to_dtype(DType::F32)?));
+    }
+    tensors.sort_by(|a, b| a.0.cmp(&b.0));
+    save(
+        out,
+        &CheckpointContents {
+            config: &config,
+            tokenizers: &tokenizers,
+            tensors: &tensors,
+            resume: None,
+        },
+    )?;
+    Ok(chosen.iter().map(|(step, _)| *step).collect())
+}
