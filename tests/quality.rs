@@ -238,3 +238,38 @@ fn averaging_two_kept_checkpoints_gives_their_mean() {
         "{stderr}"
     );
 }
+
+#[test]
+fn a_replaced_run_starts_a_new_history_and_a_short_one_averages_what_it_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(dir.path(), "keep_last = 3\naverage_last = 3", "");
+    let text = std::fs::read_to_string(&config)
+        .unwrap()
+        .replace("checkpoint_every = 50", "checkpoint_every = 10");
+    std::fs::write(&config, text.replace("epochs = 80", "epochs = 40")).unwrap();
+    let run = dir.path().join("run");
+    train(&config, &run);
+    // The same directory again, --overwrite, with a run of 20 steps: two checkpoints of its own.
+    std::fs::write(&config, text.replace("epochs = 80", "epochs = 20")).unwrap();
+    let output = succeeded(
+        transformer()
+            .args(["train", "--device", "cpu", "--overwrite", "--config"])
+            .arg(&config)
+            .arg("--out")
+            .arg(&run),
+    );
+    let kept: std::collections::BTreeSet<String> = std::fs::read_dir(run.join("checkpoints"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(
+        kept.into_iter().collect::<Vec<_>>(),
+        ["step-00000010", "step-00000020"]
+    );
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("training.average_last = 3 but the run kept 2 checkpoint(s)")
+            && stderr.contains("averaged the last 2 kept checkpoints (steps 10..=20)"),
+        "{stderr}"
+    );
+}

@@ -69,16 +69,8 @@ pub fn run(args: TrainArgs) -> anyhow::Result<()> {
     if !report(outcome, &trainer, &observer, &run_dir)? || !lead {
         return Ok(());
     }
-    if let Some(last) = trainer.config().training.average_last {
-        let out = run_dir.join(history::AVERAGED_DIR);
-        let steps = history::average(&run_dir, last, &out)?;
-        eprintln!(
-            "averaged the last {} kept checkpoints (steps {}..={}) into {}",
-            steps.len(),
-            steps[0],
-            steps[steps.len() - 1],
-            out.display()
-        );
+    if let Some(wanted) = trainer.config().training.average_last {
+        average_at_the_end(&run_dir, wanted)?;
     }
     eprintln!(
         "trained {} in {:.1}s; checkpoints in {}",
@@ -87,6 +79,31 @@ pub fn run(args: TrainArgs) -> anyhow::Result<()> {
         run_dir.display()
     );
     show_what_it_learned(&trainer, &samples)
+}
+
+/// `training.average_last`: the mean of the newest `wanted` kept checkpoints as `averaged/`,
+/// or of as many as a short run kept, with a warning (the run's work is never refused here).
+fn average_at_the_end(run_dir: &Path, wanted: usize) -> anyhow::Result<()> {
+    let kept = history::kept(run_dir)?.len();
+    if kept < wanted {
+        eprintln!(
+            "warning: training.average_last = {wanted} but the run kept {kept} checkpoint(s); \
+             averaging {kept}"
+        );
+    }
+    if kept == 0 {
+        return Ok(());
+    }
+    let out = run_dir.join(history::AVERAGED_DIR);
+    let steps = history::average(run_dir, wanted.min(kept), &out)?;
+    eprintln!(
+        "averaged the last {} kept checkpoints (steps {}..={}) into {}",
+        steps.len(),
+        steps[0],
+        steps[steps.len() - 1],
+        out.display()
+    );
+    Ok(())
 }
 
 /// Whether the run has steps left to take, or a clear refusal: a finished run says so and
@@ -255,6 +272,12 @@ fn new_trainer(
         );
     }
     let lead = collective.rank() == 0;
+    // The kept checkpoints of a run being replaced would be averaged with this one's.
+    let old_history = run_dir.join(history::KEPT_DIR);
+    if lead && old_history.is_dir() {
+        std::fs::remove_dir_all(&old_history)
+            .with_context(|| format!("cannot remove {}", old_history.display()))?;
+    }
     let (data, samples) = TrainingData::prepare(&config, None, SAMPLE_TRANSLATIONS, |line| {
         if lead {
             eprintln!("{line}")
