@@ -199,9 +199,16 @@ fn a_distributed_run_resumes_to_the_weights_of_an_uninterrupted_one() {
     let (whole, parts) = (dir.path().join("whole"), dir.path().join("parts"));
     ran(mpirun(2).args(train_args(&config, &whole)));
     // Stopped mid-epoch (epochs have 7 steps on two ranks), then resumed on two ranks.
-    ran(mpirun(2)
+    let stopped = ran(mpirun(2)
         .args(train_args(&config, &parts))
         .args(["--stop-at-step", "5"]));
+    // Rank 0 alone says how the run ended.
+    let stderr = String::from_utf8_lossy(&stopped.stderr);
+    assert_eq!(
+        stderr.matches("stopped at step 5 of").count(),
+        1,
+        "{stderr}"
+    );
     let resume = ["train", "--device", "cpu", "--resume"];
     // One process cannot take over mid-epoch: the batches were dealt to two.
     let refused = transformer().args(resume).arg(&parts).output().unwrap();

@@ -160,6 +160,16 @@ fn bad_decode_settings_are_named_by_key() {
     );
 }
 
+/// The directory names under RUN/checkpoints/, sorted.
+fn kept_checkpoints(run: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(run.join("checkpoints"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
 fn load(dir: &Path) -> std::collections::HashMap<String, candle_core::Tensor> {
     candle_core::safetensors::load(dir.join("model.safetensors"), &candle_core::Device::Cpu)
         .unwrap()
@@ -177,13 +187,10 @@ fn averaging_two_kept_checkpoints_gives_their_mean() {
     let run = dir.path().join("run");
     let output = train(&config, &run);
     // 40 steps, a checkpoint every 10: the newest three are kept.
-    let kept: Vec<String> = std::fs::read_dir(run.join("checkpoints"))
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect::<std::collections::BTreeSet<_>>()
-        .into_iter()
-        .collect();
-    assert_eq!(kept, ["step-00000020", "step-00000030", "step-00000040"]);
+    assert_eq!(
+        kept_checkpoints(&run),
+        ["step-00000020", "step-00000030", "step-00000040"]
+    );
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(
         stderr.contains("averaged the last 3 kept checkpoints (steps 20..=40)"),
@@ -258,14 +265,7 @@ fn a_replaced_run_starts_a_new_history_and_a_short_one_averages_what_it_kept() {
             .arg("--out")
             .arg(&run),
     );
-    let kept: std::collections::BTreeSet<String> = std::fs::read_dir(run.join("checkpoints"))
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    assert_eq!(
-        kept.into_iter().collect::<Vec<_>>(),
-        ["step-00000010", "step-00000020"]
-    );
+    assert_eq!(kept_checkpoints(&run), ["step-00000010", "step-00000020"]);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(
         stderr.contains("training.average_last = 3 but the run kept 2 checkpoint(s)")

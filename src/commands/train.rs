@@ -66,7 +66,12 @@ pub fn run(args: TrainArgs) -> anyhow::Result<()> {
     };
     let outcome = trainer.run(&mut observer);
     observer.progress.finish();
-    if !report(outcome, &trainer, &observer, &run_dir)? || !lead {
+    if !lead {
+        // Rank 0 says how the run ended (its exit status is the job's); the others report
+        // only errors of their own.
+        return outcome.map(|_| ());
+    }
+    if !report(outcome, &trainer, &observer, &run_dir)? {
         return Ok(());
     }
     if let Some(wanted) = trainer.config().training.average_last {

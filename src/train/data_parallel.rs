@@ -9,6 +9,7 @@
 use candle_core::{DType, Tensor, Var};
 
 use super::events::StopReason;
+use super::state::Fnv1a;
 use crate::data::PaddedBatch;
 use crate::distributed::Collective;
 
@@ -69,14 +70,13 @@ pub fn check_weights_agree(
     vars: &[Var],
     step: usize,
 ) -> anyhow::Result<()> {
-    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    let mut hasher = Fnv1a::new();
     for var in vars {
         for value in var.as_tensor().flatten_all()?.to_vec1::<f32>()? {
-            for byte in value.to_bits().to_le_bytes() {
-                hash = (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3);
-            }
+            hasher.feed(value.to_bits());
         }
     }
+    let hash = hasher.finish();
     let (min, max) = collective.min_max(hash)?;
     if min != max {
         anyhow::bail!(

@@ -69,25 +69,38 @@ pub struct DataFingerprint {
     pub hash: String,
 }
 
+/// FNV-1a (64-bit) over 32-bit words, little-endian: the data fingerprint's hash, and the
+/// weight checksum the ranks of a distributed run compare.
+pub(super) struct Fnv1a(u64);
+
+impl Fnv1a {
+    pub(super) fn new() -> Self {
+        Self(0xcbf2_9ce4_8422_2325)
+    }
+
+    pub(super) fn feed(&mut self, word: u32) {
+        for byte in word.to_le_bytes() {
+            self.0 = (self.0 ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+
+    pub(super) fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
 impl DataFingerprint {
     pub fn of(pairs: &[EncodedPair]) -> Self {
-        const OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
-        const PRIME: u64 = 0x0100_0000_01b3;
-        let mut hash = OFFSET;
-        let mut feed = |value: u32| {
-            for byte in value.to_le_bytes() {
-                hash = (hash ^ u64::from(byte)).wrapping_mul(PRIME);
-            }
-        };
+        let mut hasher = Fnv1a::new();
         for pair in pairs {
-            pair.src.iter().for_each(|&id| feed(id));
-            feed(u32::MAX);
-            pair.tgt.iter().for_each(|&id| feed(id));
-            feed(u32::MAX);
+            pair.src.iter().for_each(|&id| hasher.feed(id));
+            hasher.feed(u32::MAX);
+            pair.tgt.iter().for_each(|&id| hasher.feed(id));
+            hasher.feed(u32::MAX);
         }
         Self {
             pairs: pairs.len(),
-            hash: format!("{hash:016x}"),
+            hash: format!("{:016x}", hasher.finish()),
         }
     }
 }
