@@ -168,7 +168,8 @@ where
     DB::ErrorType: 'static,
 {
     let top = curves.valid_bleu.iter().map(|p| p.1).fold(1.0, f64::max) * 1.1;
-    let caption = "Validation BLEU (greedy, sacreBLEU 13a)";
+    // The records do not say how validation decoded (the run's [decode] table does).
+    let caption = "Validation BLEU (sacreBLEU 13a, decoded as the run's [decode] says)";
     let mut chart = step_chart(area, caption, "BLEU", last_step(curves), top)?;
     chart.draw_series(LineSeries::new(
         curves.valid_bleu.iter().copied(),
