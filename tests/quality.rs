@@ -21,6 +21,18 @@ fn write_config(dir: &Path, training_extra: &str, extra: &str) -> PathBuf {
     path
 }
 
+/// The tiny config keeping and averaging the last three checkpoints, one every 10 steps, over
+/// `epochs` one-step epochs.
+fn write_averaging_config(dir: &Path, epochs: usize) -> PathBuf {
+    let config = write_config(dir, "keep_last = 3\naverage_last = 3", "");
+    let text = std::fs::read_to_string(&config)
+        .unwrap()
+        .replace("checkpoint_every = 50", "checkpoint_every = 10")
+        .replace("epochs = 80", &format!("epochs = {epochs}"));
+    std::fs::write(&config, text).unwrap();
+    config
+}
+
 fn train(config: &Path, run: &Path) -> std::process::Output {
     succeeded(
         transformer()
@@ -178,12 +190,7 @@ fn load(dir: &Path) -> std::collections::HashMap<String, candle_core::Tensor> {
 #[test]
 fn averaging_two_kept_checkpoints_gives_their_mean() {
     let dir = tempfile::tempdir().unwrap();
-    let config = write_config(dir.path(), "keep_last = 3\naverage_last = 3", "");
-    let text = std::fs::read_to_string(&config)
-        .unwrap()
-        .replace("checkpoint_every = 50", "checkpoint_every = 10")
-        .replace("epochs = 80", "epochs = 40");
-    std::fs::write(&config, text).unwrap();
+    let config = write_averaging_config(dir.path(), 40);
     let run = dir.path().join("run");
     let output = train(&config, &run);
     // 40 steps, a checkpoint every 10: the newest three are kept.
@@ -249,15 +256,11 @@ fn averaging_two_kept_checkpoints_gives_their_mean() {
 #[test]
 fn a_replaced_run_starts_a_new_history_and_a_short_one_averages_what_it_kept() {
     let dir = tempfile::tempdir().unwrap();
-    let config = write_config(dir.path(), "keep_last = 3\naverage_last = 3", "");
-    let text = std::fs::read_to_string(&config)
-        .unwrap()
-        .replace("checkpoint_every = 50", "checkpoint_every = 10");
-    std::fs::write(&config, text.replace("epochs = 80", "epochs = 40")).unwrap();
+    let config = write_averaging_config(dir.path(), 40);
     let run = dir.path().join("run");
     train(&config, &run);
     // The same directory again, --overwrite, with a run of 20 steps: two checkpoints of its own.
-    std::fs::write(&config, text.replace("epochs = 80", "epochs = 20")).unwrap();
+    write_averaging_config(dir.path(), 20);
     let output = succeeded(
         transformer()
             .args(["train", "--device", "cpu", "--overwrite", "--config"])
