@@ -56,6 +56,13 @@ pub enum Command {
                             --out attention.png"
     )]
     Attention(AttentionArgs),
+    /// Serve translations over HTTP: LibreTranslate's API, a /v1 API and a page at /
+    #[command(
+        after_help = "Examples:\n  transformer serve --checkpoint runs/multi30k-cpu/averaged\n  \
+                            transformer serve --host 0.0.0.0 --port 8080 --api-key \"$KEY\"\n\n\
+                            curl -s localhost:5000/translate -d q='ich mochte ein bier' -d source=de -d target=en"
+    )]
+    Serve(ServeArgs),
     /// One workload of the speed benchmark (scripts/bench.sh runs them all against PyTorch)
     #[command(after_help = "Example:\n  transformer bench copy --steps 10")]
     Bench(BenchArgs),
@@ -125,6 +132,17 @@ pub struct TrainArgs {
 
 #[derive(Debug, Args)]
 pub struct DecodeArgs {
+    #[command(flatten)]
+    pub settings: DecodeSettingsArgs,
+    /// Most sentences decoded together (from stdin: of the lines already waiting, so that a
+    /// line typed at a terminal is translated at once)
+    #[arg(long, default_value_t = 32, value_name = "N", value_parser = at_least_one)]
+    pub batch_size: usize,
+}
+
+/// How to decode, each over the checkpoint's `[decode]` setting.
+#[derive(Debug, Args)]
+pub struct DecodeSettingsArgs {
     /// Beam size; 1 is greedy decoding (at most the target vocabulary's size) [default: the
     /// checkpoint's decode.beam, else 1]
     #[arg(long, value_name = "N", value_parser = at_least_one)]
@@ -138,10 +156,6 @@ pub struct DecodeArgs {
     /// decode.max_len, else source length + 50]
     #[arg(long, value_name = "N", value_parser = at_least_one)]
     pub max_len: Option<usize>,
-    /// Most sentences decoded together (from stdin: of the lines already waiting, so that a
-    /// line typed at a terminal is translated at once)
-    #[arg(long, default_value_t = 32, value_name = "N", value_parser = at_least_one)]
-    pub batch_size: usize,
 }
 
 #[derive(Debug, Args)]
@@ -295,6 +309,55 @@ pub struct BenchArgs {
         default_value = "target/bench-multi30k.safetensors"
     )]
     pub batches: PathBuf,
+    #[command(flatten)]
+    pub device: DeviceArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Checkpoint or run directory (a run's best/, else last/); default: the translation run
+    /// under runs/ written most recently
+    #[arg(long, value_name = "DIR")]
+    pub checkpoint: Option<PathBuf>,
+    /// Address to listen on; 0.0.0.0 or :: opens the server to other machines
+    #[arg(long, default_value = "127.0.0.1", value_name = "ADDR")]
+    pub host: std::net::IpAddr,
+    /// Port to listen on (0: any free port, named on stderr)
+    #[arg(long, default_value_t = 5000, value_name = "PORT")]
+    pub port: u16,
+    /// Most sentences decoded together, from however many requests
+    #[arg(long, default_value_t = 32, value_name = "N", value_parser = at_least_one)]
+    pub max_batch: usize,
+    /// Longest the first sentence of a batch waits for others to join it, in milliseconds
+    #[arg(long, default_value_t = 5, value_name = "MS")]
+    pub max_wait_ms: u64,
+    /// Most sentences waiting or being decoded; requests beyond it get 429 at once
+    #[arg(long, default_value_t = 1024, value_name = "N", value_parser = at_least_one)]
+    pub max_queue: usize,
+    /// Longest a request may take, from its arrival to its answer (503 after), in milliseconds
+    #[arg(long, default_value_t = 30_000, value_name = "MS", value_parser = at_least_one)]
+    pub timeout_ms: usize,
+    /// Largest request body, in bytes (413 beyond)
+    #[arg(long, default_value_t = 256 * 1024, value_name = "BYTES", value_parser = at_least_one)]
+    pub max_body_bytes: usize,
+    /// Longest text, in characters (400 beyond)
+    #[arg(long, default_value_t = 5000, value_name = "N", value_parser = at_least_one)]
+    pub max_chars: usize,
+    /// Most texts in one request's q list (400 beyond)
+    #[arg(long, default_value_t = 128, value_name = "N", value_parser = at_least_one)]
+    pub max_texts: usize,
+    /// Key every translation request must carry (api_key, or Authorization: Bearer on /v1);
+    /// default: none needed. Also read from TRANSFORMER_API_KEY, which keeps it out of `ps`
+    #[arg(
+        long,
+        value_name = "KEY",
+        env = "TRANSFORMER_API_KEY",
+        hide_env_values = true
+    )]
+    pub api_key: Option<String>,
+    /// Decoding for requests that name no settings (all of LibreTranslate's)
+    #[command(flatten)]
+    pub decode: DecodeSettingsArgs,
     #[command(flatten)]
     pub device: DeviceArgs,
 }

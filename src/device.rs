@@ -138,6 +138,15 @@ fn cuda_failure(error: &str) -> String {
     format!("{cause} ({})", code.unwrap_or_default())
 }
 
+/// The device as the user names it with `--device`: `cpu`, `cuda:0`.
+pub fn describe(device: &Device) -> String {
+    match device.location() {
+        candle_core::DeviceLocation::Cpu => "cpu".into(),
+        candle_core::DeviceLocation::Cuda { gpu_id } => format!("cuda:{gpu_id}"),
+        candle_core::DeviceLocation::Metal { gpu_id } => format!("metal:{gpu_id}"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -30,6 +30,8 @@
 //! - [`data`]: corpora and cleaning, word and BPE tokenizers, token-budget batches
 //! - [`checkpoint`]: the run directory, written atomically ([`atomic_file`]); [`plot`]:
 //!   loss.png and attention heatmaps
+//! - [`serve`]: `transformer serve`, the LibreTranslate-compatible HTTP server with dynamic
+//!   batching, its own `/v1` API, metrics and a page with the attention heatmap
 //! - [`bench`]: the speed benchmark's workloads (scripts/bench.sh compares them with PyTorch)
 //! - [`config`]: every hyper-parameter and its default; [`device`]: CPU or CUDA
 //! - [`distributed`]: data-parallel training's ranks and gradient sums (one process, MPI,
@@ -50,4 +52,5 @@ pub mod metrics;
 pub mod model;
 pub mod plot;
 pub mod progress;
+pub mod serve;
 pub mod train;

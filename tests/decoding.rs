@@ -194,6 +194,51 @@ fn a_wider_beam_ends_its_hypothesis_and_scores_at_least_as_well_as_greedy() {
     }
 }
 
+#[test]
+fn n_best_keeps_the_best_translation_first_and_ranks_the_alternatives_after_it() {
+    let loaded = fixture();
+    let best_only = Translator {
+        model: loaded.translation().unwrap(),
+        tokenizers: &loaded.tokenizers,
+        max_positions: loaded.config.model.max_len,
+        device: &Device::Cpu,
+        options: DecodeOptions {
+            beam: 4,
+            ..DecodeOptions::default()
+        },
+    };
+    let three = Translator {
+        options: DecodeOptions {
+            n_best: 3,
+            ..best_only.options
+        },
+        ..best_only
+    };
+    let sources: Vec<String> = SOURCES.iter().map(|s| s.to_string()).collect();
+    let alone = best_only.translate_batch(&sources).unwrap();
+    let ranked = three.translate_batch(&sources).unwrap();
+    let alpha = best_only.options.length_penalty;
+    let score = |log_probs: &[f32]| {
+        log_probs.iter().sum::<f32>() / ((5.0 + log_probs.len() as f32) / 6.0).powf(alpha)
+    };
+    for (one, many) in alone.iter().zip(&ranked) {
+        assert!(one.alternatives.is_empty());
+        assert_eq!((&many.ids, &many.log_probs), (&one.ids, &one.log_probs));
+        assert_eq!(many.alternatives.len(), 2, "{}", one.source);
+        let mut previous = score(&many.log_probs);
+        for alternative in &many.alternatives {
+            assert_ne!(alternative.ids, many.ids);
+            let this = score(&alternative.log_probs);
+            assert!(
+                this <= previous + 1e-6,
+                "{}: {this} after {previous}",
+                one.source
+            );
+            previous = this;
+        }
+    }
+}
+
 /// All sentences' beams in one decoder call per step find, for each sentence, the hypothesis
 /// the one-sentence search finds: sources of different lengths (padded), beams of 2 and 5,
 /// each sentence with its own step limit (one too short to end, one allowed none).

@@ -7,6 +7,7 @@ mod eval;
 mod generate;
 mod infer_test;
 mod plot;
+mod serve;
 mod stdout;
 mod stop_signals;
 mod train;
@@ -15,7 +16,7 @@ mod translate;
 use std::path::{Path, PathBuf};
 
 use crate::checkpoint::{self, RUNS_ROOT};
-use crate::cli::{Command, DecodeArgs, DeviceArgs};
+use crate::cli::{Command, DecodeSettingsArgs, DeviceArgs};
 use crate::config::Architecture;
 use crate::device::select;
 use crate::infer::text_generator::TextGenerator;
@@ -38,6 +39,7 @@ pub fn run(command: Command) -> anyhow::Result<()> {
         Command::Average(args) => average::run(args),
         Command::Plot(args) => plot::run(args),
         Command::Attention(args) => attention::run(args),
+        Command::Serve(args) => serve::run(args),
         Command::Bench(args) => bench::run(args),
         Command::InferTest(args) => infer_test::run(args),
     }
@@ -178,7 +180,7 @@ fn bounded_beam(options: DecodeOptions, loaded: &checkpoint::Checkpoint) -> Deco
 
 /// The decoding flags, already checked by the parser, over the checkpoint's `[decode]`
 /// settings: a flag given wins, the run's setting stands in for one left out.
-fn decode_options(args: &DecodeArgs, loaded: &checkpoint::Checkpoint) -> DecodeOptions {
+fn decode_options(args: &DecodeSettingsArgs, loaded: &checkpoint::Checkpoint) -> DecodeOptions {
     let saved = DecodeOptions::from(&loaded.config.decode);
     DecodeOptions {
         beam: args.beam.unwrap_or(saved.beam),
@@ -186,5 +188,6 @@ fn decode_options(args: &DecodeArgs, loaded: &checkpoint::Checkpoint) -> DecodeO
             .length_penalty
             .map_or(saved.length_penalty, |alpha| alpha as f32),
         max_len: args.max_len.or(saved.max_len),
+        n_best: 1,
     }
 }

@@ -23,6 +23,13 @@ pub struct DataConfig {
     pub joint_vocab: bool,
     /// Words (word) or merges (bpe) seen fewer times than this are left out.
     pub min_freq: usize,
+    /// The source language's code (`de`): what `serve` answers LibreTranslate clients with
+    /// and checks their `source` against.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub source_lang: Option<String>,
+    /// The target language's code (`en`), as `source_lang`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub target_lang: Option<String>,
 }
 
 impl Default for DataConfig {
@@ -34,6 +41,8 @@ impl Default for DataConfig {
             vocab_size: 8000,
             joint_vocab: true,
             min_freq: 1,
+            source_lang: None,
+            target_lang: None,
         }
     }
 }

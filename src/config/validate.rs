@@ -57,6 +57,8 @@ impl Config {
         probability("model.dropout", m.dropout)?;
         probability("model.attention_dropout", m.attention_dropout)?;
         positive("data.min_freq", self.data.min_freq)?;
+        language_code("data.source_lang", self.data.source_lang.as_deref())?;
+        language_code("data.target_lang", self.data.target_lang.as_deref())?;
         positive("training.epochs", t.epochs)?;
         positive("training.max_tokens", t.max_tokens)?;
         positive("training.accumulate", t.accumulate)?;
@@ -114,6 +116,21 @@ impl Config {
         probability("training.label_smoothing", t.label_smoothing)?;
         Ok(())
     }
+}
+
+/// A language code as LibreTranslate clients send it: 2 to 16 ASCII letters, digits or `-`
+/// (`de`, `en`, `zh-Hans`), and not `auto`, which asks the server to detect the language.
+fn language_code(key: &str, code: Option<&str>) -> Result<(), (String, String)> {
+    let Some(code) = code else { return Ok(()) };
+    let well_formed = (2..=16).contains(&code.len())
+        && code.chars().all(|c| c.is_ascii_alphanumeric() || c == '-');
+    if !well_formed || code == "auto" {
+        return Err((
+            key.into(),
+            format!("must be a language code such as \"de\" or \"en\", got {code:?}"),
+        ));
+    }
+    Ok(())
 }
 
 fn positive(key: &str, value: usize) -> Result<(), (String, String)> {

@@ -76,13 +76,21 @@ impl Search {
         }
     }
 
-    /// The best ended hypothesis, or, when nothing ended, the best open one.
-    fn best(self, alpha: f32) -> Hypothesis {
-        self.finished.best().unwrap_or_else(|| {
-            let mut open = FinishedPool::new(1, alpha);
+    /// The `n` best hypotheses, best first: the ended ones by length-normalised score, then,
+    /// when fewer than `n` ended, the best open ones (so the best of all is the one ended
+    /// hypothesis, or the best open one when nothing ended).
+    fn into_n_best(self, n: usize, alpha: f32) -> Vec<Hypothesis> {
+        let mut ranked = self.finished.into_ranked();
+        ranked.truncate(n);
+        if ranked.len() < n {
+            let mut open = FinishedPool::new(self.beams.len(), alpha);
             self.beams.into_iter().for_each(|b| open.offer(b));
-            open.best().unwrap_or_else(Hypothesis::empty)
-        })
+            ranked.extend(open.into_ranked().into_iter().take(n - ranked.len()));
+        }
+        if ranked.is_empty() {
+            ranked.push(Hypothesis::empty());
+        }
+        ranked
     }
 }
 
@@ -136,7 +144,7 @@ pub fn beam_search(
             }
         }
     }
-    Ok(search.best(settings.length_penalty))
+    Ok(search.into_n_best(1, settings.length_penalty).remove(0))
 }
 
 /// Beam search for a batch of sentences `src` `(batch, src_len)` (padded, `src_mask`
@@ -149,9 +157,25 @@ pub fn beam_search_batch(
     src: &Tensor,
     src_mask: &Tensor,
     start: u32,
-    (max_steps, end): (&[usize], Option<u32>),
+    limits: (&[usize], Option<u32>),
     settings: BeamSettings,
 ) -> Result<Vec<Hypothesis>> {
+    let n_best = beam_search_batch_n_best(model, src, src_mask, start, limits, settings, 1)?;
+    Ok(n_best.into_iter().map(|mut best| best.remove(0)).collect())
+}
+
+/// [`beam_search_batch`] keeping each sentence's `n_best` best hypotheses (at most `beam`),
+/// best first: the first is the one `beam_search_batch` returns.
+pub fn beam_search_batch_n_best(
+    model: &EncoderDecoder,
+    src: &Tensor,
+    src_mask: &Tensor,
+    start: u32,
+    (max_steps, end): (&[usize], Option<u32>),
+    settings: BeamSettings,
+    n_best: usize,
+) -> Result<Vec<Vec<Hypothesis>>> {
+    let n_best = n_best.clamp(1, settings.beam.max(1));
     let device = src.device();
     let batch = src.dim(0)?;
     if max_steps.len() != batch {
@@ -164,7 +188,7 @@ pub fn beam_search_batch(
     let memory = model.encode(src, src_mask, Mode::Eval)?;
     let mut state = model.start_decoding(&memory, src_mask)?;
     let mut searches: Vec<Search> = (0..batch).map(|_| Search::new(settings)).collect();
-    let mut results: Vec<Option<Hypothesis>> = vec![None; batch];
+    let mut results: Vec<Option<Vec<Hypothesis>>> = vec![None; batch];
     // The sentences still searching, in the order of their rows in the decoder state, each
     // with its first row; a sentence's rows are its beams, in order. A sentence allowed no
     // step at all is done before the first.
@@ -207,7 +231,7 @@ pub fn beam_search_batch(
             };
             if !going_on {
                 let done = std::mem::replace(search, Search::new(settings));
-                results[s] = Some(done.best(settings.length_penalty));
+                results[s] = Some(done.into_n_best(n_best, settings.length_penalty));
             }
         }
         if next_active.is_empty() {
@@ -219,7 +243,7 @@ pub fn beam_search_batch(
     // A sentence allowed no step gets the empty hypothesis, as `beam_search` gives it.
     Ok(results
         .into_iter()
-        .map(|r| r.unwrap_or_else(Hypothesis::empty))
+        .map(|r| r.unwrap_or_else(|| vec![Hypothesis::empty()]))
         .collect())
 }
 
@@ -264,8 +288,9 @@ impl FinishedPool {
         self.hypotheses.len() == self.capacity && best_open <= worst
     }
 
-    fn best(self) -> Option<Hypothesis> {
-        self.hypotheses.into_iter().next().map(|(_, h)| h)
+    /// The hypotheses, best first.
+    fn into_ranked(self) -> Vec<Hypothesis> {
+        self.hypotheses.into_iter().map(|(_, h)| h).collect()
     }
 }
 

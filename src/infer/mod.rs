@@ -5,13 +5,14 @@
 //! included) and the [`text_generator::TextGenerator`], one or the other for a model as
 //! [`Inference`] says.
 
+pub mod attention;
 mod beam;
 mod greedy;
 pub mod sampling;
 pub mod text_generator;
 pub mod translator;
 
-pub use beam::{beam_search, beam_search_batch, BeamSettings};
+pub use beam::{beam_search, beam_search_batch, beam_search_batch_n_best, BeamSettings};
 pub use greedy::{greedy_batch, greedy_decode, incremental_log_probs, teacher_forced_log_probs};
 
 use candle_core::Device;

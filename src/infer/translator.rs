@@ -9,20 +9,25 @@ use crate::data::batch::with_boundaries;
 use crate::data::corpus::normalize_sentence;
 use crate::data::vocab::{BOS_ID, EOS_ID, PAD_ID};
 use crate::data::Tokenizers;
-use crate::infer::{beam_search_batch, greedy_batch, BeamSettings, DecodeLimits, Hypothesis};
+use crate::infer::{
+    beam_search_batch_n_best, greedy_batch, BeamSettings, DecodeLimits, Hypothesis,
+};
 use crate::model::{masks, EncoderDecoder};
 
 /// Target tokens allowed beyond the source length when no maximum is given.
 const DEFAULT_EXTRA_TARGET_TOKENS: usize = 50;
 
 /// How to decode.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct DecodeOptions {
     /// 1: greedy (batched); more: beam search with this many beams.
     pub beam: usize,
     pub length_penalty: f32,
     /// Most generated tokens (`</s>` included); default source length + 50.
     pub max_len: Option<usize>,
+    /// Hypotheses kept per sentence (at most `beam`): the best is the translation, the
+    /// others its `alternatives`.
+    pub n_best: usize,
 }
 
 impl From<&crate::config::DecodeConfig> for DecodeOptions {
@@ -31,6 +36,7 @@ impl From<&crate::config::DecodeConfig> for DecodeOptions {
             beam: config.beam,
             length_penalty: config.length_penalty as f32,
             max_len: config.max_len,
+            n_best: 1,
         }
     }
 }
@@ -41,6 +47,7 @@ impl Default for DecodeOptions {
             beam: 1,
             length_penalty: 1.0,
             max_len: None,
+            n_best: 1,
         }
     }
 }
@@ -71,6 +78,18 @@ pub struct Translation {
     /// The source's token count when it was longer than the model reads and was cut.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub truncated_from: Option<usize>,
+    /// The next best hypotheses of a beam search asked for more than one, best first.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub alternatives: Vec<Alternative>,
+}
+
+/// A hypothesis after the best, in the same fields as the translation.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Alternative {
+    pub translation: String,
+    pub tokens: Vec<String>,
+    pub ids: Vec<u32>,
+    pub log_probs: Vec<f32>,
 }
 
 impl Translator<'_> {
@@ -128,21 +147,33 @@ impl Translator<'_> {
                 log_probs: Vec::new(),
                 unknown_words: encoded.unknown,
                 truncated_from,
+                alternatives: Vec::new(),
             });
         }
         let hypotheses = self.decode(&sources)?;
-        for ((index, _), hypothesis) in sources.iter().zip(hypotheses) {
+        for ((index, _), ranked) in sources.iter().zip(hypotheses) {
+            let mut ranked = ranked.into_iter().map(|h| self.alternative(h));
             let result = &mut results[*index];
-            result.tokens = hypothesis
-                .ids
-                .iter()
-                .map(|&id| self.tokenizers.tgt.token(id))
-                .collect();
-            result.translation = self.tokenizers.tgt.decode(&hypothesis.ids)?;
-            result.ids = hypothesis.ids;
-            result.log_probs = hypothesis.log_probs;
+            if let Some(best) = ranked.next().transpose()? {
+                result.translation = best.translation;
+                result.tokens = best.tokens;
+                result.ids = best.ids;
+                result.log_probs = best.log_probs;
+            }
+            result.alternatives = ranked.collect::<anyhow::Result<_>>()?;
         }
         Ok(results)
+    }
+
+    /// A hypothesis as text and tokens.
+    fn alternative(&self, hypothesis: Hypothesis) -> anyhow::Result<Alternative> {
+        let tgt = &self.tokenizers.tgt;
+        Ok(Alternative {
+            translation: tgt.decode(&hypothesis.ids)?,
+            tokens: hypothesis.ids.iter().map(|&id| tgt.token(id)).collect(),
+            ids: hypothesis.ids,
+            log_probs: hypothesis.log_probs,
+        })
     }
 
     fn max_steps(&self, src_len: usize) -> usize {
@@ -152,7 +183,8 @@ impl Translator<'_> {
             .min(self.max_positions)
     }
 
-    fn decode(&self, sources: &[(usize, Vec<u32>)]) -> anyhow::Result<Vec<Hypothesis>> {
+    /// Each source's hypotheses, best first (one unless `n_best` asks for more).
+    fn decode(&self, sources: &[(usize, Vec<u32>)]) -> anyhow::Result<Vec<Vec<Hypothesis>>> {
         if sources.is_empty() {
             return Ok(Vec::new());
         }
@@ -175,8 +207,14 @@ impl Translator<'_> {
                 .map(|(_, ids)| self.max_steps(ids.len()))
                 .collect();
             let limits = (own_limits.as_slice(), Some(EOS_ID));
-            return Ok(beam_search_batch(
-                self.model, &src, &src_mask, BOS_ID, limits, settings,
+            return Ok(beam_search_batch_n_best(
+                self.model,
+                &src,
+                &src_mask,
+                BOS_ID,
+                limits,
+                settings,
+                self.options.n_best,
             )?);
         }
         let longest = sources
@@ -190,7 +228,7 @@ impl Translator<'_> {
             hypothesis.ids.truncate(own_limit);
             hypothesis.log_probs.truncate(own_limit);
         }
-        Ok(hypotheses)
+        Ok(hypotheses.into_iter().map(|h| vec![h]).collect())
     }
 
     fn limits(&self, max_steps: usize) -> DecodeLimits {

@@ -7,7 +7,8 @@ use plotters::prelude::*;
 use plotters::style::colors::colormaps::ViridisRGB;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
-use super::{write_png_atomic, DrawResult};
+use super::DrawResult;
+use crate::atomic_file::write_atomic;
 
 /// One layer's probabilities, `[head][query][key]`.
 pub type HeadMaps = Vec<Vec<Vec<f32>>>;
@@ -96,6 +97,11 @@ fn text_width(text: &str, size: f64) -> i32 {
 
 /// Draws `grids` one under another into a PNG at `path` (written atomically).
 pub fn write_attention_heatmaps(grids: &[AttentionGrid], path: &Path) -> anyhow::Result<()> {
+    write_atomic(path, &attention_heatmaps_png(grids)?)
+}
+
+/// Draws `grids` one under another and returns the picture as PNG bytes.
+pub fn attention_heatmaps_png(grids: &[AttentionGrid]) -> anyhow::Result<Vec<u8>> {
     super::register_font();
     let layout = Layout::for_grids(grids);
     let width = grids
@@ -107,22 +113,32 @@ pub fn write_attention_heatmaps(grids: &[AttentionGrid], path: &Path) -> anyhow:
         + COLOR_BAR_WIDTH;
     let height = grids.iter().map(|g| layout.grid_height(g)).sum::<i32>() + MARGIN;
     let size = (width.max(200) as u32, height.max(200) as u32);
-    write_png_atomic(path, |tmp| {
-        let root = BitMapBackend::new(tmp, size).into_drawing_area();
-        root.fill(&WHITE)?;
-        let mut top = MARGIN;
-        for grid in grids {
-            draw_grid(&root, &layout, grid, top)?;
-            top += layout.grid_height(grid);
-        }
-        draw_color_bar(
-            &root,
-            size.0 as i32 - MARGIN - COLOR_BAR_WIDTH + 20,
-            MARGIN + 50,
-        )?;
-        root.present()?;
-        Ok(())
-    })
+    let mut rgb = vec![0u8; size.0 as usize * size.1 as usize * 3];
+    draw_into(&mut rgb, size, &layout, grids)
+        .map_err(|e| anyhow::anyhow!("drawing the attention heatmaps: {e}"))?;
+    super::encode_png(&rgb, size)
+}
+
+fn draw_into(
+    rgb: &mut [u8],
+    size: (u32, u32),
+    layout: &Layout,
+    grids: &[AttentionGrid],
+) -> DrawResult {
+    let root = BitMapBackend::with_buffer(rgb, size).into_drawing_area();
+    root.fill(&WHITE)?;
+    let mut top = MARGIN;
+    for grid in grids {
+        draw_grid(&root, layout, grid, top)?;
+        top += layout.grid_height(grid);
+    }
+    draw_color_bar(
+        &root,
+        size.0 as i32 - MARGIN - COLOR_BAR_WIDTH + 20,
+        MARGIN + 50,
+    )?;
+    root.present()?;
+    Ok(())
 }
 
 type Area<'a> = DrawingArea<BitMapBackend<'a>, plotters::coord::Shift>;

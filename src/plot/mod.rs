@@ -11,7 +11,7 @@ use plotters::style::FontStyle;
 
 use crate::atomic_file::write_atomic_with;
 
-pub use attention::{write_attention_heatmaps, AttentionGrid, HeadMaps};
+pub use attention::{attention_heatmaps_png, write_attention_heatmaps, AttentionGrid, HeadMaps};
 pub use curves::write_training_curves;
 
 const FONT: &[u8] = include_bytes!("../../assets/DejaVuSans.ttf");
@@ -32,4 +32,16 @@ fn register_font() {
 fn write_png_atomic(path: &Path, draw: impl FnOnce(&Path) -> DrawResult) -> anyhow::Result<()> {
     register_font();
     write_atomic_with(path, draw)
+}
+
+/// `rgb` (8-bit RGB rows of `size.0` pixels) as PNG bytes.
+fn encode_png(rgb: &[u8], (width, height): (u32, u32)) -> anyhow::Result<Vec<u8>> {
+    let mut bytes = Vec::new();
+    let mut encoder = png::Encoder::new(&mut bytes, width, height);
+    encoder.set_color(png::ColorType::Rgb);
+    encoder.set_depth(png::BitDepth::Eight);
+    let mut writer = encoder.write_header()?;
+    writer.write_image_data(rgb)?;
+    writer.finish()?;
+    Ok(bytes)
 }

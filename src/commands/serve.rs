@@ -1,0 +1,60 @@
+//! `transformer serve`: flags -> checkpoint, device and limits -> the server.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use crate::cli::ServeArgs;
+use crate::progress::Verbosity;
+use crate::serve::{serve, BatchPolicy, Limits, ServeSettings};
+
+pub fn run(args: ServeArgs) -> anyhow::Result<()> {
+    let device = super::device_from(&args.device, Verbosity::Normal)?;
+    let loaded = super::load_translation_model(args.checkpoint.as_deref(), &device)?;
+    let defaults = super::bounded_beam(super::decode_options(&args.decode, &loaded), &loaded);
+    let settings = ServeSettings {
+        addr: SocketAddr::new(args.host, args.port),
+        policy: BatchPolicy {
+            max_batch: args.max_batch,
+            max_wait: Duration::from_millis(args.max_wait_ms),
+            capacity: args.max_queue,
+        },
+        limits: Limits {
+            max_body_bytes: args.max_body_bytes,
+            max_chars: args.max_chars,
+            max_texts: args.max_texts,
+            timeout: Duration::from_millis(args.timeout_ms as u64),
+        },
+        api_key: args.api_key.filter(|key| !key.is_empty()),
+        defaults,
+    };
+    let (source, target) = (
+        loaded.config.data.source_lang.clone().unwrap_or_default(),
+        loaded.config.data.target_lang.clone().unwrap_or_default(),
+    );
+    let dir = loaded.dir.display().to_string();
+    let open_to_others = !args.host.is_loopback();
+    let policy = settings.policy;
+    let key = settings.api_key.is_some();
+    serve(loaded, device, settings, move |addr| {
+        eprintln!(
+            "serving {dir} ({source} -> {target}) on http://{addr} (batches of up to {} \
+             sentences, waiting up to {} ms; queue {}{}); Ctrl-C stops",
+            policy.max_batch,
+            policy.max_wait.as_millis(),
+            policy.capacity,
+            if key { "; API key required" } else { "" },
+        );
+        if open_to_others {
+            eprintln!(
+                "warning: listening on {addr}, reachable from other machines{}",
+                if key {
+                    ""
+                } else {
+                    " by anyone: consider --api-key"
+                }
+            );
+        }
+    })?;
+    eprintln!("stopped: every request in flight was answered");
+    Ok(())
+}

@@ -1,0 +1,97 @@
+//! The attention of a sentence pair, for the pictures: the pair run through the model under
+//! teacher forcing, every layer's and head's probabilities collected into the grids that
+//! [`crate::plot`] draws (`transformer attention` and the server's page share this).
+
+use anyhow::bail;
+use candle_core::{Device, Tensor};
+
+use crate::data::batch::with_boundaries;
+use crate::data::vocab::{BOS_ID, PAD_ID};
+use crate::data::{TextTokenizer, Tokenizers};
+use crate::model::{attention_maps, masks, EncoderDecoder};
+use crate::plot::{AttentionGrid, HeadMaps};
+
+/// A source sentence and the target the decoder is fed, as ids with their boundaries.
+pub struct TeacherForcedPair {
+    /// `<s> x1 .. xm </s>`.
+    pub src: Vec<u32>,
+    /// `<s> y1 .. y(n-1)`: the decoder reads these and predicts `y1 .. yn` (`yn` is usually
+    /// `</s>`).
+    pub tgt_in: Vec<u32>,
+}
+
+impl TeacherForcedPair {
+    /// The pair of source pieces `src` (no boundaries) and generated `target` ids.
+    pub fn new(src: &[u32], target: &[u32]) -> Self {
+        let mut tgt_in = vec![BOS_ID];
+        tgt_in.extend(&target[..target.len().saturating_sub(1)]);
+        Self {
+            src: with_boundaries(src),
+            tgt_in,
+        }
+    }
+
+    /// Fails, naming both lengths, when either side is longer than the position table.
+    pub fn check_fits(&self, max_len: usize) -> anyhow::Result<()> {
+        if self.src.len() > max_len || self.tgt_in.len() > max_len {
+            bail!(
+                "the sentence pair has {} source and {} target positions but model.max_len is \
+                 {max_len}; draw a shorter sentence",
+                self.src.len(),
+                self.tgt_in.len()
+            );
+        }
+        Ok(())
+    }
+}
+
+/// The three kinds of attention of `pair`, for `layers` (1-based; all when empty).
+pub fn attention_grids(
+    model: &EncoderDecoder,
+    tokenizers: &Tokenizers,
+    pair: &TeacherForcedPair,
+    layers: &[usize],
+    device: &Device,
+) -> anyhow::Result<Vec<AttentionGrid>> {
+    let (src, tgt_in) = (pair.src.as_slice(), pair.tgt_in.as_slice());
+    let src_ids = Tensor::new(src, device)?.unsqueeze(0)?;
+    let tgt_ids = Tensor::new(tgt_in, device)?.unsqueeze(0)?;
+    let src_mask = masks::padding_mask(&src_ids, PAD_ID)?;
+    let tgt_mask = masks::target_mask(&tgt_ids, PAD_ID)?;
+    let maps = attention_maps(model, &src_ids, &tgt_ids, &src_mask, &tgt_mask)?;
+    let src_tokens = tokens(&tokenizers.src, src);
+    let tgt_tokens = tokens(&tokenizers.tgt, tgt_in);
+    let pick = |per_layer: &[Tensor]| -> anyhow::Result<Vec<(usize, HeadMaps)>> {
+        per_layer
+            .iter()
+            .enumerate()
+            .map(|(i, map)| (i + 1, map))
+            .filter(|(layer, _)| layers.is_empty() || layers.contains(layer))
+            .map(|(layer, map)| Ok((layer, map.to_vec3::<f32>()?)))
+            .collect()
+    };
+    Ok(vec![
+        AttentionGrid {
+            title: "Encoder self-attention".into(),
+            queries: src_tokens.clone(),
+            keys: src_tokens.clone(),
+            layers: pick(&maps.encoder)?,
+        },
+        AttentionGrid {
+            title: "Decoder self-attention (masked: no position sees later ones)".into(),
+            queries: tgt_tokens.clone(),
+            keys: tgt_tokens.clone(),
+            layers: pick(&maps.decoder_self)?,
+        },
+        AttentionGrid {
+            title: "Encoder-decoder attention (decoder positions over source tokens)".into(),
+            queries: tgt_tokens,
+            keys: src_tokens,
+            layers: pick(&maps.cross)?,
+        },
+    ])
+}
+
+fn tokens(tokenizer: &TextTokenizer, ids: &[u32]) -> Vec<String> {
+    ids.iter().map(|&id| tokenizer.token(id)).collect()
+}

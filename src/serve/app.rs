@@ -1,0 +1,133 @@
+//! What every handler shares: the queue, the limits, the key, the metrics, and the checks
+//! and the wait every translation request goes through.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::auth::ApiKey;
+use super::batcher::{Queue, Refused, Reply};
+use super::error::ApiError;
+use super::languages::LanguagePair;
+use super::metrics::Metrics;
+use crate::checkpoint::Checkpoint;
+use crate::data::corpus::normalize_sentence;
+use crate::infer::translator::{DecodeOptions, Translation};
+
+/// What a request may ask for.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// Largest request body.
+    pub max_body_bytes: usize,
+    /// Longest text (`q` or one of its list), in characters.
+    pub max_chars: usize,
+    /// Most texts in one `q` list.
+    pub max_texts: usize,
+    /// Longest a request may take, from its arrival to its answer.
+    pub timeout: Duration,
+}
+
+/// Everything the handlers share.
+pub struct AppState {
+    pub checkpoint: Arc<Checkpoint>,
+    pub queue: Queue,
+    pub metrics: Arc<Metrics>,
+    pub pair: LanguagePair,
+    pub key: ApiKey,
+    pub limits: Limits,
+    /// The checkpoint's `[decode]` settings, used when a request names none.
+    pub defaults: DecodeOptions,
+    pub max_batch: usize,
+    /// The device, as `/health` reports it.
+    pub device: String,
+}
+
+pub type Shared = Arc<AppState>;
+
+impl AppState {
+    /// Checks `texts` against the limits before they are queued: the character limit, and
+    /// the source tokens the model can read (a longer sentence would be cut).
+    pub fn check_texts(&self, texts: &[String]) -> Result<(), ApiError> {
+        if texts.len() > self.limits.max_texts {
+            return Err(ApiError::bad_request(format!(
+                "invalid request: q holds {} texts, more than this server's limit of {} \
+                 (serve --max-texts); send them in several requests",
+                texts.len(),
+                self.limits.max_texts
+            )));
+        }
+        let readable = self.checkpoint.config.model.max_len.saturating_sub(2);
+        for (i, text) in texts.iter().enumerate() {
+            let chars = text.chars().count();
+            if chars > self.limits.max_chars {
+                return Err(ApiError::bad_request(format!(
+                    "invalid request: text {} has {chars} characters, more than this server's \
+                     limit of {} (serve --max-chars); split it",
+                    i + 1,
+                    self.limits.max_chars
+                )));
+            }
+            for line in text.lines() {
+                let tokens = self
+                    .checkpoint
+                    .tokenizers
+                    .src
+                    .encode(&normalize_sentence(line))
+                    .map_err(|e| ApiError::bad_request(format!("invalid request: {e:#}")))?
+                    .ids
+                    .len();
+                if tokens > readable {
+                    return Err(ApiError::bad_request(format!(
+                        "invalid request: a sentence of text {} has {tokens} tokens, more than \
+                         the {readable} this model reads (model.max_len {}); split it into \
+                         shorter sentences",
+                        i + 1,
+                        readable + 2
+                    )));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Queues `sentences` and waits for their translations.
+    pub async fn translate(
+        &self,
+        sentences: Vec<String>,
+        options: DecodeOptions,
+    ) -> Result<Vec<Translation>, ApiError> {
+        if sentences.len() > self.queue.capacity() {
+            return Err(ApiError::bad_request(format!(
+                "invalid request: {} sentences are more than this server queues at once ({}, \
+                 serve --max-queue); send them in several requests",
+                sentences.len(),
+                self.queue.capacity()
+            )));
+        }
+        let reply = self.queue.translate(sentences, options).map_err(refused)?;
+        answer(reply).await
+    }
+}
+
+/// The model thread's answer to queued work.
+pub async fn answer<T>(reply: Reply<T>) -> Result<T, ApiError> {
+    match reply.await {
+        Ok(Ok(value)) => Ok(value),
+        Ok(Err(message)) => Err(ApiError::internal(format!("translation failed: {message}"))),
+        Err(_) => Err(ApiError::internal(
+            "translation failed: the model thread stopped; restart the server",
+        )),
+    }
+}
+
+/// The answer to work the queue would not take.
+pub fn refused(why: Refused) -> ApiError {
+    match why {
+        Refused::Full { queued, capacity } => ApiError::too_many_requests(format!(
+            "slow down: the server's queue holds {queued} of {capacity} sentences \
+             (serve --max-queue); retry in a moment"
+        )),
+        Refused::Stopped => {
+            ApiError::unavailable("the server is stopping; retry elsewhere or later")
+        }
+    }
+}

@@ -1,0 +1,234 @@
+//! This server's own API, for what LibreTranslate's lacks: `POST /v1/translate` with the
+//! decoding settings and the same JSON per sentence as `translate --json`, `GET
+//! /v1/attention` (the attention picture as PNG), `GET /health` and `GET /metrics`.
+
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{Query, State};
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+
+use super::app::{answer, refused, Shared};
+use super::body::{self, Accepts};
+use super::error::ApiError;
+use crate::data::corpus::normalize_sentence;
+use crate::infer::translator::{DecodeOptions, Translation};
+use crate::plot::attention_heatmaps_png;
+
+/// Widest beam a request may ask for: each beam is a decoder row, so this bounds the work
+/// one sentence can cost.
+const MAX_BEAM: usize = 32;
+
+/// Longest sentence, in source tokens, whose attention is drawn (the picture grows with the
+/// square of the length).
+const MAX_ATTENTION_TOKENS: usize = 40;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TranslateRequest {
+    q: Value,
+    beam: Option<usize>,
+    length_penalty: Option<f64>,
+    max_len: Option<usize>,
+    n_best: Option<usize>,
+    api_key: Option<String>,
+}
+
+/// `POST /v1/translate`: `{"translations": [...]}`, one object per text of `q` (a string or
+/// a list), each as `translate --json` prints it, with `alternatives` when `n_best` > 1.
+pub async fn translate(
+    State(state): State<Shared>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Json<TranslateResponse>, ApiError> {
+    let request: TranslateRequest =
+        body::parse(&headers, body, state.limits.max_body_bytes, Accepts::Json)?;
+    state
+        .key
+        .check(bearer(&headers).or(request.api_key.as_deref()))?;
+    let options = options(&state, &request)?;
+    let (texts, _) = body::texts(Some(request.q))?;
+    state.check_texts(&texts)?;
+    let translations = state.translate(texts, options).await?;
+    Ok(Json(TranslateResponse { translations }))
+}
+
+/// `/v1/translate`'s answer; a struct, so that each translation keeps the field order of
+/// `translate --json`.
+#[derive(Debug, Serialize)]
+pub struct TranslateResponse {
+    translations: Vec<Translation>,
+}
+
+/// The request's decoding settings over the checkpoint's, each checked.
+fn options(state: &Shared, request: &TranslateRequest) -> Result<DecodeOptions, ApiError> {
+    let defaults = state.defaults;
+    let vocab = state.checkpoint.tokenizers.tgt.vocab_size();
+    let beam = request.beam.unwrap_or(defaults.beam);
+    let widest = MAX_BEAM.min(vocab);
+    if !(1..=widest).contains(&beam) {
+        return Err(ApiError::bad_request(format!(
+            "invalid request: beam must be from 1 to {widest}, got {beam}"
+        )));
+    }
+    let n_best = request.n_best.unwrap_or(1);
+    if !(1..=beam).contains(&n_best) {
+        return Err(ApiError::bad_request(format!(
+            "invalid request: n_best must be from 1 to the beam ({beam}), got {n_best}"
+        )));
+    }
+    let length_penalty = request
+        .length_penalty
+        .unwrap_or(f64::from(defaults.length_penalty));
+    if !length_penalty.is_finite() {
+        return Err(ApiError::bad_request(
+            "invalid request: length_penalty must be a finite number",
+        ));
+    }
+    let max_positions = state.checkpoint.config.model.max_len;
+    let max_len = request.max_len.or(defaults.max_len);
+    if let Some(bad) = max_len.filter(|&n| !(1..=max_positions).contains(&n)) {
+        return Err(ApiError::bad_request(format!(
+            "invalid request: max_len must be from 1 to {max_positions} (model.max_len), got {bad}"
+        )));
+    }
+    Ok(DecodeOptions {
+        beam,
+        length_penalty: length_penalty as f32,
+        max_len,
+        n_best,
+    })
+}
+
+/// The key of an `Authorization: Bearer KEY` header.
+fn bearer(headers: &HeaderMap) -> Option<&str> {
+    headers
+        .get(header::AUTHORIZATION)?
+        .to_str()
+        .ok()?
+        .strip_prefix("Bearer ")
+}
+
+#[derive(Debug, Deserialize)]
+pub struct AttentionQuery {
+    q: Option<String>,
+    /// Layers to draw, `1,3` (1-based); all when absent.
+    layers: Option<String>,
+    api_key: Option<String>,
+}
+
+/// `GET /v1/attention?q=...`: the sentence translated with the server's decoding settings and
+/// the attention of every head drawn as in `transformer attention`, as PNG.
+pub async fn attention(
+    State(state): State<Shared>,
+    headers: HeaderMap,
+    query: Result<Query<AttentionQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<Response, ApiError> {
+    let Query(query) =
+        query.map_err(|e| ApiError::bad_request(format!("invalid request: {}", e.body_text())))?;
+    state
+        .key
+        .check(bearer(&headers).or(query.api_key.as_deref()))?;
+    let text = normalize_sentence(query.q.as_deref().unwrap_or(""));
+    let tokens = state
+        .checkpoint
+        .tokenizers
+        .src
+        .encode(&text)
+        .map_err(|e| ApiError::bad_request(format!("invalid request: {e:#}")))?
+        .ids
+        .len();
+    if tokens == 0 {
+        return Err(ApiError::bad_request(
+            "invalid request: q is empty; give the sentence whose attention to draw",
+        ));
+    }
+    if tokens > MAX_ATTENTION_TOKENS {
+        return Err(ApiError::bad_request(format!(
+            "invalid request: the sentence has {tokens} tokens; attention is drawn for at most \
+             {MAX_ATTENTION_TOKENS}"
+        )));
+    }
+    let layers = layers(
+        query.layers.as_deref(),
+        state.checkpoint.config.model.layers,
+    )?;
+    let reply = state.queue.attention(text, layers).map_err(refused)?;
+    let (_, grids) = answer(reply).await?;
+    let png = tokio::task::spawn_blocking(move || attention_heatmaps_png(&grids))
+        .await
+        .map_err(|e| ApiError::internal(format!("drawing the attention failed: {e}")))?
+        .map_err(|e| ApiError::internal(format!("{e:#}")))?;
+    Ok((
+        [
+            (header::CONTENT_TYPE, "image/png"),
+            (header::CACHE_CONTROL, "no-store"),
+        ],
+        png,
+    )
+        .into_response())
+}
+
+/// `1,3` as layer numbers, each from 1 to `count`; empty or absent: all layers.
+fn layers(spec: Option<&str>, count: usize) -> Result<Vec<usize>, ApiError> {
+    let Some(spec) = spec.filter(|s| !s.trim().is_empty()) else {
+        return Ok(Vec::new());
+    };
+    spec.split(',')
+        .map(|part| match part.trim().parse::<usize>() {
+            Ok(layer) if (1..=count).contains(&layer) => Ok(layer),
+            _ => Err(ApiError::bad_request(format!(
+                "invalid request: layers {part:?} is not a layer of this model; it has layers 1 \
+                 to {count}"
+            ))),
+        })
+        .collect()
+}
+
+/// `GET /health`: that the server answers, what it serves and how full its queue is.
+pub async fn health(State(state): State<Shared>) -> Json<Value> {
+    Json(json!({
+        "status": "ok",
+        "checkpoint": state.checkpoint.dir.display().to_string(),
+        "source": state.pair.source,
+        "target": state.pair.target,
+        "device": state.device,
+        "max_batch": state.max_batch,
+        "queued_sentences": state.queue.len(),
+        "queue_capacity": state.queue.capacity(),
+        "version": env!("CARGO_PKG_VERSION"),
+    }))
+}
+
+/// `GET /metrics`, for Prometheus.
+pub async fn metrics(State(state): State<Shared>) -> Response {
+    match state.metrics.encode(state.queue.len()) {
+        Ok(text) => (
+            StatusCode::OK,
+            [(
+                header::CONTENT_TYPE,
+                "application/openmetrics-text; version=1.0.0; charset=utf-8",
+            )],
+            text,
+        )
+            .into_response(),
+        Err(_) => ApiError::internal("the metrics could not be written").into_response(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn layers_are_numbered_from_one() {
+        assert_eq!(layers(None, 3).unwrap(), Vec::<usize>::new());
+        assert_eq!(layers(Some("1, 3"), 3).unwrap(), vec![1, 3]);
+        for bad in ["0", "4", "x", "1,,2"] {
+            assert_eq!(layers(Some(bad), 3).unwrap_err().status, 400, "{bad}");
+        }
+    }
+}

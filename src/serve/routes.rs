@@ -1,0 +1,94 @@
+//! The router: every endpoint behind the body limit, and one middleware that bounds each
+//! request's time, counts it and times it.
+
+use std::time::Instant;
+
+use axum::extract::{DefaultBodyLimit, Request, State};
+use axum::http::Uri;
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::Router;
+
+use super::app::Shared;
+use super::error::ApiError;
+use super::{libretranslate, native, page};
+
+/// Every endpoint, behind the body limit and the timing middleware.
+pub fn router(state: Shared) -> Router {
+    let limit = DefaultBodyLimit::max(state.limits.max_body_bytes);
+    Router::new()
+        .route("/", get(page::index))
+        .route("/translate", post(libretranslate::translate))
+        .route(
+            "/languages",
+            get(libretranslate::languages).post(libretranslate::languages),
+        )
+        .route("/detect", post(libretranslate::detect))
+        .route("/frontend/settings", get(libretranslate::settings))
+        .route("/v1/translate", post(native::translate))
+        .route("/v1/attention", get(native::attention))
+        .route("/health", get(native::health))
+        .route("/metrics", get(native::metrics))
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(limit)
+        .layer(middleware::from_fn_with_state(state.clone(), track))
+        .with_state(state)
+}
+
+async fn not_found(uri: Uri) -> ApiError {
+    ApiError::not_found(format!(
+        "no endpoint {}; this server answers /translate, /languages, /detect, /v1/translate, \
+         /v1/attention, /health, /metrics and the page at /",
+        uri.path()
+    ))
+}
+
+async fn method_not_allowed(uri: Uri) -> ApiError {
+    ApiError::with_status(
+        axum::http::StatusCode::METHOD_NOT_ALLOWED,
+        format!(
+            "{} does not answer this method; /translate, /detect and /v1/translate take POST, \
+             the others GET",
+            uri.path()
+        ),
+    )
+}
+
+/// Bounds each request by `--timeout-ms` (reading its body included) and records its
+/// status and latency.
+async fn track(State(state): State<Shared>, request: Request, next: Next) -> Response {
+    let endpoint = endpoint_label(request.uri().path());
+    let started = Instant::now();
+    let timeout = state.limits.timeout;
+    let response = match tokio::time::timeout(timeout, next.run(request)).await {
+        Ok(response) => response,
+        Err(_) => ApiError::unavailable(format!(
+            "the request took longer than this server's limit of {} ms (serve --timeout-ms); \
+             retry, or send fewer or shorter texts",
+            timeout.as_millis()
+        ))
+        .into_response(),
+    };
+    state
+        .metrics
+        .record_request(endpoint, response.status().as_u16(), started.elapsed());
+    response
+}
+
+/// A fixed label per route, so that unknown paths cannot grow the metrics without bound.
+fn endpoint_label(path: &str) -> &'static str {
+    match path {
+        "/" => "page",
+        "/translate" => "translate",
+        "/languages" => "languages",
+        "/detect" => "detect",
+        "/frontend/settings" => "settings",
+        "/v1/translate" => "v1_translate",
+        "/v1/attention" => "v1_attention",
+        "/health" => "health",
+        "/metrics" => "metrics",
+        _ => "other",
+    }
+}
