@@ -38,7 +38,8 @@ def offline_rate(args, sentences, work):
     """Sentences per second once the model is loaded: (N - 1) / (t(N) - t(1))."""
     whole = offline_seconds(args, sentences, work)
     one = offline_seconds(args, sentences[:1], work)
-    return (len(sentences) - 1) / (whole - one)
+    # A load too small to outlast the model's loading (--quick's) has no rate to report.
+    return (len(sentences) - 1) / (whole - one) if whole > one * 1.05 else float("nan")
 
 
 def serve_rates(args, path):
@@ -107,17 +108,18 @@ def main():
                   + ", ".join(f"{c} clients {served[c][-1]['sentences_per_second']:.1f}"
                               for c in CLIENTS), flush=True)
     base = statistics.median(offline)
+    share = (lambda rate: f"{100 * rate / base:.0f}%") if base == base else (lambda _: "n/a")
     print(f"\n{cpu_description()}, {len(sentences)} sentences, beam {args.beam}, "
           f"medians of {args.reps} interleaved repetitions\n")
     print("| clients | sentences/s | p50 latency | p99 latency | share of offline |")
     print("|---:|---:|---:|---:|---:|")
-    print(f"| offline `translate --batch-size 32` | {base:.1f} | | | 100% |")
+    offline_cell = f"{base:.1f}" if base == base else "n/a (too few sentences to time)"
+    print(f"| offline `translate --batch-size 32` | {offline_cell} | | | 100% |")
     for clients in CLIENTS:
         rate = statistics.median(r["sentences_per_second"] for r in served[clients])
         p50 = statistics.median(r["p50_ms"] for r in served[clients])
         p99 = statistics.median(r["p99_ms"] for r in served[clients])
-        print(f"| {clients} | {rate:.1f} | {p50:.0f} ms | {p99:.0f} ms | "
-              f"{100 * rate / base:.0f}% |")
+        print(f"| {clients} | {rate:.1f} | {p50:.0f} ms | {p99:.0f} ms | {share(rate)} |")
 
 
 if __name__ == "__main__":
