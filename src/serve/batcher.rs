@@ -114,27 +114,21 @@ impl Queue {
     fn submit(&self, work: Work) -> Result<(), Refused> {
         let size = work.size();
         let before = self.queued.fetch_add(size, Ordering::AcqRel);
-        if before + size > self.capacity {
-            self.queued.fetch_sub(size, Ordering::AcqRel);
-            return Err(Refused::Full {
-                queued: before,
-                capacity: self.capacity,
-            });
-        }
-        match self.sender.try_send(work) {
-            Ok(()) => Ok(()),
-            Err(TrySendError::Full(_)) => {
-                self.queued.fetch_sub(size, Ordering::AcqRel);
-                Err(Refused::Full {
-                    queued: before,
-                    capacity: self.capacity,
-                })
+        let full = Refused::Full {
+            queued: before,
+            capacity: self.capacity,
+        };
+        let refused = if before + size > self.capacity {
+            full
+        } else {
+            match self.sender.try_send(work) {
+                Ok(()) => return Ok(()),
+                Err(TrySendError::Full(_)) => full,
+                Err(TrySendError::Disconnected(_)) => Refused::Stopped,
             }
-            Err(TrySendError::Disconnected(_)) => {
-                self.queued.fetch_sub(size, Ordering::AcqRel);
-                Err(Refused::Stopped)
-            }
-        }
+        };
+        self.queued.fetch_sub(size, Ordering::AcqRel);
+        Err(refused)
     }
 }
 
@@ -253,13 +247,16 @@ impl Worker {
         let Some(options) = live.first().map(|job| job.options) else {
             return;
         };
-        let outcome = self.decode_sorted(&live, options);
-        for (j, job) in live.into_iter().enumerate() {
-            self.release(job.sentences.len().max(1));
-            let answer = match &outcome {
-                Ok(results) => Ok(results[j].iter().flatten().cloned().collect()),
-                Err(message) => Err(message.clone()),
+        let answers: Vec<Result<Vec<Translation>, String>> =
+            match self.decode_sorted(&live, options) {
+                Ok(results) => results
+                    .into_iter()
+                    .map(|own| Ok(own.into_iter().flatten().collect()))
+                    .collect(),
+                Err(message) => vec![Err(message); live.len()],
             };
+        for (job, answer) in live.into_iter().zip(answers) {
+            self.release(job.sentences.len().max(1));
             // A requester that gave up meanwhile no longer listens; nothing is lost.
             let _ = job.reply.send(answer);
         }
