@@ -1,7 +1,11 @@
 //! Cached decoding against the uncached reference loop, and the decoders against each other,
 //! on the PyTorch parity checkpoint (a small model fitted to three sentences).
 
+mod common;
+
 use std::path::Path;
+
+use common::padded;
 
 use candle_core::{Device, Tensor};
 use transformer::checkpoint::{self, Checkpoint};
@@ -9,8 +13,8 @@ use transformer::data::batch::with_boundaries;
 use transformer::data::vocab::{BOS_ID, EOS_ID, PAD_ID};
 use transformer::infer::translator::{DecodeOptions, Translator};
 use transformer::infer::{
-    beam_search, beam_search_batch, greedy_batch, greedy_decode, incremental_log_probs,
-    teacher_forced_log_probs, BeamSettings, DecodeLimits,
+    always_wanted, beam_search, beam_search_batch, greedy_batch, greedy_decode,
+    incremental_log_probs, teacher_forced_log_probs, BeamSettings, DecodeLimits,
 };
 use transformer::model::masks;
 
@@ -27,20 +31,6 @@ fn fixture() -> Checkpoint {
 
 fn source_ids(loaded: &Checkpoint, sentence: &str) -> Vec<u32> {
     with_boundaries(&loaded.tokenizers.src.encode(sentence).unwrap().ids)
-}
-
-fn padded(rows: &[Vec<u32>]) -> Tensor {
-    let width = rows.iter().map(Vec::len).max().unwrap();
-    let flat: Vec<u32> = rows
-        .iter()
-        .flat_map(|r| {
-            r.iter()
-                .copied()
-                .chain(std::iter::repeat(PAD_ID))
-                .take(width)
-        })
-        .collect();
-    Tensor::from_vec(flat, (rows.len(), width), &Device::Cpu).unwrap()
 }
 
 fn limits() -> DecodeLimits {
@@ -105,6 +95,7 @@ fn batched_cached_greedy_equals_the_reference_loop_sentence_by_sentence() {
         &src_mask,
         BOS_ID,
         limits(),
+        &always_wanted,
     )
     .unwrap();
     for (ids, got) in rows.iter().zip(&batched) {

@@ -16,11 +16,11 @@ mod batches;
 pub use batches::export_multi30k_batches;
 use batches::{read_batches, MULTI30K_CONFIG};
 
-use crate::config::{Config, ModelConfig, BUILTIN_BASE};
+use crate::config::{Config, ModelConfig};
 use crate::data::vocab::{BOS_ID, PAD_ID};
 use crate::data::{encode_pairs, read_corpus, EncodedPair, PaddedBatch, SentencePair, Tokenizers};
 use crate::distributed::{Collective, SingleProcess};
-use crate::infer::{beam_search_batch, greedy_batch, BeamSettings, DecodeLimits};
+use crate::infer::{always_wanted, beam_search_batch, greedy_batch, BeamSettings, DecodeLimits};
 use crate::model::{masks, EncoderDecoder, TrainedWeights, VocabSizes};
 use crate::train::{Trainer, TrainingData};
 
@@ -136,7 +136,7 @@ fn time_training(
 
 /// Workload 1: the built-in base config (N=6, d_model=512) on the two toy pairs.
 pub fn toy_training(steps: usize, device: &Device) -> anyhow::Result<Measurement> {
-    let config = Config::parse(BUILTIN_BASE, "built-in base config")?;
+    let config = Config::builtin_base()?;
     let (pairs, _) = read_corpus(&config.data.train)?;
     let tokenizers = Tokenizers::learn(&config.data, &pairs)?;
     let (encoded, _) = encode_pairs(&pairs, &tokenizers, config.model.max_len)?;
@@ -345,12 +345,12 @@ fn decode_rows(
     match kind {
         DecodeWorkload::GreedyBatch => {
             let mask = masks::padding_mask(src, PAD_ID)?;
-            greedy_batch(model, src, &mask, BOS_ID, limits)?;
+            greedy_batch(model, src, &mask, BOS_ID, limits, &always_wanted)?;
         }
         DecodeWorkload::GreedyOne => {
             for row in 0..src.dim(0)? {
                 let (src, mask) = one(row)?;
-                greedy_batch(model, &src, &mask, BOS_ID, limits)?;
+                greedy_batch(model, &src, &mask, BOS_ID, limits, &always_wanted)?;
             }
         }
         DecodeWorkload::Beam => {

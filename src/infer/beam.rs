@@ -5,7 +5,7 @@
 
 use candle_core::{Result, Tensor};
 
-use super::{DecodeLimits, Hypothesis};
+use super::{always_wanted, DecodeLimits, Hypothesis, StillWanted, ABANDONED, NEVER_GENERATED};
 use crate::kernels::log_softmax::top_log_probs;
 use crate::model::{DecoderState, EncoderDecoder, Mode};
 
@@ -94,7 +94,9 @@ impl Search {
     }
 }
 
-/// Each row's `count` most likely next ids and their log-probs after `last` `(rows, 1)`.
+/// Each row's `count` most likely next ids and their log-probs after `last` `(rows, 1)`,
+/// none of them one of [`NEVER_GENERATED`] (their log-probs stay normalised over the whole
+/// vocabulary, as fairseq's and Hugging Face's masked ones do).
 fn step_candidates(
     model: &EncoderDecoder,
     last: &Tensor,
@@ -103,7 +105,12 @@ fn step_candidates(
 ) -> Result<Vec<Vec<(u32, f32)>>> {
     let hidden = model.step(last, state)?;
     let logits = model.generator().logits(&hidden.squeeze(1)?)?;
-    top_log_probs(&logits, count)
+    let mut rows = top_log_probs(&logits, count + NEVER_GENERATED.len())?;
+    for row in &mut rows {
+        row.retain(|(id, _)| !NEVER_GENERATED.contains(id));
+        row.truncate(count);
+    }
+    Ok(rows)
 }
 
 /// The last id of each beam, the start symbol for an empty one.
@@ -160,12 +167,23 @@ pub fn beam_search_batch(
     limits: (&[usize], Option<u32>),
     settings: BeamSettings,
 ) -> Result<Vec<Hypothesis>> {
-    let n_best = beam_search_batch_n_best(model, src, src_mask, start, limits, settings, 1)?;
+    let n_best = beam_search_batch_n_best(
+        model,
+        src,
+        src_mask,
+        start,
+        limits,
+        settings,
+        1,
+        &always_wanted,
+    )?;
     Ok(n_best.into_iter().map(|mut best| best.remove(0)).collect())
 }
 
 /// [`beam_search_batch`] keeping each sentence's `n_best` best hypotheses (at most `beam`),
-/// best first: the first is the one `beam_search_batch` returns.
+/// best first: the first is the one `beam_search_batch` returns. Stops with an error at the
+/// first step where `still_wanted` says no.
+#[allow(clippy::too_many_arguments)] // issue 27 gathers them into one decoding contract
 pub fn beam_search_batch_n_best(
     model: &EncoderDecoder,
     src: &Tensor,
@@ -174,6 +192,7 @@ pub fn beam_search_batch_n_best(
     (max_steps, end): (&[usize], Option<u32>),
     settings: BeamSettings,
     n_best: usize,
+    still_wanted: StillWanted,
 ) -> Result<Vec<Vec<Hypothesis>>> {
     let n_best = n_best.clamp(1, settings.beam.max(1));
     let device = src.device();
@@ -204,6 +223,9 @@ pub fn beam_search_batch_n_best(
         .collect();
     let mut step = 0;
     while !active.is_empty() {
+        if !still_wanted() {
+            candle_core::bail!("{ABANDONED}")
+        }
         let ids: Vec<u32> = active
             .iter()
             .flat_map(|&(s, _)| last_ids(&searches[s].beams, start))

@@ -4,7 +4,7 @@
 
 use candle_core::{DType, Result, Tensor, D};
 
-use super::{DecodeLimits, Hypothesis};
+use super::{DecodeLimits, Hypothesis, StillWanted, ABANDONED, NEVER_GENERATED};
 use crate::model::{masks, DecoderState, EncoderDecoder, Mode};
 
 /// The reference's `greedy_decode` for one sentence `src` `(1, src_len)`, mask `(1, 1, src_len)`:
@@ -44,7 +44,8 @@ pub fn greedy_decode(
 /// Greedy decoding of a batch `src` `(batch, src_len)` with padding mask `src_mask`
 /// `(batch, 1, src_len)`, one cached decoder step per position. A sentence stops at
 /// `limits.end` (kept) and leaves the batch, so that the longest translation of a batch no
-/// longer costs a step for every row; all stop after `limits.max_steps`.
+/// longer costs a step for every row; all stop after `limits.max_steps`, or with an error at
+/// the first step where `still_wanted` says no.
 ///
 /// The chosen ids and their log-probs stay on the device between checks: the host reads them,
 /// and so learns which sentences have ended, only every few steps on a GPU (each read waits
@@ -55,6 +56,7 @@ pub fn greedy_batch(
     src_mask: &Tensor,
     start: u32,
     limits: DecodeLimits,
+    still_wanted: StillWanted,
 ) -> Result<Vec<Hypothesis>> {
     let batch = src.dim(0)?;
     let device = src.device();
@@ -66,9 +68,17 @@ pub fn greedy_batch(
     let mut sentences: Vec<usize> = (0..batch).collect();
     let mut unread: Vec<(Tensor, Tensor)> = Vec::new();
     let mut last = Tensor::full(start, (batch, 1), device)?;
+    let mut never_generated: Option<Tensor> = None;
     for step in 1..=limits.max_steps {
+        if !still_wanted() {
+            candle_core::bail!("{ABANDONED}")
+        }
         let log_probs = step_log_probs(model, &last, &mut state)?;
-        let best = log_probs.argmax_keepdim(D::Minus1)?;
+        let never = match &never_generated {
+            Some(bias) => bias,
+            None => never_generated.insert(never_generated_bias(&log_probs)?),
+        };
+        let best = log_probs.broadcast_add(never)?.argmax_keepdim(D::Minus1)?;
         unread.push((best.clone(), log_probs.gather(&best, D::Minus1)?));
         last = best;
         if step % check_every != 0 && step < limits.max_steps {
@@ -85,6 +95,19 @@ pub fn greedy_batch(
         }
     }
     Ok(hypotheses)
+}
+
+/// A row `(1, vocab)` of `log_probs`' dtype: minus infinity at [`NEVER_GENERATED`], zero
+/// elsewhere; added before the argmax, so that greedy decoding chooses as beam search does.
+fn never_generated_bias(log_probs: &Tensor) -> Result<Tensor> {
+    let vocab = log_probs.dim(D::Minus1)?;
+    let mut bias = vec![0f32; vocab];
+    for &id in &NEVER_GENERATED {
+        if let Some(value) = bias.get_mut(id as usize) {
+            *value = f32::NEG_INFINITY;
+        }
+    }
+    Tensor::from_vec(bias, (1, vocab), log_probs.device())?.to_dtype(log_probs.dtype())
 }
 
 /// Appends the steps in `unread` (ids and log-probs `(rows, 1)` each) to the hypotheses of the

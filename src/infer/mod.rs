@@ -17,6 +17,7 @@ pub use greedy::{greedy_batch, greedy_decode, incremental_log_probs, teacher_for
 
 use candle_core::Device;
 
+use crate::data::vocab::{BOS_ID, PAD_ID};
 use crate::data::Tokenizers;
 use crate::model::Model;
 use text_generator::TextGenerator;
@@ -74,6 +75,27 @@ impl Hypothesis {
         self.log_probs.iter().sum()
     }
 }
+
+/// Ids that decoding never generates: `<pad>` only fills a batch and `<s>` only starts a
+/// target. A model still gives them a little probability (label smoothing spreads mass over
+/// `<s>`), and a wide beam over a small vocabulary would otherwise extend hypotheses with
+/// them: `<s>` in the middle of a translation, or alternatives that read the same. The
+/// reference's own loop (`greedy_decode`) and the untrained demo keep every id.
+pub const NEVER_GENERATED: [u32; 2] = [PAD_ID, BOS_ID];
+
+/// Asked between decoding steps: whether someone still waits for the result. A server's
+/// client that gave up (its time limit passed, its connection closed) makes it false, and
+/// the search stops at that step with an error ([`ABANDONED`]) instead of finishing for
+/// nobody.
+pub type StillWanted<'a> = &'a dyn Fn() -> bool;
+
+/// For callers whose result is always wanted.
+pub fn always_wanted() -> bool {
+    true
+}
+
+/// The error of a search stopped because its result was no longer wanted.
+pub const ABANDONED: &str = "decoding abandoned: nobody waits for the result any more";
 
 /// When decoding stops.
 #[derive(Debug, Clone, Copy)]

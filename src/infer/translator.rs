@@ -10,7 +10,8 @@ use crate::data::corpus::normalize_sentence;
 use crate::data::vocab::{BOS_ID, EOS_ID, PAD_ID};
 use crate::data::Tokenizers;
 use crate::infer::{
-    beam_search_batch_n_best, greedy_batch, BeamSettings, DecodeLimits, Hypothesis,
+    always_wanted, beam_search_batch_n_best, greedy_batch, BeamSettings, DecodeLimits, Hypothesis,
+    StillWanted,
 };
 use crate::model::{masks, EncoderDecoder};
 
@@ -126,6 +127,16 @@ impl Translator<'_> {
     /// longer than the model reads is translated from its first `max_positions - 2` tokens
     /// and marked with `truncated_from`.
     pub fn translate_batch(&self, sentences: &[String]) -> anyhow::Result<Vec<Translation>> {
+        self.translate_batch_while(sentences, &always_wanted)
+    }
+
+    /// [`Self::translate_batch`], stopping with an error at the first decoding step where
+    /// `still_wanted` says no (the server's requesters have all gone).
+    pub fn translate_batch_while(
+        &self,
+        sentences: &[String],
+        still_wanted: StillWanted,
+    ) -> anyhow::Result<Vec<Translation>> {
         let mut results = Vec::with_capacity(sentences.len());
         let mut sources = Vec::new();
         for sentence in sentences {
@@ -150,7 +161,7 @@ impl Translator<'_> {
                 alternatives: Vec::new(),
             });
         }
-        let hypotheses = self.decode(&sources)?;
+        let hypotheses = self.decode(&sources, still_wanted)?;
         for ((index, _), ranked) in sources.iter().zip(hypotheses) {
             let mut ranked = ranked.into_iter().map(|h| self.alternative(h));
             let result = &mut results[*index];
@@ -184,7 +195,11 @@ impl Translator<'_> {
     }
 
     /// Each source's hypotheses, best first (one unless `n_best` asks for more).
-    fn decode(&self, sources: &[(usize, Vec<u32>)]) -> anyhow::Result<Vec<Vec<Hypothesis>>> {
+    fn decode(
+        &self,
+        sources: &[(usize, Vec<u32>)],
+        still_wanted: StillWanted,
+    ) -> anyhow::Result<Vec<Vec<Hypothesis>>> {
         if sources.is_empty() {
             return Ok(Vec::new());
         }
@@ -215,6 +230,7 @@ impl Translator<'_> {
                 limits,
                 settings,
                 self.options.n_best,
+                still_wanted,
             )?);
         }
         let longest = sources
@@ -222,7 +238,8 @@ impl Translator<'_> {
             .map(|(_, ids)| self.max_steps(ids.len()))
             .max();
         let limits = self.limits(longest.unwrap_or(1));
-        let mut hypotheses = greedy_batch(self.model, &src, &src_mask, BOS_ID, limits)?;
+        let mut hypotheses =
+            greedy_batch(self.model, &src, &src_mask, BOS_ID, limits, still_wanted)?;
         for ((_, ids), hypothesis) in sources.iter().zip(&mut hypotheses) {
             let own_limit = self.max_steps(ids.len());
             hypothesis.ids.truncate(own_limit);
