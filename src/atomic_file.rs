@@ -32,11 +32,29 @@ pub fn write_atomic_with(
         .and_then(|()| Ok(std::fs::rename(&tmp, path)?));
     outcome.map_err(|e| {
         let _ = std::fs::remove_file(&tmp);
-        anyhow::anyhow!(
-            "cannot write {}: {e}; pick a path in a directory you can write to",
-            path.display()
-        )
+        anyhow::anyhow!("cannot write {}: {e}; {}", path.display(), advice_for(&*e))
     })
+}
+
+/// What to do about a failed write: the fix for a full disk is not another directory.
+pub fn advice_for(error: &(dyn std::error::Error + 'static)) -> &'static str {
+    use std::io::ErrorKind;
+    let kind = std::iter::successors(Some(error), |e| e.source())
+        .find_map(|e| e.downcast_ref::<std::io::Error>())
+        .map(std::io::Error::kind);
+    match kind {
+        Some(ErrorKind::StorageFull | ErrorKind::QuotaExceeded) => {
+            "the disk is full: free some space and run the command again"
+        }
+        Some(ErrorKind::PermissionDenied | ErrorKind::ReadOnlyFilesystem) => {
+            "pick a path in a directory you can write to"
+        }
+        Some(ErrorKind::IsADirectory | ErrorKind::DirectoryNotEmpty) => {
+            "a directory has that name: pick another path"
+        }
+        Some(ErrorKind::NotFound) => "create the directory first, or pick another path",
+        _ => "check the path and the disk, then run the command again",
+    }
 }
 
 /// `.tmp.NAME` in `path`'s directory.
@@ -72,6 +90,14 @@ mod tests {
             "{err}"
         );
         assert!(!err.contains(".tmp.out.txt"), "{err}");
+    }
+
+    #[test]
+    fn a_full_disk_is_reported_as_one_not_as_an_unwritable_directory() {
+        let full = std::io::Error::from(std::io::ErrorKind::StorageFull);
+        assert!(advice_for(&full).contains("disk is full"));
+        let denied = std::io::Error::from(std::io::ErrorKind::PermissionDenied);
+        assert!(advice_for(&denied).contains("directory you can write to"));
     }
 
     #[test]

@@ -3,43 +3,8 @@
 
 mod common;
 
-use std::path::Path;
-
-use common::{succeeded, transformer};
+use common::{fails_naming, small_checkpoint, succeeded, transformer, with_config};
 use tempfile::TempDir;
-
-/// Runs `transformer args` in `dir` and checks it failed with status 1 and one error line,
-/// the last line of stderr (no `Caused by:` chain or backtrace after it), that contains
-/// every one of `needles`.
-fn fails_naming(dir: &Path, args: &[&str], needles: &[&str]) {
-    let output = transformer()
-        .current_dir(dir)
-        .env("RUST_BACKTRACE", "1")
-        .args(args)
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(output.status.code(), Some(1), "{stderr}");
-    assert!(!stderr.contains("panicked"), "{stderr}");
-    let errors: Vec<&str> = stderr.lines().filter(|l| l.starts_with("error:")).collect();
-    assert_eq!(errors.len(), 1, "{stderr}");
-    assert_eq!(stderr.lines().last(), Some(errors[0]), "{stderr}");
-    for needle in needles {
-        assert!(
-            errors[0].contains(needle),
-            "{needle:?} not in {:?}",
-            errors[0]
-        );
-    }
-}
-
-/// A directory holding `config.toml` with `text` (and the toy pairs as toy.tsv).
-fn with_config(text: &str) -> TempDir {
-    let dir = TempDir::new().unwrap();
-    std::fs::copy("data/toy.tsv", dir.path().join("toy.tsv")).unwrap();
-    std::fs::write(dir.path().join("config.toml"), text).unwrap();
-    dir
-}
 
 fn config_fails_naming(text: &str, needles: &[&str]) {
     let dir = with_config(text);
@@ -125,28 +90,6 @@ fn a_missing_validation_file_is_named() {
     let dir = with_config("[data]\ntrain = \"toy.tsv\"\nvalid = \"valid.tsv\"\n");
     let args = ["train", "--device", "cpu", "--config", "config.toml"];
     fails_naming(dir.path(), &args, &["valid.tsv", "check the path"]);
-}
-
-/// A checkpoint of a tiny model with an 8-position table, trained for one epoch.
-fn small_checkpoint() -> TempDir {
-    let dir = with_config(
-        "[model]\nlayers = 1\nd_model = 16\nd_ff = 32\nheads = 2\nmax_len = 8\n\
-         [data]\ntrain = \"toy.tsv\"\n[training]\nepochs = 1\nmax_tokens = 64\n",
-    );
-    succeeded(
-        transformer()
-            .current_dir(dir.path())
-            .args([
-                "train",
-                "--device",
-                "cpu",
-                "--quiet",
-                "--config",
-                "config.toml",
-            ])
-            .args(["--out", "run"]),
-    );
-    dir
 }
 
 const TRANSLATE: [&str; 6] = ["translate", "--device", "cpu", "--checkpoint", "run", "ich"];
@@ -309,7 +252,7 @@ fn pictures_that_cannot_be_written_are_named_with_the_reason() {
         ],
         &[
             "cannot write taken.png",
-            "pick a path in a directory you can write to",
+            "a directory has that name: pick another path",
         ],
     );
     fails_naming(
@@ -317,7 +260,7 @@ fn pictures_that_cannot_be_written_are_named_with_the_reason() {
         &["plot", "run", "--out", "taken.png"],
         &[
             "cannot write taken.png",
-            "pick a path in a directory you can write to",
+            "a directory has that name: pick another path",
         ],
     );
 }

@@ -781,3 +781,28 @@ fn training_messages_read_as_english_and_as_the_config_spells_things() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("trained 1 step in "), "{stderr}");
 }
+
+/// The main job from a directory outside the source tree (as after `cargo install`): the
+/// built-in config trains on the built-in toy pairs, and `translate` finds the run.
+#[test]
+fn train_then_translate_work_from_any_directory() {
+    let dir = TempDir::new().unwrap();
+    let output = succeeded(
+        transformer()
+            .current_dir(dir.path())
+            .args(["train", "--device", "cpu", "--quiet"]),
+    );
+    assert!(String::from_utf8_lossy(&output.stderr).contains("the built-in toy pairs"));
+    let translated = succeeded(transformer().current_dir(dir.path()).args([
+        "translate",
+        "--device",
+        "cpu",
+        "ich mochte ein bier",
+    ]));
+    assert_eq!(
+        String::from_utf8_lossy(&translated.stdout),
+        "i want a beer .\n"
+    );
+    let saved = std::fs::read_to_string(dir.path().join("runs/base/last/config.toml")).unwrap();
+    assert!(saved.contains("builtin = \"toy\""), "{saved}");
+}

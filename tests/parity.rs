@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{succeeded, transformer};
+use common::{largest_difference, succeeded, transformer};
 use std::path::Path;
 
 use candle_core::{Device, Tensor};
@@ -195,16 +195,7 @@ fn the_sinusoid_table_equals_the_one_pytorch_computed() {
         .unwrap()
         .reshape((max_len, d_model))
         .unwrap();
-    let worst = (ours - theirs)
-        .unwrap()
-        .abs()
-        .unwrap()
-        .flatten_all()
-        .unwrap()
-        .max(0)
-        .unwrap()
-        .to_scalar::<f32>()
-        .unwrap();
+    let worst = largest_difference(&ours, &theirs);
     // f32 sin/cos of the same f32 arguments: libm and PyTorch's vectorised kernels may
     // differ in the last bit.
     assert!(worst <= 1e-6, "largest difference {worst}");

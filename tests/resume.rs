@@ -378,6 +378,26 @@ fn a_crash_between_the_two_renames_falls_back_to_the_retired_checkpoint() {
 }
 
 #[test]
+fn a_retired_checkpoint_left_half_deleted_by_a_kill_never_blocks_a_later_save() {
+    let dir = TempDir::new().unwrap();
+    let config = write_config(dir.path(), 6, "");
+    let run = dir.path().join("run");
+    train(&config, &run, &["--stop-at-step", "5"]);
+    // What a SIGKILL while the last save deleted `.last.old` leaves behind.
+    let leftover = run.join(".last.old");
+    std::fs::create_dir(&leftover).unwrap();
+    std::fs::write(leftover.join("vocab.src.txt"), "x\n").unwrap();
+    resume(&run, &["--stop-at-step", "7"]);
+    assert_eq!(checkpoint_step(&run), 7);
+    assert!(!leftover.exists());
+    // The same leftover, as a file this time, before a run that replaces the old one.
+    std::fs::write(&leftover, "x").unwrap();
+    train(&config, &run, &["--overwrite", "--stop-at-step", "5"]);
+    assert_eq!(checkpoint_step(&run), 5);
+    assert!(!leftover.exists());
+}
+
+#[test]
 fn a_diverging_loss_stops_with_the_step_keeps_the_checkpoint_and_suggests_a_fix() {
     let dir = TempDir::new().unwrap();
     let config = write_config(dir.path(), 20, "");

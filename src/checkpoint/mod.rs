@@ -28,13 +28,13 @@ use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
 use anyhow::{bail, Context};
-use candle_core::{Device, Tensor};
+use candle_core::{DType, Device, Tensor};
 
 use crate::config::{Architecture, Config};
 use crate::data::Tokenizers;
 use crate::model::decoder_only::DecoderOnly;
 use crate::model::{EncoderDecoder, Model};
-use crate::train::{MetricRecord, ResumePoint, TrainingState};
+use crate::train::{MetricRecord, ResumePoint, TrainingState, STATE_FORMAT};
 use strict::build_model;
 pub use write::{save, save_metrics, CheckpointContents};
 
@@ -197,6 +197,14 @@ pub fn load_for_resume(run_dir: &Path, device: &Device) -> anyhow::Result<Resume
             state_path.display()
         )
     })?;
+    if state.format != STATE_FORMAT {
+        bail!(
+            "{} has format {}, but this version of transformer reads format {STATE_FORMAT}; \
+             resume it with the version that wrote it, or start a new run",
+            state_path.display(),
+            state.format
+        );
+    }
     let (config, tokenizers, weights) = read_parts(&dir, device)?;
     build_model(&dir, &config, &tokenizers, weights.clone(), device)?;
     let moments = read_tensors(&dir.join(OPTIMIZER_FILE), device)?;
@@ -212,14 +220,35 @@ pub fn load_for_resume(run_dir: &Path, device: &Device) -> anyhow::Result<Resume
     })
 }
 
+/// A checkpoint's weights to start a new run from (`training.init_from`): its config,
+/// tokenizers and tensors, checked as strictly as `load` checks them.
+pub struct InitialWeights {
+    pub dir: PathBuf,
+    pub config: Config,
+    pub tokenizers: Tokenizers,
+    pub weights: HashMap<String, Tensor>,
+}
+
+/// Reads the checkpoint at `path` (see `resolve`) for `training.init_from`.
+pub fn load_initial_weights(path: &Path, device: &Device) -> anyhow::Result<InitialWeights> {
+    let dir = resolve(path)?;
+    let (config, tokenizers, weights) = read_parts(&dir, device)?;
+    build_model(&dir, &config, &tokenizers, weights.clone(), device)?;
+    Ok(InitialWeights {
+        dir,
+        config,
+        tokenizers,
+        weights,
+    })
+}
+
 /// A checkpoint directory's config, tokenizers and weights, each failure naming its file.
 fn read_parts(
     dir: &Path,
     device: &Device,
 ) -> anyhow::Result<(Config, Tokenizers, HashMap<String, Tensor>)> {
-    let config = Config::load(&dir.join(CONFIG_FILE))
-        .with_context(|| format!("checkpoint {} has no usable config", dir.display()))?;
-    let tokenizers = Tokenizers::load(dir).with_context(|| {
+    let config = Config::load_saved(&dir.join(CONFIG_FILE))?;
+    let tokenizers = Tokenizers::load(dir, &config.data).with_context(|| {
         format!(
             "checkpoint {} is incomplete or damaged (train again or pick another run)",
             dir.display()
@@ -229,13 +258,51 @@ fn read_parts(
     Ok((config, tokenizers, tensors))
 }
 
+/// A safetensors file of this format: float tensors only (our own are F32; F16 and BF16 are
+/// what a PyTorch user's half-precision state_dict holds), every value finite. Anything else
+/// would be converted or used silently: integer weights truncated, F64 rounded, NaN weights
+/// translating every line to nothing.
 fn read_tensors(path: &Path, device: &Device) -> anyhow::Result<HashMap<String, Tensor>> {
-    candle_core::safetensors::load(path, device).map_err(|e| {
+    let tensors = candle_core::safetensors::load(path, device).map_err(|e| {
         anyhow::anyhow!(
             "cannot read {}: {e}; the file is damaged, train again or pick another run",
             path.display()
         )
-    })
+    })?;
+    let mut names: Vec<&String> = tensors.keys().collect();
+    names.sort();
+    for name in names {
+        check_tensor(&tensors[name]).map_err(|problem| {
+            anyhow::anyhow!(
+                "{} tensor {name} {problem}; the file is damaged or not a checkpoint of this \
+                 tool: train again or pick another run",
+                path.display()
+            )
+        })?;
+    }
+    Ok(tensors)
+}
+
+/// Why a tensor cannot be a weight (or one of Adam's moments), if it cannot.
+fn check_tensor(tensor: &Tensor) -> Result<(), String> {
+    if !matches!(tensor.dtype(), DType::F32 | DType::F16 | DType::BF16) {
+        return Err(format!(
+            "has dtype {:?}, which a checkpoint may not hold (F32, F16 or BF16)",
+            tensor.dtype()
+        ));
+    }
+    // 0 x is 0 for every finite x and NaN for NaN and the infinities, so the sum is finite
+    // exactly when every value is.
+    let finite = tensor
+        .to_dtype(DType::F32)
+        .and_then(|t| t.affine(0.0, 0.0)?.sum_all()?.to_scalar::<f32>())
+        .map_err(|e| format!("cannot be read: {e}"))?
+        .is_finite();
+    if finite {
+        Ok(())
+    } else {
+        Err("holds NaN or infinite values".into())
+    }
 }
 
 /// The run under `root` of the model family `arch` whose weights were written last.

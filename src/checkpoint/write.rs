@@ -33,9 +33,12 @@ pub fn save(dir: &Path, contents: &CheckpointContents) -> anyhow::Result<()> {
     if !dir.exists() && retired.is_dir() {
         std::fs::rename(&retired, dir).with_context(context)?;
     }
-    // A crash during an earlier save leaves a half-written staging directory.
-    if staging.exists() {
-        std::fs::remove_dir_all(&staging).with_context(context)?;
+    // A crash during an earlier save leaves a half-written staging directory, or (killed
+    // while deleting it) part of the retired one beside a complete `dir`: neither may block
+    // this save.
+    remove_leftover(&staging).with_context(context)?;
+    if dir.exists() {
+        remove_leftover(&retired).with_context(context)?;
     }
     std::fs::create_dir_all(&staging).with_context(context)?;
     write_synced(
@@ -66,10 +69,19 @@ pub fn save(dir: &Path, contents: &CheckpointContents) -> anyhow::Result<()> {
     if let Some(parent) = dir.parent() {
         sync_dir(parent)?;
     }
-    if retired.exists() {
-        std::fs::remove_dir_all(&retired).with_context(context)?;
-    }
+    remove_leftover(&retired).with_context(context)?;
     Ok(())
+}
+
+/// Removes whatever an interrupted save left at `path` (a directory, whole or in part, or a
+/// file), if anything.
+fn remove_leftover(path: &Path) -> std::io::Result<()> {
+    match std::fs::symlink_metadata(path) {
+        Ok(meta) if meta.is_dir() => std::fs::remove_dir_all(path),
+        Ok(_) => std::fs::remove_file(path),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(e),
+    }
 }
 
 /// `runs/x/last` -> `runs/x/.last.<suffix>`.

@@ -1,10 +1,12 @@
 //! `transformer train`: config -> corpora -> tokenizers -> training loop -> run directory;
 //! `--resume` continues a run from its `last/` checkpoint; SIGINT/SIGTERM stop it cleanly.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use anyhow::{bail, Context};
+use candle_core::Tensor;
 
 use super::stdout::print_line;
 use super::stop_signals::{signal_name, StopSignals};
@@ -13,7 +15,7 @@ use crate::checkpoint::{
     self, history, CheckpointContents, BEST_DIR, LAST_DIR, LOSS_PLOT_FILE, RUNS_ROOT,
 };
 use crate::cli::{DeviceArgs, TrainArgs};
-use crate::config::{Config, BUILTIN_BASE};
+use crate::config::Config;
 use crate::distributed::{self, Collective};
 use crate::infer::sampling::Sampling;
 use crate::infer::translator::DecodeOptions;
@@ -255,10 +257,7 @@ fn new_trainer(
 ) -> anyhow::Result<(Trainer, PathBuf, Vec<String>)> {
     let (mut config, name) = match &args.config {
         Some(path) => (Config::load(path)?, config_name(path)),
-        None => (
-            Config::parse(BUILTIN_BASE, "built-in base config")?,
-            "base".into(),
-        ),
+        None => (Config::builtin_base()?, "base".into()),
     };
     if let Some(seed) = args.seed {
         config.training.seed = seed;
@@ -283,13 +282,73 @@ fn new_trainer(
         std::fs::remove_dir_all(&old_history)
             .with_context(|| format!("cannot remove {}", old_history.display()))?;
     }
-    let (data, samples) = TrainingData::prepare(&config, None, SAMPLE_TRANSLATIONS, |line| {
-        if lead {
-            eprintln!("{line}")
-        }
-    })?;
-    let trainer = Trainer::joined(config, data, device, collective)?;
+    let initial = match config.training.init_from.clone() {
+        Some(path) => Some(initial_weights(&mut config, &path, device)?),
+        None => None,
+    };
+    let (tokenizers, weights) = initial.unzip();
+    let (data, samples) =
+        TrainingData::prepare(&config, tokenizers, SAMPLE_TRANSLATIONS, |line| {
+            if lead {
+                eprintln!("{line}")
+            }
+        })?;
+    let mut trainer = Trainer::joined(config, data, device, collective)?;
+    if let Some(weights) = weights {
+        trainer.start_from(&weights)?;
+    }
     Ok((trainer, run_dir, samples))
+}
+
+/// `training.init_from`: the checkpoint's tokenizers and weights, once its model is the
+/// config's (dropout aside, which fine-tuning may change); `config.data` takes its tokenizer
+/// settings, so that the run's checkpoints read back the files they carry.
+fn initial_weights(
+    config: &mut Config,
+    path: &Path,
+    device: &candle_core::Device,
+) -> anyhow::Result<(crate::data::Tokenizers, HashMap<String, Tensor>)> {
+    let initial = checkpoint::load_initial_weights(path, device)
+        .with_context(|| format!("training.init_from = {:?}", path.display().to_string()))?;
+    let differences = model_differences(&config.model, &initial.config.model)?;
+    if let Some((key, ours, theirs)) = differences.first() {
+        bail!(
+            "training.init_from: the config says model.{key} = {ours} but {} has {theirs}{}; \
+             make the [model] section match the checkpoint's config.toml",
+            initial.dir.display(),
+            match differences.len() {
+                1 => String::new(),
+                n => format!(" (and {} more difference(s))", n - 1),
+            }
+        );
+    }
+    let saved = &initial.config.data;
+    config.data.tokenizer = saved.tokenizer;
+    config.data.joint_vocab = saved.joint_vocab;
+    config.data.vocab_size = saved.vocab_size;
+    config.data.min_freq = saved.min_freq;
+    Ok((initial.tokenizers, initial.weights))
+}
+
+/// The `[model]` keys whose values differ between `ours` and `theirs` (dropout rates aside),
+/// with both values as TOML writes them.
+fn model_differences(
+    ours: &crate::config::ModelConfig,
+    theirs: &crate::config::ModelConfig,
+) -> anyhow::Result<Vec<(String, String, String)>> {
+    let table = |model| -> anyhow::Result<toml::Table> { Ok(toml::Table::try_from(model)?) };
+    let (ours, theirs) = (table(ours)?, table(theirs)?);
+    Ok(ours
+        .iter()
+        .filter(|(key, _)| !matches!(key.as_str(), "dropout" | "attention_dropout"))
+        .filter(|(key, value)| theirs.get(*key) != Some(*value))
+        .map(|(key, value)| {
+            let other = theirs
+                .get(key)
+                .map_or("nothing".into(), ToString::to_string);
+            (key.clone(), value.to_string(), other)
+        })
+        .collect())
 }
 
 /// The run in `run_dir`, at the step its `last/` checkpoint was written.

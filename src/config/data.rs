@@ -57,6 +57,17 @@ pub enum CorpusSource {
     Parallel { src: PathBuf, tgt: PathBuf },
     /// Plain text, one example per line, for a language model (`arch = "decoder-only"`).
     Text { text: PathBuf },
+    /// Pairs built into the binary (`{ builtin = "toy" }`), so that the built-in config
+    /// trains from any directory.
+    Builtin { builtin: BuiltinCorpus },
+}
+
+/// The corpora built into the binary.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BuiltinCorpus {
+    /// The tutorial's two German-English pairs, the same as `data/toy.tsv`.
+    Toy,
 }
 
 impl CorpusSource {
@@ -72,7 +83,17 @@ impl fmt::Display for CorpusSource {
             Self::Tsv(path) => write!(f, "{}", path.display()),
             Self::Parallel { src, tgt } => write!(f, "{} + {}", src.display(), tgt.display()),
             Self::Text { text } => write!(f, "{}", text.display()),
+            Self::Builtin { builtin } => write!(f, "the built-in {builtin} pairs"),
         }
+    }
+}
+
+/// As the config spells it: `toy`.
+impl fmt::Display for BuiltinCorpus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Toy => "toy",
+        })
     }
 }
 

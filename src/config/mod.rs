@@ -18,13 +18,15 @@ mod toml_location;
 mod training;
 mod validate;
 
-pub use data::{CorpusSource, DataConfig, TokenizerKind};
+pub use data::{BuiltinCorpus, CorpusSource, DataConfig, TokenizerKind};
 pub use decode::DecodeConfig;
 pub use model::{Architecture, ModelConfig, NormPlacement, PositionEncoding, VocabSizes};
-pub use training::{ComputeDtype, TrainingConfig};
+pub use training::{ComputeDtype, LrSchedule, TrainingConfig};
 
 /// The built-in base config, used by `transformer train` without `--config`.
 pub const BUILTIN_BASE: &str = include_str!("../../configs/base.toml");
+/// What `transformer train` without `--config` calls its config in messages.
+const BUILTIN_BASE_NAME: &str = "built-in base config";
 
 /// A complete, validated run configuration.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -79,6 +81,46 @@ impl Config {
                 path.display()
             )
         })?;
+        Ok(Self::parse(&text, &path.display().to_string())?)
+    }
+
+    /// `configs/base.toml` as built into the binary, reading the toy pairs built in with it
+    /// (the file names `data/toy.tsv`, which exists only in the source tree), so that
+    /// `transformer train` without `--config` runs from any directory.
+    pub fn builtin_base() -> Result<Self, ConfigError> {
+        let mut config = Self::parse(BUILTIN_BASE, BUILTIN_BASE_NAME)?;
+        config.data.train = CorpusSource::Builtin {
+            builtin: BuiltinCorpus::Toy,
+        };
+        Ok(config)
+    }
+
+    /// Reads the config a checkpoint carries. `train` writes it whole, every section explicit,
+    /// so one without its `[model]` table (an empty file, say) is damaged: read as the
+    /// defaults, it would blame the weights for not matching.
+    pub fn load_saved(path: &Path) -> anyhow::Result<Self> {
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            anyhow::anyhow!(
+                "cannot read {}: {e}; the checkpoint is incomplete, copy the file from the run \
+                 that wrote it or train again",
+                path.display()
+            )
+        })?;
+        let has_model_table = toml::from_str::<toml::Table>(&text)
+            .map(|table| table.contains_key("model"))
+            .unwrap_or(true);
+        if !has_model_table {
+            anyhow::bail!(
+                "{} has no [model] table ({}); `transformer train` writes it whole, so the \
+                 checkpoint is damaged: restore the file from the run that wrote it or train again",
+                path.display(),
+                if text.trim().is_empty() {
+                    "it is empty"
+                } else {
+                    "it was cut or edited"
+                }
+            );
+        }
         Ok(Self::parse(&text, &path.display().to_string())?)
     }
 

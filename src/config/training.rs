@@ -1,6 +1,8 @@
 //! `[training]`: the loop, the optimiser and the schedule, with the paper's defaults
 //! (section 5).
 
+use std::path::PathBuf;
+
 use serde::{Deserialize, Serialize};
 
 /// The optimiser, the schedule, the loss and the loop.
@@ -19,6 +21,8 @@ pub struct TrainingConfig {
     pub clip_grad_norm: Option<f64>,
     /// The Noam schedule: lr = factor * d_model^-0.5 * min(step^-0.5, step * warmup^-1.5).
     pub lr_factor: f64,
+    /// Which step's rate each optimiser step takes (see [`LrSchedule`]).
+    pub schedule: LrSchedule,
     pub warmup: usize,
     pub adam_beta1: f64,
     pub adam_beta2: f64,
@@ -39,9 +43,25 @@ pub struct TrainingConfig {
     /// score (BLEU, or the loss where there is no BLEU); absent: every epoch runs.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub patience: Option<usize>,
+    /// A checkpoint directory whose weights (and tokenizer files) training starts from,
+    /// with a fresh optimiser and this config's schedule; absent: fresh weights.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub init_from: Option<PathBuf>,
     /// The dtype of the forward and backward passes. The weights and Adam's moments stay f32
     /// (master weights) whatever it says; checkpoints are f32.
     pub dtype: ComputeDtype,
+}
+
+/// The step whose Noam rate an optimiser step takes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum LrSchedule {
+    /// The paper's: optimiser step n (from 1) at lr(n).
+    #[default]
+    Noam,
+    /// The Annotated Transformer's `LambdaLR` wiring: the scheduler steps after the optimiser
+    /// and starts at 0 (read as 1), so step n takes lr(n - 1), and the first two both lr(1).
+    NoamLambdalr,
 }
 
 /// What training computes in.
@@ -77,6 +97,7 @@ impl Default for TrainingConfig {
             accumulate: 1,
             clip_grad_norm: None,
             lr_factor: 1.0,
+            schedule: LrSchedule::Noam,
             warmup: 4000,
             adam_beta1: 0.9,
             adam_beta2: 0.98,
@@ -87,6 +108,7 @@ impl Default for TrainingConfig {
             keep_last: 0,
             average_last: None,
             patience: None,
+            init_from: None,
             dtype: ComputeDtype::F32,
         }
     }

@@ -9,7 +9,7 @@ use std::path::Path;
 use anyhow::{bail, Context};
 use unicode_normalization::UnicodeNormalization;
 
-use crate::config::CorpusSource;
+use crate::config::{BuiltinCorpus, CorpusSource};
 
 /// One sentence pair, whitespace-normalised.
 #[derive(Debug, Clone, PartialEq)]
@@ -108,7 +108,13 @@ fn read_lines(path: &Path) -> anyhow::Result<Vec<String>> {
 /// is left.
 pub fn read_corpus(source: &CorpusSource) -> anyhow::Result<(Vec<SentencePair>, CleaningReport)> {
     let raw = match source {
-        CorpusSource::Tsv(path) => read_tsv_lines(path)?,
+        CorpusSource::Tsv(path) => parse_tsv(read_lines(path)?, &path.display().to_string())?,
+        CorpusSource::Builtin { builtin } => match builtin {
+            BuiltinCorpus::Toy => parse_tsv(
+                TOY_PAIRS.lines().map(str::to_string).collect(),
+                &source.to_string(),
+            )?,
+        },
         CorpusSource::Parallel { src, tgt } => {
             let (src_lines, tgt_lines) = (read_lines(src)?, read_lines(tgt)?);
             if src_lines.len() != tgt_lines.len() {
@@ -156,9 +162,13 @@ pub fn read_corpus(source: &CorpusSource) -> anyhow::Result<(Vec<SentencePair>, 
 
 /// `source<TAB>target` lines; blank lines are skipped, a line without exactly one tab is an
 /// error (a third column would otherwise be glued silently into the target).
-fn read_tsv_lines(path: &Path) -> anyhow::Result<Vec<(String, String)>> {
+/// The tutorial's toy pairs, built in for the built-in config (`CorpusSource::Builtin`).
+const TOY_PAIRS: &str = include_str!("../../data/toy.tsv");
+
+/// `source<TAB>target` lines of the file called `name` -> pairs; blank lines are skipped.
+fn parse_tsv(lines: Vec<String>, name: &str) -> anyhow::Result<Vec<(String, String)>> {
     let mut pairs = Vec::new();
-    for (index, line) in read_lines(path)?.into_iter().enumerate() {
+    for (index, line) in lines.into_iter().enumerate() {
         if line.trim().is_empty() {
             continue;
         }
@@ -175,8 +185,7 @@ fn read_tsv_lines(path: &Path) -> anyhow::Result<Vec<(String, String)>> {
                 ),
             };
             bail!(
-                "{} line {}: expected `source<TAB>target`, found {found}; {fix}",
-                path.display(),
+                "{name} line {}: expected `source<TAB>target`, found {found}; {fix}",
                 index + 1
             );
         };

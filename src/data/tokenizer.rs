@@ -174,28 +174,28 @@ impl Tokenizers {
         })
     }
 
-    /// Reads whichever tokenizer files `dir` holds.
-    pub fn load(dir: &Path) -> anyhow::Result<Self> {
-        let joint = dir.join(JOINT_TOKENIZER_FILE);
-        if joint.is_file() {
-            let tokenizer = load_bpe(&joint)?;
-            return Ok(Self {
-                src: tokenizer.clone(),
-                tgt: tokenizer,
-                joint: true,
-            });
-        }
-        if dir.join(SRC_TOKENIZER_FILE).is_file() {
-            return Ok(Self {
+    /// Reads the tokenizer files that `cfg` (the checkpoint's own `[data]`) says `dir` holds,
+    /// so that a missing file is named as the one the config needs.
+    pub fn load(dir: &Path, cfg: &DataConfig) -> anyhow::Result<Self> {
+        Ok(match cfg.tokenizer {
+            TokenizerKind::Word => Self {
+                src: TextTokenizer::Word(Vocab::load(&dir.join(SRC_VOCAB_FILE))?),
+                tgt: TextTokenizer::Word(Vocab::load(&dir.join(TGT_VOCAB_FILE))?),
+                joint: false,
+            },
+            TokenizerKind::Bpe if cfg.joint_vocab => {
+                let tokenizer = load_bpe(&dir.join(JOINT_TOKENIZER_FILE))?;
+                Self {
+                    src: tokenizer.clone(),
+                    tgt: tokenizer,
+                    joint: true,
+                }
+            }
+            TokenizerKind::Bpe => Self {
                 src: load_bpe(&dir.join(SRC_TOKENIZER_FILE))?,
                 tgt: load_bpe(&dir.join(TGT_TOKENIZER_FILE))?,
                 joint: false,
-            });
-        }
-        Ok(Self {
-            src: TextTokenizer::Word(Vocab::load(&dir.join(SRC_VOCAB_FILE))?),
-            tgt: TextTokenizer::Word(Vocab::load(&dir.join(TGT_VOCAB_FILE))?),
-            joint: false,
+            },
         })
     }
 }
@@ -237,6 +237,13 @@ fn bpe_json(tokenizer: &Tokenizer) -> anyhow::Result<String> {
 }
 
 fn load_bpe(path: &Path) -> anyhow::Result<TextTokenizer> {
+    if !path.is_file() {
+        anyhow::bail!(
+            "{} is missing; the checkpoint's config.toml says data.tokenizer = \"bpe\", so the \
+             checkpoint is incomplete: copy the file from the run that wrote it, or train again",
+            path.display()
+        );
+    }
     let tokenizer = Tokenizer::from_file(path)
         .map_err(|e| anyhow!("{e}"))
         .with_context(|| format!("cannot read tokenizer {}", path.display()))?;
@@ -312,7 +319,7 @@ mod tests {
             for (name, text) in learned.files().unwrap() {
                 std::fs::write(sub.join(name), text).unwrap();
             }
-            let loaded = Tokenizers::load(&sub).unwrap();
+            let loaded = Tokenizers::load(&sub, &cfg).unwrap();
             let text = "Zwei Männer spielen.";
             assert_eq!(
                 loaded.src.encode(text).unwrap(),

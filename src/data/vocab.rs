@@ -107,6 +107,28 @@ impl Vocab {
                 SPECIALS.join(", ")
             );
         }
+        // A repeated or empty line would give two ids one word (the later one wins the
+        // lookup, so every id after it shifts by one against the weights) or an id no input
+        // can reach: either way the translations are silently wrong.
+        let mut seen: HashMap<&str, usize> = HashMap::new();
+        for (index, token) in tokens.iter().enumerate() {
+            let line = index + 1;
+            if token.trim().is_empty() {
+                bail!(
+                    "vocabulary {} line {line} is empty; every line must hold one token, so the \
+                     file is damaged or was edited: restore it from the run that wrote it",
+                    path.display()
+                );
+            }
+            if let Some(first) = seen.insert(token.as_str(), line) {
+                bail!(
+                    "vocabulary {} line {line} repeats {token:?} from line {first}; every token \
+                     must appear once, so the file is damaged or was edited: restore it from the \
+                     run that wrote it",
+                    path.display()
+                );
+            }
+        }
         Ok(Self::from_tokens(tokens))
     }
 }
@@ -145,6 +167,25 @@ mod tests {
         let path = dir.path().join("vocab.txt");
         std::fs::write(&path, vocab.to_text()).unwrap();
         assert_eq!(Vocab::load(&path).unwrap(), vocab);
+    }
+
+    #[test]
+    fn a_repeated_token_is_refused_naming_both_lines() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("vocab.src.txt");
+        std::fs::write(&path, "<pad>\n<s>\n</s>\n<unk>\nbier\nein\nbier\n").unwrap();
+        let err = Vocab::load(&path).unwrap_err().to_string();
+        assert!(err.contains("vocab.src.txt line 7"), "{err}");
+        assert!(err.contains("\"bier\" from line 5"), "{err}");
+    }
+
+    #[test]
+    fn an_empty_line_is_refused_naming_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("vocab.tgt.txt");
+        std::fs::write(&path, "<pad>\n<s>\n</s>\n<unk>\nbeer\n\na\n").unwrap();
+        let err = Vocab::load(&path).unwrap_err().to_string();
+        assert!(err.contains("vocab.tgt.txt line 6 is empty"), "{err}");
     }
 
     #[test]

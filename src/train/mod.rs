@@ -14,6 +14,6 @@ pub mod trainer;
 pub use data::{TrainingData, ValidationData};
 pub use events::{CheckpointKind, MetricRecord, StepReport, StopReason};
 pub use outcome::{Diverged, RunOutcome};
-pub use state::{RunPosition, TrainingState};
+pub use state::{RunPosition, TrainingState, STATE_FORMAT};
 pub use trainer::resume::ResumePoint;
 pub use trainer::{TrainObserver, Trainer};

@@ -15,7 +15,7 @@ use super::events::{CheckpointKind, MetricRecord, StepReport, StopReason};
 use super::loss::LabelSmoothing;
 use super::optimizer::{Adam, AdamSettings};
 use super::outcome::{finite_loss, RunOutcome};
-use super::schedule::noam_rate;
+use super::schedule::rate_of_step;
 use super::state::{DataFingerprint, RunClock, RunPosition};
 use crate::config::{ComputeDtype, Config};
 use crate::data::vocab::PAD_ID;
@@ -116,6 +116,15 @@ impl Trainer {
             position: RunPosition::start(),
             metrics: Vec::new(),
         })
+    }
+
+    /// Starts from `weights` (a checkpoint's, by the model's tensor names) instead of the
+    /// fresh ones: `training.init_from`, before the first step.
+    pub fn start_from(
+        &mut self,
+        weights: &std::collections::HashMap<String, Tensor>,
+    ) -> anyhow::Result<()> {
+        Ok(self.weights.load(weights)?)
     }
 
     /// Optimiser steps in the whole run.
@@ -279,7 +288,13 @@ impl Trainer {
     fn step_at_noam_rate(&mut self, group: &[PaddedBatch]) -> anyhow::Result<(f64, f64)> {
         let t = &self.config.training;
         let step = self.position.step + 1;
-        let lr = noam_rate(step, self.config.model.d_model, t.lr_factor, t.warmup);
+        let lr = rate_of_step(
+            t.schedule,
+            step,
+            self.config.model.d_model,
+            t.lr_factor,
+            t.warmup,
+        );
         let loss = self.optimizer_step(group, lr, step)?;
         self.position.step = step;
         Ok((loss, lr))

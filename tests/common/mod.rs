@@ -1,8 +1,10 @@
 //! Helpers shared by the tests that run the binary.
 
+use std::path::Path;
 use std::process::Output;
 
 use assert_cmd::Command;
+use tempfile::TempDir;
 
 /// The `transformer` binary of this build.
 pub fn transformer() -> Command {
@@ -34,4 +36,96 @@ pub fn train_tiny(extra: &[&str]) -> tempfile::TempDir {
             .args(extra),
     );
     dir
+}
+
+/// Runs `transformer args` in `dir` and checks it failed with status 1 and one error line,
+/// the last line of stderr (no `Caused by:` chain or backtrace after it), that contains
+/// every one of `needles`.
+#[allow(dead_code)]
+pub fn fails_naming(dir: &Path, args: &[&str], needles: &[&str]) {
+    let output = transformer()
+        .current_dir(dir)
+        .env("RUST_BACKTRACE", "1")
+        .args(args)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    let errors: Vec<&str> = stderr.lines().filter(|l| l.starts_with("error:")).collect();
+    assert_eq!(errors.len(), 1, "{stderr}");
+    assert_eq!(stderr.lines().last(), Some(errors[0]), "{stderr}");
+    for needle in needles {
+        assert!(
+            errors[0].contains(needle),
+            "{needle:?} not in {:?}",
+            errors[0]
+        );
+    }
+}
+
+/// A directory holding `config.toml` with `text` (and the toy pairs as toy.tsv).
+#[allow(dead_code)]
+pub fn with_config(text: &str) -> TempDir {
+    let dir = TempDir::new().unwrap();
+    std::fs::copy("data/toy.tsv", dir.path().join("toy.tsv")).unwrap();
+    std::fs::write(dir.path().join("config.toml"), text).unwrap();
+    dir
+}
+
+/// A checkpoint of a tiny model with an 8-position table, trained for one epoch.
+#[allow(dead_code)]
+pub fn small_checkpoint() -> TempDir {
+    trained_in(
+        "[model]\nlayers = 1\nd_model = 16\nd_ff = 32\nheads = 2\nmax_len = 8\n\
+         [data]\ntrain = \"toy.tsv\"\n[training]\nepochs = 1\nmax_tokens = 64\n",
+        &[],
+    )
+}
+
+/// A directory (see `with_config`) where `config_text` was trained into `run/`, with `extra`
+/// arguments.
+#[allow(dead_code)]
+pub fn trained_in(config_text: &str, extra: &[&str]) -> TempDir {
+    let dir = with_config(config_text);
+    succeeded(
+        transformer()
+            .current_dir(dir.path())
+            .args(["train", "--device", "cpu", "--quiet"])
+            .args(["--config", "config.toml", "--out", "run"])
+            .args(extra),
+    );
+    dir
+}
+
+/// The largest absolute difference between two tensors of one shape.
+#[allow(dead_code)]
+pub fn largest_difference(a: &candle_core::Tensor, b: &candle_core::Tensor) -> f32 {
+    assert_eq!(a.dims(), b.dims());
+    (a - b)
+        .unwrap()
+        .abs()
+        .unwrap()
+        .flatten_all()
+        .unwrap()
+        .max(0)
+        .unwrap()
+        .to_scalar::<f32>()
+        .unwrap()
+}
+
+/// Rows of ids as one `(rows, longest)` matrix, padded with `<pad>`.
+#[allow(dead_code)]
+pub fn padded(rows: &[Vec<u32>]) -> candle_core::Tensor {
+    let width = rows.iter().map(Vec::len).max().unwrap();
+    let flat: Vec<u32> = rows
+        .iter()
+        .flat_map(|r| {
+            r.iter()
+                .copied()
+                .chain(std::iter::repeat(transformer::data::vocab::PAD_ID))
+                .take(width)
+        })
+        .collect();
+    candle_core::Tensor::from_vec(flat, (rows.len(), width), &candle_core::Device::Cpu).unwrap()
 }

@@ -50,6 +50,7 @@ impl Trainer {
     ) -> anyhow::Result<Self> {
         let state = point.state;
         let mut trainer = Self::joined(config, data, device, collective)?;
+        trainer.check_saved_position(&state)?;
         let position = trainer.position_for_world(state.position.clone(), state.world)?;
         let fingerprint = &trainer.fingerprint;
         if *fingerprint != state.data {
@@ -86,6 +87,56 @@ impl Trainer {
         trainer.position = position;
         trainer.metrics = state.metrics;
         Ok(trainer)
+    }
+
+    /// Refuses a saved position this run's data could not have reached (a damaged or edited
+    /// `training_state.json`): more steps into an epoch than it has, more steps than the
+    /// epochs so far hold, Adam ahead of the loop. Every epoch has the same number of
+    /// batches (it depends on the lengths, not the order), most steps with one rank.
+    fn check_saved_position(&self, state: &TrainingState) -> anyhow::Result<()> {
+        let t = &self.config.training;
+        let p = &state.position;
+        let batches = epoch_batches(&self.data.pairs, t.max_tokens, t.seed, 0).len();
+        let per_epoch = |world: usize| batches.div_ceil(t.accumulate * world.max(1));
+        let reachable = p
+            .epoch
+            .saturating_sub(1)
+            .saturating_mul(per_epoch(1))
+            .saturating_add(p.steps_in_epoch);
+        let problem = if state.world == 0 {
+            Some("world is 0".to_string())
+        } else if p.epoch == 0 {
+            Some("epoch is 0 (epochs count from 1)".to_string())
+        } else if p.steps_in_epoch > per_epoch(state.world) {
+            Some(format!(
+                "steps_in_epoch is {}, but an epoch of this data has {} steps with {} rank(s)",
+                p.steps_in_epoch,
+                per_epoch(state.world),
+                state.world
+            ))
+        } else if p.step > reachable || p.step < p.steps_in_epoch {
+            Some(format!(
+                "step {} cannot be reached {} steps into epoch {} ({} steps an epoch at most)",
+                p.step,
+                p.steps_in_epoch,
+                p.epoch,
+                per_epoch(1)
+            ))
+        } else if state.adam_steps > p.step {
+            Some(format!(
+                "adam_steps {} is ahead of step {}",
+                state.adam_steps, p.step
+            ))
+        } else {
+            None
+        };
+        match problem {
+            Some(problem) => anyhow::bail!(
+                "the saved training state is inconsistent with the run's data: {problem}; the \
+                 file was damaged or edited, so restore it or start a new run"
+            ),
+            None => Ok(()),
+        }
     }
 
     /// Where a run saved by `saved_world` ranks stands for this trainer's ranks: the same
