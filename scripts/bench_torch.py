@@ -19,46 +19,19 @@ import sys
 import time
 
 import torch
-import torch.nn as nn
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from reference import BOS, PAD, make_model, subsequent_mask, target_mask  # noqa: E402
+from reference import (  # noqa: E402
+    BOS, PAD, LabelSmoothing, make_model, rate, subsequent_mask, target_mask,
+)
 
 WARMUP_STEPS = 2
 DECODE_SRC_LEN, DECODE_STEPS, DECODE_VOCAB = 20, 30, 8000
 
 
-class LabelSmoothing(nn.Module):
-    """The Annotated Transformer's LabelSmoothing, verbatim in behaviour."""
-
-    def __init__(self, size, padding_idx, smoothing=0.0):
-        super().__init__()
-        self.criterion = nn.KLDivLoss(reduction="sum")
-        self.padding_idx = padding_idx
-        self.confidence = 1.0 - smoothing
-        self.smoothing = smoothing
-        self.size = size
-
-    def forward(self, x, target):
-        true_dist = x.data.clone()
-        true_dist.fill_(self.smoothing / (self.size - 2))
-        true_dist.scatter_(1, target.data.unsqueeze(1), self.confidence)
-        true_dist[:, self.padding_idx] = 0
-        mask = torch.nonzero(target.data == self.padding_idx)
-        if mask.dim() > 0:
-            true_dist.index_fill_(0, mask.squeeze(), 0.0)
-        return self.criterion(x, true_dist.clone().detach())
-
-
 def synchronize():
     if torch.get_default_device().type == "cuda":
         torch.cuda.synchronize()
-
-
-def rate(step, model_size, factor, warmup):
-    if step == 0:
-        step = 1
-    return factor * (model_size ** (-0.5) * min(step ** (-0.5), step * warmup ** (-1.5)))
 
 
 def forward_flops(n, d, ff, batch, src, tgt, vocab):

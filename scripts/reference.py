@@ -347,3 +347,55 @@ def make_lm(
     if share_embeddings:
         model.generator.proj.weight = model.embed[0].lut.weight
     return xavier_init(model)
+
+
+# Training, as The Annotated Transformer's notebook trains ("Training" and "Label Smoothing"):
+# the criterion, the loss normalisation and the learning-rate function LambdaLR is given.
+
+
+class LabelSmoothing(nn.Module):
+    "The notebook's label smoothing: KL divergence (summed) to a smoothed target."
+
+    def __init__(self, size, padding_idx, smoothing=0.0):
+        super().__init__()
+        self.criterion = nn.KLDivLoss(reduction="sum")
+        self.padding_idx = padding_idx
+        self.confidence = 1.0 - smoothing
+        self.smoothing = smoothing
+        self.size = size
+        self.true_dist = None
+
+    def forward(self, x, target):
+        assert x.size(1) == self.size
+        true_dist = x.data.clone()
+        true_dist.fill_(self.smoothing / (self.size - 2))
+        true_dist.scatter_(1, target.data.unsqueeze(1), self.confidence)
+        true_dist[:, self.padding_idx] = 0
+        mask = torch.nonzero(target.data == self.padding_idx)
+        if mask.dim() > 0:
+            true_dist.index_fill_(0, mask.squeeze(), 0.0)
+        self.true_dist = true_dist
+        return self.criterion(x, true_dist.clone().detach())
+
+
+class SimpleLossCompute:
+    "The notebook's loss: the generator, the criterion, divided by the batch's tokens."
+
+    def __init__(self, generator, criterion):
+        self.generator = generator
+        self.criterion = criterion
+
+    def __call__(self, x, y, norm):
+        x = self.generator(x)
+        sloss = (
+            self.criterion(x.contiguous().view(-1, x.size(-1)), y.contiguous().view(-1))
+            / norm
+        )
+        return sloss.data * norm, sloss
+
+
+def rate(step, model_size, factor, warmup):
+    """The notebook's Noam rate, for LambdaLR: step 0 (LambdaLR's first) is read as 1."""
+    if step == 0:
+        step = 1
+    return factor * (model_size ** (-0.5) * min(step ** (-0.5), step * warmup ** (-1.5)))
