@@ -32,20 +32,10 @@ if [ -z "$checkpoint" ]; then
   "$BIN" train --device cpu --quiet --config configs/tiny.toml --out "$work/tiny"
   checkpoint="$work/tiny"
 fi
-"$BIN" serve --device cpu --checkpoint "$checkpoint" --port 0 2> "$work/serve.log" &
-server=$!
-url=""
-for _ in $(seq 100); do
-  url=$(grep -o 'http://127\.0\.0\.1:[0-9]*' "$work/serve.log" | head -1 || true)
-  [ -n "$url" ] && break
-  kill -0 "$server" 2>/dev/null || { cat "$work/serve.log" >&2; exit 1; }
-  sleep 0.1
-done
-[ -n "$url" ] || { echo "serve did not start: $(cat "$work/serve.log")" >&2; exit 1; }
+# shellcheck source=scripts/serve-start.sh
+source scripts/serve-start.sh
+start_server "$checkpoint"
 "$VENV/bin/python" scripts/serve_clients.py --url "$url" \
   --screenshot "${SCREENSHOT:-$work/page.png}" --chromium "$(command -v chromium)"
-kill -TERM "$server"
-wait "$server"
-server=""
-grep -q "every request in flight was answered" "$work/serve.log"
+stop_server
 echo "serve clients: libretranslatepy and the page in chromium passed"

@@ -309,6 +309,10 @@ pub struct BenchArgs {
         default_value = "target/bench-multi30k.safetensors"
     )]
     pub batches: PathBuf,
+    /// Batches each rank sums per optimiser step (multi30k): one process with
+    /// --accumulate R trains on the same batches per step as R ranks under mpirun
+    #[arg(long, default_value_t = 1, value_name = "N", value_parser = at_least_one)]
+    pub accumulate: usize,
     #[command(flatten)]
     pub device: DeviceArgs,
 }
@@ -346,6 +350,17 @@ pub struct ServeArgs {
     /// Most texts in one request's q list (400 beyond)
     #[arg(long, default_value_t = 128, value_name = "N", value_parser = at_least_one)]
     pub max_texts: usize,
+    /// Most source tokens times beam width one request may ask to decode (400 beyond): what
+    /// bounds the time one request can hold the model
+    #[arg(long, default_value_t = 16_384, value_name = "N", value_parser = at_least_one)]
+    pub max_request_tokens: usize,
+    /// Most connections open at once; more are answered 503 and closed
+    #[arg(long, default_value_t = 256, value_name = "N", value_parser = at_least_one)]
+    pub max_connections: usize,
+    /// Longest a client may take to send a request's headers, and a connection may stay
+    /// idle between requests, in milliseconds (the connection is closed after)
+    #[arg(long, default_value_t = 10_000, value_name = "MS", value_parser = at_least_one)]
+    pub header_timeout_ms: usize,
     /// Key every translation request must carry (api_key, or Authorization: Bearer on /v1);
     /// default: none needed. Also read from TRANSFORMER_API_KEY, which keeps it out of `ps`
     #[arg(

@@ -5,140 +5,16 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStderr, Command, Stdio};
-use std::sync::{Mutex, OnceLock};
+use std::process::{Command, Stdio};
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use serde_json::{json, Value};
 
+use common::server::{agent, assert_error, get, post, post_json, tiny_checkpoint, Server};
 use common::{succeeded, transformer};
-
-/// The tiny model trained once for every test of this file.
-fn tiny_checkpoint() -> &'static Path {
-    static DIR: OnceLock<PathBuf> = OnceLock::new();
-    DIR.get_or_init(|| {
-        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("serve-tiny");
-        let _ = std::fs::remove_dir_all(&dir);
-        succeeded(
-            transformer()
-                .args(["train", "--device", "cpu", "--quiet", "--config"])
-                .arg("configs/tiny.toml")
-                .arg("--out")
-                .arg(&dir),
-        );
-        dir
-    })
-}
-
-/// A running server, killed when dropped.
-struct Server {
-    child: Child,
-    url: String,
-    stderr: Mutex<BufReader<ChildStderr>>,
-}
-
-impl Server {
-    // Once it listens the child belongs to `Server`, whose drop kills and reaps it; before
-    // that only a failing test leaves it behind.
-    #[allow(clippy::zombie_processes)]
-    fn start(extra: &[&str]) -> Self {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_transformer"))
-            .args(["serve", "--device", "cpu", "--port", "0", "--checkpoint"])
-            .arg(tiny_checkpoint())
-            .args(extra)
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut stderr = BufReader::new(child.stderr.take().unwrap());
-        let mut line = String::new();
-        loop {
-            line.clear();
-            if stderr.read_line(&mut line).unwrap() == 0 {
-                let _ = child.kill();
-                let _ = child.wait();
-                panic!("serve exited before listening");
-            }
-            if let Some(at) = line.find("http://") {
-                let url = line[at..].split_whitespace().next().unwrap().to_string();
-                return Self {
-                    child,
-                    url,
-                    stderr: Mutex::new(stderr),
-                };
-            }
-        }
-    }
-
-    fn url(&self, path: &str) -> String {
-        format!("{}{path}", self.url)
-    }
-
-    /// Sends SIGTERM and returns the exit status and the rest of stderr.
-    fn stop(mut self) -> (std::process::ExitStatus, String) {
-        assert_eq!(
-            unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) },
-            0
-        );
-        let mut rest = String::new();
-        std::io::Read::read_to_string(&mut *self.stderr.lock().unwrap(), &mut rest).unwrap();
-        (self.child.wait().unwrap(), rest)
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn agent() -> ureq::Agent {
-    ureq::Agent::config_builder()
-        .http_status_as_error(false)
-        .timeout_global(Some(Duration::from_secs(60)))
-        .build()
-        .into()
-}
-
-/// Status and body of a POST.
-fn post(url: &str, content_type: &str, body: &str) -> (u16, String) {
-    let mut response = agent()
-        .post(url)
-        .header("Content-Type", content_type)
-        .send(body)
-        .unwrap();
-    let text = response.body_mut().read_to_string().unwrap();
-    (response.status().as_u16(), text)
-}
-
-fn post_json(url: &str, body: &Value) -> (u16, Value) {
-    let (status, text) = post(url, "application/json", &body.to_string());
-    (
-        status,
-        serde_json::from_str(&text).unwrap_or(Value::String(text)),
-    )
-}
-
-fn get(url: &str) -> (u16, Vec<u8>) {
-    let mut response = agent().get(url).call().unwrap();
-    let bytes = response.body_mut().read_to_vec().unwrap();
-    (response.status().as_u16(), bytes)
-}
-
-/// An error answer: the status, and its `error` message on one line.
-fn assert_error(status: u16, body: &str, want_status: u16, want_in_message: &str) {
-    assert_eq!(status, want_status, "{body}");
-    let body: Value = serde_json::from_str(body).unwrap();
-    let message = body["error"].as_str().unwrap();
-    assert!(!message.contains('\n'), "{message}");
-    assert!(
-        message.contains(want_in_message),
-        "{message:?} lacks {want_in_message:?}"
-    );
-}
 
 fn translate_form(server: &Server, q: &str) -> (u16, String) {
     let form = format!("q={}&source=de&target=en", q.replace(' ', "+"));
@@ -210,11 +86,72 @@ fn toy_sentences(count: usize) -> Vec<String> {
         .collect()
 }
 
-/// `translate` offline, one line per sentence.
+/// German numbers to English, one to three words ("zwei sechs eins" -> "two six one"): a
+/// model whose translations of different sentences differ, so that answers handed to the
+/// wrong request would be seen.
+fn numbers_checkpoint() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("serve-numbers");
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut pairs = String::new();
+        for length in 1..=3 {
+            for n in 0..NUMBERS.len().pow(length) {
+                let (de, en) = number_words(n, length as usize);
+                pairs.push_str(&format!("{de}\t{en}\n"));
+            }
+        }
+        std::fs::write(dir.join("pairs.tsv"), pairs).unwrap();
+        std::fs::write(
+            dir.join("config.toml"),
+            "[model]\nlayers = 2\nd_model = 32\nd_ff = 64\nheads = 4\ndropout = 0.0\n\
+             [data]\ntrain = \"pairs.tsv\"\nsource_lang = \"de\"\ntarget_lang = \"en\"\n\
+             [training]\nepochs = 80\nmax_tokens = 400\nwarmup = 50\nlog_every = 50\n\
+             checkpoint_every = 10000\n",
+        )
+        .unwrap();
+        succeeded(
+            transformer()
+                .current_dir(&dir)
+                .args(["train", "--device", "cpu", "--quiet"])
+                .args(["--config", "config.toml", "--out", "run"]),
+        );
+        dir.join("run")
+    })
+}
+
+const NUMBERS: [(&str, &str); 6] = [
+    ("eins", "one"),
+    ("zwei", "two"),
+    ("drei", "three"),
+    ("vier", "four"),
+    ("fuenf", "five"),
+    ("sechs", "six"),
+];
+
+/// The `n`th sentence of `length` number words, in German and in English.
+fn number_words(mut n: usize, length: usize) -> (String, String) {
+    let (mut de, mut en) = (Vec::new(), Vec::new());
+    for _ in 0..length {
+        let (d, e) = NUMBERS[n % NUMBERS.len()];
+        de.push(d);
+        en.push(e);
+        n /= NUMBERS.len();
+    }
+    (de.join(" "), en.join(" "))
+}
+
+/// `translate` offline with the tiny model, one line per sentence.
 fn offline(sentences: &[String], extra: &[&str]) -> Vec<String> {
+    offline_with(tiny_checkpoint(), sentences, extra)
+}
+
+/// `translate` offline with `checkpoint`, one line per sentence.
+fn offline_with(checkpoint: &Path, sentences: &[String], extra: &[&str]) -> Vec<String> {
     let mut child = Command::new(env!("CARGO_BIN_EXE_transformer"))
         .args(["translate", "--device", "cpu", "--checkpoint"])
-        .arg(tiny_checkpoint())
+        .arg(checkpoint)
         .args(extra)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -237,9 +174,19 @@ fn offline(sentences: &[String], extra: &[&str]) -> Vec<String> {
 
 #[test]
 fn sixty_four_concurrent_requests_each_get_their_own_translation() {
-    let sentences = toy_sentences(64);
-    let want = offline(&sentences, &[]);
-    let server = Server::start(&["--max-batch", "16", "--max-wait-ms", "20"]);
+    // Three-word sentences, every third of the 216.
+    let sentences: Vec<String> = (0..64).map(|i| number_words(3 * i, 3).0).collect();
+    let want = offline_with(numbers_checkpoint(), &sentences, &[]);
+    let distinct: std::collections::HashSet<&String> = want.iter().collect();
+    assert_eq!(
+        distinct.len(),
+        64,
+        "the translations must all differ: {want:?}"
+    );
+    let server = Server::start_with(
+        numbers_checkpoint(),
+        &["--max-batch", "16", "--max-wait-ms", "20"],
+    );
     let got: Vec<(u16, String)> = std::thread::scope(|scope| {
         let handles: Vec<_> = sentences
             .iter()

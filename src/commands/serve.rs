@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use crate::cli::ServeArgs;
 use crate::progress::Verbosity;
-use crate::serve::{serve, BatchPolicy, Limits, ServeSettings};
+use crate::serve::{serve, BatchPolicy, ConnectionLimits, Limits, ServeSettings};
 
 pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     let device = super::device_from(&args.device, Verbosity::Normal)?;
@@ -22,7 +22,14 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
             max_body_bytes: args.max_body_bytes,
             max_chars: args.max_chars,
             max_texts: args.max_texts,
+            max_request_tokens: args.max_request_tokens,
             timeout: Duration::from_millis(args.timeout_ms as u64),
+        },
+        connections: ConnectionLimits {
+            max_connections: args.max_connections,
+            header_timeout: Duration::from_millis(args.header_timeout_ms as u64),
+            // What a request already being read or decoded may still take.
+            drain: Duration::from_millis((args.timeout_ms + args.header_timeout_ms) as u64),
         },
         api_key: args.api_key.filter(|key| !key.is_empty()),
         defaults,

@@ -16,7 +16,7 @@ use crate::infer::{
 use crate::model::{masks, EncoderDecoder};
 
 /// Target tokens allowed beyond the source length when no maximum is given.
-const DEFAULT_EXTRA_TARGET_TOKENS: usize = 50;
+pub const DEFAULT_EXTRA_TARGET_TOKENS: usize = 50;
 
 /// How to decode.
 #[derive(Debug, Clone, Copy, PartialEq)]

@@ -11,7 +11,7 @@ use super::languages::LanguagePair;
 use super::metrics::Metrics;
 use crate::checkpoint::Checkpoint;
 use crate::data::corpus::normalize_sentence;
-use crate::infer::translator::{DecodeOptions, Translation};
+use crate::infer::translator::{DecodeOptions, Translation, DEFAULT_EXTRA_TARGET_TOKENS};
 
 /// What a request may ask for.
 #[derive(Debug, Clone, Copy)]
@@ -22,8 +22,19 @@ pub struct Limits {
     pub max_chars: usize,
     /// Most texts in one `q` list.
     pub max_texts: usize,
+    /// Most source tokens times beam width in one request.
+    pub max_request_tokens: usize,
     /// Longest a request may take, from its arrival to its answer.
     pub timeout: Duration,
+}
+
+/// What of a text is translated as one sentence.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sentences {
+    /// Each line (LibreTranslate's endpoints translate a text line by line).
+    Lines,
+    /// The whole text, newlines read as spaces (`/v1/translate`).
+    Whole,
 }
 
 /// Everything the handlers share.
@@ -44,9 +55,9 @@ pub struct AppState {
 pub type Shared = Arc<AppState>;
 
 impl AppState {
-    /// Checks `texts` against the limits before they are queued: the character limit, and
-    /// the source tokens the model can read (a longer sentence would be cut).
-    pub fn check_texts(&self, texts: &[String]) -> Result<(), ApiError> {
+    /// Checks that a request's `q` holds no more texts than allowed (`/detect` reads no more
+    /// either).
+    pub fn check_count(&self, texts: &[String]) -> Result<(), ApiError> {
         if texts.len() > self.limits.max_texts {
             return Err(ApiError::bad_request(format!(
                 "invalid request: q holds {} texts, more than this server's limit of {} \
@@ -55,7 +66,25 @@ impl AppState {
                 self.limits.max_texts
             )));
         }
-        let readable = self.checkpoint.config.model.max_len.saturating_sub(2);
+        Ok(())
+    }
+
+    /// Checks `texts`, to be decoded with `options`, against the limits before they are
+    /// queued: their number, the character limit, the source tokens the model can read (a
+    /// longer sentence would be cut), and the request's cost: the tokens each sentence may
+    /// read and generate (its `max_len`, else its length + 50), times the beam. The cost
+    /// bounds how long one request can hold the model.
+    pub fn check_texts(
+        &self,
+        texts: &[String],
+        sentences: Sentences,
+        options: &DecodeOptions,
+    ) -> Result<(), ApiError> {
+        self.check_count(texts)?;
+        let max_positions = self.checkpoint.config.model.max_len;
+        let readable = max_positions.saturating_sub(2);
+        let beam = options.beam.max(1);
+        let mut cost = 0usize;
         for (i, text) in texts.iter().enumerate() {
             let chars = text.chars().count();
             if chars > self.limits.max_chars {
@@ -66,7 +95,11 @@ impl AppState {
                     self.limits.max_chars
                 )));
             }
-            for line in text.lines() {
+            let units: Vec<&str> = match sentences {
+                Sentences::Lines => text.lines().collect(),
+                Sentences::Whole => vec![text.as_str()],
+            };
+            for line in units {
                 let tokens = self
                     .checkpoint
                     .tokenizers
@@ -84,7 +117,21 @@ impl AppState {
                         readable + 2
                     )));
                 }
+                let generated = options
+                    .max_len
+                    .unwrap_or(tokens + DEFAULT_EXTRA_TARGET_TOKENS)
+                    .min(max_positions);
+                cost = cost.saturating_add((tokens + 1 + generated).saturating_mul(beam));
             }
+        }
+        if cost > self.limits.max_request_tokens {
+            return Err(ApiError::bad_request(format!(
+                "invalid request: it may decode {cost} tokens (the tokens each sentence reads \
+                 and may generate, times the beam of {beam}), more than this server's limit of \
+                 {} per request (serve --max-request-tokens); send fewer or shorter texts, a \
+                 smaller max_len or a narrower beam",
+                self.limits.max_request_tokens
+            )));
         }
         Ok(())
     }

@@ -263,7 +263,10 @@ impl Worker {
     }
 
     /// Every job's translations, `[job][sentence]`, decoded shortest first so that each
-    /// decoder batch pads little.
+    /// decoder batch pads little. Sentences of requesters that have gone are skipped, and a
+    /// decoder batch stops at the step where none of its requesters is left (a requester
+    /// gives up when its time limit passes or its client disconnects), so that abandoned
+    /// work never holds up the requests behind it.
     fn decode_sorted(
         &self,
         jobs: &[TranslateJob],
@@ -285,15 +288,29 @@ impl Worker {
             .iter()
             .map(|job| vec![None; job.sentences.len()])
             .collect();
-        for chunk in order.chunks(self.policy.max_batch.max(1)) {
+        let wanted = |j: usize| !jobs[j].reply.is_closed();
+        while !order.is_empty() {
+            order.retain(|&(_, j, _)| wanted(j));
+            let take = order.len().min(self.policy.max_batch.max(1));
+            let chunk: Vec<(usize, usize, usize)> = order.drain(..take).collect();
+            if chunk.is_empty() {
+                break;
+            }
             let texts: Vec<String> = chunk
                 .iter()
                 .map(|&(_, j, s)| jobs[j].sentences[s].clone())
                 .collect();
+            let still_wanted = || chunk.iter().any(|&(_, j, _)| wanted(j));
             let started = Instant::now();
-            let translations = translator
-                .translate_batch(&texts)
-                .map_err(|e| format!("{e:#}"))?;
+            let translations = match translator.translate_batch_while(&texts, &still_wanted) {
+                Ok(translations) => translations,
+                // Nobody is left to tell: the chunk's requesters have all gone.
+                Err(_) if !still_wanted() => {
+                    self.metrics.record_abandoned(texts.len());
+                    continue;
+                }
+                Err(e) => return Err(format!("{e:#}")),
+            };
             let tokens = translations.iter().map(|t| t.ids.len()).sum();
             self.metrics
                 .record_batch(texts.len(), tokens, started.elapsed());
@@ -338,7 +355,13 @@ impl Worker {
         let text = normalize_sentence(sentence);
         let translation = translator.translate(&text)?;
         let src = self.checkpoint.tokenizers.src.encode(&text)?.ids;
-        let pair = TeacherForcedPair::new(&src, &translation.ids);
+        // The teacher-forced target (`<s>`, then every id but the last) must fit the position
+        // table too: a translation that ran to the model's length is drawn up to there.
+        let drawn = translation
+            .ids
+            .len()
+            .min(self.checkpoint.config.model.max_len);
+        let pair = TeacherForcedPair::new(&src, &translation.ids[..drawn]);
         pair.check_fits(self.checkpoint.config.model.max_len)?;
         let grids = attention_grids(
             translator.model,

@@ -94,6 +94,7 @@ fn json_object(bytes: &[u8]) -> Result<Map<String, Value>, ApiError> {
 /// A form's fields as strings; a name given twice keeps its last value, as Flask's
 /// `request.form` does for LibreTranslate.
 fn form_object(bytes: &[u8]) -> Result<Map<String, Value>, ApiError> {
+    check_urlencoded_is_utf8(bytes, "form")?;
     let pairs: Vec<(String, String)> = serde_urlencoded::from_bytes(bytes).map_err(|e| {
         ApiError::bad_request(format!(
             "invalid request: the form body cannot be read ({e})"
@@ -103,6 +104,29 @@ fn form_object(bytes: &[u8]) -> Result<Map<String, Value>, ApiError> {
         .into_iter()
         .map(|(name, value)| (name, Value::String(value)))
         .collect())
+}
+
+/// Refuses a form body or query string (`what`) whose names or values are not UTF-8 once
+/// percent-decoded, as a JSON body that is not UTF-8 is refused: the decoder would replace
+/// the bytes with U+FFFD and translate something the client never sent.
+pub fn check_urlencoded_is_utf8(bytes: &[u8], what: &str) -> Result<(), ApiError> {
+    for (index, field) in bytes.split(|&b| b == b'&').enumerate() {
+        let spaced: Vec<u8> = field
+            .iter()
+            .map(|&b| if b == b'+' { b' ' } else { b })
+            .collect();
+        if percent_encoding::percent_decode(&spaced)
+            .decode_utf8()
+            .is_err()
+        {
+            return Err(ApiError::bad_request(format!(
+                "invalid request: {what} field {} is not UTF-8 once percent-decoded; send the \
+                 text encoded as UTF-8",
+                index + 1
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// The texts of `q` (a string or a list of strings) and whether it was a list.
@@ -166,6 +190,15 @@ mod tests {
         for bad in [None, Some(json!([])), Some(json!(3)), Some(json!(["x", 1]))] {
             assert_eq!(texts(bad.clone()).unwrap_err().status, 400, "{bad:?}");
         }
+    }
+
+    #[test]
+    fn a_form_that_is_not_utf8_once_decoded_is_refused_naming_the_field() {
+        let object = form_object(b"q=Gr%C3%BC%C3%9Fe+dich&source=de").unwrap();
+        assert_eq!(object["q"], json!("Grüße dich"));
+        let err = form_object(b"source=de&q=%FF%FEbier").unwrap_err();
+        assert_eq!(err.status, 400);
+        assert!(err.message.contains("form field 2"), "{}", err.message);
     }
 
     #[test]

@@ -10,7 +10,7 @@ use axum::Json;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::app::Shared;
+use super::app::{Sentences, Shared};
 use super::body::{self, Accepts};
 use super::error::ApiError;
 use super::languages::name_of;
@@ -62,12 +62,11 @@ pub async fn translate(
             "invalid request: alternatives {alternatives} is more than {MAX_ALTERNATIVES}"
         )));
     }
-    state.check_texts(&texts)?;
+    let options = with_alternatives(state.defaults, alternatives);
+    state.check_texts(&texts, Sentences::Lines, &options)?;
     let lines: Vec<Vec<String>> = texts.iter().map(|t| split_lines(t)).collect();
     let sentences: Vec<String> = lines.iter().flatten().cloned().collect();
-    let translations = state
-        .translate(sentences, with_alternatives(state.defaults, alternatives))
-        .await?;
+    let translations = state.translate(sentences, options).await?;
     let mut translations = translations.into_iter();
     let results: Vec<TextResult> = lines
         .iter()
@@ -82,6 +81,7 @@ pub async fn translate(
         &results,
         is_list,
         detected.then(|| state.pair.source.as_str()),
+        alternatives > 0,
     )))
 }
 
@@ -93,35 +93,48 @@ struct TextResult {
 
 impl TextResult {
     /// Alternative `i` of a text is each line's alternative `i` (its best translation for a
-    /// line that has fewer).
+    /// line that has fewer); an alternative that reads as the translation or as an earlier
+    /// alternative (two hypotheses can detokenize alike) is left out, so a text may get fewer
+    /// than asked for.
     fn join(lines: Vec<Translation>, alternatives: usize) -> Self {
         let text = lines
             .iter()
             .map(|l| l.translation.as_str())
             .collect::<Vec<_>>()
             .join("\n");
-        let alternatives = (0..alternatives)
-            .map(|i| {
-                lines
-                    .iter()
-                    .map(|l| {
-                        l.alternatives
-                            .get(i)
-                            .map_or(&l.translation, |a| &a.translation)
-                    })
-                    .map(String::as_str)
-                    .collect::<Vec<_>>()
-                    .join("\n")
-            })
-            .collect();
-        Self { text, alternatives }
+        let mut distinct: Vec<String> = Vec::with_capacity(alternatives);
+        for i in 0..alternatives {
+            let candidate = lines
+                .iter()
+                .map(|l| {
+                    l.alternatives
+                        .get(i)
+                        .map_or(&l.translation, |a| &a.translation)
+                })
+                .map(String::as_str)
+                .collect::<Vec<_>>()
+                .join("\n");
+            if candidate != text && !distinct.contains(&candidate) {
+                distinct.push(candidate);
+            }
+        }
+        Self {
+            text,
+            alternatives: distinct,
+        }
     }
 }
 
 /// LibreTranslate's response: values for one text, lists of them for a list.
-fn response(results: &[TextResult], is_list: bool, detected: Option<&str>) -> Value {
+/// `alternatives` lists are there whenever the request asked for some, empty or not.
+fn response(
+    results: &[TextResult],
+    is_list: bool,
+    detected: Option<&str>,
+    asked_alternatives: bool,
+) -> Value {
     let detected_language = detected.map(|code| json!({ "confidence": 100.0, "language": code }));
-    let with_alternatives = results.iter().any(|r| !r.alternatives.is_empty());
+    let with_alternatives = asked_alternatives;
     if is_list {
         let mut out = json!({
             "translatedText": results.iter().map(|r| r.text.clone()).collect::<Vec<_>>(),
@@ -194,6 +207,7 @@ pub async fn detect(
     )?;
     state.key.check(request.api_key.as_deref())?;
     let (texts, is_list) = body::texts(request.q)?;
+    state.check_count(&texts)?;
     let candidates = json!([{ "confidence": 100.0, "language": state.pair.source }]);
     Ok(Json(if is_list {
         json!(vec![candidates; texts.len()])

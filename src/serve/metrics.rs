@@ -35,6 +35,7 @@ pub struct Metrics {
     requests: Family<RequestLabels, Counter>,
     latency: Histograms<EndpointLabels>,
     sentences: Counter,
+    abandoned_sentences: Counter,
     generated_tokens: Counter,
     decode_seconds: Counter<f64, AtomicU64>,
     batch_sentences: Histogram,
@@ -54,6 +55,7 @@ impl Metrics {
         let requests = Family::<RequestLabels, Counter>::default();
         let latency: Histograms<EndpointLabels> = Family::new_with_constructor(latency_histogram);
         let sentences = Counter::default();
+        let abandoned_sentences = Counter::default();
         let generated_tokens = Counter::default();
         let decode_seconds = Counter::<f64, AtomicU64>::default();
         let batch_sentences = Histogram::new(exponential_buckets(1.0, 2.0, 10));
@@ -71,6 +73,11 @@ impl Metrics {
             latency.clone(),
         );
         registry.register("sentences", "Sentences translated", sentences.clone());
+        registry.register(
+            "abandoned_sentences",
+            "Sentences whose decoding stopped because every requester of their batch had gone",
+            abandoned_sentences.clone(),
+        );
         registry.register(
             "generated_tokens",
             "Target tokens generated (</s> included)",
@@ -101,6 +108,7 @@ impl Metrics {
             requests,
             latency,
             sentences,
+            abandoned_sentences,
             generated_tokens,
             decode_seconds,
             batch_sentences,
@@ -130,6 +138,11 @@ impl Metrics {
         if seconds > 0.0 {
             self.tokens_per_second.set(tokens as f64 / seconds);
         }
+    }
+
+    /// A decoder batch of `sentences` stopped because its requesters had all gone.
+    pub fn record_abandoned(&self, sentences: usize) {
+        self.abandoned_sentences.inc_by(sentences as u64);
     }
 
     /// The exposition text, with the queue's length as it is now.

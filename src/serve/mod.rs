@@ -10,6 +10,7 @@ mod app;
 mod auth;
 mod batcher;
 mod body;
+mod connections;
 mod error;
 mod languages;
 mod libretranslate;
@@ -17,6 +18,7 @@ mod metrics;
 mod native;
 mod page;
 mod routes;
+mod spec;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -26,6 +28,7 @@ use candle_core::Device;
 
 pub use app::Limits;
 pub use batcher::BatchPolicy;
+pub use connections::ConnectionLimits;
 
 use crate::checkpoint::Checkpoint;
 use crate::infer::translator::DecodeOptions;
@@ -40,6 +43,7 @@ pub struct ServeSettings {
     pub addr: SocketAddr,
     pub policy: BatchPolicy,
     pub limits: Limits,
+    pub connections: ConnectionLimits,
     pub api_key: Option<String>,
     /// Decoding for requests that name no settings (the checkpoint's `[decode]`).
     pub defaults: DecodeOptions,
@@ -80,9 +84,10 @@ pub fn serve(
         device: device_name,
     });
     let addr = settings.addr;
+    let connections = settings.connections.within_open_file_limit();
     let http = std::thread::Builder::new()
         .name("http".into())
-        .spawn(move || serve_http(state, addr, ready))
+        .spawn(move || serve_http(state, addr, connections, ready))
         .context("cannot start the HTTP thread")?;
     // Returns when the HTTP side is gone (and with it the last queue sender) and what it
     // queued is answered.
@@ -98,6 +103,7 @@ pub fn serve(
 fn serve_http(
     state: Arc<AppState>,
     addr: SocketAddr,
+    connections: ConnectionLimits,
     ready: impl FnOnce(SocketAddr),
 ) -> anyhow::Result<()> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -111,10 +117,14 @@ fn serve_http(
             .await
             .with_context(|| format!("cannot listen on {addr}; pick another --port or --host"))?;
         ready(listener.local_addr()?);
-        axum::serve(listener, routes::router(state))
-            .with_graceful_shutdown(stop_requested())
-            .await
-            .context("the HTTP server failed")
+        connections::serve(
+            listener,
+            routes::router(state),
+            connections,
+            stop_requested(),
+        )
+        .await;
+        Ok(())
     })
 }
 
@@ -135,23 +145,37 @@ fn language_pair(checkpoint: &Checkpoint) -> anyhow::Result<LanguagePair> {
     }
 }
 
-/// Resolves on the first SIGINT or SIGTERM, and says on stderr that the server is stopping.
+/// Resolves on the first SIGINT or SIGTERM, and says on stderr that the server is stopping;
+/// a second one ends the process at once, as in `train`, whatever is still in flight.
 async fn stop_requested() {
-    let interrupt = tokio::signal::ctrl_c();
+    let first = next_stop_signal().await;
+    eprintln!("stopping: no new connections; answering the requests in flight (a second Ctrl-C stops at once)");
+    tokio::spawn(async move {
+        let second = next_stop_signal().await;
+        eprintln!("stopped at once: a second signal; requests in flight were dropped");
+        std::process::exit(128 + second.max(first));
+    });
+}
+
+/// The number of the next SIGINT or SIGTERM to arrive.
+async fn next_stop_signal() -> i32 {
     #[cfg(unix)]
-    let terminate = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut signal) => {
-                signal.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        let (Ok(mut interrupt), Ok(mut terminate)) = (
+            signal(SignalKind::interrupt()),
+            signal(SignalKind::terminate()),
+        ) else {
+            return std::future::pending().await;
+        };
+        tokio::select! {
+            _ = interrupt.recv() => libc::SIGINT,
+            _ = terminate.recv() => libc::SIGTERM,
         }
-    };
-    #[cfg(not(unix))]
-    let terminate = std::future::pending::<()>();
-    tokio::select! {
-        _ = interrupt => {}
-        _ = terminate => {}
     }
-    eprintln!("stopping: no new connections; answering the requests in flight");
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+        2
+    }
 }

@@ -5,13 +5,13 @@
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{Query, State};
-use axum::http::{header, HeaderMap, StatusCode};
+use axum::http::{header, HeaderMap, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
-use super::app::{answer, refused, Shared};
+use super::app::{answer, refused, Sentences, Shared};
 use super::body::{self, Accepts};
 use super::error::ApiError;
 use crate::data::corpus::normalize_sentence;
@@ -51,7 +51,7 @@ pub async fn translate(
         .check(bearer(&headers).or(request.api_key.as_deref()))?;
     let options = options(&state, &request)?;
     let (texts, _) = body::texts(Some(request.q))?;
-    state.check_texts(&texts)?;
+    state.check_texts(&texts, Sentences::Whole, &options)?;
     let translations = state.translate(texts, options).await?;
     Ok(Json(TranslateResponse { translations }))
 }
@@ -103,13 +103,14 @@ fn options(state: &Shared, request: &TranslateRequest) -> Result<DecodeOptions, 
     })
 }
 
-/// The key of an `Authorization: Bearer KEY` header.
+/// The key of an `Authorization: Bearer KEY` header (the scheme in any case, RFC 9110
+/// section 11.1).
 fn bearer(headers: &HeaderMap) -> Option<&str> {
-    headers
-        .get(header::AUTHORIZATION)?
-        .to_str()
-        .ok()?
-        .strip_prefix("Bearer ")
+    let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?.trim();
+    let (scheme, key) = value.split_once(' ')?;
+    scheme
+        .eq_ignore_ascii_case("bearer")
+        .then(|| key.trim_start())
 }
 
 #[derive(Debug, Deserialize)]
@@ -125,8 +126,10 @@ pub struct AttentionQuery {
 pub async fn attention(
     State(state): State<Shared>,
     headers: HeaderMap,
+    uri: Uri,
     query: Result<Query<AttentionQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Response, ApiError> {
+    body::check_urlencoded_is_utf8(uri.query().unwrap_or("").as_bytes(), "query")?;
     let Query(query) =
         query.map_err(|e| ApiError::bad_request(format!("invalid request: {}", e.body_text())))?;
     state
@@ -146,10 +149,12 @@ pub async fn attention(
             "invalid request: q is empty; give the sentence whose attention to draw",
         ));
     }
-    if tokens > MAX_ATTENTION_TOKENS {
+    let readable = state.checkpoint.config.model.max_len.saturating_sub(2);
+    if tokens > MAX_ATTENTION_TOKENS.min(readable) {
         return Err(ApiError::bad_request(format!(
             "invalid request: the sentence has {tokens} tokens; attention is drawn for at most \
-             {MAX_ATTENTION_TOKENS}"
+             {} (this model reads {readable})",
+            MAX_ATTENTION_TOKENS.min(readable)
         )));
     }
     let layers = layers(
@@ -222,6 +227,18 @@ pub async fn metrics(State(state): State<Shared>) -> Response {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_bearer_scheme_is_read_in_any_case() {
+        for value in ["Bearer k1", "bearer k1", "BEARER  k1"] {
+            let mut headers = HeaderMap::new();
+            headers.insert(header::AUTHORIZATION, value.parse().unwrap());
+            assert_eq!(bearer(&headers), Some("k1"), "{value}");
+        }
+        let mut basic = HeaderMap::new();
+        basic.insert(header::AUTHORIZATION, "Basic k1".parse().unwrap());
+        assert_eq!(bearer(&basic), None);
+    }
 
     #[test]
     fn layers_are_numbered_from_one() {

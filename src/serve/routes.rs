@@ -12,7 +12,21 @@ use axum::Router;
 
 use super::app::Shared;
 use super::error::ApiError;
-use super::{libretranslate, native, page};
+use super::{libretranslate, native, page, spec};
+
+/// Every path the router answers, as `/spec` describes them.
+pub const ENDPOINTS: &[&str] = &[
+    "/",
+    "/translate",
+    "/languages",
+    "/detect",
+    "/frontend/settings",
+    "/v1/translate",
+    "/v1/attention",
+    "/health",
+    "/metrics",
+    "/spec",
+];
 
 /// Every endpoint, behind the body limit and the timing middleware.
 pub fn router(state: Shared) -> Router {
@@ -30,6 +44,7 @@ pub fn router(state: Shared) -> Router {
         .route("/v1/attention", get(native::attention))
         .route("/health", get(native::health))
         .route("/metrics", get(native::metrics))
+        .route("/spec", get(spec::spec))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(limit)
@@ -39,9 +54,9 @@ pub fn router(state: Shared) -> Router {
 
 async fn not_found(uri: Uri) -> ApiError {
     ApiError::not_found(format!(
-        "no endpoint {}; this server answers /translate, /languages, /detect, /v1/translate, \
-         /v1/attention, /health, /metrics and the page at /",
-        uri.path()
+        "no endpoint {}; this server answers {} (described at /spec)",
+        uri.path(),
+        ENDPOINTS.join(", ")
     ))
 }
 
@@ -89,6 +104,7 @@ fn endpoint_label(path: &str) -> &'static str {
         "/v1/attention" => "v1_attention",
         "/health" => "health",
         "/metrics" => "metrics",
+        "/spec" => "spec",
         _ => "other",
     }
 }
