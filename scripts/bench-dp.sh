@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Data-parallel training against one process on this machine: configs/multi30k-cpu.toml's model
 # on real Multi30k batches, one process with $THREADS threads against `mpirun -np $RANKS` with
-# THREADS / RANKS threads each, interleaved, REPS times; then the gradient sum alone. Prints
-# one JSON line a run and the medians. Needs a build with --features mpi and the Multi30k data.
+# THREADS / RANKS threads each, interleaved, REPS times; then the gradient sum alone. Both do
+# the same work: each step, the process sums the RANKS batches (--accumulate) that the ranks
+# take one each. Prints one JSON line a run and the medians. Needs a build with
+# --features mpi and the Multi30k data.
 #
 #   cargo build --release --features mpi && scripts/bench-dp.sh
 #
@@ -31,7 +33,7 @@ results="$OUT/results.jsonl"
 for rep in $(seq "$REPS"); do
   echo "rep $rep/$REPS" >&2
   RAYON_NUM_THREADS="$THREADS" "$BIN" bench multi30k --device cpu --steps "$STEPS" \
-    --batches "$batches" 2> /dev/null | tail -n1 | tee -a "$results"
+    --accumulate "$RANKS" --batches "$batches" 2> /dev/null | tail -n1 | tee -a "$results"
   "${mpi[@]}" bench multi30k --device cpu --steps "$STEPS" --batches "$batches" 2> /dev/null \
     | tail -n1 | tee -a "$results"
   "${mpi[@]}" bench allreduce --device cpu --steps 20 2> /dev/null | tail -n1 | tee -a "$results"

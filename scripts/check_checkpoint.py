@@ -76,6 +76,9 @@ def read_lines(path):
 
 def training_sources(config):
     train = config["data"]["train"]
+    if isinstance(train, dict) and "builtin" in train:
+        # The built-in toy pairs are data/toy.tsv's.
+        train = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data", "toy.tsv")
     if isinstance(train, dict):
         lines = read_lines(train["src"])
     else:

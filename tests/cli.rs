@@ -59,27 +59,39 @@ fn infer_test_prints_one_prediction_per_run_starting_from_zero() {
 }
 
 /// `TRANSFORMER_KERNELS=composed` runs the whole of training through candle's composed ops,
-/// as a GPU does: the tiny model still learns both toy sentences.
+/// as a GPU does: the tiny model still learns both toy sentences, and the losses it logs are
+/// not the fused kernels' to the last bit (they round differently), so the variable was read.
 #[test]
 fn a_tiny_model_trained_through_the_composed_kernels_translates_both_toy_sentences() {
     let dir = tempfile::tempdir().unwrap();
-    let run = dir.path().join("run");
-    succeeded(
-        transformer()
-            .env("TRANSFORMER_KERNELS", "composed")
-            .args([
-                "train",
-                "--device",
-                "cpu",
-                "--quiet",
-                "--config",
-                "configs/tiny.toml",
-                "--out",
-            ])
-            .arg(&run),
-    );
+    let losses = |kernels: &str| {
+        let run = dir.path().join(kernels);
+        succeeded(
+            transformer()
+                .env("TRANSFORMER_KERNELS", kernels)
+                .args(["train", "--device", "cpu", "--quiet", "--config"])
+                .arg("configs/tiny.toml")
+                .arg("--out")
+                .arg(&run),
+        );
+        let metrics = std::fs::read_to_string(run.join("metrics.jsonl")).unwrap();
+        let losses: Vec<String> = metrics
+            .lines()
+            .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+            .filter(|r| r["kind"] == "step")
+            .map(|r| r["loss"].to_string())
+            .collect();
+        (run, losses)
+    };
+    let (run, composed) = losses("composed");
     assert_eq!(translate(&run, "ich mochte ein bier"), "i want a beer .\n");
     assert_eq!(translate(&run, "ich mochte ein cola"), "i want a coke .\n");
+    let (_, fused) = losses("fused");
+    assert_eq!(composed.len(), fused.len());
+    assert_ne!(
+        composed, fused,
+        "the same losses to the last bit either way"
+    );
 }
 
 #[test]

@@ -276,3 +276,45 @@ fn a_replaced_run_starts_a_new_history_and_a_short_one_averages_what_it_kept() {
         "{stderr}"
     );
 }
+
+#[test]
+fn the_checkpoints_length_penalty_and_max_len_are_what_translate_uses_without_flags() {
+    // The parity fixture, whose beam search for this sentence picks a one-word hypothesis
+    // only under a strongly negative length penalty.
+    let dir = tempfile::tempdir().unwrap();
+    for entry in std::fs::read_dir("tests/fixtures/parity").unwrap() {
+        let entry = entry.unwrap();
+        std::fs::copy(entry.path(), dir.path().join(entry.file_name())).unwrap();
+    }
+    let with_decode = |decode: &str| {
+        let text = std::fs::read_to_string("tests/fixtures/parity/config.toml").unwrap();
+        std::fs::write(
+            dir.path().join("config.toml"),
+            format!("{text}\n{decode}\n"),
+        )
+        .unwrap();
+    };
+    let translate = |flags: &[&str], sentence: &str| {
+        let output = succeeded(
+            transformer()
+                .args(["translate", "--device", "cpu", "--checkpoint"])
+                .arg(dir.path())
+                .args(flags)
+                .arg(sentence),
+        );
+        String::from_utf8(output.stdout).unwrap()
+    };
+    let long = "sie habe ein haus ein bier ein cola";
+    with_decode("[decode]\nbeam = 4\nlength_penalty = -6.0\nmax_len = 12");
+    assert_eq!(translate(&[], long), "beer\n");
+    assert_eq!(
+        translate(&["--length-penalty", "1"], long),
+        "i want a beer\n"
+    );
+    with_decode("[decode]\nmax_len = 2");
+    assert_eq!(translate(&[], "ich mochte ein bier"), "i want\n");
+    assert_eq!(
+        translate(&["--max-len", "12"], "ich mochte ein bier"),
+        "i want a beer\n"
+    );
+}

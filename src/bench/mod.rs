@@ -87,19 +87,20 @@ fn trainer(
     Trainer::joined(config, data, device, collective)
 }
 
-/// Times `steps` optimiser steps after the warm-up: one batch from `batch_for(i)` each, or, on
-/// `world` ranks, `world` consecutive batches each (the ranks' shares of one group).
+/// Times `steps` optimiser steps after the warm-up, each on a group of `accumulate` batches
+/// per rank from `batch_for`: consecutive ones, so that one process accumulating R batches
+/// and R ranks taking one each train on the same batches.
 fn time_training(
     name: &str,
     trainer: &mut Trainer,
-    steps: usize,
+    (steps, accumulate): (usize, usize),
     unit: &str,
     batch_for: &mut dyn FnMut(usize) -> PaddedBatch,
 ) -> anyhow::Result<Measurement> {
     let world = trainer.collective().world();
-    let mut group_for = |i: usize| -> Vec<PaddedBatch> {
-        (0..world).map(|rank| batch_for(i * world + rank)).collect()
-    };
+    let group = world * accumulate.max(1);
+    let mut group_for =
+        |i: usize| -> Vec<PaddedBatch> { (0..group).map(|b| batch_for(i * group + b)).collect() };
     for i in 0..WARMUP_STEPS {
         trainer.step_on(&group_for(i))?;
     }
@@ -147,7 +148,7 @@ pub fn toy_training(steps: usize, device: &Device) -> anyhow::Result<Measurement
     };
     let mut trainer = Trainer::new(config, data, device)?;
     let batch = PaddedBatch::new(&encoded.iter().collect::<Vec<_>>());
-    time_training("toy-train", &mut trainer, steps, "steps", &mut |_| {
+    time_training("toy-train", &mut trainer, (steps, 1), "steps", &mut |_| {
         batch.clone()
     })
 }
@@ -175,21 +176,22 @@ pub fn copy_task(steps: usize, device: &Device) -> anyhow::Result<Measurement> {
             .collect();
         PaddedBatch::new(&pairs.iter().collect::<Vec<_>>())
     };
-    time_training("copy", &mut trainer, steps, "tokens", &mut batch_for)
+    time_training("copy", &mut trainer, (steps, 1), "tokens", &mut batch_for)
 }
 
 /// Workload 3: the configs/multi30k-cpu.toml model on real Multi30k batches, read from the
 /// file `export_multi30k_batches` wrote (so both implementations train on the same ids).
-/// On `collective`'s ranks (under mpirun), each step takes one batch per rank.
+/// Each step takes `accumulate` batches per rank of `collective` (one process, or mpirun's).
 pub fn multi30k_training(
     batches: &Path,
     steps: usize,
+    accumulate: usize,
     device: &Device,
     collective: Box<dyn Collective>,
 ) -> anyhow::Result<Measurement> {
     let (vocab, loaded) = read_batches(batches)?;
     let config = Config::load(Path::new(MULTI30K_CONFIG))?;
-    let needed = (WARMUP_STEPS + steps) * collective.world();
+    let needed = (WARMUP_STEPS + steps) * collective.world() * accumulate.max(1);
     let mut trainer = trainer(config, vocab, device, collective)?;
     anyhow::ensure!(
         loaded.len() >= needed,
@@ -197,9 +199,13 @@ pub fn multi30k_training(
         batches.display(),
         loaded.len(),
     );
-    time_training("multi30k", &mut trainer, steps, "tokens", &mut |i| {
-        loaded[i].clone()
-    })
+    time_training(
+        "multi30k",
+        &mut trainer,
+        (steps, accumulate),
+        "tokens",
+        &mut |i| loaded[i].clone(),
+    )
 }
 
 /// The communication of one data-parallel step alone: `steps` sums over the ranks of a flat

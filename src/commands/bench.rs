@@ -31,9 +31,13 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         BenchWorkload::Matmul => bench::matmul_ceiling(args.steps, &device)?,
         BenchWorkload::ToyTrain => bench::toy_training(args.steps, &device)?,
         BenchWorkload::Copy => bench::copy_task(args.steps, &device)?,
-        BenchWorkload::Multi30k => {
-            bench::multi30k_training(&args.batches, args.steps, &device, collective)?
-        }
+        BenchWorkload::Multi30k => bench::multi30k_training(
+            &args.batches,
+            args.steps,
+            args.accumulate,
+            &device,
+            collective,
+        )?,
         BenchWorkload::Greedy1 => bench::decoding(DecodeWorkload::GreedyOne, args.steps, &device)?,
         BenchWorkload::Greedy32 => {
             bench::decoding(DecodeWorkload::GreedyBatch, BATCH_SENTENCES, &device)?

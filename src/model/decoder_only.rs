@@ -50,12 +50,16 @@ impl DecoderOnly {
         self.generator.logits(&hidden)
     }
 
-    /// The non-trained tensors a checkpoint carries: the sinusoidal position table, if any.
+    /// The tensors a checkpoint carries beside the parameters: the sinusoidal position
+    /// table, if any, and the shared generator matrix under its own name (see
+    /// [`Generator::tied_copy`]).
     pub fn buffers(&self) -> Vec<(String, Tensor)> {
         self.embed
             .position_table()
-            .map(|table| vec![("embed.1.pe".to_string(), table.clone())])
-            .unwrap_or_default()
+            .map(|table| ("embed.1.pe".to_string(), table.clone()))
+            .into_iter()
+            .chain(self.generator.tied_copy())
+            .collect()
     }
 
     /// An empty key/value cache for incremental decoding.

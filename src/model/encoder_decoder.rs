@@ -49,12 +49,15 @@ impl EmbeddingStack {
 /// The final linear projection and log-softmax over the target vocabulary.
 pub struct Generator {
     proj: Linear,
+    /// The target embedding's matrix, when the projection shares it (`share_embeddings`).
+    shared: Option<Tensor>,
 }
 
 impl Generator {
     pub fn new(d_model: usize, vocab: usize, vb: VarBuilder) -> Result<Self> {
         Ok(Self {
             proj: Linear::new(d_model, vocab, vb.pp("proj"))?,
+            shared: None,
         })
     }
 
@@ -77,7 +80,16 @@ impl Generator {
         }
         Ok(Self {
             proj: Linear::from_weight(table.clone(), true, vb.pp("proj"))?,
+            shared: Some(table.clone()),
         })
+    }
+
+    /// The shared matrix under the generator's own name, as PyTorch's state_dict lists a
+    /// tied matrix twice (`generator.proj.weight` beside the embedding's): a checkpoint
+    /// carries it so that `load_state_dict(strict=True)` reads it unchanged.
+    pub fn tied_copy(&self) -> Option<(String, Tensor)> {
+        let table = self.shared.as_ref()?;
+        Some(("generator.proj.weight".to_string(), table.clone()))
     }
 
     /// `(..., d_model)` -> log-probabilities `(..., tgt_vocab)`.
@@ -174,8 +186,9 @@ impl EncoderDecoder {
         &self.decoder
     }
 
-    /// The non-trained tensors a checkpoint carries: the two sinusoidal position tables (none
-    /// when positions are learned: they are parameters then).
+    /// The tensors a checkpoint carries beside the parameters: the two sinusoidal position
+    /// tables (none when positions are learned: they are parameters then), and the shared
+    /// generator matrix under its own name (see [`Generator::tied_copy`]).
     pub fn buffers(&self) -> Vec<(String, Tensor)> {
         [
             ("src_embed.1.pe", &self.src_embed),
@@ -183,6 +196,7 @@ impl EncoderDecoder {
         ]
         .into_iter()
         .filter_map(|(name, stack)| Some((name.to_string(), stack.positions.table()?.clone())))
+        .chain(self.generator.tied_copy())
         .collect()
     }
 }

@@ -1,5 +1,7 @@
 //! Helpers shared by the tests that run the binary.
 
+pub mod server;
+
 use std::path::Path;
 use std::process::Output;
 
