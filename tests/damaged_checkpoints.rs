@@ -118,6 +118,22 @@ fn an_empty_checkpoint_config_is_blamed_not_the_weights() {
 }
 
 #[test]
+fn a_checkpoint_config_cut_before_a_size_is_refused_naming_it() {
+    let dir = small_checkpoint();
+    edit(&dir.path().join("run/last/config.toml"), |text| {
+        text.lines()
+            .filter(|line| !line.starts_with("heads"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    });
+    fails_naming(
+        dir.path(),
+        &TRANSLATE,
+        &["config.toml has no model.heads", "cut or edited"],
+    );
+}
+
+#[test]
 fn an_unreadable_checkpoint_config_does_not_speak_of_a_config_flag() {
     let dir = small_checkpoint();
     let config = dir.path().join("run/last/config.toml");
@@ -147,6 +163,17 @@ fn a_bpe_checkpoint_without_its_tokenizer_names_tokenizer_json() {
          [training]\nepochs = 1\nmax_tokens = 64\n",
         &[],
     );
+    let config = dir.path().join("run/last/config.toml");
+    let saved = std::fs::read_to_string(&config).unwrap();
+    // A config without its [data] table reads as the word tokenizer's.
+    let cut = saved.split("[data]").next().unwrap().to_string();
+    std::fs::write(&config, cut).unwrap();
+    fails_naming(
+        dir.path(),
+        &TRANSLATE,
+        &["vocab.src.txt is missing but the directory holds tokenizer.json"],
+    );
+    std::fs::write(&config, saved).unwrap();
     std::fs::remove_file(dir.path().join("run/last/tokenizer.json")).unwrap();
     fails_naming(
         dir.path(),
@@ -201,6 +228,37 @@ fn an_unreachable_training_position_is_refused() {
         text.replacen("\"steps_in_epoch\": 1,", "\"steps_in_epoch\": 7,", 1)
     });
     fails_naming(dir.path(), &RESUME, &["steps_in_epoch is 7"]);
+    for (field, bad, named) in [
+        ("\"elapsed_s\": ", "-1.0", "elapsed_s is -1"),
+        ("\"elapsed_s\": ", "1e300", "elapsed_s is 1"),
+        ("\"epoch\": ", "1000000000000", "epoch is 1000000000000"),
+        ("\"adam_steps\": ", "0", "adam_steps is 0"),
+    ] {
+        let at = original.find(field).unwrap() + field.len();
+        let end = at + original[at..].find([',', '\n']).unwrap();
+        let edited = format!("{}{bad}{}", &original[..at], &original[end..]);
+        std::fs::write(&state, edited).unwrap();
+        fails_naming(dir.path(), &RESUME, &["inconsistent", named]);
+    }
     std::fs::write(&state, &original).unwrap();
     succeeded(transformer().current_dir(dir.path()).args(RESUME));
+}
+
+#[test]
+fn finite_weights_that_overflow_are_an_error_not_an_empty_translation() {
+    let dir = small_checkpoint();
+    let path = dir.path().join("run/last/model.safetensors");
+    let mut tensors = candle_core::safetensors::load(&path, &Device::Cpu).unwrap();
+    let mut gain = tensors["decoder.norm.a_2"].to_vec1::<f32>().unwrap();
+    gain[3] = 3e38;
+    tensors.insert(
+        "decoder.norm.a_2".into(),
+        Tensor::new(gain, &Device::Cpu).unwrap(),
+    );
+    candle_core::safetensors::save(&tensors, &path).unwrap();
+    for beam in ["1", "3"] {
+        let mut args = TRANSLATE.to_vec();
+        args.extend(["--beam", beam]);
+        fails_naming(dir.path(), &args, &["not a number", "weights are damaged"]);
+    }
 }

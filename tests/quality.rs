@@ -318,3 +318,46 @@ fn the_checkpoints_length_penalty_and_max_len_are_what_translate_uses_without_fl
         "i want a beer\n"
     );
 }
+
+#[test]
+fn a_run_replaced_with_overwrite_keeps_nothing_of_the_old_runs_best_or_averaged() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("run");
+    train(&write_config(dir.path(), "", ""), &run);
+    assert!(run.join("best/model.safetensors").is_file());
+    // Another run into the same directory, on other targets and without validation.
+    std::fs::write(
+        dir.path().join("other.tsv"),
+        "ich mochte ein bier\tx y\nich mochte ein cola\ty x\n",
+    )
+    .unwrap();
+    let other = std::fs::read_to_string("configs/tiny.toml")
+        .unwrap()
+        .replace(
+            "data/toy.tsv",
+            &dir.path().join("other.tsv").display().to_string(),
+        );
+    std::fs::write(dir.path().join("other.toml"), other).unwrap();
+    succeeded(
+        transformer()
+            .args([
+                "train",
+                "--device",
+                "cpu",
+                "--quiet",
+                "--overwrite",
+                "--config",
+            ])
+            .arg(dir.path().join("other.toml"))
+            .arg("--out")
+            .arg(&run),
+    );
+    assert!(!run.join("best").exists());
+    let output = succeeded(
+        transformer()
+            .args(["translate", "--device", "cpu", "--checkpoint"])
+            .arg(&run)
+            .arg("ich mochte ein bier"),
+    );
+    assert_eq!(String::from_utf8_lossy(&output.stdout), "x y\n");
+}

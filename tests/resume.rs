@@ -390,11 +390,102 @@ fn a_retired_checkpoint_left_half_deleted_by_a_kill_never_blocks_a_later_save() 
     resume(&run, &["--stop-at-step", "7"]);
     assert_eq!(checkpoint_step(&run), 7);
     assert!(!leftover.exists());
-    // The same leftover, as a file this time, before a run that replaces the old one.
+    // The same leftover, as a file this time, before a run that replaces the old one, with
+    // `last` a link to nowhere.
     std::fs::write(&leftover, "x").unwrap();
+    std::fs::remove_dir_all(run.join("last")).unwrap();
+    std::os::unix::fs::symlink("/nonexistent", run.join("last")).unwrap();
     train(&config, &run, &["--overwrite", "--stop-at-step", "5"]);
     assert_eq!(checkpoint_step(&run), 5);
     assert!(!leftover.exists());
+    assert!(!run.join(".last.tmp").exists());
+}
+
+#[test]
+fn what_kills_leave_among_the_kept_checkpoints_is_cleared_by_the_next_run() {
+    let dir = TempDir::new().unwrap();
+    let config = write_config(dir.path(), 6, "keep_last = 2");
+    let run = dir.path().join("run");
+    train(&config, &run, &["--stop-at-step", "5"]);
+    let leftovers = [".step-00000003.tmp", ".step-00000004.old"];
+    for name in leftovers {
+        let path = run.join("checkpoints").join(name);
+        std::fs::create_dir_all(&path).unwrap();
+        std::fs::write(path.join("model.safetensors"), "half").unwrap();
+    }
+    resume(&run, &["--stop-at-step", "6"]);
+    for name in leftovers {
+        assert!(
+            !run.join("checkpoints").join(name).exists(),
+            "{name} is left"
+        );
+    }
+}
+
+/// A small tmpfs at `path`, unmounted when dropped; `None` where this process may not mount
+/// (the test then says so and checks nothing: CI runs as root).
+struct SmallDisk(PathBuf);
+
+impl SmallDisk {
+    fn mount(path: &Path, size: &str) -> Option<Self> {
+        std::fs::create_dir_all(path).unwrap();
+        let mounted = StdCommand::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(path)
+            .output()
+            .ok()?;
+        mounted.status.success().then(|| Self(path.to_path_buf()))
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let _ = StdCommand::new("umount").arg(&self.0).status();
+    }
+}
+
+#[test]
+fn a_full_disk_at_a_checkpoint_names_the_disk_removes_its_partial_save_and_keeps_the_last() {
+    let dir = TempDir::new().unwrap();
+    let Some(disk) = SmallDisk::mount(&dir.path().join("disk"), "16m") else {
+        eprintln!("skipped: this process may not mount a tmpfs (run as root to check it)");
+        return;
+    };
+    let config = write_config(dir.path(), 6, "");
+    let run = disk.0.join("run");
+    train(&config, &run, &["--stop-at-step", "5"]);
+    // Fill the disk but for a few kilobytes, less than a checkpoint.
+    let mut filler = std::fs::File::create(disk.0.join("filler")).unwrap();
+    let block = vec![0u8; 4096];
+    while std::io::Write::write_all(&mut filler, &block).is_ok() {}
+    drop(filler);
+    let filler_len = std::fs::metadata(disk.0.join("filler")).unwrap().len();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(disk.0.join("filler"))
+        .unwrap()
+        .set_len(filler_len - 16 * 1024)
+        .unwrap();
+    let output = transformer()
+        .args(["train", "--device", "cpu", "--resume"])
+        .arg(&run)
+        .args(["--stop-at-step", "7"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "error: cannot write checkpoint {}: No space left on device",
+            run.join("last").display()
+        )) && stderr.contains("the disk is full"),
+        "{stderr}"
+    );
+    assert!(!run.join(".last.tmp").exists(), "the partial save is left");
+    assert_eq!(checkpoint_step(&run), 5);
+    std::fs::remove_file(disk.0.join("filler")).unwrap();
+    resume(&run, &["--stop-at-step", "7"]);
+    assert_eq!(checkpoint_step(&run), 7);
 }
 
 #[test]

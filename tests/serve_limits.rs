@@ -321,3 +321,101 @@ fn a_sentence_longer_than_the_model_reads_is_the_clients_error_on_every_endpoint
     assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
     assert!(body.starts_with(b"\x89PNG"));
 }
+
+/// A connection to `server` whose receive buffer is as small as the kernel allows, so that
+/// answers it does not read soon fill it.
+fn connect_with_small_receive_buffer(server: &Server) -> TcpStream {
+    use std::os::fd::FromRawFd;
+    let address: std::net::SocketAddrV4 = server.url.trim_start_matches("http://").parse().unwrap();
+    // SAFETY: a fresh socket, set up and connected here, then owned by the TcpStream.
+    unsafe {
+        let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM, 0);
+        assert!(fd >= 0);
+        let size: libc::c_int = 2048;
+        let set = libc::setsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_RCVBUF,
+            (&size as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        );
+        assert_eq!(set, 0);
+        let peer = libc::sockaddr_in {
+            sin_family: libc::AF_INET as libc::sa_family_t,
+            sin_port: address.port().to_be(),
+            sin_addr: libc::in_addr {
+                s_addr: u32::from(*address.ip()).to_be(),
+            },
+            sin_zero: [0; 8],
+        };
+        let connected = libc::connect(
+            fd,
+            (&peer as *const libc::sockaddr_in).cast(),
+            std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t,
+        );
+        assert_eq!(connected, 0);
+        TcpStream::from_raw_fd(fd)
+    }
+}
+
+#[test]
+fn a_client_that_stops_reading_its_answers_is_cut_off() {
+    let server = Server::start(&["--max-connections", "1", "--header-timeout-ms", "500"]);
+    let mut reader_that_never_reads = connect_with_small_receive_buffer(&server);
+    // Twenty attention pictures of about half a megabyte each, asked for at once.
+    let request = "GET /v1/attention?q=ich+mochte+ein+bier+ich+mochte+ein+bier HTTP/1.1\r\n\
+                   Host: x\r\n\r\n";
+    reader_that_never_reads
+        .write_all(request.repeat(20).as_bytes())
+        .unwrap();
+    std::thread::sleep(Duration::from_secs(4));
+    // The one connection allowed is free again: the stalled one was closed.
+    assert_eq!(get(&server.url("/health")).0, 200);
+    drop(reader_that_never_reads);
+}
+
+/// Width and height of a PNG, from its header.
+fn png_size(png: &[u8]) -> (u32, u32) {
+    assert!(png.starts_with(b"\x89PNG"), "not a PNG");
+    let word = |at: usize| u32::from_be_bytes(png[at..at + 4].try_into().unwrap());
+    (word(16), word(20))
+}
+
+#[test]
+fn the_attention_picture_of_a_translation_that_never_ends_is_bounded() {
+    let picture = |max_len: &str| {
+        let server = Server::start_with(never_ending_checkpoint(), &["--max-len", max_len]);
+        let (status, png) = get(&server.url("/v1/attention?q=ich+mochte"));
+        assert_eq!(status, 200, "{}", String::from_utf8_lossy(&png));
+        png_size(&png)
+    };
+    // The target is cut at 80 tokens however far the server's decoding would go.
+    assert_eq!(picture("400"), picture("80"));
+    let server = Server::start_with(never_ending_checkpoint(), &["--max-request-tokens", "50"]);
+    let (status, body) = get(&server.url("/v1/attention?q=ich+mochte"));
+    assert_error(
+        status,
+        &String::from_utf8(body).unwrap(),
+        400,
+        "--max-request-tokens",
+    );
+}
+
+#[test]
+fn a_body_declared_over_the_limit_is_refused_before_it_is_sent() {
+    let server = Server::start(&["--max-body-bytes", "1000"]);
+    let mut client = connect(&server);
+    client
+        .write_all(
+            b"POST /translate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n\
+              Content-Length: 300000\r\n\r\n{\"q\": ",
+        )
+        .unwrap();
+    let started = Instant::now();
+    let mut answer = [0u8; 512];
+    let read = client.read(&mut answer).unwrap();
+    let head = String::from_utf8_lossy(&answer[..read]);
+    assert!(head.starts_with("HTTP/1.1 413 "), "{head}");
+    assert!(head.contains("--max-body-bytes"), "{head}");
+    assert!(started.elapsed() < Duration::from_secs(2));
+}

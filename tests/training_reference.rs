@@ -219,3 +219,64 @@ fn init_from_refuses_a_model_section_that_differs_naming_both_values() {
         "{stderr}"
     );
 }
+
+#[test]
+fn init_from_a_directory_that_is_not_there_says_what_to_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = std::fs::read_to_string(format!("{FIXTURE}/plain.toml"))
+        .unwrap()
+        .replace(
+            &format!("init_from = \"{FIXTURE}\""),
+            "init_from = \"nowhere\"",
+        );
+    let config = dir.path().join("nowhere.toml");
+    std::fs::write(&config, text).unwrap();
+    let output = transformer()
+        .args(["train", "--device", "cpu", "--quiet", "--config"])
+        .arg(&config)
+        .arg("--out")
+        .arg(dir.path().join("run"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("training.init_from = \"nowhere\" does not exist")
+            && !stderr.contains("--checkpoint"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn init_from_warns_of_training_words_its_vocabulary_lacks() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("new.tsv"),
+        "ich mochte kaffee\ti want coffee\n",
+    )
+    .unwrap();
+    let text = std::fs::read_to_string(format!("{FIXTURE}/plain.toml"))
+        .unwrap()
+        .replace(
+            &format!("train = \"{FIXTURE}/pairs.tsv\""),
+            &format!(
+                "train = {:?}",
+                dir.path().join("new.tsv").display().to_string()
+            ),
+        );
+    let config = dir.path().join("new.toml");
+    std::fs::write(&config, text).unwrap();
+    let output = succeeded(
+        transformer()
+            .args(["train", "--device", "cpu", "--quiet", "--config"])
+            .arg(&config)
+            .arg("--out")
+            .arg(dir.path().join("run")),
+    );
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    // "kaffee" and "coffee": neither side of the fixture's vocabulary has them.
+    assert!(
+        stderr.contains("warning: 2 of the training data's 10 tokens are not in the vocabulary"),
+        "{stderr}"
+    );
+}

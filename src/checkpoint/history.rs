@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 use candle_core::{DType, Device, Tensor};
 
+use super::write::remove_leftover;
 use super::{read_parts, save, CheckpointContents, MODEL_FILE};
 
 /// Where a run keeps its checkpoint history.
@@ -26,9 +27,32 @@ pub fn keep(
     let dir = run_dir.join(KEPT_DIR);
     std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
     save(&dir.join(format!("step-{step:08}")), contents)?;
+    clear_leftovers(run_dir)?;
     let history = kept(run_dir)?;
     for (_, old) in &history[..history.len().saturating_sub(keep)] {
         std::fs::remove_dir_all(old).with_context(|| format!("cannot remove {}", old.display()))?;
+    }
+    Ok(())
+}
+
+/// Removes the hidden `.step-N.tmp` / `.step-N.old` that saves of kept checkpoints killed
+/// midway left (each save clears only its own step's).
+pub fn clear_leftovers(run_dir: &Path) -> anyhow::Result<()> {
+    let dir = run_dir.join(KEPT_DIR);
+    let Ok(entries) = std::fs::read_dir(&dir) else {
+        return Ok(());
+    };
+    for entry in entries.flatten() {
+        let hidden = entry.file_name().to_string_lossy().starts_with(".step-");
+        if hidden {
+            let path = entry.path();
+            remove_leftover(&path).with_context(|| {
+                format!(
+                    "cannot remove {}, which an interrupted save left; remove it by hand",
+                    path.display()
+                )
+            })?;
+        }
     }
     Ok(())
 }

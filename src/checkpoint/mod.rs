@@ -38,6 +38,17 @@ use crate::train::{MetricRecord, ResumePoint, TrainingState, STATE_FORMAT};
 use strict::build_model;
 pub use write::{save, save_metrics, CheckpointContents};
 
+/// Clears what interrupted saves left in `run_dir` (beside `last/` and `best/`, and among the
+/// kept checkpoints), or puts back a checkpoint a crash left only as its retired copy: `train`
+/// calls it before its first step, so that a leftover it cannot remove is named before any
+/// work is done rather than at the first checkpoint.
+pub fn clear_leftovers(run_dir: &Path) -> anyhow::Result<()> {
+    for name in [LAST_DIR, BEST_DIR] {
+        write::clear_leftovers(&run_dir.join(name))?;
+    }
+    history::clear_leftovers(run_dir)
+}
+
 pub const MODEL_FILE: &str = "model.safetensors";
 pub const CONFIG_FILE: &str = "config.toml";
 pub const METRICS_FILE: &str = "metrics.jsonl";

@@ -9,7 +9,7 @@ use anyhow::Context;
 use candle_core::{Device, Tensor};
 
 use super::{CONFIG_FILE, METRICS_FILE, MODEL_FILE, OPTIMIZER_FILE, STATE_FILE};
-use crate::atomic_file::write_atomic;
+use crate::atomic_file::{advice_for, write_atomic};
 use crate::config::Config;
 use crate::data::Tokenizers;
 use crate::train::{MetricRecord, TrainingState};
@@ -24,23 +24,79 @@ pub struct CheckpointContents<'a> {
 }
 
 /// Writes a checkpoint as the directory `dir`, replacing any earlier one there only once
-/// every file of the new one is on disk (see the module docs).
+/// every file of the new one is on disk (see the module docs). A failure (a full disk, say)
+/// removes what it wrote, leaves the earlier checkpoint as it was, and is named by `dir`.
 pub fn save(dir: &Path, contents: &CheckpointContents) -> anyhow::Result<()> {
     let staging = hidden_sibling(dir, STAGING)?;
     let retired = hidden_sibling(dir, RETIRED)?;
+    clear_leftovers(dir)?;
+    let written = write_whole(&staging, contents);
+    if let Err(e) = written {
+        let _ = remove_leftover(&staging);
+        // The root cause alone: the file that failed is a hidden temporary one.
+        let cause = e.root_cause();
+        anyhow::bail!(
+            "cannot write checkpoint {}: {cause}; {}",
+            dir.display(),
+            advice_for(cause)
+        );
+    }
     let context = || format!("cannot write checkpoint {}", dir.display());
-    // A crash between the two renames of an earlier save leaves only the retired copy.
-    if !dir.exists() && retired.is_dir() {
-        std::fs::rename(&retired, dir).with_context(context)?;
+    if present(dir) {
+        std::fs::rename(dir, &retired).with_context(context)?;
     }
-    // A crash during an earlier save leaves a half-written staging directory, or (killed
-    // while deleting it) part of the retired one beside a complete `dir`: neither may block
-    // this save.
-    remove_leftover(&staging).with_context(context)?;
-    if dir.exists() {
-        remove_leftover(&retired).with_context(context)?;
+    std::fs::rename(&staging, dir).with_context(context)?;
+    if let Some(parent) = dir.parent() {
+        sync_dir(parent)?;
     }
-    std::fs::create_dir_all(&staging).with_context(context)?;
+    remove_leftover(&retired).with_context(|| leftover_context(&retired))?;
+    Ok(())
+}
+
+/// Puts back, or removes, what an interrupted save of `dir` left beside it: the retired copy
+/// stands in for a `dir` the crash left missing; otherwise it, and any half-written staging
+/// directory, are removed, whole or in part, directory or file. `train` calls it before its
+/// first step, so that a leftover it cannot remove is named before any work is done.
+pub fn clear_leftovers(dir: &Path) -> anyhow::Result<()> {
+    let staging = hidden_sibling(dir, STAGING)?;
+    let retired = hidden_sibling(dir, RETIRED)?;
+    if !present(dir) && retired.is_dir() {
+        std::fs::rename(&retired, dir).with_context(|| leftover_context(&retired))?;
+    }
+    remove_leftover(&staging).with_context(|| leftover_context(&staging))?;
+    if present(dir) {
+        remove_leftover(&retired).with_context(|| leftover_context(&retired))?;
+    }
+    Ok(())
+}
+
+fn leftover_context(path: &Path) -> String {
+    format!(
+        "cannot remove {}, which an interrupted save left; remove it by hand",
+        path.display()
+    )
+}
+
+/// Removes whatever an interrupted save left at `path` (a directory, whole or in part, a file
+/// or a link), if anything.
+pub(super) fn remove_leftover(path: &Path) -> std::io::Result<()> {
+    match std::fs::symlink_metadata(path) {
+        Ok(meta) if meta.is_dir() => std::fs::remove_dir_all(path),
+        Ok(_) => std::fs::remove_file(path),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// Whether anything is at `path`, a dangling symbolic link included.
+fn present(path: &Path) -> bool {
+    std::fs::symlink_metadata(path).is_ok()
+}
+
+/// Every file of the checkpoint, synced, in the directory `staging`.
+fn write_whole(staging: &Path, contents: &CheckpointContents) -> anyhow::Result<()> {
+    std::fs::create_dir_all(staging)
+        .with_context(|| format!("cannot create {}", staging.display()))?;
     write_synced(
         &staging.join(CONFIG_FILE),
         contents.config.to_toml()?.as_bytes(),
@@ -50,38 +106,16 @@ pub fn save(dir: &Path, contents: &CheckpointContents) -> anyhow::Result<()> {
     }
     // safetensors writes through a private temporary file (mode 0600); the tensor files get
     // the mode every other file of the checkpoint has.
-    let mode = std::fs::metadata(staging.join(CONFIG_FILE))
-        .with_context(context)?
-        .permissions();
+    let mode = std::fs::metadata(staging.join(CONFIG_FILE))?.permissions();
     write_tensors(&staging.join(MODEL_FILE), contents.tensors)?;
-    std::fs::set_permissions(staging.join(MODEL_FILE), mode.clone()).with_context(context)?;
+    std::fs::set_permissions(staging.join(MODEL_FILE), mode.clone())?;
     if let Some((moments, state)) = contents.resume {
         write_tensors(&staging.join(OPTIMIZER_FILE), moments)?;
-        std::fs::set_permissions(staging.join(OPTIMIZER_FILE), mode).with_context(context)?;
+        std::fs::set_permissions(staging.join(OPTIMIZER_FILE), mode)?;
         let json = serde_json::to_string_pretty(state)?;
         write_synced(&staging.join(STATE_FILE), json.as_bytes())?;
     }
-    sync_dir(&staging)?;
-    if dir.exists() {
-        std::fs::rename(dir, &retired).with_context(context)?;
-    }
-    std::fs::rename(&staging, dir).with_context(context)?;
-    if let Some(parent) = dir.parent() {
-        sync_dir(parent)?;
-    }
-    remove_leftover(&retired).with_context(context)?;
-    Ok(())
-}
-
-/// Removes whatever an interrupted save left at `path` (a directory, whole or in part, or a
-/// file), if anything.
-fn remove_leftover(path: &Path) -> std::io::Result<()> {
-    match std::fs::symlink_metadata(path) {
-        Ok(meta) if meta.is_dir() => std::fs::remove_dir_all(path),
-        Ok(_) => std::fs::remove_file(path),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-        Err(e) => Err(e),
-    }
+    sync_dir(staging)
 }
 
 /// `runs/x/last` -> `runs/x/.last.<suffix>`.
@@ -141,10 +175,11 @@ fn write_tensors(path: &Path, tensors: &[(String, Tensor)]) -> anyhow::Result<()
         .collect::<anyhow::Result<Vec<_>>>()?;
     // "format": "pt" lets Hugging Face tooling treat the file as a PyTorch state_dict.
     let metadata = HashMap::from([("format".to_string(), "pt".to_string())]);
-    let cannot =
-        |e: &dyn std::fmt::Display| anyhow::anyhow!("cannot write {}: {e}", path.display());
-    safetensors::serialize_to_file(on_host, Some(metadata), path).map_err(|e| cannot(&e))?;
+    let cannot = || format!("cannot write {}", path.display());
+    safetensors::serialize_to_file(on_host, Some(metadata), path)
+        .map_err(anyhow::Error::new)
+        .with_context(cannot)?;
     File::open(path)
         .and_then(|f| f.sync_all())
-        .map_err(|e| cannot(&e))
+        .with_context(cannot)
 }

@@ -16,6 +16,7 @@ use crate::checkpoint::{
 };
 use crate::cli::{DeviceArgs, TrainArgs};
 use crate::config::Config;
+use crate::data::vocab::UNK_ID;
 use crate::distributed::{self, Collective};
 use crate::infer::sampling::Sampling;
 use crate::infer::translator::DecodeOptions;
@@ -48,6 +49,9 @@ pub fn run(args: TrainArgs) -> anyhow::Result<()> {
         Some(run_dir) => resumed_trainer(run_dir, &device, collective)?,
         None => new_trainer(&args, &device, collective)?,
     };
+    if lead {
+        checkpoint::clear_leftovers(&run_dir)?;
+    }
     let position = trainer.position().clone();
     if !still_to_train(&trainer, &run_dir, args.stop_at_step)? {
         return Ok(());
@@ -276,28 +280,70 @@ fn new_trainer(
         );
     }
     let lead = collective.rank() == 0;
-    // The kept checkpoints of a run being replaced would be averaged with this one's.
-    let old_history = run_dir.join(history::KEPT_DIR);
-    if lead && old_history.is_dir() {
-        std::fs::remove_dir_all(&old_history)
-            .with_context(|| format!("cannot remove {}", old_history.display()))?;
-    }
     let initial = match config.training.init_from.clone() {
         Some(path) => Some(initial_weights(&mut config, &path, device)?),
         None => None,
     };
     let (tokenizers, weights) = initial.unzip();
+    let inherited = tokenizers.is_some();
     let (data, samples) =
         TrainingData::prepare(&config, tokenizers, SAMPLE_TRANSLATIONS, |line| {
             if lead {
                 eprintln!("{line}")
             }
         })?;
+    if inherited && lead {
+        warn_of_unknown_tokens(&data, &config);
+    }
     let mut trainer = Trainer::joined(config, data, device, collective)?;
     if let Some(weights) = weights {
         trainer.start_from(&weights)?;
     }
+    if lead {
+        remove_replaced_run(&run_dir)?;
+    }
     Ok((trainer, run_dir, samples))
+}
+
+/// Removes what a run being replaced (`--overwrite`) leaves that would be read as the new
+/// run's: its best/ and averaged/ would answer for the run directory, and its kept
+/// checkpoints be averaged with the new ones. Done once the new run is ready to train, so
+/// that a config or corpus error leaves the old run whole.
+fn remove_replaced_run(run_dir: &Path) -> anyhow::Result<()> {
+    for stale in [BEST_DIR, history::AVERAGED_DIR, history::KEPT_DIR] {
+        let stale = run_dir.join(stale);
+        if stale.is_dir() {
+            std::fs::remove_dir_all(&stale).with_context(|| {
+                format!(
+                    "cannot remove {} of the run being replaced; remove it by hand",
+                    stale.display()
+                )
+            })?;
+        }
+    }
+    Ok(())
+}
+
+/// Says how much of the training data the vocabulary inherited through `training.init_from`
+/// does not cover: those tokens train as `<unk>`.
+fn warn_of_unknown_tokens(data: &TrainingData, config: &Config) {
+    let ids = data.pairs.iter().flat_map(|p| p.src.iter().chain(&p.tgt));
+    let (unknown, total) = ids.fold((0usize, 0usize), |(unknown, total), &id| {
+        (unknown + usize::from(id == UNK_ID), total + 1)
+    });
+    if unknown > 0 {
+        let from = config
+            .training
+            .init_from
+            .as_deref()
+            .unwrap_or(Path::new(""));
+        eprintln!(
+            "warning: {unknown} of the training data's {total} tokens are not in the vocabulary \
+             of training.init_from ({}) and train as <unk>; fine-tune on text that vocabulary \
+             covers, or train a new model",
+            from.display()
+        );
+    }
 }
 
 /// `training.init_from`: the checkpoint's tokenizers and weights, once its model is the
@@ -308,8 +354,15 @@ fn initial_weights(
     path: &Path,
     device: &candle_core::Device,
 ) -> anyhow::Result<(crate::data::Tokenizers, HashMap<String, Tensor>)> {
-    let initial = checkpoint::load_initial_weights(path, device)
-        .with_context(|| format!("training.init_from = {:?}", path.display().to_string()))?;
+    let named = || format!("training.init_from = {:?}", path.display().to_string());
+    if path.as_os_str().is_empty() || !path.exists() {
+        bail!(
+            "{} does not exist; name a checkpoint or run directory that `transformer train` \
+             wrote (relative paths start from the directory you run in)",
+            named()
+        );
+    }
+    let initial = checkpoint::load_initial_weights(path, device).with_context(named)?;
     let differences = model_differences(&config.model, &initial.config.model)?;
     if let Some((key, ours, theirs)) = differences.first() {
         bail!(

@@ -25,6 +25,9 @@ pub use training::{ComputeDtype, LrSchedule, TrainingConfig};
 
 /// The built-in base config, used by `transformer train` without `--config`.
 pub const BUILTIN_BASE: &str = include_str!("../../configs/base.toml");
+/// The `[model]` keys a checkpoint's config must state: the sizes.
+const MODEL_SIZE_KEYS: [&str; 5] = ["layers", "d_model", "d_ff", "heads", "max_len"];
+
 /// What `transformer train` without `--config` calls its config in messages.
 const BUILTIN_BASE_NAME: &str = "built-in base config";
 
@@ -106,10 +109,26 @@ impl Config {
                 path.display()
             )
         })?;
-        let has_model_table = toml::from_str::<toml::Table>(&text)
-            .map(|table| table.contains_key("model"))
-            .unwrap_or(true);
-        if !has_model_table {
+        let table = toml::from_str::<toml::Table>(&text).ok();
+        let model = table
+            .as_ref()
+            .map(|t| t.get("model").and_then(toml::Value::as_table));
+        if let Some(Some(model)) = model {
+            // The sizes are written by every version of `train`; one that is missing (a file
+            // cut at a line's end, say) would be read as the paper's default, and a wrong
+            // `heads` changes the model without changing the shape of any weight.
+            let missing = MODEL_SIZE_KEYS
+                .iter()
+                .find(|key| !model.contains_key(**key));
+            if let Some(key) = missing {
+                anyhow::bail!(
+                    "{} has no model.{key}; `transformer train` writes every size, so the \
+                     file was cut or edited: restore it from the run that wrote it or train again",
+                    path.display()
+                );
+            }
+        }
+        if let Some(None) = model {
             anyhow::bail!(
                 "{} has no [model] table ({}); `transformer train` writes it whole, so the \
                  checkpoint is damaged: restore the file from the run that wrote it or train again",

@@ -178,11 +178,26 @@ impl Tokenizers {
     /// so that a missing file is named as the one the config needs.
     pub fn load(dir: &Path, cfg: &DataConfig) -> anyhow::Result<Self> {
         Ok(match cfg.tokenizer {
-            TokenizerKind::Word => Self {
-                src: TextTokenizer::Word(Vocab::load(&dir.join(SRC_VOCAB_FILE))?),
-                tgt: TextTokenizer::Word(Vocab::load(&dir.join(TGT_VOCAB_FILE))?),
-                joint: false,
-            },
+            TokenizerKind::Word => {
+                let bpe_files = [JOINT_TOKENIZER_FILE, SRC_TOKENIZER_FILE];
+                let src_vocab = dir.join(SRC_VOCAB_FILE);
+                if let Some(bpe) = bpe_files.iter().find(|f| dir.join(f).is_file()) {
+                    if !src_vocab.is_file() {
+                        anyhow::bail!(
+                            "{} is missing but the directory holds {bpe}: the checkpoint's \
+                             config.toml says (or, without the key, defaults to) data.tokenizer \
+                             = \"word\"; if this is a BPE checkpoint, its config was cut or \
+                             edited: restore it from the run that wrote it",
+                            src_vocab.display()
+                        );
+                    }
+                }
+                Self {
+                    src: TextTokenizer::Word(Vocab::load(&src_vocab)?),
+                    tgt: TextTokenizer::Word(Vocab::load(&dir.join(TGT_VOCAB_FILE))?),
+                    joint: false,
+                }
+            }
             TokenizerKind::Bpe if cfg.joint_vocab => {
                 let tokenizer = load_bpe(&dir.join(JOINT_TOKENIZER_FILE))?;
                 Self {

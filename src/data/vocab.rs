@@ -99,7 +99,13 @@ impl Vocab {
     pub fn load(path: &Path) -> anyhow::Result<Self> {
         let text = std::fs::read_to_string(path)
             .with_context(|| format!("cannot read vocabulary {}", path.display()))?;
-        let tokens: Vec<String> = text.lines().map(str::to_string).collect();
+        // As a corpus is read: a byte-order mark an editor put first is not part of `<pad>`,
+        // and a line end is `\n`, `\r\n` or, last, `\r`.
+        let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
+        let tokens: Vec<String> = text
+            .lines()
+            .map(|line| line.strip_suffix('\r').unwrap_or(line).to_string())
+            .collect();
         if tokens.len() < SPECIALS.len() || tokens[..SPECIALS.len()] != SPECIALS {
             bail!(
                 "vocabulary {} must start with the lines {}; the checkpoint is damaged or not ours",
@@ -177,6 +183,16 @@ mod tests {
         let err = Vocab::load(&path).unwrap_err().to_string();
         assert!(err.contains("vocab.src.txt line 7"), "{err}");
         assert!(err.contains("\"bier\" from line 5"), "{err}");
+    }
+
+    #[test]
+    fn a_byte_order_mark_and_carriage_returns_are_not_part_of_the_tokens() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("vocab.txt");
+        std::fs::write(&path, "\u{feff}<pad>\r\n<s>\r\n</s>\r\n<unk>\r\nbier\r").unwrap();
+        let vocab = Vocab::load(&path).unwrap();
+        assert_eq!(vocab.len(), 5);
+        assert_eq!(vocab.token(4), "bier");
     }
 
     #[test]

@@ -5,7 +5,9 @@
 
 use candle_core::{Result, Tensor};
 
-use super::{always_wanted, DecodeLimits, Hypothesis, StillWanted, ABANDONED, NEVER_GENERATED};
+use super::{
+    always_wanted, DecodeLimits, Hypothesis, StillWanted, ABANDONED, NEVER_GENERATED, NOT_A_NUMBER,
+};
 use crate::kernels::log_softmax::top_log_probs;
 use crate::model::{DecoderState, EncoderDecoder, Mode};
 
@@ -106,6 +108,13 @@ fn step_candidates(
     let hidden = model.step(last, state)?;
     let logits = model.generator().logits(&hidden.squeeze(1)?)?;
     let mut rows = top_log_probs(&logits, count + NEVER_GENERATED.len())?;
+    if rows
+        .iter()
+        .flatten()
+        .any(|(_, log_prob)| !log_prob.is_finite())
+    {
+        candle_core::bail!("{NOT_A_NUMBER}")
+    }
     for row in &mut rows {
         row.retain(|(id, _)| !NEVER_GENERATED.contains(id));
         row.truncate(count);

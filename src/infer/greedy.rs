@@ -4,7 +4,7 @@
 
 use candle_core::{DType, Result, Tensor, D};
 
-use super::{DecodeLimits, Hypothesis, StillWanted, ABANDONED, NEVER_GENERATED};
+use super::{DecodeLimits, Hypothesis, StillWanted, ABANDONED, NEVER_GENERATED, NOT_A_NUMBER};
 use crate::model::{masks, DecoderState, EncoderDecoder, Mode};
 
 /// The reference's `greedy_decode` for one sentence `src` `(1, src_len)`, mask `(1, 1, src_len)`:
@@ -124,6 +124,9 @@ fn read_steps(
     let scores = Tensor::cat(&scores, 1)?
         .to_dtype(DType::F32)?
         .to_vec2::<f32>()?;
+    if scores.iter().flatten().any(|score| !score.is_finite()) {
+        candle_core::bail!("{NOT_A_NUMBER}")
+    }
     let mut open = Vec::with_capacity(sentences.len());
     for (row, (&sentence, (row_ids, row_scores))) in
         sentences.iter().zip(ids.iter().zip(&scores)).enumerate()

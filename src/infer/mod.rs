@@ -94,6 +94,12 @@ pub fn always_wanted() -> bool {
     true
 }
 
+/// The error of a search whose model gave a log-probability that is not a finite number:
+/// finite weights can still overflow (a gain of 1e38), and an argmax over NaN would pick
+/// `<pad>`.
+pub const NOT_A_NUMBER: &str = "the model's output is not a number (its activations overflow); \
+                                the checkpoint's weights are damaged: pick another checkpoint";
+
 /// The error of a search stopped because its result was no longer wanted.
 pub const ABANDONED: &str = "decoding abandoned: nobody waits for the result any more";
 

@@ -55,6 +55,12 @@ impl TrainedWeights {
         &self.names
     }
 
+    /// The dims of the parameter called `name`, if there is one.
+    pub fn shape_of(&self, name: &str) -> Option<Vec<usize>> {
+        let index = self.names.iter().position(|n| n == name)?;
+        Some(self.vars[index].dims().to_vec())
+    }
+
     /// The variables, in name order: what the optimiser updates.
     pub fn vars(&self) -> &[Var] {
         &self.vars

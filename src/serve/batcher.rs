@@ -40,6 +40,7 @@ struct TranslateJob {
 struct AttentionJob {
     sentence: String,
     layers: Vec<usize>,
+    options: DecodeOptions,
     reply: oneshot::Sender<Result<(Translation, Vec<AttentionGrid>), String>>,
 }
 
@@ -95,17 +96,19 @@ impl Queue {
         Ok(answer)
     }
 
-    /// Queues `sentence` to be translated (with the server's default decoding) and its
-    /// attention taken at `layers` (1-based; all when empty).
+    /// Queues `sentence` to be translated with `options` and its attention taken at
+    /// `layers` (1-based; all when empty).
     pub fn attention(
         &self,
         sentence: String,
         layers: Vec<usize>,
+        options: DecodeOptions,
     ) -> Result<Reply<(Translation, Vec<AttentionGrid>)>, Refused> {
         let (reply, answer) = oneshot::channel();
         self.submit(Work::Attention(AttentionJob {
             sentence,
             layers,
+            options,
             reply,
         }))?;
         Ok(answer)
@@ -150,7 +153,6 @@ pub struct BatchPolicy {
 pub fn queue(
     checkpoint: Arc<Checkpoint>,
     device: Device,
-    default_options: DecodeOptions,
     policy: BatchPolicy,
     metrics: Arc<Metrics>,
 ) -> (Queue, Worker) {
@@ -159,7 +161,6 @@ pub fn queue(
     let worker = Worker {
         checkpoint,
         device,
-        default_options,
         policy,
         metrics,
         queued: queued.clone(),
@@ -178,7 +179,6 @@ pub fn queue(
 pub struct Worker {
     checkpoint: Arc<Checkpoint>,
     device: Device,
-    default_options: DecodeOptions,
     policy: BatchPolicy,
     metrics: Arc<Metrics>,
     queued: Arc<AtomicUsize>,
@@ -337,7 +337,7 @@ impl Worker {
     fn attention(&self, job: AttentionJob) {
         if !job.reply.is_closed() {
             let answer = self
-                .attention_of(&job.sentence, &job.layers)
+                .attention_of(&job.sentence, &job.layers, job.options)
                 .map_err(|e| format!("{e:#}"));
             let _ = job.reply.send(answer);
         }
@@ -348,10 +348,9 @@ impl Worker {
         &self,
         sentence: &str,
         layers: &[usize],
+        options: DecodeOptions,
     ) -> anyhow::Result<(Translation, Vec<AttentionGrid>)> {
-        let translator = self
-            .translator(self.default_options)
-            .map_err(anyhow::Error::msg)?;
+        let translator = self.translator(options).map_err(anyhow::Error::msg)?;
         let text = normalize_sentence(sentence);
         let translation = translator.translate(&text)?;
         let src = self.checkpoint.tokenizers.src.encode(&text)?.ids;

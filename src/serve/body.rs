@@ -62,15 +62,20 @@ fn content_type(headers: &HeaderMap) -> Option<String> {
     (!media.is_empty()).then(|| media.to_ascii_lowercase())
 }
 
+/// The answer to a body over `max_bytes`.
+pub fn too_large(max_bytes: usize) -> ApiError {
+    ApiError::with_status(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        format!(
+            "the request body is larger than this server's limit of {max_bytes} bytes \
+             (serve --max-body-bytes); send fewer or shorter texts per request"
+        ),
+    )
+}
+
 fn body_error(rejection: BytesRejection, max_bytes: usize) -> ApiError {
     if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
-        ApiError::with_status(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            format!(
-                "the request body is larger than this server's limit of {max_bytes} bytes \
-                 (serve --max-body-bytes); send fewer or shorter texts per request"
-            ),
-        )
+        too_large(max_bytes)
     } else {
         ApiError::with_status(
             rejection.status(),

@@ -1,7 +1,7 @@
 //! The server's connections: accepted one at a time, at most `max_connections` open at once
 //! (one more is answered 503 and closed), each served by hyper's HTTP/1 with a bound on how
 //! long its request headers may take to arrive, which also closes a connection left idle
-//! between requests. On the stop signal the listener closes, connections with no request
+//! between requests, and as long for a client to take in (read) what is written to it. On the stop signal the listener closes, connections with no request
 //! being answered close at once (idle ones, and ones still sending headers), and the
 //! requests in flight are answered, for at most `drain` before the rest are dropped.
 //!
@@ -9,8 +9,11 @@
 //! would hold a connection (and a file descriptor, and a graceful stop) forever.
 
 use std::future::Future;
+use std::io;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use axum::Router;
@@ -18,6 +21,7 @@ use hyper::server::conn::http1;
 use hyper::service::{service_fn, Service as _};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{watch, Semaphore};
 
@@ -27,21 +31,24 @@ pub struct ConnectionLimits {
     /// Most connections open at once.
     pub max_connections: usize,
     /// Longest a client may take to send a request's headers (or stay idle between
-    /// requests).
+    /// requests), and longest an answer may wait for the client to read it.
     pub header_timeout: Duration,
     /// Longest a stop waits for the requests in flight.
     pub drain: Duration,
 }
 
-/// File descriptors kept back from connections for everything else the process opens.
-const RESERVED_DESCRIPTORS: u64 = 64;
+/// File descriptors kept back from connections for everything else the process opens (the
+/// listener, stdio, the runtime's): a quarter of the limit, at least 16 and at most 64.
+fn reserved_descriptors(limit: u64) -> u64 {
+    (limit / 4).clamp(16, 64)
+}
 
 impl ConnectionLimits {
     /// `max_connections` lowered, with a warning, to what the process's limit on open files
     /// allows: past that, accepting fails for everyone instead of a 503 for the newest.
     pub fn within_open_file_limit(mut self) -> Self {
         if let Some(limit) = open_file_limit() {
-            let room = usize::try_from(limit.saturating_sub(RESERVED_DESCRIPTORS).max(1))
+            let room = usize::try_from(limit.saturating_sub(reserved_descriptors(limit)).max(1))
                 .unwrap_or(usize::MAX);
             if self.max_connections > room {
                 eprintln!(
@@ -138,7 +145,8 @@ async fn serve_connection(
     builder
         .timer(TokioTimer::new())
         .header_read_timeout(limits.header_timeout);
-    let connection = builder.serve_connection(TokioIo::new(stream), service);
+    let io = StallLimited::new(stream, limits.header_timeout);
+    let connection = builder.serve_connection(TokioIo::new(io), service);
     let mut connection = std::pin::pin!(connection);
     tokio::select! {
         // A client that goes away mid-request is its own business, not the server's.
@@ -148,6 +156,94 @@ async fn serve_connection(
     if answering.load(Ordering::Acquire) > 0 {
         connection.as_mut().graceful_shutdown();
         let _ = connection.await;
+    }
+}
+
+/// A stream whose writes fail once they have waited `limit` without progress: a client that
+/// stops reading its answers (its receive window full) would otherwise hold the connection,
+/// and one of `max_connections`, forever.
+struct StallLimited {
+    stream: TcpStream,
+    limit: Duration,
+    /// Set while a write waits on the client, from the moment it began waiting.
+    stalled: Option<Pin<Box<tokio::time::Sleep>>>,
+}
+
+impl StallLimited {
+    fn new(stream: TcpStream, limit: Duration) -> Self {
+        Self {
+            stream,
+            limit,
+            stalled: None,
+        }
+    }
+
+    /// Passes a write's outcome on: progress clears the stall; waiting starts (or keeps) the
+    /// clock, and past `limit` the write fails.
+    fn watch<T>(
+        &mut self,
+        cx: &mut Context<'_>,
+        outcome: Poll<io::Result<T>>,
+    ) -> Poll<io::Result<T>> {
+        if outcome.is_ready() {
+            self.stalled = None;
+            return outcome;
+        }
+        let limit = self.limit;
+        let timer = self
+            .stalled
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep(limit)));
+        match timer.as_mut().poll(cx) {
+            Poll::Ready(()) => Poll::Ready(Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                "the client stopped reading its answer",
+            ))),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
+impl AsyncRead for StallLimited {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.stream).poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for StallLimited {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let outcome = Pin::new(&mut self.stream).poll_write(cx, buf);
+        self.watch(cx, outcome)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let outcome = Pin::new(&mut self.stream).poll_flush(cx);
+        self.watch(cx, outcome)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let outcome = Pin::new(&mut self.stream).poll_shutdown(cx);
+        self.watch(cx, outcome)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let outcome = Pin::new(&mut self.stream).poll_write_vectored(cx, bufs);
+        self.watch(cx, outcome)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.stream.is_write_vectored()
     }
 }
 

@@ -65,13 +65,8 @@ pub fn serve(
     let checkpoint = Arc::new(checkpoint);
     let metrics = Arc::new(Metrics::new());
     let device_name = crate::device::describe(&device);
-    let (queue, worker) = batcher::queue(
-        checkpoint.clone(),
-        device,
-        settings.defaults,
-        settings.policy,
-        metrics.clone(),
-    );
+    let (queue, worker) =
+        batcher::queue(checkpoint.clone(), device, settings.policy, metrics.clone());
     let state = Arc::new(AppState {
         checkpoint,
         queue,
@@ -116,12 +111,15 @@ fn serve_http(
         let listener = tokio::net::TcpListener::bind(addr)
             .await
             .with_context(|| format!("cannot listen on {addr}; pick another --port or --host"))?;
+        // Listening for the signals before saying the server is ready: a SIGTERM that came
+        // between the two would otherwise kill the process with nothing answered.
+        let signals = StopSignals::listen()?;
         ready(listener.local_addr()?);
         connections::serve(
             listener,
             routes::router(state),
             connections,
-            stop_requested(),
+            stop_requested(signals),
         )
         .await;
         Ok(())
@@ -147,35 +145,37 @@ fn language_pair(checkpoint: &Checkpoint) -> anyhow::Result<LanguagePair> {
 
 /// Resolves on the first SIGINT or SIGTERM, and says on stderr that the server is stopping;
 /// a second one ends the process at once, as in `train`, whatever is still in flight.
-async fn stop_requested() {
-    let first = next_stop_signal().await;
+async fn stop_requested(mut signals: StopSignals) {
+    signals.next().await;
     eprintln!("stopping: no new connections; answering the requests in flight (a second Ctrl-C stops at once)");
     tokio::spawn(async move {
-        let second = next_stop_signal().await;
+        let second = signals.next().await;
         eprintln!("stopped at once: a second signal; requests in flight were dropped");
-        std::process::exit(128 + second.max(first));
+        std::process::exit(128 + second);
     });
 }
 
-/// The number of the next SIGINT or SIGTERM to arrive.
-async fn next_stop_signal() -> i32 {
-    #[cfg(unix)]
-    {
+/// SIGINT and SIGTERM, as they arrive once listened for.
+struct StopSignals {
+    interrupt: tokio::signal::unix::Signal,
+    terminate: tokio::signal::unix::Signal,
+}
+
+impl StopSignals {
+    fn listen() -> anyhow::Result<Self> {
         use tokio::signal::unix::{signal, SignalKind};
-        let (Ok(mut interrupt), Ok(mut terminate)) = (
-            signal(SignalKind::interrupt()),
-            signal(SignalKind::terminate()),
-        ) else {
-            return std::future::pending().await;
-        };
-        tokio::select! {
-            _ = interrupt.recv() => libc::SIGINT,
-            _ = terminate.recv() => libc::SIGTERM,
-        }
+        let listen = |kind| signal(kind).context("cannot listen for SIGINT and SIGTERM");
+        Ok(Self {
+            interrupt: listen(SignalKind::interrupt())?,
+            terminate: listen(SignalKind::terminate())?,
+        })
     }
-    #[cfg(not(unix))]
-    {
-        let _ = tokio::signal::ctrl_c().await;
-        2
+
+    /// The number of the next signal to arrive.
+    async fn next(&mut self) -> i32 {
+        tokio::select! {
+            _ = self.interrupt.recv() => libc::SIGINT,
+            _ = self.terminate.recv() => libc::SIGTERM,
+        }
     }
 }

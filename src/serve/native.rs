@@ -22,9 +22,10 @@ use crate::plot::attention_heatmaps_png;
 /// one sentence can cost.
 const MAX_BEAM: usize = 32;
 
-/// Longest sentence, in source tokens, whose attention is drawn (the picture grows with the
-/// square of the length).
+/// Longest sentence, in source tokens, whose attention is drawn, and most target tokens
+/// decoded for it: the picture, and the memory it takes, grow with the square of the lengths.
 const MAX_ATTENTION_TOKENS: usize = 40;
+const MAX_ATTENTION_TARGET: usize = 2 * MAX_ATTENTION_TOKENS;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -161,7 +162,23 @@ pub async fn attention(
         query.layers.as_deref(),
         state.checkpoint.config.model.layers,
     )?;
-    let reply = state.queue.attention(text, layers).map_err(refused)?;
+    // The server's decoding, with the target cut where the picture stays a picture, and the
+    // request's work bounded as a translation's is.
+    let options = DecodeOptions {
+        max_len: Some(
+            state
+                .defaults
+                .max_len
+                .unwrap_or(usize::MAX)
+                .min(MAX_ATTENTION_TARGET),
+        ),
+        ..state.defaults
+    };
+    state.check_texts(std::slice::from_ref(&text), Sentences::Whole, &options)?;
+    let reply = state
+        .queue
+        .attention(text, layers, options)
+        .map_err(refused)?;
     let (_, grids) = answer(reply).await?;
     let png = tokio::task::spawn_blocking(move || attention_heatmaps_png(&grids))
         .await

@@ -4,7 +4,7 @@
 use std::time::Instant;
 
 use axum::extract::{DefaultBodyLimit, Request, State};
-use axum::http::Uri;
+use axum::http::{header, Uri};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -12,7 +12,7 @@ use axum::Router;
 
 use super::app::Shared;
 use super::error::ApiError;
-use super::{libretranslate, native, page, spec};
+use super::{body, libretranslate, native, page, spec};
 
 /// Every path the router answers, as `/spec` describes them.
 pub const ENDPOINTS: &[&str] = &[
@@ -77,14 +77,24 @@ async fn track(State(state): State<Shared>, request: Request, next: Next) -> Res
     let endpoint = endpoint_label(request.uri().path());
     let started = Instant::now();
     let timeout = state.limits.timeout;
-    let response = match tokio::time::timeout(timeout, next.run(request)).await {
-        Ok(response) => response,
-        Err(_) => ApiError::unavailable(format!(
-            "the request took longer than this server's limit of {} ms (serve --timeout-ms); \
+    let declared = request
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+    let max = state.limits.max_body_bytes;
+    let response = if declared.is_some_and(|length| length > max as u64) {
+        // Refused before the body is read, which a client may be slow to send.
+        body::too_large(max).into_response()
+    } else {
+        match tokio::time::timeout(timeout, next.run(request)).await {
+            Ok(response) => response,
+            Err(_) => ApiError::unavailable(format!(
+                "the request took longer than this server's limit of {} ms (serve --timeout-ms); \
              retry, or send fewer or shorter texts",
-            timeout.as_millis()
-        ))
-        .into_response(),
+                timeout.as_millis()
+            ))
+            .into_response(),
+        }
     };
     state
         .metrics

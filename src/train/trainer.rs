@@ -221,7 +221,7 @@ impl Trainer {
             loss,
             lr,
             tokens_per_s,
-            elapsed: Duration::from_secs_f64(p.elapsed_s),
+            elapsed: Duration::try_from_secs_f64(p.elapsed_s).unwrap_or_default(),
         })
     }
 
@@ -234,7 +234,12 @@ impl Trainer {
     ) -> anyhow::Result<()> {
         let (valid_loss, valid_bleu) = match &self.data.valid {
             Some(valid) => (
-                Some(self.validation_loss(&valid.pairs)?),
+                // Weights that overflowed in the last step show here first: stop as a diverged
+                // training loss stops, before decoding them.
+                Some(finite_loss(
+                    self.position.step,
+                    self.validation_loss(&valid.pairs)?,
+                )?),
                 self.validation_bleu(valid)?,
             ),
             None => (None, None),

@@ -72,8 +72,19 @@ impl Trainer {
                     anyhow::anyhow!("the checkpoint has no moment {key}; it cannot be resumed")
                 })
             };
-            first.push(moment(FIRST_MOMENT)?.to_device(device)?);
-            second.push(moment(SECOND_MOMENT)?.to_device(device)?);
+            for (suffix, moments) in [(FIRST_MOMENT, &mut first), (SECOND_MOMENT, &mut second)] {
+                let saved = moment(suffix)?;
+                let shape = trainer.weights.shape_of(name);
+                if Some(saved.dims()) != shape.as_deref() {
+                    anyhow::bail!(
+                        "the checkpoint's moment {name}.{suffix} has shape {:?} but the \
+                         parameter has {:?}; it cannot be resumed",
+                        saved.dims(),
+                        shape.unwrap_or_default()
+                    );
+                }
+                moments.push(saved.to_device(device)?);
+            }
         }
         trainer.optimizer.restore(state.adam_steps, first, second)?;
         let words = state.dropout_words.parse::<u128>().map_err(|_| {
@@ -90,8 +101,9 @@ impl Trainer {
     }
 
     /// Refuses a saved position this run's data could not have reached (a damaged or edited
-    /// `training_state.json`): more steps into an epoch than it has, more steps than the
-    /// epochs so far hold, Adam ahead of the loop. Every epoch has the same number of
+    /// `training_state.json`): more steps into an epoch than it has, more or fewer steps than
+    /// the epochs so far hold, an epoch past the run's, Adam's count not the loop's, a clock
+    /// that is not a duration. Every epoch has the same number of
     /// batches (it depends on the lengths, not the order), most steps with one rank.
     fn check_saved_position(&self, state: &TrainingState) -> anyhow::Result<()> {
         let t = &self.config.training;
@@ -114,7 +126,12 @@ impl Trainer {
                 per_epoch(state.world),
                 state.world
             ))
-        } else if p.step > reachable || p.step < p.steps_in_epoch {
+        } else if p.epoch > t.epochs + 1 {
+            Some(format!(
+                "epoch is {}, but the run has {} epochs (epochs + 1 once it is complete)",
+                p.epoch, t.epochs
+            ))
+        } else if p.step > reachable || p.step < (p.epoch - 1) + p.steps_in_epoch {
             Some(format!(
                 "step {} cannot be reached {} steps into epoch {} ({} steps an epoch at most)",
                 p.step,
@@ -122,10 +139,15 @@ impl Trainer {
                 p.epoch,
                 per_epoch(1)
             ))
-        } else if state.adam_steps > p.step {
+        } else if state.adam_steps != p.step {
             Some(format!(
-                "adam_steps {} is ahead of step {}",
+                "adam_steps is {}, but Adam takes one update a step and the run is at step {}",
                 state.adam_steps, p.step
+            ))
+        } else if !(p.elapsed_s.is_finite() && (0.0..1e12).contains(&p.elapsed_s)) {
+            Some(format!(
+                "elapsed_s is {}, not a number of seconds",
+                p.elapsed_s
             ))
         } else {
             None
