@@ -197,23 +197,30 @@ fn clipped_training_matches_the_reference_through_the_composed_ops() {
     matches_the_reference("clipped", Kernels::Composed);
 }
 
-#[test]
-fn init_from_refuses_a_model_section_that_differs_naming_both_values() {
-    let dir = tempfile::tempdir().unwrap();
+/// `train` on the plain scenario's config with `from` replaced by `to`, in a fresh directory
+/// `dir`: its exit code and stderr.
+fn train_edited(dir: &Path, from: &str, to: &str) -> (Option<i32>, String) {
     let text = std::fs::read_to_string(format!("{FIXTURE}/plain.toml"))
         .unwrap()
-        .replace("d_ff = 32", "d_ff = 64");
-    let config = dir.path().join("wider.toml");
+        .replace(from, to);
+    let config = dir.join("edited.toml");
     std::fs::write(&config, text).unwrap();
     let output = transformer()
         .args(["train", "--device", "cpu", "--quiet", "--config"])
         .arg(&config)
         .arg("--out")
-        .arg(dir.path().join("run"))
+        .arg(dir.join("run"))
         .output()
         .unwrap();
-    assert_eq!(output.status.code(), Some(1));
-    let stderr = String::from_utf8_lossy(&output.stderr);
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    (output.status.code(), stderr)
+}
+
+#[test]
+fn init_from_refuses_a_model_section_that_differs_naming_both_values() {
+    let dir = tempfile::tempdir().unwrap();
+    let (code, stderr) = train_edited(dir.path(), "d_ff = 32", "d_ff = 64");
+    assert_eq!(code, Some(1), "{stderr}");
     assert!(
         stderr.contains("model.d_ff = 64") && stderr.contains("has 32"),
         "{stderr}"
@@ -223,23 +230,9 @@ fn init_from_refuses_a_model_section_that_differs_naming_both_values() {
 #[test]
 fn init_from_a_directory_that_is_not_there_says_what_to_name() {
     let dir = tempfile::tempdir().unwrap();
-    let text = std::fs::read_to_string(format!("{FIXTURE}/plain.toml"))
-        .unwrap()
-        .replace(
-            &format!("init_from = \"{FIXTURE}\""),
-            "init_from = \"nowhere\"",
-        );
-    let config = dir.path().join("nowhere.toml");
-    std::fs::write(&config, text).unwrap();
-    let output = transformer()
-        .args(["train", "--device", "cpu", "--quiet", "--config"])
-        .arg(&config)
-        .arg("--out")
-        .arg(dir.path().join("run"))
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    let from = format!("init_from = \"{FIXTURE}\"");
+    let (code, stderr) = train_edited(dir.path(), &from, "init_from = \"nowhere\"");
+    assert_eq!(code, Some(1), "{stderr}");
     assert!(
         stderr.contains("training.init_from = \"nowhere\" does not exist")
             && !stderr.contains("--checkpoint"),
@@ -250,30 +243,12 @@ fn init_from_a_directory_that_is_not_there_says_what_to_name() {
 #[test]
 fn init_from_warns_of_training_words_its_vocabulary_lacks() {
     let dir = tempfile::tempdir().unwrap();
-    std::fs::write(
-        dir.path().join("new.tsv"),
-        "ich mochte kaffee\ti want coffee\n",
-    )
-    .unwrap();
-    let text = std::fs::read_to_string(format!("{FIXTURE}/plain.toml"))
-        .unwrap()
-        .replace(
-            &format!("train = \"{FIXTURE}/pairs.tsv\""),
-            &format!(
-                "train = {:?}",
-                dir.path().join("new.tsv").display().to_string()
-            ),
-        );
-    let config = dir.path().join("new.toml");
-    std::fs::write(&config, text).unwrap();
-    let output = succeeded(
-        transformer()
-            .args(["train", "--device", "cpu", "--quiet", "--config"])
-            .arg(&config)
-            .arg("--out")
-            .arg(dir.path().join("run")),
-    );
-    let stderr = String::from_utf8_lossy(&output.stderr);
+    let pairs = dir.path().join("new.tsv");
+    std::fs::write(&pairs, "ich mochte kaffee\ti want coffee\n").unwrap();
+    let from = format!("train = \"{FIXTURE}/pairs.tsv\"");
+    let to = format!("train = {:?}", pairs.display().to_string());
+    let (code, stderr) = train_edited(dir.path(), &from, &to);
+    assert_eq!(code, Some(0), "{stderr}");
     // "kaffee" and "coffee": neither side of the fixture's vocabulary has them.
     assert!(
         stderr.contains("warning: 2 of the training data's 10 tokens are not in the vocabulary"),
