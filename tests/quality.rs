@@ -361,3 +361,58 @@ fn a_run_replaced_with_overwrite_keeps_nothing_of_the_old_runs_best_or_averaged(
     );
     assert_eq!(String::from_utf8_lossy(&output.stdout), "x y\n");
 }
+
+/// `path` made immutable (`chattr +i`) until dropped; `None` where that is not possible (not
+/// root, or a file system without the attribute: the test then says so and checks nothing).
+struct Immutable(PathBuf);
+
+impl Immutable {
+    fn make(path: &Path) -> Option<Self> {
+        let done = std::process::Command::new("chattr")
+            .arg("+i")
+            .arg(path)
+            .output()
+            .ok()?;
+        done.status.success().then(|| Self(path.to_path_buf()))
+    }
+}
+
+impl Drop for Immutable {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("chattr")
+            .arg("-i")
+            .arg(&self.0)
+            .status();
+    }
+}
+
+#[test]
+fn an_overwrite_refused_for_a_leftover_it_cannot_remove_leaves_the_old_run_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_averaging_config(dir.path(), 40);
+    let run = dir.path().join("run");
+    train(&config, &run);
+    let leftover = run.join(".last.tmp");
+    std::fs::create_dir(&leftover).unwrap();
+    std::fs::write(leftover.join("x"), "").unwrap();
+    let Some(_pinned) = Immutable::make(&leftover.join("x")) else {
+        eprintln!("skipped: chattr +i is not possible here (run as root on ext4 or tmpfs)");
+        return;
+    };
+    let output = transformer()
+        .args(["train", "--device", "cpu", "--overwrite", "--config"])
+        .arg(&config)
+        .arg("--out")
+        .arg(&run)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("which an interrupted save left; remove it by hand"),
+        "{stderr}"
+    );
+    assert_eq!(kept_checkpoints(&run).len(), 3);
+    assert!(run.join("best/model.safetensors").is_file());
+    assert!(run.join("averaged/model.safetensors").is_file());
+}

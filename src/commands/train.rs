@@ -49,9 +49,6 @@ pub fn run(args: TrainArgs) -> anyhow::Result<()> {
         Some(run_dir) => resumed_trainer(run_dir, &device, collective)?,
         None => new_trainer(&args, &device, collective)?,
     };
-    if lead {
-        checkpoint::clear_leftovers(&run_dir)?;
-    }
     let position = trainer.position().clone();
     if !still_to_train(&trainer, &run_dir, args.stop_at_step)? {
         return Ok(());
@@ -300,6 +297,9 @@ fn new_trainer(
         trainer.start_from(&weights)?;
     }
     if lead {
+        // First what can still fail: a leftover that cannot be removed refuses the run while
+        // the replaced one is whole.
+        checkpoint::clear_leftovers(&run_dir)?;
         remove_replaced_run(&run_dir)?;
     }
     Ok((trainer, run_dir, samples))
@@ -426,6 +426,9 @@ fn resumed_trainer(
     )?;
     let trainer = Trainer::resume_joined(config, data, device, saved.point, collective)
         .with_context(|| format!("cannot resume from {}", saved.dir.display()))?;
+    if lead {
+        checkpoint::clear_leftovers(run_dir)?;
+    }
     if !lead {
         return Ok((trainer, run_dir.to_path_buf(), samples));
     }
