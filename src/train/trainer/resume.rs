@@ -146,7 +146,7 @@ impl Trainer {
             ))
         } else if !(p.elapsed_s.is_finite() && (0.0..1e12).contains(&p.elapsed_s)) {
             Some(format!(
-                "elapsed_s is {}, not a number of seconds",
+                "elapsed_s is {:?}, not a number of seconds",
                 p.elapsed_s
             ))
         } else {
