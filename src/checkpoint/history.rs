@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 use candle_core::{DType, Device, Tensor};
 
-use super::write::remove_leftover;
+use super::write::{leftover_context, remove_leftover};
 use super::{read_parts, save, CheckpointContents, MODEL_FILE};
 
 /// Where a run keeps its checkpoint history.
@@ -46,12 +46,7 @@ pub fn clear_leftovers(run_dir: &Path) -> anyhow::Result<()> {
         let hidden = entry.file_name().to_string_lossy().starts_with(".step-");
         if hidden {
             let path = entry.path();
-            remove_leftover(&path).with_context(|| {
-                format!(
-                    "cannot remove {}, which an interrupted save left; remove it by hand",
-                    path.display()
-                )
-            })?;
+            remove_leftover(&path).with_context(|| leftover_context(&path))?;
         }
     }
     Ok(())

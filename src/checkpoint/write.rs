@@ -70,7 +70,8 @@ pub fn clear_leftovers(dir: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn leftover_context(path: &Path) -> String {
+/// The error of a leftover at `path` that cannot be removed.
+pub(super) fn leftover_context(path: &Path) -> String {
     format!(
         "cannot remove {}, which an interrupted save left; remove it by hand",
         path.display()

@@ -6,6 +6,7 @@ mod bench;
 mod eval;
 mod generate;
 mod infer_test;
+mod init_from;
 mod plot;
 mod serve;
 mod stdout;

@@ -1,13 +1,12 @@
 //! `transformer train`: config -> corpora -> tokenizers -> training loop -> run directory;
 //! `--resume` continues a run from its `last/` checkpoint; SIGINT/SIGTERM stop it cleanly.
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use anyhow::{bail, Context};
-use candle_core::Tensor;
 
+use super::init_from;
 use super::stdout::print_line;
 use super::stop_signals::{signal_name, StopSignals};
 use super::{Interrupted, UsageError};
@@ -16,7 +15,6 @@ use crate::checkpoint::{
 };
 use crate::cli::{DeviceArgs, TrainArgs};
 use crate::config::Config;
-use crate::data::vocab::UNK_ID;
 use crate::distributed::{self, Collective};
 use crate::infer::sampling::Sampling;
 use crate::infer::translator::DecodeOptions;
@@ -278,7 +276,7 @@ fn new_trainer(
     }
     let lead = collective.rank() == 0;
     let initial = match config.training.init_from.clone() {
-        Some(path) => Some(initial_weights(&mut config, &path, device)?),
+        Some(path) => Some(init_from::initial_weights(&mut config, &path, device)?),
         None => None,
     };
     let (tokenizers, weights) = initial.unzip();
@@ -290,7 +288,7 @@ fn new_trainer(
             }
         })?;
     if inherited && lead {
-        warn_of_unknown_tokens(&data, &config);
+        init_from::warn_of_unknown_tokens(&data, &config);
     }
     let mut trainer = Trainer::joined(config, data, device, collective)?;
     if let Some(weights) = weights {
@@ -322,86 +320,6 @@ fn remove_replaced_run(run_dir: &Path) -> anyhow::Result<()> {
         }
     }
     Ok(())
-}
-
-/// Says how much of the training data the vocabulary inherited through `training.init_from`
-/// does not cover: those tokens train as `<unk>`.
-fn warn_of_unknown_tokens(data: &TrainingData, config: &Config) {
-    let ids = data.pairs.iter().flat_map(|p| p.src.iter().chain(&p.tgt));
-    let (unknown, total) = ids.fold((0usize, 0usize), |(unknown, total), &id| {
-        (unknown + usize::from(id == UNK_ID), total + 1)
-    });
-    if unknown > 0 {
-        let from = config
-            .training
-            .init_from
-            .as_deref()
-            .unwrap_or(Path::new(""));
-        eprintln!(
-            "warning: {unknown} of the training data's {total} tokens are not in the vocabulary \
-             of training.init_from ({}) and train as <unk>; fine-tune on text that vocabulary \
-             covers, or train a new model",
-            from.display()
-        );
-    }
-}
-
-/// `training.init_from`: the checkpoint's tokenizers and weights, once its model is the
-/// config's (dropout aside, which fine-tuning may change); `config.data` takes its tokenizer
-/// settings, so that the run's checkpoints read back the files they carry.
-fn initial_weights(
-    config: &mut Config,
-    path: &Path,
-    device: &candle_core::Device,
-) -> anyhow::Result<(crate::data::Tokenizers, HashMap<String, Tensor>)> {
-    let named = || format!("training.init_from = {:?}", path.display().to_string());
-    if path.as_os_str().is_empty() || !path.exists() {
-        bail!(
-            "{} does not exist; name a checkpoint or run directory that `transformer train` \
-             wrote (relative paths start from the directory you run in)",
-            named()
-        );
-    }
-    let initial = checkpoint::load_initial_weights(path, device).with_context(named)?;
-    let differences = model_differences(&config.model, &initial.config.model)?;
-    if let Some((key, ours, theirs)) = differences.first() {
-        bail!(
-            "training.init_from: the config says model.{key} = {ours} but {} has {theirs}{}; \
-             make the [model] section match the checkpoint's config.toml",
-            initial.dir.display(),
-            match differences.len() {
-                1 => String::new(),
-                n => format!(" (and {} more difference(s))", n - 1),
-            }
-        );
-    }
-    let saved = &initial.config.data;
-    config.data.tokenizer = saved.tokenizer;
-    config.data.joint_vocab = saved.joint_vocab;
-    config.data.vocab_size = saved.vocab_size;
-    config.data.min_freq = saved.min_freq;
-    Ok((initial.tokenizers, initial.weights))
-}
-
-/// The `[model]` keys whose values differ between `ours` and `theirs` (dropout rates aside),
-/// with both values as TOML writes them.
-fn model_differences(
-    ours: &crate::config::ModelConfig,
-    theirs: &crate::config::ModelConfig,
-) -> anyhow::Result<Vec<(String, String, String)>> {
-    let table = |model| -> anyhow::Result<toml::Table> { Ok(toml::Table::try_from(model)?) };
-    let (ours, theirs) = (table(ours)?, table(theirs)?);
-    Ok(ours
-        .iter()
-        .filter(|(key, _)| !matches!(key.as_str(), "dropout" | "attention_dropout"))
-        .filter(|(key, value)| theirs.get(*key) != Some(*value))
-        .map(|(key, value)| {
-            let other = theirs
-                .get(key)
-                .map_or("nothing".into(), ToString::to_string);
-            (key.clone(), value.to_string(), other)
-        })
-        .collect())
 }
 
 /// The run in `run_dir`, at the step its `last/` checkpoint was written.

@@ -16,7 +16,7 @@ use crate::infer::{
 use crate::model::{masks, EncoderDecoder};
 
 /// Target tokens allowed beyond the source length when no maximum is given.
-pub const DEFAULT_EXTRA_TARGET_TOKENS: usize = 50;
+const DEFAULT_EXTRA_TARGET_TOKENS: usize = 50;
 
 /// How to decode.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -39,6 +39,16 @@ impl From<&crate::config::DecodeConfig> for DecodeOptions {
             max_len: config.max_len,
             n_best: 1,
         }
+    }
+}
+
+impl DecodeOptions {
+    /// Most tokens decoding generates for a source of `source_tokens` (without `<s>` and
+    /// `</s>`) on a model whose position table has `max_positions` rows.
+    pub fn max_steps(&self, source_tokens: usize, max_positions: usize) -> usize {
+        self.max_len
+            .unwrap_or(source_tokens + DEFAULT_EXTRA_TARGET_TOKENS)
+            .min(max_positions)
     }
 }
 
@@ -187,11 +197,9 @@ impl Translator<'_> {
         })
     }
 
+    /// For a source of `src_len` ids, `<s>` and `</s>` included.
     fn max_steps(&self, src_len: usize) -> usize {
-        self.options
-            .max_len
-            .unwrap_or(src_len - 2 + DEFAULT_EXTRA_TARGET_TOKENS)
-            .min(self.max_positions)
+        self.options.max_steps(src_len - 2, self.max_positions)
     }
 
     /// Each source's hypotheses, best first (one unless `n_best` asks for more).

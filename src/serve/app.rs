@@ -11,7 +11,7 @@ use super::languages::LanguagePair;
 use super::metrics::Metrics;
 use crate::checkpoint::Checkpoint;
 use crate::data::corpus::normalize_sentence;
-use crate::infer::translator::{DecodeOptions, Translation, DEFAULT_EXTRA_TARGET_TOKENS};
+use crate::infer::translator::{DecodeOptions, Translation};
 
 /// What a request may ask for.
 #[derive(Debug, Clone, Copy)]
@@ -117,10 +117,7 @@ impl AppState {
                         readable + 2
                     )));
                 }
-                let generated = options
-                    .max_len
-                    .unwrap_or(tokens + DEFAULT_EXTRA_TARGET_TOKENS)
-                    .min(max_positions);
+                let generated = options.max_steps(tokens, max_positions);
                 cost = cost.saturating_add((tokens + 1 + generated).saturating_mul(beam));
             }
         }

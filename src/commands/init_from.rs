@@ -1,0 +1,93 @@
+//! `training.init_from`: a new run starts from a checkpoint's weights and tokenizers, once its
+//! `[model]` is the config's; the training data's tokens that vocabulary lacks are counted.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use anyhow::{bail, Context};
+use candle_core::Tensor;
+
+use crate::checkpoint;
+use crate::config::Config;
+use crate::data::vocab::UNK_ID;
+use crate::train::TrainingData;
+
+/// Says how much of the training data the vocabulary inherited through `training.init_from`
+/// does not cover: those tokens train as `<unk>`.
+pub(super) fn warn_of_unknown_tokens(data: &TrainingData, config: &Config) {
+    let ids = data.pairs.iter().flat_map(|p| p.src.iter().chain(&p.tgt));
+    let (unknown, total) = ids.fold((0usize, 0usize), |(unknown, total), &id| {
+        (unknown + usize::from(id == UNK_ID), total + 1)
+    });
+    if unknown > 0 {
+        let from = config
+            .training
+            .init_from
+            .as_deref()
+            .unwrap_or(Path::new(""));
+        eprintln!(
+            "warning: {unknown} of the training data's {total} tokens are not in the vocabulary \
+             of training.init_from ({}) and train as <unk>; fine-tune on text that vocabulary \
+             covers, or train a new model",
+            from.display()
+        );
+    }
+}
+
+/// `training.init_from`: the checkpoint's tokenizers and weights, once its model is the
+/// config's (dropout aside, which fine-tuning may change); `config.data` takes its tokenizer
+/// settings, so that the run's checkpoints read back the files they carry.
+pub(super) fn initial_weights(
+    config: &mut Config,
+    path: &Path,
+    device: &candle_core::Device,
+) -> anyhow::Result<(crate::data::Tokenizers, HashMap<String, Tensor>)> {
+    let named = || format!("training.init_from = {:?}", path.display().to_string());
+    if path.as_os_str().is_empty() || !path.exists() {
+        bail!(
+            "{} does not exist; name a checkpoint or run directory that `transformer train` \
+             wrote (relative paths start from the directory you run in)",
+            named()
+        );
+    }
+    let initial = checkpoint::load_initial_weights(path, device).with_context(named)?;
+    let differences = model_differences(&config.model, &initial.config.model)?;
+    if let Some((key, ours, theirs)) = differences.first() {
+        bail!(
+            "training.init_from: the config says model.{key} = {ours} but {} has {theirs}{}; \
+             make the [model] section match the checkpoint's config.toml",
+            initial.dir.display(),
+            match differences.len() {
+                1 => String::new(),
+                n => format!(" (and {} more difference(s))", n - 1),
+            }
+        );
+    }
+    let saved = &initial.config.data;
+    config.data.tokenizer = saved.tokenizer;
+    config.data.joint_vocab = saved.joint_vocab;
+    config.data.vocab_size = saved.vocab_size;
+    config.data.min_freq = saved.min_freq;
+    Ok((initial.tokenizers, initial.weights))
+}
+
+/// The `[model]` keys whose values differ between `ours` and `theirs` (dropout rates aside),
+/// with both values as TOML writes them.
+fn model_differences(
+    ours: &crate::config::ModelConfig,
+    theirs: &crate::config::ModelConfig,
+) -> anyhow::Result<Vec<(String, String, String)>> {
+    let table = |model| -> anyhow::Result<toml::Table> { Ok(toml::Table::try_from(model)?) };
+    let (ours, theirs) = (table(ours)?, table(theirs)?);
+    Ok(ours
+        .iter()
+        .filter(|(key, _)| !matches!(key.as_str(), "dropout" | "attention_dropout"))
+        .filter(|(key, value)| theirs.get(*key) != Some(*value))
+        .map(|(key, value)| {
+            let other = theirs
+                .get(key)
+                .map_or("nothing".into(), ToString::to_string);
+            (key.clone(), value.to_string(), other)
+        })
+        .collect())
+}
