@@ -3,124 +3,179 @@
 
 use super::*;
 
+/// A broken rule, when there is one: the offending key and the rule it breaks.
+type Check = Result<(), (String, String)>;
+
 impl Config {
     /// Checks the rules serde cannot: returns the offending key and the rule it breaks.
-    pub(super) fn validate(&self) -> Result<(), (String, String)> {
-        let m = &self.model;
-        let t = &self.training;
-        positive("model.layers", m.layers)?;
-        positive("model.d_model", m.d_model)?;
-        positive("model.d_ff", m.d_ff)?;
-        positive("model.heads", m.heads)?;
-        if !m.d_model.is_multiple_of(m.heads) {
-            return Err((
-                "model.heads".into(),
-                format!(
-                    "d_model ({}) must be divisible by heads ({}); d_k = d_model / heads",
-                    m.d_model, m.heads
-                ),
-            ));
-        }
-        if !m.d_model.is_multiple_of(2) {
-            return Err((
-                "model.d_model".into(),
-                format!(
-                    "must be even for the sine/cosine position table, got {}",
-                    m.d_model
-                ),
-            ));
-        }
-        if m.max_len < 2 {
-            return Err((
-                "model.max_len".into(),
-                format!("must be at least 2 (<s> and </s>), got {}", m.max_len),
-            ));
-        }
-        let text_corpus = self.data.train.is_target_only();
-        if (m.arch == Architecture::DecoderOnly) != text_corpus {
-            return Err(if text_corpus {
-                (
-                    "data.train".into(),
-                    "a { text = ... } corpus trains a language model; set model.arch = \
-                     \"decoder-only\", or give pairs (a TSV path or { src, tgt })"
-                        .into(),
-                )
-            } else {
-                (
-                    "model.arch".into(),
-                    "\"decoder-only\" learns from plain text; set data.train = \
-                     { text = \"FILE\" } (one example per line)"
-                        .into(),
-                )
-            });
-        }
-        probability("model.dropout", m.dropout)?;
-        probability("model.attention_dropout", m.attention_dropout)?;
-        positive("data.min_freq", self.data.min_freq)?;
-        language_code("data.source_lang", self.data.source_lang.as_deref())?;
-        language_code("data.target_lang", self.data.target_lang.as_deref())?;
-        positive("training.epochs", t.epochs)?;
-        positive("training.max_tokens", t.max_tokens)?;
-        positive("training.accumulate", t.accumulate)?;
-        if let Some(norm) = t.clip_grad_norm {
-            positive_number("training.clip_grad_norm", norm)?;
-        }
-        if self.data.tokenizer == TokenizerKind::Bpe && self.data.vocab_size < 16 {
-            return Err((
-                "data.vocab_size".into(),
-                format!("must be at least 16 for bpe, got {}", self.data.vocab_size),
-            ));
-        }
-        positive("training.warmup", t.warmup)?;
-        positive("training.log_every", t.log_every)?;
-        positive("training.checkpoint_every", t.checkpoint_every)?;
-        if let Some(last) = t.average_last {
-            positive("training.average_last", last)?;
-            if last > t.keep_last {
-                return Err((
-                    "training.average_last".into(),
-                    format!(
-                        "averages the last {last} kept checkpoints but training.keep_last is {}; \
-                         set keep_last to at least {last}",
-                        t.keep_last
-                    ),
-                ));
-            }
-        }
-        if let Some(patience) = t.patience {
-            positive("training.patience", patience)?;
-            if self.data.valid.is_none() {
-                return Err((
-                    "training.patience".into(),
-                    "needs a validation set to judge the epochs by; set data.valid".into(),
-                ));
-            }
-        }
-        positive("decode.beam", self.decode.beam)?;
-        if !self.decode.length_penalty.is_finite() {
-            return Err((
-                "decode.length_penalty".into(),
-                format!(
-                    "must be a finite number, got {}",
-                    self.decode.length_penalty
-                ),
-            ));
-        }
-        if let Some(max_len) = self.decode.max_len {
-            positive("decode.max_len", max_len)?;
-        }
-        positive_number("training.lr_factor", t.lr_factor)?;
-        probability("training.adam_beta1", t.adam_beta1)?;
-        probability("training.adam_beta2", t.adam_beta2)?;
-        positive_number("training.adam_eps", t.adam_eps)?;
-        probability("training.label_smoothing", t.label_smoothing)?;
-        Ok(())
+    pub(super) fn validate(&self) -> Check {
+        let (m, d, t) = (&self.model, &self.data, &self.training);
+        // A config that breaks several rules is told about the first one checked, so the
+        // order is part of the behaviour; it interleaves the sections, which is why some
+        // sections are checked in two parts.
+        model_sizes(m)?;
+        architecture_fits_corpus(m, d)?;
+        model_dropout(m)?;
+        data_counts_and_languages(d)?;
+        training_loop(t)?;
+        bpe_vocabulary(d)?;
+        training_schedule_and_checkpoints(t)?;
+        training_patience(t, d)?;
+        decode(&self.decode)?;
+        training_optimizer_and_loss(t)
     }
+}
+
+/// `[model]`'s sizes: all positive, `d_model` divisible by `heads` and even, room for
+/// `<s>` and `</s>`.
+fn model_sizes(m: &ModelConfig) -> Check {
+    positive("model.layers", m.layers)?;
+    positive("model.d_model", m.d_model)?;
+    positive("model.d_ff", m.d_ff)?;
+    positive("model.heads", m.heads)?;
+    if !m.d_model.is_multiple_of(m.heads) {
+        return Err((
+            "model.heads".into(),
+            format!(
+                "d_model ({}) must be divisible by heads ({}); d_k = d_model / heads",
+                m.d_model, m.heads
+            ),
+        ));
+    }
+    if !m.d_model.is_multiple_of(2) {
+        return Err((
+            "model.d_model".into(),
+            format!(
+                "must be even for the sine/cosine position table, got {}",
+                m.d_model
+            ),
+        ));
+    }
+    if m.max_len < 2 {
+        return Err((
+            "model.max_len".into(),
+            format!("must be at least 2 (<s> and </s>), got {}", m.max_len),
+        ));
+    }
+    Ok(())
+}
+
+/// A decoder-only model trains on a `{ text = ... }` corpus, and only it does.
+fn architecture_fits_corpus(m: &ModelConfig, d: &DataConfig) -> Check {
+    let text_corpus = d.train.is_target_only();
+    if (m.arch == Architecture::DecoderOnly) != text_corpus {
+        return Err(if text_corpus {
+            (
+                "data.train".into(),
+                "a { text = ... } corpus trains a language model; set model.arch = \
+                 \"decoder-only\", or give pairs (a TSV path or { src, tgt })"
+                    .into(),
+            )
+        } else {
+            (
+                "model.arch".into(),
+                "\"decoder-only\" learns from plain text; set data.train = \
+                 { text = \"FILE\" } (one example per line)"
+                    .into(),
+            )
+        });
+    }
+    Ok(())
+}
+
+fn model_dropout(m: &ModelConfig) -> Check {
+    probability("model.dropout", m.dropout)?;
+    probability("model.attention_dropout", m.attention_dropout)
+}
+
+fn data_counts_and_languages(d: &DataConfig) -> Check {
+    positive("data.min_freq", d.min_freq)?;
+    language_code("data.source_lang", d.source_lang.as_deref())?;
+    language_code("data.target_lang", d.target_lang.as_deref())
+}
+
+/// Epochs, batches and gradient clipping.
+fn training_loop(t: &TrainingConfig) -> Check {
+    positive("training.epochs", t.epochs)?;
+    positive("training.max_tokens", t.max_tokens)?;
+    positive("training.accumulate", t.accumulate)?;
+    if let Some(norm) = t.clip_grad_norm {
+        positive_number("training.clip_grad_norm", norm)?;
+    }
+    Ok(())
+}
+
+fn bpe_vocabulary(d: &DataConfig) -> Check {
+    if d.tokenizer == TokenizerKind::Bpe && d.vocab_size < 16 {
+        return Err((
+            "data.vocab_size".into(),
+            format!("must be at least 16 for bpe, got {}", d.vocab_size),
+        ));
+    }
+    Ok(())
+}
+
+/// Warmup, logging, checkpoints, and averaging no more checkpoints than are kept.
+fn training_schedule_and_checkpoints(t: &TrainingConfig) -> Check {
+    positive("training.warmup", t.warmup)?;
+    positive("training.log_every", t.log_every)?;
+    positive("training.checkpoint_every", t.checkpoint_every)?;
+    if let Some(last) = t.average_last {
+        positive("training.average_last", last)?;
+        if last > t.keep_last {
+            return Err((
+                "training.average_last".into(),
+                format!(
+                    "averages the last {last} kept checkpoints but training.keep_last is {}; \
+                     set keep_last to at least {last}",
+                    t.keep_last
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Early stopping judges epochs by the validation set, so it needs one.
+fn training_patience(t: &TrainingConfig, d: &DataConfig) -> Check {
+    if let Some(patience) = t.patience {
+        positive("training.patience", patience)?;
+        if d.valid.is_none() {
+            return Err((
+                "training.patience".into(),
+                "needs a validation set to judge the epochs by; set data.valid".into(),
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn decode(decode: &DecodeConfig) -> Check {
+    positive("decode.beam", decode.beam)?;
+    if !decode.length_penalty.is_finite() {
+        return Err((
+            "decode.length_penalty".into(),
+            format!("must be a finite number, got {}", decode.length_penalty),
+        ));
+    }
+    if let Some(max_len) = decode.max_len {
+        positive("decode.max_len", max_len)?;
+    }
+    Ok(())
+}
+
+/// Adam's settings, the rate's factor and the loss's label smoothing.
+fn training_optimizer_and_loss(t: &TrainingConfig) -> Check {
+    positive_number("training.lr_factor", t.lr_factor)?;
+    probability("training.adam_beta1", t.adam_beta1)?;
+    probability("training.adam_beta2", t.adam_beta2)?;
+    positive_number("training.adam_eps", t.adam_eps)?;
+    probability("training.label_smoothing", t.label_smoothing)
 }
 
 /// A language code as LibreTranslate clients send it: 2 to 16 ASCII letters, digits or `-`
 /// (`de`, `en`, `zh-Hans`), and not `auto`, which asks the server to detect the language.
-fn language_code(key: &str, code: Option<&str>) -> Result<(), (String, String)> {
+fn language_code(key: &str, code: Option<&str>) -> Check {
     let Some(code) = code else { return Ok(()) };
     let well_formed = (2..=16).contains(&code.len())
         && code.chars().all(|c| c.is_ascii_alphanumeric() || c == '-');
@@ -133,14 +188,14 @@ fn language_code(key: &str, code: Option<&str>) -> Result<(), (String, String)> 
     Ok(())
 }
 
-fn positive(key: &str, value: usize) -> Result<(), (String, String)> {
+fn positive(key: &str, value: usize) -> Check {
     if value == 0 {
         return Err((key.into(), "must be at least 1, got 0".into()));
     }
     Ok(())
 }
 
-fn positive_number(key: &str, value: f64) -> Result<(), (String, String)> {
+fn positive_number(key: &str, value: f64) -> Check {
     if !(value.is_finite() && value > 0.0) {
         return Err((
             key.into(),
@@ -150,7 +205,7 @@ fn positive_number(key: &str, value: f64) -> Result<(), (String, String)> {
     Ok(())
 }
 
-fn probability(key: &str, value: f64) -> Result<(), (String, String)> {
+fn probability(key: &str, value: f64) -> Check {
     if !(0.0..1.0).contains(&value) {
         return Err((key.into(), format!("must be in [0, 1), got {value}")));
     }
@@ -183,5 +238,16 @@ mod tests {
         assert_eq!(err.key.as_deref(), Some("training.warmup"));
         let err = parse("[model]\nlayers = -3\n").unwrap_err();
         assert_eq!(err.key.as_deref(), Some("model.layers"));
+    }
+
+    #[test]
+    fn a_config_breaking_several_rules_is_told_the_first_checked() {
+        let bpe_too_small = "[data]\ntokenizer = \"bpe\"\nvocab_size = 8\n";
+        let err = parse(&format!("{bpe_too_small}[training]\nwarmup = 0\n")).unwrap_err();
+        assert_eq!(err.key.as_deref(), Some("data.vocab_size"));
+        let err = parse(&format!("{bpe_too_small}[training]\nepochs = 0\n")).unwrap_err();
+        assert_eq!(err.key.as_deref(), Some("training.epochs"));
+        let err = parse("[decode]\nbeam = 0\n[training]\nlr_factor = 0.0\n").unwrap_err();
+        assert_eq!(err.key.as_deref(), Some("decode.beam"));
     }
 }
