@@ -19,11 +19,12 @@ use crate::distributed::{self, Collective};
 use crate::infer::sampling::Sampling;
 use crate::infer::translator::DecodeOptions;
 use crate::infer::Inference;
+use crate::metrics::MetricRecord;
 use crate::plot;
 use crate::progress::{TrainProgress, Verbosity};
 use crate::train::{
-    CheckpointKind, Diverged, MetricRecord, RunOutcome, StepReport, StopReason, TrainObserver,
-    Trainer, TrainingData,
+    CheckpointKind, Diverged, RunOutcome, StepReport, StopReason, TrainObserver, Trainer,
+    TrainingData,
 };
 
 /// How many training sources to translate when training ends.

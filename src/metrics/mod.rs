@@ -1,11 +1,14 @@
-//! Translation quality metrics, computed exactly as sacreBLEU does by default.
+//! Translation quality metrics, computed exactly as sacreBLEU does by default, and a training
+//! run's history of metrics (its metrics.jsonl records).
 
 pub mod bleu;
 pub mod chrf;
+pub mod record;
 pub mod tokenizer_13a;
 
 pub use bleu::{corpus_bleu, BleuScore};
 pub use chrf::{chrf_signature, corpus_chrf};
+pub use record::MetricRecord;
 
 /// The sacreBLEU release whose numbers the committed fixtures pin (tests/fixtures/sacrebleu).
 pub const SACREBLEU_VERSION: &str = "2.6.0";

@@ -1,10 +1,8 @@
-//! What the training loop reports: per-step progress, metrics.jsonl records, which checkpoint
-//! it asks for and why it stops. The observer that receives them is
-//! [`super::trainer::TrainObserver`].
+//! What the training loop reports: per-step progress, which checkpoint it asks for and why it
+//! stops; its metrics.jsonl records are [`crate::metrics::MetricRecord`]. The observer that
+//! receives them is [`super::trainer::TrainObserver`].
 
 use std::time::Duration;
-
-use serde::{Deserialize, Serialize};
 
 /// What one optimiser step did, for progress display.
 #[derive(Debug, Clone)]
@@ -18,39 +16,6 @@ pub struct StepReport {
     /// Target tokens per second since the run started.
     pub tokens_per_s: f64,
     pub elapsed: Duration,
-}
-
-/// One line of metrics.jsonl.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "lowercase")]
-pub enum MetricRecord {
-    Step {
-        step: usize,
-        epoch: usize,
-        /// Mean loss per target token over the steps since the previous record.
-        loss: f64,
-        lr: f64,
-        #[serde(serialize_with = "hundredths")]
-        tokens_per_s: f64,
-        #[serde(serialize_with = "hundredths")]
-        elapsed_s: f64,
-    },
-    Epoch {
-        step: usize,
-        epoch: usize,
-        train_loss: f64,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        valid_loss: Option<f64>,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        valid_bleu: Option<f64>,
-        #[serde(serialize_with = "hundredths")]
-        elapsed_s: f64,
-    },
-}
-
-/// Wall-clock figures to 0.01: their further digits are timing noise.
-fn hundredths<S: serde::Serializer>(value: &f64, serializer: S) -> Result<S::Ok, S::Error> {
-    serializer.serialize_f64((value * 100.0).round() / 100.0)
 }
 
 /// Which checkpoint the loop asks for.

@@ -12,8 +12,11 @@ pub mod state;
 pub mod trainer;
 
 pub use data::{TrainingData, ValidationData};
-pub use events::{CheckpointKind, MetricRecord, StepReport, StopReason};
+pub use events::{CheckpointKind, StepReport, StopReason};
 pub use outcome::{Diverged, RunOutcome};
 pub use state::{RunPosition, TrainingState, STATE_FORMAT};
 pub use trainer::resume::ResumePoint;
 pub use trainer::{TrainObserver, Trainer};
+
+// The records the loop writes; `checkpoint` reads and writes them by this path.
+pub use crate::metrics::MetricRecord;

@@ -7,8 +7,8 @@ use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
-use super::events::MetricRecord;
 use crate::data::EncodedPair;
+use crate::metrics::MetricRecord;
 
 /// Bumped when the file's meaning changes, so that an old checkpoint is refused by name.
 pub const STATE_FORMAT: u32 = 1;

@@ -11,7 +11,7 @@ use candle_core::{DType, Device, Tensor};
 use super::clip::clip_grad_norm;
 use super::data::{TrainingData, ValidationData};
 use super::data_parallel::{agreed_stop, check_weights_agree, share, sum_over_ranks};
-use super::events::{CheckpointKind, MetricRecord, StepReport, StopReason};
+use super::events::{CheckpointKind, StepReport, StopReason};
 use super::loss::LabelSmoothing;
 use super::optimizer::{Adam, AdamSettings};
 use super::outcome::{finite_loss, RunOutcome};
@@ -23,7 +23,7 @@ use crate::data::{epoch_batches, ordered_batches, EncodedPair, PaddedBatch};
 use crate::distributed::{Collective, SingleProcess};
 use crate::infer::translator::DecodeOptions;
 use crate::infer::Inference;
-use crate::metrics::corpus_bleu;
+use crate::metrics::{corpus_bleu, MetricRecord};
 use crate::model::{masks, DropoutRng, Mode, Model, TeacherForced, TrainedWeights};
 
 pub mod resume;
