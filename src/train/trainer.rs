@@ -2,20 +2,17 @@
 //! (accumulated over `accumulate` batches, clipped) -> Adam with the Noam rate; validation
 //! loss and BLEU after each epoch; checkpoints handed to an observer. The loop's whole state
 //! (weights, Adam's moments, its position, the dropout stream) can be saved and restored, so
-//! that a resumed run takes exactly the steps the uninterrupted one would have.
+//! that a resumed run takes exactly the steps the uninterrupted one would have. One
+//! optimiser step lives in `trainer/step.rs`, saving and restoring in `trainer/resume.rs`.
 
-use std::time::Duration;
+use candle_core::{Device, Tensor};
 
-use candle_core::{DType, Device, Tensor};
-
-use super::clip::clip_grad_norm;
 use super::data::{TrainingData, ValidationData};
-use super::data_parallel::{agreed_stop, check_weights_agree, share, sum_over_ranks};
+use super::data_parallel::{agreed_stop, check_weights_agree};
 use super::events::{CheckpointKind, StepReport, StopReason};
 use super::loss::LabelSmoothing;
 use super::optimizer::{Adam, AdamSettings};
 use super::outcome::{finite_loss, RunOutcome};
-use super::schedule::rate_of_step;
 use super::state::{DataFingerprint, RunClock, RunPosition};
 use crate::config::{ComputeDtype, Config};
 use crate::data::vocab::PAD_ID;
@@ -24,9 +21,10 @@ use crate::distributed::{Collective, SingleProcess};
 use crate::infer::translator::DecodeOptions;
 use crate::infer::Inference;
 use crate::metrics::{corpus_bleu, MetricRecord};
-use crate::model::{masks, DropoutRng, Mode, Model, TeacherForced, TrainedWeights};
+use crate::model::{DropoutRng, Mode, Model, TrainedWeights};
 
 pub mod resume;
+mod step;
 
 /// Sentences per batch when translating the validation set for BLEU.
 const VALIDATION_DECODE_BATCH: usize = 64;
@@ -185,46 +183,6 @@ impl Trainer {
         check_weights_agree(&*self.collective, self.weights.vars(), self.position.step)
     }
 
-    /// One optimiser step on `group`, advancing the position and the metrics.
-    fn train_step(
-        &mut self,
-        group: &[PaddedBatch],
-        total_steps: usize,
-        clock: &RunClock,
-    ) -> anyhow::Result<StepReport> {
-        let (loss, lr) = self.step_at_noam_rate(group)?;
-        let step = self.position.step;
-        let log_every = self.config.training.log_every;
-        let p = &mut self.position;
-        p.steps_in_epoch += 1;
-        p.tokens_seen += group.iter().map(|b| b.ntokens).sum::<usize>();
-        p.epoch_loss_sum += loss;
-        p.log_loss_sum += loss;
-        p.log_steps += 1;
-        p.elapsed_s = clock.elapsed_s();
-        let tokens_per_s = p.tokens_seen as f64 / p.elapsed_s.max(1e-9);
-        if step.is_multiple_of(log_every) {
-            self.metrics.push(MetricRecord::Step {
-                step,
-                epoch: p.epoch,
-                loss: p.log_loss_sum / p.log_steps as f64,
-                lr,
-                tokens_per_s,
-                elapsed_s: p.elapsed_s,
-            });
-            (p.log_loss_sum, p.log_steps) = (0.0, 0);
-        }
-        Ok(StepReport {
-            step,
-            total_steps,
-            epoch: p.epoch,
-            loss,
-            lr,
-            tokens_per_s,
-            elapsed: Duration::try_from_secs_f64(p.elapsed_s).unwrap_or_default(),
-        })
-    }
-
     /// Validation, the epoch's metrics line, a `Best` checkpoint when BLEU improved, and the
     /// position moved to the next epoch.
     fn end_epoch(
@@ -281,115 +239,6 @@ impl Trainer {
             observer.on_checkpoint(self, CheckpointKind::Best)?;
         }
         Ok(())
-    }
-
-    /// One optimiser step on `group` (batches whose gradients are summed) at the Noam rate
-    /// of the next step, outside any epoch: for benchmarks. Returns the loss per target token.
-    pub fn step_on(&mut self, group: &[PaddedBatch]) -> anyhow::Result<f64> {
-        Ok(self.step_at_noam_rate(group)?.0)
-    }
-
-    /// The next optimiser step at its Noam rate; returns (loss per target token, rate).
-    fn step_at_noam_rate(&mut self, group: &[PaddedBatch]) -> anyhow::Result<(f64, f64)> {
-        let t = &self.config.training;
-        let step = self.position.step + 1;
-        let lr = rate_of_step(
-            t.schedule,
-            step,
-            self.config.model.d_model,
-            t.lr_factor,
-            t.warmup,
-        );
-        let loss = self.optimizer_step(group, lr, step)?;
-        self.position.step = step;
-        Ok((loss, lr))
-    }
-
-    /// One optimiser step over `group` (accumulated batches); returns the loss per target
-    /// token over the group.
-    fn optimizer_step(
-        &mut self,
-        group: &[PaddedBatch],
-        lr: f64,
-        step: usize,
-    ) -> anyhow::Result<f64> {
-        let group_tokens: usize = group.iter().map(|b| b.ntokens).sum();
-        let mut grads: Vec<Option<Tensor>> = vec![None; self.optimizer.vars().len()];
-        let mut losses = Vec::with_capacity(group.len());
-        self.dropout_rng.begin_step(&self.device, step)?;
-        // The step's view of the weights (in mixed precision, their casts), once for all
-        // its batches.
-        let model = self.weights.for_step(self.config.training.dtype.candle())?;
-        let (rank, world) = (self.collective.rank(), self.collective.world());
-        for batch in share(group, rank, world) {
-            let loss = (self.batch_loss_sum(&model, batch, Mode::Train(&self.dropout_rng))?
-                / group_tokens as f64)?;
-            let store = loss.backward()?;
-            for (slot, var) in grads.iter_mut().zip(self.optimizer.vars()) {
-                if let Some(grad) = store.get(var.as_tensor()) {
-                    *slot = Some(match slot.take() {
-                        Some(sum) => (sum + grad)?,
-                        None => grad.clone(),
-                    });
-                }
-            }
-            losses.push(loss.detach());
-        }
-        // The losses are read only now, once the whole step is queued: on a GPU, reading one
-        // waits for the work before it, and reading it before the backward pass would leave
-        // the GPU idle while the host queues that pass. A non-finite loss has by then updated
-        // the weights in memory, but the error below ends the run before any checkpoint.
-        if world > 1 {
-            let mine = match losses.as_slice() {
-                [] => Tensor::zeros((), DType::F32, &self.device)?,
-                _ => Tensor::stack(&losses, 0)?.sum_all()?,
-            };
-            let started = std::time::Instant::now();
-            let (summed, loss) =
-                sum_over_ranks(&*self.collective, grads, self.optimizer.vars(), &mine)?;
-            self.collective_seconds += started.elapsed().as_secs_f64();
-            (grads, losses) = (summed, vec![loss]);
-        }
-        if let Some(max_norm) = self.config.training.clip_grad_norm {
-            clip_grad_norm(&mut grads, max_norm)?;
-        }
-        self.optimizer.step(&grads, lr)?;
-        let mut total = 0.0;
-        for loss in &losses {
-            total += finite_loss(step, f64::from(loss.to_scalar::<f32>()?))?;
-        }
-        Ok(total)
-    }
-
-    /// Summed label-smoothed KL of one batch through `model` (the trained one, or its
-    /// low-precision casts).
-    fn batch_loss_sum(
-        &self,
-        model: &Model,
-        batch: &PaddedBatch,
-        mode: Mode,
-    ) -> candle_core::Result<Tensor> {
-        let dev = &self.device;
-        let tgt_in = Tensor::from_slice(&batch.tgt_in, (batch.size, batch.tgt_len), dev)?;
-        let tgt_out = Tensor::from_slice(&batch.tgt_out, batch.size * batch.tgt_len, dev)?;
-        let inputs = if model.reads_source() {
-            let src = Tensor::from_slice(&batch.src, (batch.size, batch.src_len), dev)?;
-            TeacherForced::Translation {
-                src_mask: masks::padding_mask(&src, PAD_ID)?,
-                tgt_mask: masks::target_mask(&tgt_in, PAD_ID)?,
-                src,
-                tgt_in,
-            }
-        } else {
-            TeacherForced::Language { ids: tgt_in }
-        };
-        let rows = batch.size * batch.tgt_len;
-        // The loss (a log-softmax over the vocabulary and a sum over the batch) in f32.
-        let logits = model
-            .forward(&inputs, mode)?
-            .reshape((rows, ()))?
-            .to_dtype(DType::F32)?;
-        self.criterion.loss_sum_from_logits(&logits, &tgt_out)
     }
 
     /// Loss per target token over the validation pairs, dropout off.
