@@ -1,5 +1,6 @@
 //! `transformer train`: config -> corpora -> tokenizers -> training loop -> run directory;
 //! `--resume` continues a run from its `last/` checkpoint; SIGINT/SIGTERM stop it cleanly.
+//! What the loop reports and asks to save reaches the run directory through `train/observer.rs`.
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -10,22 +11,18 @@ use super::init_from;
 use super::stdout::print_line;
 use super::stop_signals::{signal_name, StopSignals};
 use super::{Interrupted, UsageError};
-use crate::checkpoint::{
-    self, history, CheckpointContents, BEST_DIR, LAST_DIR, LOSS_PLOT_FILE, RUNS_ROOT,
-};
+use crate::checkpoint::{self, history, BEST_DIR, LAST_DIR, RUNS_ROOT};
 use crate::cli::{DeviceArgs, TrainArgs};
 use crate::config::Config;
 use crate::distributed::{self, Collective};
 use crate::infer::sampling::Sampling;
 use crate::infer::translator::DecodeOptions;
 use crate::infer::Inference;
-use crate::metrics::MetricRecord;
-use crate::plot;
 use crate::progress::{TrainProgress, Verbosity};
-use crate::train::{
-    CheckpointKind, Diverged, RunOutcome, StepReport, StopReason, TrainObserver, Trainer,
-    TrainingData,
-};
+use crate::train::{Diverged, RunOutcome, StopReason, Trainer, TrainingData};
+use observer::CheckpointingObserver;
+
+mod observer;
 
 /// How many training sources to translate when training ends.
 const SAMPLE_TRANSLATIONS: usize = 5;
@@ -377,117 +374,4 @@ fn config_name(path: &Path) -> String {
     path.file_stem()
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_else(|| "run".into())
-}
-
-/// Shows progress, writes the run directory whenever the loop asks for a checkpoint, and
-/// passes on requests to stop.
-struct CheckpointingObserver {
-    progress: TrainProgress,
-    run_dir: PathBuf,
-    signals: StopSignals,
-    stop_at_step: Option<usize>,
-    /// The step the loop last reported.
-    step: usize,
-    /// The step of the last `Last` checkpoint this session wrote (rank 0 of a distributed
-    /// run wrote, for the others).
-    saved_step: Option<usize>,
-    /// Rank 0 (or a single process): the one that writes the run directory.
-    lead: bool,
-}
-
-impl CheckpointingObserver {
-    /// metrics.jsonl and loss.png, both redrawn from all records so far.
-    fn write_metrics(&self, metrics: &[MetricRecord]) -> anyhow::Result<()> {
-        checkpoint::save_metrics(&self.run_dir, metrics)?;
-        // A picture that cannot be drawn is no reason to stop training.
-        let plot_path = self.run_dir.join(LOSS_PLOT_FILE);
-        if let Err(e) = plot::write_training_curves(metrics, &plot_path) {
-            self.progress.note(&format!("warning: {e:#}"));
-        }
-        Ok(())
-    }
-}
-
-impl TrainObserver for CheckpointingObserver {
-    fn on_step(&mut self, report: &StepReport) {
-        self.step = report.step;
-        self.progress.update(report);
-    }
-
-    fn stop_requested(&self) -> Option<StopReason> {
-        if let Some(signal) = self.signals.received() {
-            return Some(StopReason::Signal(signal));
-        }
-        self.stop_at_step
-            .filter(|&limit| self.step >= limit)
-            .map(|_| StopReason::StepLimit)
-    }
-
-    fn on_epoch(&mut self, record: &MetricRecord, metrics: &[MetricRecord]) -> anyhow::Result<()> {
-        if !self.lead {
-            return Ok(());
-        }
-        if let MetricRecord::Epoch {
-            epoch,
-            train_loss,
-            valid_loss,
-            valid_bleu,
-            ..
-        } = record
-        {
-            let mut line = format!("epoch {epoch}: train loss {train_loss:.4}");
-            if let (Some(loss), Some(bleu)) = (valid_loss, valid_bleu) {
-                line.push_str(&format!(", valid loss {loss:.4}, valid BLEU {bleu:.2}"));
-            }
-            self.progress.note(&line);
-        }
-        self.write_metrics(metrics)
-    }
-
-    fn on_checkpoint(&mut self, trainer: &Trainer, kind: CheckpointKind) -> anyhow::Result<()> {
-        if !self.lead {
-            if kind == CheckpointKind::Last {
-                self.saved_step = Some(trainer.step());
-            }
-            return Ok(());
-        }
-        let tensors = trainer.named_tensors();
-        let resume_files = match kind {
-            CheckpointKind::Last => Some(trainer.resume_files()?),
-            CheckpointKind::Best => None,
-        };
-        let dir = self.run_dir.join(match kind {
-            CheckpointKind::Last => LAST_DIR,
-            CheckpointKind::Best => BEST_DIR,
-        });
-        let contents = CheckpointContents {
-            config: trainer.config(),
-            tokenizers: &trainer.data().tokenizers,
-            tensors: &tensors,
-            resume: resume_files
-                .as_ref()
-                .map(|(moments, state)| (moments.as_slice(), state)),
-        };
-        checkpoint::save(&dir, &contents)?;
-        if kind == CheckpointKind::Last {
-            self.saved_step = Some(trainer.step());
-            let keep_last = trainer.config().training.keep_last;
-            if keep_last > 0 {
-                let weights_only = CheckpointContents {
-                    resume: None,
-                    ..contents
-                };
-                history::keep(&self.run_dir, trainer.step(), &weights_only, keep_last)?;
-            }
-        }
-        self.write_metrics(trainer.metrics())?;
-        if kind == CheckpointKind::Best {
-            self.progress.note(&format!(
-                "step {}: new best checkpoint in {}",
-                trainer.step(),
-                dir.display()
-            ));
-        }
-        Ok(())
-    }
 }
