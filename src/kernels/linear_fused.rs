@@ -42,10 +42,27 @@ impl LinearOp {
     /// `x W^T (+ b)`: one gemm call, into the bias rows when there is a bias.
     fn forward(
         &self,
-        (x_storage, x_layout): (&CpuStorage, &Layout),
-        (w_storage, w_layout): (&CpuStorage, &Layout),
+        x: (&CpuStorage, &Layout),
+        w: (&CpuStorage, &Layout),
         bias: Option<&[f32]>,
     ) -> Result<(CpuStorage, Shape)> {
+        let (rows, in_features, out_features) = self.sizes(x.1, w.1, bias)?;
+        let dst = match self.few_rows_product(x, w, bias, (rows, in_features))? {
+            Some(dst) => dst,
+            None => self.gemm_product(x, w, bias, (rows, in_features, out_features))?,
+        };
+        Ok((CpuStorage::F32(dst), Shape::from((rows, out_features))))
+    }
+
+    /// `(rows, in_features, out_features)`: `x` is `(rows, in)`, `W` `(out, in)` (`W^T`
+    /// `(in, out)` when transposed), the bias `(out,)`; an error naming the shapes when they
+    /// do not fit.
+    fn sizes(
+        &self,
+        x_layout: &Layout,
+        w_layout: &Layout,
+        bias: Option<&[f32]>,
+    ) -> Result<(usize, usize, usize)> {
         let (rows, in_features) = x_layout.shape().dims2()?;
         let (out_features, w_in) = if self.transposed {
             let (w_in, out) = w_layout.shape().dims2()?;
@@ -61,55 +78,64 @@ impl LinearOp {
                 bias.map(<[f32]>::len)
             )
         }
+        Ok((rows, in_features, out_features))
+    }
+
+    /// The product by `few_rows`' kernels, for few rows of contiguous f32 operands; `None`
+    /// leaves it to gemm.
+    fn few_rows_product(
+        &self,
+        (x_storage, x_layout): (&CpuStorage, &Layout),
+        (w_storage, w_layout): (&CpuStorage, &Layout),
+        bias: Option<&[f32]>,
+        (rows, in_features): (usize, usize),
+    ) -> Result<Option<Vec<f32>>> {
         let few = if self.transposed {
             few_rows::MAX_ROWS_TRANSPOSED
         } else {
             few_rows::MAX_ROWS
         };
-        if rows <= few {
-            if let (Some(x), Some(w)) = (
-                contiguous_f32(x_storage, x_layout)?,
-                contiguous_f32(w_storage, w_layout)?,
-            ) {
-                let x = Rows {
-                    data: x,
-                    rows,
-                    cols: in_features,
-                };
-                let dst = if self.transposed {
-                    few_rows::x_times_wt(x, w, bias)
-                } else {
-                    few_rows::x_times_w_t(x, w, bias)
-                };
-                return Ok((CpuStorage::F32(dst), Shape::from((rows, out_features))));
-            }
+        if rows > few {
+            return Ok(None);
         }
+        let (Some(x), Some(w)) = (
+            contiguous_f32(x_storage, x_layout)?,
+            contiguous_f32(w_storage, w_layout)?,
+        ) else {
+            return Ok(None);
+        };
+        let x = Rows {
+            data: x,
+            rows,
+            cols: in_features,
+        };
+        Ok(Some(if self.transposed {
+            few_rows::x_times_wt(x, w, bias)
+        } else {
+            few_rows::x_times_w_t(x, w, bias)
+        }))
+    }
+
+    /// The product by one gemm call that adds `x W^T` to the bias rows (or zeros), reading
+    /// both operands in place through their strides.
+    fn gemm_product(
+        &self,
+        (x_storage, x_layout): (&CpuStorage, &Layout),
+        (w_storage, w_layout): (&CpuStorage, &Layout),
+        bias: Option<&[f32]>,
+        (rows, in_features, out_features): (usize, usize, usize),
+    ) -> Result<Vec<f32>> {
         let dst_len = rows * out_features;
-        let mut dst = Vec::with_capacity(dst_len);
-        match bias {
-            Some(bias) => (0..rows).for_each(|_| dst.extend_from_slice(bias)),
-            None => dst.resize(dst_len, 0.0),
-        }
-        let x = &x_storage.as_slice::<f32>()?[x_layout.start_offset()..];
-        let w = &w_storage.as_slice::<f32>()?[w_layout.start_offset()..];
-        let (x_rs, x_cs) = (x_layout.stride()[0], x_layout.stride()[1]);
-        let (w_rs, w_cs) = (w_layout.stride()[0], w_layout.stride()[1]);
-        // The right operand W^T (in, out) as (column stride, row stride). W is read in
-        // place, W^T's columns being W's rows. Copying W into W^T layout first would make
-        // few-row products much faster (gemm's AVX-512 kernels: 9 against 49 GFLOP/s on 5 x
-        // 512 x 512), but measured on whole training steps the copy of every weight at every
-        // step cost more than it saved; fixed weights come pre-transposed instead.
-        let (rhs_cs, rhs_rs) = if self.transposed {
-            (w_cs, w_rs)
-        } else {
-            (w_rs, w_cs)
-        };
-        let threads = rayon::current_num_threads();
-        let parallelism = if threads > 1 {
-            gemm::Parallelism::Rayon(threads)
-        } else {
-            gemm::Parallelism::None
-        };
+        let mut dst = bias_rows(rows, dst_len, bias);
+        let x = Strided::of(x_storage, x_layout)?;
+        let w = Strided::of(w_storage, w_layout)?;
+        // The right operand W^T (in, out): W read in place, W^T's columns being W's rows.
+        // Copying W into W^T layout first would make few-row products much faster (gemm's
+        // AVX-512 kernels: 9 against 49 GFLOP/s on 5 x 512 x 512), but measured on whole
+        // training steps the copy of every weight at every step cost more than it saved;
+        // fixed weights come pre-transposed instead.
+        let rhs = if self.transposed { w } else { w.transposed() };
+        let parallelism = gemm_parallelism();
         if dst_len > 0 && in_features > 0 {
             // SAFETY: every pointer and stride comes from a layout of its own storage, and
             // `dst` is `rows x out_features` row-major. dst = 1 * dst + 1 * x W^T.
@@ -122,12 +148,12 @@ impl LinearOp {
                     1,
                     out_features as isize,
                     true,
-                    x.as_ptr(),
-                    x_cs as isize,
-                    x_rs as isize,
-                    w.as_ptr(),
-                    rhs_cs as isize,
-                    rhs_rs as isize,
+                    x.data.as_ptr(),
+                    x.col as isize,
+                    x.row as isize,
+                    rhs.data.as_ptr(),
+                    rhs.col as isize,
+                    rhs.row as isize,
                     1.0,
                     1.0,
                     false,
@@ -137,7 +163,7 @@ impl LinearOp {
                 )
             }
         }
-        Ok((CpuStorage::F32(dst), Shape::from((rows, out_features))))
+        Ok(dst)
     }
 
     /// `dx = g W`, `dW = g^T x` (or `d(W^T) = x^T g` for the transposed form) and, with a
@@ -197,6 +223,26 @@ impl LinearOp {
     }
 }
 
+/// The `len` elements gemm adds the product to: `bias` in each of the `rows` rows, or zeros.
+fn bias_rows(rows: usize, len: usize, bias: Option<&[f32]>) -> Vec<f32> {
+    let mut dst = Vec::with_capacity(len);
+    match bias {
+        Some(bias) => (0..rows).for_each(|_| dst.extend_from_slice(bias)),
+        None => dst.resize(len, 0.0),
+    }
+    dst
+}
+
+/// gemm on every rayon thread, or on the caller's alone when there is one.
+fn gemm_parallelism() -> gemm::Parallelism {
+    let threads = rayon::current_num_threads();
+    if threads > 1 {
+        gemm::Parallelism::Rayon(threads)
+    } else {
+        gemm::Parallelism::None
+    }
+}
+
 /// A matrix as gemm reads it: its elements from the first, and its row and column strides.
 #[derive(Clone, Copy)]
 struct Strided<'a> {
@@ -229,12 +275,7 @@ fn gemm_into((m, n, k): (usize, usize, usize), lhs: Strided, rhs: Strided) -> Ve
         return vec![0.0; m * n];
     }
     let mut dst: Vec<f32> = Vec::with_capacity(m * n);
-    let threads = rayon::current_num_threads();
-    let parallelism = if threads > 1 {
-        gemm::Parallelism::Rayon(threads)
-    } else {
-        gemm::Parallelism::None
-    };
+    let parallelism = gemm_parallelism();
     // SAFETY: the strides come from the operands' own layouts (or describe their transposes),
     // so every element gemm reads lies in its slice; with `read_dst` false gemm writes each of
     // the m x n elements of `dst` without reading it, after which its length is set.
