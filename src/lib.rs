@@ -26,7 +26,8 @@
 //! - [`infer`]: greedy decoding (the reference's loop and a cached, batched one), beam
 //!   search, sampling from the language model; the translator (sentences in, sentences out)
 //!   and the text generator, one or the other as `infer::Inference`
-//! - [`metrics`]: BLEU (6.1) and chrF exactly as sacreBLEU computes them
+//! - [`metrics`]: BLEU (6.1) and chrF exactly as sacreBLEU computes them, and a training
+//!   run's metrics.jsonl records
 //! - [`data`]: corpora and cleaning, word and BPE tokenizers, token-budget batches
 //! - [`checkpoint`]: the run directory, written atomically ([`atomic_file`]); [`plot`]:
 //!   loss.png and attention heatmaps
