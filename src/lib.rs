@@ -8,14 +8,17 @@
 //! - [`model::encoder`], [`model::decoder`]: the two stacks of Figure 1
 //! - [`model::embeddings`]: embeddings scaled by sqrt(d_model), sinusoidal positions (3.4, 3.5)
 //! - [`model::masks`]: padding and subsequent-position masks (3.2.3)
-//! - [`model::encoder_decoder`]: EncoderDecoder, the Generator, `make_model` with Xavier init
+//! - [`model::encoder_decoder`]: EncoderDecoder and the Generator; [`model::init`]: the
+//!   reference's `make_model` initialisation (Xavier), through `Model::fresh`
 //! - [`model::attention_maps`]: every head's attention for one sentence pair (the
 //!   Annotated Transformer's "Attention Visualization")
-//! - [`model::linear`]: the linear layers, named as the reference's
-//! - [`model::family`]: `Model`, the one seam between the two families: the translation
-//!   model and the decoder-only language model ([`model::decoder_only`]); checkpoints,
-//!   training and the commands hold a `Model`, and a teacher-forced pass reads a
-//!   `TeacherForced` batch (a language model's has no source)
+//! - [`model::linear`]: the linear layers, named as the reference's, each owning every form
+//!   of its weight
+//! - [`model::family`]: `Model`, any family (the encoder-decoder, the decoder-only language
+//!   model of [`model::decoder_only`]) built from one table; checkpoints, training and the
+//!   commands hold a `Model`, and a teacher-forced pass reads a `TeacherForced` batch
+//! - [`model::decoding`]: the decoding contract every family implements (start a state,
+//!   step it to next-token logits, reorder its rows), which every decoder is written against
 //! - [`model::weights`]: the trained weights and how each pass sees them (the variables, a
 //!   mixed-precision step's casts, a frozen view for decoding)
 //! - [`kernels`]: the ops the time goes to (linear, attention, LayerNorm, the residual with
@@ -24,25 +27,23 @@
 //! - [`train`]: label smoothing (5.4), Adam and the Noam schedule (5.3), the loop, and the
 //!   state that lets a run resume exactly
 //! - [`infer`]: greedy decoding (the reference's loop and a cached, batched one), beam
-//!   search, sampling from the language model; the translator (sentences in, sentences out)
-//!   and the text generator, one or the other as `infer::Inference`
+//!   search, sampling, over the decoding contract; the one resolver of decoding settings
+//!   ([`infer::settings`]); the translator (sentences in, sentences out) and the text
+//!   generator, one or the other as `infer::Inference`
 //! - [`metrics`]: BLEU (6.1) and chrF exactly as sacreBLEU computes them, and a training
 //!   run's metrics.jsonl records
 //! - [`data`]: corpora and cleaning, word and BPE tokenizers, token-budget batches
-//! - [`checkpoint`]: the run directory, written atomically ([`atomic_file`]); [`plot`]:
+//! - [`checkpoint`]: the run directory, written atomically ([`atomic_file`]), and the format
+//!   layer that maps a file's tensor names onto the modules; [`plot`]:
 //!   loss.png and attention heatmaps
 //! - [`serve`]: `transformer serve`, the LibreTranslate-compatible HTTP server with dynamic
 //!   batching, its own `/v1` API, metrics and a page with the attention heatmap
-//! - [`bench`]: the speed benchmark's workloads (scripts/bench.sh compares them with PyTorch)
 //! - [`config`]: every hyper-parameter and its default; [`device`]: CPU or CUDA
 //! - [`distributed`]: data-parallel training's ranks and gradient sums (one process, MPI,
 //!   NCCL); [`train::data_parallel`] deals each step's batches to them
 
 pub mod atomic_file;
-pub mod bench;
 pub mod checkpoint;
-pub mod cli;
-pub mod commands;
 pub mod config;
 pub mod data;
 pub mod device;

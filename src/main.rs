@@ -1,10 +1,23 @@
 //! The `transformer` binary: parse the command line, run the command, report errors once.
+//! The command line and the glue per command (`cli`, `commands`, and the benchmark's
+//! workloads, `bench`) live here, outside the library, whose surface is the model, its
+//! training and its inference.
+
+mod bench;
+mod cli;
+mod commands;
 
 use std::process::ExitCode;
 
 use clap::Parser;
-use transformer::cli::Cli;
-use transformer::commands;
+// The library's modules, under the names the command-line modules use (`crate::config`).
+#[allow(unused_imports)]
+use transformer::{
+    atomic_file, checkpoint, config, data, device, distributed, infer, kernels, metrics, model,
+    plot, progress, serve, train,
+};
+
+use cli::Cli;
 
 /// The exit status of a command-line usage error, as clap exits on its own.
 const USAGE_ERROR: u8 = 2;

@@ -10,14 +10,12 @@ mod common;
 use std::path::Path;
 
 use candle_core::{Device, Tensor};
-use common::padded;
+use common::{teacher_forced, Sources};
 use transformer::checkpoint::{self, Checkpoint};
 use transformer::data::batch::with_boundaries;
 use transformer::data::vocab::{BOS_ID, EOS_ID, PAD_ID};
-use transformer::infer::{
-    always_wanted, beam_search_batch_n_best, teacher_forced_log_probs, BeamSettings, Hypothesis,
-};
-use transformer::model::{masks, EncoderDecoder};
+use transformer::infer::{beam_search, teacher_forced_log_probs, BeamSettings, Hypothesis};
+use transformer::model::{masks, DecodingModel};
 
 const SOURCES: [&str; 2] = ["ich mochte ein bier", "er mochte wasser"];
 /// Longest hypothesis enumerated: 1 + 11 + 121 ended ones, 1331 open ones.
@@ -52,7 +50,7 @@ fn normalised(log_prob: f64, length: usize, alpha: f64) -> f64 {
 /// Every ended hypothesis of at most `MAX_STEPS` tokens, by full (uncached) decoding of each
 /// prefix: `<pad>` and `<s>` are never generated.
 fn enumerate(loaded: &Checkpoint, src: &Tensor, src_mask: &Tensor) -> Vec<Scored> {
-    let model = loaded.translation().unwrap();
+    let model = &*loaded.model;
     let vocab = loaded.tokenizers.tgt.vocab_size();
     let mut ended = Vec::new();
     let mut open = vec![Scored {
@@ -67,11 +65,10 @@ fn enumerate(loaded: &Checkpoint, src: &Tensor, src_mask: &Tensor) -> Vec<Scored
             .collect();
         let len = tgt.len() / rows;
         let tgt_in = Tensor::from_vec(tgt, (rows, len), &Device::Cpu).unwrap();
-        let tgt_mask = masks::target_mask(&tgt_in, PAD_ID).unwrap();
         let src_rows = src.repeat((rows, 1)).unwrap();
-        let mask_rows = src_mask.repeat((rows, 1, 1)).unwrap();
+        let _ = src_mask;
         let log_probs =
-            teacher_forced_log_probs(model, &src_rows, &mask_rows, &tgt_in, &tgt_mask).unwrap();
+            teacher_forced_log_probs(model, &teacher_forced(&src_rows, &tgt_in)).unwrap();
         let last = log_probs
             .narrow(1, len - 1, 1)
             .unwrap()
@@ -112,49 +109,37 @@ fn ranked(mut hypotheses: Vec<Scored>, alpha: f64) -> Vec<Scored> {
 }
 
 fn search(
-    model: &EncoderDecoder,
-    src: &Tensor,
-    src_mask: &Tensor,
+    model: &dyn DecodingModel,
+    sources: &Sources,
     beam: usize,
     alpha: f32,
 ) -> Vec<Vec<Hypothesis>> {
-    let steps = vec![MAX_STEPS; src.dim(0).unwrap()];
-    beam_search_batch_n_best(
-        model,
-        src,
-        src_mask,
-        BOS_ID,
-        (&steps, Some(EOS_ID)),
-        BeamSettings {
-            beam,
-            length_penalty: alpha,
-        },
-        N_BEST,
-        &always_wanted,
-    )
-    .unwrap()
+    let settings = BeamSettings {
+        beam,
+        length_penalty: alpha,
+        n_best: N_BEST,
+    };
+    beam_search(model, &sources.input(Some(EOS_ID)), settings).unwrap()
 }
 
 /// The fixture's two sources as one padded batch.
-fn batch(loaded: &Checkpoint) -> (Tensor, Tensor) {
+fn batch(loaded: &Checkpoint) -> Sources {
     let rows: Vec<Vec<u32>> = SOURCES
         .iter()
         .map(|s| with_boundaries(&loaded.tokenizers.src.encode(s).unwrap().ids))
         .collect();
-    let src = padded(&rows);
-    let mask = masks::padding_mask(&src, PAD_ID).unwrap();
-    (src, mask)
+    Sources::of(&rows, &[MAX_STEPS; SOURCES.len()])
 }
 
 #[test]
 fn a_beam_that_keeps_every_prefix_returns_the_exhaustive_ranking() {
     let loaded = fixture();
-    let model = loaded.translation().unwrap();
-    let (src, mask) = batch(&loaded);
+    let model = loaded.model.decoding();
+    let sources = batch(&loaded);
     // Wide enough that no candidate is ever cut: 11^3 open extensions at the last step.
     let everything = 1500;
     for alpha in [0.0f32, 1.0, 2.5] {
-        let found = search(model, &src, &mask, everything, alpha);
+        let found = search(model, &sources, everything, alpha);
         for (sentence, own) in SOURCES.iter().zip(found) {
             let (one, one_mask) = source(&loaded, sentence);
             let exhaustive = ranked(enumerate(&loaded, &one, &one_mask), f64::from(alpha));
@@ -180,10 +165,10 @@ fn a_beam_that_keeps_every_prefix_returns_the_exhaustive_ranking() {
 #[test]
 fn a_narrow_beam_returns_hypotheses_scored_as_the_enumeration_scores_them() {
     let loaded = fixture();
-    let model = loaded.translation().unwrap();
-    let (src, mask) = batch(&loaded);
+    let model = loaded.model.decoding();
+    let sources = batch(&loaded);
     for alpha in [0.0f32, 1.0] {
-        let found = search(model, &src, &mask, N_BEST, alpha);
+        let found = search(model, &sources, N_BEST, alpha);
         for (sentence, own) in SOURCES.iter().zip(found) {
             let (one, one_mask) = source(&loaded, sentence);
             let exhaustive = enumerate(&loaded, &one, &one_mask);

@@ -606,37 +606,6 @@ fn a_negative_length_penalty_is_accepted_and_favours_short_translations() {
     assert!(tokens("-5") < tokens("2"));
 }
 
-#[test]
-fn a_beam_wider_than_the_vocabulary_is_narrowed_to_it_with_a_warning() {
-    let dir = train_tiny(&[]);
-    let run = dir.path().join("run");
-    let translate = |beam: &str| {
-        transformer()
-            .args([
-                "translate",
-                "--device",
-                "cpu",
-                "--json",
-                "--beam",
-                beam,
-                "--checkpoint",
-            ])
-            .arg(&run)
-            .arg("ich mochte ein bier")
-            .timeout(std::time::Duration::from_secs(60))
-            .output()
-            .unwrap()
-    };
-    let huge = translate("100000");
-    assert!(huge.status.success());
-    assert_eq!(
-        String::from_utf8_lossy(&huge.stderr),
-        "warning: --beam 100000 is more than the 10 target tokens the model chooses from; \
-         searching with --beam 10\n"
-    );
-    assert_eq!(huge.stdout, translate("10").stdout);
-}
-
 /// `translate` of `input` on stdin with the run in `dir` and `args`, its stdout.
 fn translate_lines(dir: &TempDir, input: &str, args: &[&str]) -> String {
     let output = succeeded(

@@ -5,18 +5,18 @@ mod common;
 
 use std::path::Path;
 
-use common::padded;
+use common::{padded, teacher_forced, Sources};
 
 use candle_core::{Device, Tensor};
 use transformer::checkpoint::{self, Checkpoint};
 use transformer::data::batch::with_boundaries;
-use transformer::data::vocab::{BOS_ID, EOS_ID, PAD_ID};
+use transformer::data::vocab::EOS_ID;
 use transformer::infer::translator::{DecodeOptions, Translator};
 use transformer::infer::{
-    always_wanted, beam_search, beam_search_batch, greedy_batch, greedy_decode,
-    incremental_log_probs, teacher_forced_log_probs, BeamSettings, DecodeLimits,
+    beam_search, greedy_batch, greedy_decode, incremental_log_probs, teacher_forced_log_probs,
+    BeamSettings, Hypothesis,
 };
-use transformer::model::masks;
+use transformer::model::Prompt;
 
 const SOURCES: [&str; 4] = [
     "ich mochte ein bier",
@@ -33,11 +33,11 @@ fn source_ids(loaded: &Checkpoint, sentence: &str) -> Vec<u32> {
     with_boundaries(&loaded.tokenizers.src.encode(sentence).unwrap().ids)
 }
 
-fn limits() -> DecodeLimits {
-    DecodeLimits {
-        max_steps: 12,
-        end: Some(EOS_ID),
-    }
+const STEPS: usize = 12;
+
+/// The best hypothesis of each row.
+fn best(ranked: Vec<Vec<Hypothesis>>) -> Vec<Hypothesis> {
+    ranked.into_iter().map(|mut r| r.remove(0)).collect()
 }
 
 #[test]
@@ -54,18 +54,14 @@ fn cached_decoding_gives_the_same_log_probs_as_full_decoding() {
         &Device::Cpu,
     )
     .unwrap();
-    let src_mask = masks::padding_mask(&src, PAD_ID).unwrap();
-    let tgt_mask = masks::target_mask(&tgt_in, PAD_ID).unwrap();
-    let full = teacher_forced_log_probs(
-        loaded.translation().unwrap(),
-        &src,
-        &src_mask,
-        &tgt_in,
-        &tgt_mask,
-    )
-    .unwrap();
-    let cached =
-        incremental_log_probs(loaded.translation().unwrap(), &src, &src_mask, &tgt_in).unwrap();
+    let batch = teacher_forced(&src, &tgt_in);
+    let full = teacher_forced_log_probs(&*loaded.model, &batch).unwrap();
+    let source = batch.with_source(loaded.model.decoding()).unwrap().0;
+    let prompt = Prompt {
+        source: Some(source),
+        prefix: &tgt_in,
+    };
+    let cached = incremental_log_probs(loaded.model.decoding(), &prompt).unwrap();
     assert_eq!(full.dims(), cached.dims());
     // Positions after a padded target token differ only where the full decoder hides the pad;
     // compare the rows whose prefixes hold no padding.
@@ -87,28 +83,11 @@ fn cached_decoding_gives_the_same_log_probs_as_full_decoding() {
 fn batched_cached_greedy_equals_the_reference_loop_sentence_by_sentence() {
     let loaded = fixture();
     let rows: Vec<Vec<u32>> = SOURCES.iter().map(|s| source_ids(&loaded, s)).collect();
-    let src = padded(&rows);
-    let src_mask = masks::padding_mask(&src, PAD_ID).unwrap();
-    let batched = greedy_batch(
-        loaded.translation().unwrap(),
-        &src,
-        &src_mask,
-        BOS_ID,
-        limits(),
-        &always_wanted,
-    )
-    .unwrap();
+    let sources = Sources::of(&rows, &[STEPS; 4]);
+    let batched = greedy_batch(loaded.model.decoding(), &sources.input(Some(EOS_ID))).unwrap();
     for (ids, got) in rows.iter().zip(&batched) {
-        let one = Tensor::from_slice(ids, (1, ids.len()), &Device::Cpu).unwrap();
-        let one_mask = masks::full_mask(1, ids.len(), &Device::Cpu).unwrap();
-        let want = greedy_decode(
-            loaded.translation().unwrap(),
-            &one,
-            &one_mask,
-            BOS_ID,
-            limits(),
-        )
-        .unwrap();
+        let one = Sources::one(ids, STEPS);
+        let want = greedy_decode(&*loaded.model, &one.input(Some(EOS_ID))).unwrap();
         assert_eq!(got.ids, want.ids);
         for (a, b) in got.log_probs.iter().zip(&want.log_probs) {
             assert!((a - b).abs() <= 1e-5, "{a} vs {b}");
@@ -120,30 +99,16 @@ fn batched_cached_greedy_equals_the_reference_loop_sentence_by_sentence() {
 fn beam_one_is_greedy() {
     let loaded = fixture();
     for sentence in SOURCES {
-        let ids = source_ids(&loaded, sentence);
-        let src = Tensor::from_slice(&ids, (1, ids.len()), &Device::Cpu).unwrap();
-        let src_mask = masks::full_mask(1, ids.len(), &Device::Cpu).unwrap();
-        let greedy = greedy_decode(
-            loaded.translation().unwrap(),
-            &src,
-            &src_mask,
-            BOS_ID,
-            limits(),
-        )
-        .unwrap();
+        let one = Sources::one(&source_ids(&loaded, sentence), STEPS);
+        let greedy = greedy_decode(&*loaded.model, &one.input(Some(EOS_ID))).unwrap();
         let settings = BeamSettings {
             beam: 1,
             length_penalty: 0.6,
+            n_best: 1,
         };
-        let beam = beam_search(
-            loaded.translation().unwrap(),
-            &src,
-            &src_mask,
-            BOS_ID,
-            limits(),
-            settings,
-        )
-        .unwrap();
+        let beam =
+            best(beam_search(loaded.model.decoding(), &one.input(Some(EOS_ID)), settings).unwrap())
+                .remove(0);
         assert_eq!(beam.ids, greedy.ids, "{sentence}");
         for (a, b) in beam.log_probs.iter().zip(&greedy.log_probs) {
             assert!((a - b).abs() <= 1e-5);
@@ -160,9 +125,8 @@ fn a_wider_beam_ends_its_hypothesis_and_scores_at_least_as_well_as_greedy() {
             ..DecodeOptions::default()
         };
         let translator = Translator {
-            model: loaded.translation().unwrap(),
+            model: loaded.model.decoding(),
             tokenizers: &loaded.tokenizers,
-            max_positions: loaded.config.model.max_len,
             device: &Device::Cpu,
             options,
         };
@@ -189,9 +153,8 @@ fn a_wider_beam_ends_its_hypothesis_and_scores_at_least_as_well_as_greedy() {
 fn n_best_keeps_the_best_translation_first_and_ranks_the_alternatives_after_it() {
     let loaded = fixture();
     let best_only = Translator {
-        model: loaded.translation().unwrap(),
+        model: loaded.model.decoding(),
         tokenizers: &loaded.tokenizers,
-        max_positions: loaded.config.model.max_len,
         device: &Device::Cpu,
         options: DecodeOptions {
             beam: 4,
@@ -237,40 +200,21 @@ fn n_best_keeps_the_best_translation_first_and_ranks_the_alternatives_after_it()
 fn batched_beam_search_equals_the_search_sentence_by_sentence() {
     let loaded = fixture();
     let rows: Vec<Vec<u32>> = SOURCES.iter().map(|s| source_ids(&loaded, s)).collect();
-    let src = padded(&rows);
-    let src_mask = masks::padding_mask(&src, PAD_ID).unwrap();
     let steps = [12, 3, 12, 0];
+    let sources = Sources::of(&rows, &steps);
     for (beam, length_penalty) in [(2, 0.6), (5, 0.6), (5, 0.0)] {
         let settings = BeamSettings {
             beam,
             length_penalty,
+            n_best: 1,
         };
-        let batched = beam_search_batch(
-            loaded.translation().unwrap(),
-            &src,
-            &src_mask,
-            BOS_ID,
-            (&steps, Some(EOS_ID)),
-            settings,
-        )
-        .unwrap();
+        let model = loaded.model.decoding();
+        let batched = best(beam_search(model, &sources.input(Some(EOS_ID)), settings).unwrap());
         assert_eq!(batched.len(), rows.len());
         for ((ids, &max_steps), got) in rows.iter().zip(&steps).zip(&batched) {
-            let one = Tensor::from_slice(ids, (1, ids.len()), &Device::Cpu).unwrap();
-            let one_mask = masks::full_mask(1, ids.len(), &Device::Cpu).unwrap();
-            let limits = DecodeLimits {
-                max_steps,
-                end: Some(EOS_ID),
-            };
-            let want = beam_search(
-                loaded.translation().unwrap(),
-                &one,
-                &one_mask,
-                BOS_ID,
-                limits,
-                settings,
-            )
-            .unwrap();
+            let one = Sources::one(ids, max_steps);
+            let want =
+                best(beam_search(model, &one.input(Some(EOS_ID)), settings).unwrap()).remove(0);
             assert_eq!(got.ids, want.ids, "beam {beam}, {max_steps} steps");
             assert!(got.ids.len() <= max_steps);
             for (a, b) in got.log_probs.iter().zip(&want.log_probs) {

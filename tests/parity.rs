@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{largest_difference, succeeded, transformer};
+use common::{largest_difference, succeeded, teacher_forced, transformer};
 use std::path::Path;
 
 use candle_core::{Device, Tensor};
@@ -15,6 +15,7 @@ use transformer::checkpoint;
 use transformer::data::vocab::PAD_ID;
 use transformer::infer::teacher_forced_log_probs;
 use transformer::infer::translator::{DecodeOptions, Translator};
+use transformer::model::encoder_decoder::EncoderDecoder;
 use transformer::model::{masks, Mode};
 
 const FIXTURES: [&str; 5] = [
@@ -68,7 +69,8 @@ fn encoder_memory_matches(fixture: &str) {
     let src = ids_matrix(&expected["src"]);
     let src_mask = masks::padding_mask(&src, PAD_ID).unwrap();
     let memory = loaded
-        .translation()
+        .model
+        .family::<EncoderDecoder>()
         .unwrap()
         .encode(&src, &src_mask, Mode::Eval)
         .unwrap();
@@ -92,16 +94,8 @@ fn teacher_forced_log_probs_match(fixture: &str) {
     let loaded = checkpoint::load(Path::new(fixture), &Device::Cpu).unwrap();
     let src = ids_matrix(&expected["src"]);
     let tgt_in = ids_matrix(&expected["tgt_in"]);
-    let src_mask = masks::padding_mask(&src, PAD_ID).unwrap();
-    let tgt_mask = masks::target_mask(&tgt_in, PAD_ID).unwrap();
-    let log_probs = teacher_forced_log_probs(
-        loaded.translation().unwrap(),
-        &src,
-        &src_mask,
-        &tgt_in,
-        &tgt_mask,
-    )
-    .unwrap();
+    let log_probs =
+        teacher_forced_log_probs(&*loaded.model, &teacher_forced(&src, &tgt_in)).unwrap();
     let got = log_probs.flatten_all().unwrap().to_vec1::<f32>().unwrap();
     assert_close(
         &got,
@@ -124,9 +118,8 @@ fn greedy_decodes_match(fixture: &str) {
         let source = case["source"].as_str().unwrap();
         let max_steps = case["max_steps"].as_u64().unwrap() as usize;
         let translator = Translator {
-            model: loaded.translation().unwrap(),
+            model: loaded.model.decoding(),
             tokenizers: &loaded.tokenizers,
-            max_positions: loaded.config.model.max_len,
             device: &Device::Cpu,
             options: DecodeOptions {
                 max_len: Some(max_steps),

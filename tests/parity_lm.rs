@@ -11,9 +11,11 @@ use serde_json::Value;
 use transformer::checkpoint;
 use transformer::config::{Architecture, Config};
 use transformer::infer::sampling::{sample, Sampling};
+use transformer::infer::{
+    always_wanted, beam_search, greedy_batch, BeamSettings, DecodeInput, NEVER_GENERATED,
+};
 use transformer::model::decoder_only::DecoderOnly;
-use transformer::model::Mode;
-use transformer::model::Model;
+use transformer::model::{Mode, Model, Prompt, TeacherForced};
 
 const FIXTURE: &str = "tests/fixtures/parity-lm";
 const TOLERANCE: f32 = 1e-4;
@@ -22,7 +24,7 @@ struct Fixture {
     config: Config,
     expected: Value,
     vocab: usize,
-    model: DecoderOnly,
+    model: Model,
 }
 
 fn fixture() -> Fixture {
@@ -36,14 +38,15 @@ fn fixture() -> Fixture {
     // PyTorch file must be used and every tensor the model needs must be there.
     let loaded = checkpoint::load(dir, &Device::Cpu).unwrap();
     assert_eq!(loaded.tokenizers.tgt.vocab_size(), vocab);
-    let Model::Language(model) = loaded.model else {
-        panic!("the fixture is a language model")
-    };
+    assert!(
+        !loaded.model.reads_source(),
+        "the fixture is a language model"
+    );
     Fixture {
         config,
         expected,
         vocab,
-        model,
+        model: loaded.model,
     }
 }
 
@@ -90,7 +93,10 @@ fn next_token_logits_match_the_pytorch_reference() {
     let rows = ids(&f.expected["ids"]);
     let (batch, len) = (rows.len(), rows[0].len());
     let input = Tensor::from_vec(rows.concat(), (batch, len), &Device::Cpu).unwrap();
-    let logits = f.model.forward(&input, Mode::Eval).unwrap();
+    let logits = f
+        .model
+        .logits(&TeacherForced::TargetOnly { ids: input }, Mode::Eval)
+        .unwrap();
     let got = logits.flatten_all().unwrap().to_vec1::<f32>().unwrap();
     let worst = worst_difference(&got, &floats(&f.expected["logits"]));
     assert!(worst <= TOLERANCE, "max abs difference {worst}");
@@ -101,11 +107,11 @@ fn cached_steps_give_the_full_forward_logits() {
     let f = fixture();
     let row = ids(&f.expected["ids"])[0].clone();
     let want = floats(&f.expected["logits"]);
-    let mut state = f.model.start();
+    let mut state = f.model.start(None).unwrap();
     for (position, &id) in row.iter().enumerate() {
         let step = f
             .model
-            .step(&Tensor::new(&[[id]], &Device::Cpu).unwrap(), &mut state)
+            .step(&Tensor::new(&[[id]], &Device::Cpu).unwrap(), &mut *state)
             .unwrap();
         let got = step.flatten_all().unwrap().to_vec1::<f32>().unwrap();
         let expected = &want[position * f.vocab..(position + 1) * f.vocab];
@@ -124,15 +130,89 @@ fn greedy_generation_continues_as_the_reference_does() {
         top_k: None,
         seed: 0,
     };
-    let got = sample(
-        &f.model,
-        &prompt,
-        want.len(),
-        None,
-        f.config.model.max_len,
-        greedy,
-        &Device::Cpu,
-    )
-    .unwrap();
-    assert_eq!(got, want);
+    let prefix = Tensor::new(prompt.as_slice(), &Device::Cpu)
+        .unwrap()
+        .unsqueeze(0)
+        .unwrap();
+    let input = DecodeInput {
+        prompt: Prompt {
+            source: None,
+            prefix: &prefix,
+        },
+        max_steps: &[want.len()],
+        end: None,
+        still_wanted: &always_wanted,
+    };
+    let got = sample(f.model.decoding(), &input, greedy).unwrap();
+    assert_eq!(got, vec![want.clone()]);
+    // Through the decoding contract every decoder runs a language model: cached greedy
+    // decoding and a beam of one continue as the reference does up to the first id they
+    // never generate (the fixture's cyclic sequence runs through ids 0 and 1, <pad> and <s>
+    // here), and then agree with each other.
+    let cached = greedy_batch(f.model.decoding(), &input).unwrap().remove(0);
+    let allowed = want
+        .iter()
+        .position(|id| NEVER_GENERATED.contains(id))
+        .unwrap_or(want.len());
+    assert!(allowed >= 5, "{want:?}");
+    assert_eq!(cached.ids[..allowed], want[..allowed]);
+    assert!(cached.ids.iter().all(|id| !NEVER_GENERATED.contains(id)));
+    let one_beam = BeamSettings {
+        beam: 1,
+        length_penalty: 0.0,
+        n_best: 1,
+    };
+    let beam = beam_search(f.model.decoding(), &input, one_beam).unwrap();
+    assert_eq!(beam[0][0].ids, cached.ids);
+}
+
+/// Prompts batched together continue as each does alone, by sampling and by beam search.
+#[test]
+fn batched_prompts_continue_as_each_does_alone() {
+    let f = fixture();
+    let rows = ids(&f.expected["ids"]);
+    let len = 3;
+    let prompts: Vec<Vec<u32>> = rows.iter().map(|r| r[..len].to_vec()).collect();
+    let flat: Vec<u32> = prompts.concat();
+    let prefix = Tensor::from_vec(flat, (prompts.len(), len), &Device::Cpu).unwrap();
+    let steps = vec![6; prompts.len()];
+    fn input<'a>(prefix: &'a Tensor, steps: &'a [usize]) -> DecodeInput<'a> {
+        DecodeInput {
+            prompt: Prompt {
+                source: None,
+                prefix,
+            },
+            max_steps: &steps[..prefix.dim(0).unwrap()],
+            end: None,
+            still_wanted: &always_wanted,
+        }
+    }
+    let drawn = Sampling {
+        temperature: 1.0,
+        top_k: Some(3),
+        seed: 5,
+    };
+    let four = BeamSettings {
+        beam: 4,
+        length_penalty: 0.6,
+        n_best: 2,
+    };
+    let model = f.model.decoding();
+    let sampled = sample(model, &input(&prefix, &steps), drawn).unwrap();
+    let searched = beam_search(model, &input(&prefix, &steps), four).unwrap();
+    for (row, prompt) in prompts.iter().enumerate() {
+        let alone = Tensor::new(prompt.as_slice(), &Device::Cpu)
+            .unwrap()
+            .unsqueeze(0)
+            .unwrap();
+        assert_eq!(
+            sample(model, &input(&alone, &steps), drawn).unwrap()[0],
+            sampled[row]
+        );
+        let own = beam_search(model, &input(&alone, &steps), four).unwrap();
+        assert_eq!(own[0].len(), 2);
+        for (a, b) in own[0].iter().zip(&searched[row]) {
+            assert_eq!(a.ids, b.ids, "row {row}");
+        }
+    }
 }

@@ -332,10 +332,13 @@ fn bad_requests_get_their_status_and_a_one_line_error_and_the_server_keeps_servi
     }
     let v1 = server.url("/v1/translate");
     for (body, message) in [
-        (json!({ "q": "ich", "beam": 0 }), "beam must be"),
+        (
+            json!({ "q": "ich", "beam": 0 }),
+            "beam 0 must be at least 1",
+        ),
         (
             json!({ "q": "ich", "beam": 2, "n_best": 3 }),
-            "n_best must be",
+            "n_best 3 is more than beam 2",
         ),
         (
             json!({ "q": "ich", "temperature": 1 }),

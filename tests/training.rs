@@ -1,6 +1,8 @@
 //! Training-path properties: gradients reach every parameter, and a checkpoint reloads to the
 //! same function.
 
+mod common;
+
 use std::path::Path;
 
 use candle_core::{DType, Device, Tensor};
@@ -10,7 +12,7 @@ use transformer::config::{ComputeDtype, Config, ModelConfig, NormPlacement, Posi
 use transformer::data::vocab::PAD_ID;
 use transformer::data::{encode_pairs, read_corpus, Tokenizers};
 use transformer::infer::teacher_forced_log_probs;
-use transformer::model::{masks, DropoutRng, Mode};
+use transformer::model::{DropoutRng, Mode};
 use transformer::train::loss::LabelSmoothing;
 use transformer::train::{Trainer, TrainingData};
 
@@ -230,32 +232,19 @@ fn a_saved_checkpoint_holds_the_exact_weights_and_loads_back_to_the_same_log_pro
     let loaded = checkpoint::load(dir.path(), &Device::Cpu).unwrap();
 
     let (src, tgt_in, _) = toy_batch(&trainer);
-    let src_mask = masks::padding_mask(&src, PAD_ID).unwrap();
-    let tgt_mask = masks::target_mask(&tgt_in, PAD_ID).unwrap();
-    let before = teacher_forced_log_probs(
-        trainer.model().translation().unwrap(),
-        &src,
-        &src_mask,
-        &tgt_in,
-        &tgt_mask,
-    )
-    .unwrap()
-    .flatten_all()
-    .unwrap()
-    .to_vec1::<f32>()
-    .unwrap();
-    let after = teacher_forced_log_probs(
-        loaded.translation().unwrap(),
-        &src,
-        &src_mask,
-        &tgt_in,
-        &tgt_mask,
-    )
-    .unwrap()
-    .flatten_all()
-    .unwrap()
-    .to_vec1::<f32>()
-    .unwrap();
+    let batch = common::teacher_forced(&src, &tgt_in);
+    let before = teacher_forced_log_probs(&**trainer.model(), &batch)
+        .unwrap()
+        .flatten_all()
+        .unwrap()
+        .to_vec1::<f32>()
+        .unwrap();
+    let after = teacher_forced_log_probs(&*loaded.model, &batch)
+        .unwrap()
+        .flatten_all()
+        .unwrap()
+        .to_vec1::<f32>()
+        .unwrap();
     // Not bit for bit: a loaded model's linear layers multiply by a pre-transposed copy of
     // each weight, which sums in another order than the trained model's in-place read.
     assert_eq!(before.len(), after.len());
@@ -324,14 +313,11 @@ fn bf16_on_the_cpu_is_refused_with_the_reason_and_the_fix() {
 /// gradients of its backward pass.
 fn one_training_pass(trainer: &Trainer) -> (Tensor, candle_core::backprop::GradStore) {
     let (src, tgt_in, tgt_out) = toy_batch(trainer);
-    let src_mask = masks::padding_mask(&src, PAD_ID).unwrap();
-    let tgt_mask = masks::target_mask(&tgt_in, PAD_ID).unwrap();
     let rng = DropoutRng::new(0);
-    let model = trainer.model().translation().unwrap();
-    let hidden = model
-        .forward(&src, &tgt_in, &src_mask, &tgt_mask, Mode::Train(&rng))
+    let logits = trainer
+        .model()
+        .logits(&common::teacher_forced(&src, &tgt_in), Mode::Train(&rng))
         .unwrap();
-    let logits = model.generator().logits(&hidden).unwrap();
     let logits = logits.reshape((tgt_out.dim(0).unwrap(), ())).unwrap();
     let vocab = trainer.data().tokenizers.tgt.vocab_size();
     let loss = LabelSmoothing::new(vocab, PAD_ID, 0.1)

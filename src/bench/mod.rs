@@ -20,8 +20,8 @@ use crate::config::{Config, ModelConfig};
 use crate::data::vocab::{BOS_ID, PAD_ID};
 use crate::data::{encode_pairs, read_corpus, EncodedPair, PaddedBatch, SentencePair, Tokenizers};
 use crate::distributed::{Collective, SingleProcess};
-use crate::infer::{always_wanted, beam_search_batch, greedy_batch, BeamSettings, DecodeLimits};
-use crate::model::{masks, EncoderDecoder, TrainedWeights, VocabSizes};
+use crate::infer::{always_wanted, beam_search, greedy_batch, BeamSettings, DecodeInput};
+use crate::model::{masks, DecodingModel, Prompt, Source, TrainedWeights, VocabSizes};
 use crate::train::{Trainer, TrainingData};
 
 /// Training steps run before timing starts (allocator and caches warm up).
@@ -303,23 +303,16 @@ pub fn decoding(
         tgt: DECODE_VOCAB,
     };
     // Plain tensors, not variables, as `translate` loads them from a checkpoint.
-    let model = TrainedWeights::fresh(&cfg, vocab, 0, device)?
-        .frozen()?
-        .into_translation()
-        .ok_or_else(|| anyhow::anyhow!("the base config builds a translation model"))?;
+    let model = TrainedWeights::fresh(&cfg, vocab, 0, device)?.frozen()?;
     let mut rng = ChaCha8Rng::seed_from_u64(1);
     let ids: Vec<u32> = (0..sentences * DECODE_SRC_LEN)
         .map(|_| rng.random_range(4..DECODE_VOCAB as u32))
         .collect();
     let src = Tensor::from_vec(ids, (sentences, DECODE_SRC_LEN), device)?;
-    let limits = DecodeLimits {
-        max_steps: DECODE_STEPS,
-        end: None,
-    };
     // One sentence decoded first, untimed, to warm up.
-    decode_rows(&model, &src.narrow(0, 0, 1)?, kind, limits)?;
+    decode_rows(model.decoding(), &src.narrow(0, 0, 1)?, kind)?;
     let started = Instant::now();
-    decode_rows(&model, &src, kind, limits)?;
+    decode_rows(model.decoding(), &src, kind)?;
     let seconds = started.elapsed().as_secs_f64();
     let name = match kind {
         DecodeWorkload::GreedyOne => "greedy-1",
@@ -337,40 +330,50 @@ pub fn decoding(
     })
 }
 
+/// Decodes every row of `src` for [`DECODE_STEPS`] steps (no end symbol), as `kind` says.
 fn decode_rows(
-    model: &EncoderDecoder,
+    model: &dyn DecodingModel,
     src: &Tensor,
     kind: DecodeWorkload,
-    limits: DecodeLimits,
 ) -> anyhow::Result<()> {
-    let one = |row: usize| -> anyhow::Result<(Tensor, Tensor)> {
-        let src = src.narrow(0, row, 1)?;
-        let mask = masks::padding_mask(&src, PAD_ID)?;
-        Ok((src, mask))
+    let decode = |src: &Tensor, beam: Option<BeamSettings>| -> anyhow::Result<()> {
+        let rows = src.dim(0)?;
+        let source = Source {
+            mask: masks::padding_mask(src, PAD_ID)?,
+            ids: src.clone(),
+        };
+        let prefix = Tensor::full(BOS_ID, (rows, 1), src.device())?;
+        let max_steps = vec![DECODE_STEPS; rows];
+        let input = DecodeInput {
+            prompt: Prompt {
+                source: Some(&source),
+                prefix: &prefix,
+            },
+            max_steps: &max_steps,
+            end: None,
+            still_wanted: &always_wanted,
+        };
+        match beam {
+            Some(settings) => drop(beam_search(model, &input, settings)?),
+            None => drop(greedy_batch(model, &input)?),
+        }
+        Ok(())
     };
     match kind {
-        DecodeWorkload::GreedyBatch => {
-            let mask = masks::padding_mask(src, PAD_ID)?;
-            greedy_batch(model, src, &mask, BOS_ID, limits, &always_wanted)?;
-        }
+        DecodeWorkload::GreedyBatch => decode(src, None),
         DecodeWorkload::GreedyOne => {
-            for row in 0..src.dim(0)? {
-                let (src, mask) = one(row)?;
-                greedy_batch(model, &src, &mask, BOS_ID, limits, &always_wanted)?;
-            }
+            (0..src.dim(0)?).try_for_each(|row| decode(&src.narrow(0, row, 1)?, None))
         }
-        DecodeWorkload::Beam => {
-            let settings = BeamSettings {
+        // All 32 sentences' beams in one decoder call per step, as `translate --beam` runs.
+        DecodeWorkload::Beam => decode(
+            src,
+            Some(BeamSettings {
                 beam: 5,
                 length_penalty: 1.0,
-            };
-            // All 32 sentences' beams in one decoder call per step, as `translate --beam` runs.
-            let mask = masks::padding_mask(src, PAD_ID)?;
-            let steps = vec![limits.max_steps; src.dim(0)?];
-            beam_search_batch(model, src, &mask, BOS_ID, (&steps, limits.end), settings)?;
-        }
+                n_best: 1,
+            }),
+        ),
     }
-    Ok(())
 }
 
 #[cfg(test)]

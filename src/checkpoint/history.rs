@@ -92,7 +92,8 @@ pub fn average(run_dir: &Path, last: usize, out: &Path) -> anyhow::Result<Vec<us
     let mut sums: HashMap<String, Tensor> = HashMap::new();
     let mut newest = None;
     for (step, dir) in chosen {
-        let (config, tokenizers, tensors) = read_parts(dir, &device)?;
+        let (config, tokenizers, weights) = read_parts(dir, &device)?;
+        let tensors = weights.tensors;
         if !sums.is_empty() && sums.len() != tensors.len() {
             anyhow::bail!(
                 "{} holds {} tensors but the checkpoints before it {}; they are not of one run",

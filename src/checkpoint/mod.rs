@@ -19,6 +19,7 @@
 //! two renames, so a crash at any moment leaves the previous checkpoint readable: as `last/`,
 //! or, between the two renames, as `.last.old/`, which loading falls back to.
 
+pub mod format;
 pub mod history;
 mod strict;
 mod write;
@@ -32,9 +33,10 @@ use candle_core::{DType, Device, Tensor};
 
 use crate::config::{Architecture, Config};
 use crate::data::Tokenizers;
-use crate::model::decoder_only::DecoderOnly;
-use crate::model::{EncoderDecoder, Model};
-use crate::train::{MetricRecord, ResumePoint, TrainingState, STATE_FORMAT};
+use crate::metrics::MetricRecord;
+use crate::model::Model;
+use crate::train::{ResumePoint, TrainingState, STATE_FORMAT};
+use format::ByModule;
 use strict::build_model;
 pub use write::{save, save_metrics, CheckpointContents};
 
@@ -91,29 +93,32 @@ pub struct Checkpoint {
     pub model: Model,
 }
 
+/// What a command asks of a checkpoint's model: which kind of model can do it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Task {
+    /// Read a source and write its translation (`translate`, `eval`, `attention`, `serve`).
+    Translate,
+    /// Continue a prompt (`generate`).
+    Continue,
+}
+
 impl Checkpoint {
-    /// The translation model, or an error that names the checkpoint when it holds a language
-    /// model.
-    pub fn translation(&self) -> anyhow::Result<&EncoderDecoder> {
-        self.model.translation().ok_or_else(|| {
-            anyhow::anyhow!(
+    /// The model, when it can do `task`; else an error that names the checkpoint and the
+    /// command to use instead.
+    pub fn model_for(&self, task: Task) -> anyhow::Result<&Model> {
+        match (task, self.model.reads_source()) {
+            (Task::Translate, true) | (Task::Continue, false) => Ok(&self.model),
+            (Task::Translate, false) => bail!(
                 "{} holds a decoder-only language model (model.arch = \"decoder-only\"); use \
                  `transformer generate`: translate, eval and attention need an encoder-decoder",
                 self.dir.display()
-            )
-        })
-    }
-
-    /// The language model, or an error that names the checkpoint when it holds a translation
-    /// model.
-    pub fn language(&self) -> anyhow::Result<&DecoderOnly> {
-        self.model.language().ok_or_else(|| {
-            anyhow::anyhow!(
+            ),
+            (Task::Continue, true) => bail!(
                 "{} holds a translation model (model.arch = \"encoder-decoder\"); use \
                  `transformer translate`: generate needs a decoder-only language model",
                 self.dir.display()
-            )
-        })
+            ),
+        }
     }
 }
 
@@ -163,8 +168,8 @@ pub fn resolve(path: &Path) -> anyhow::Result<PathBuf> {
 /// Loads the checkpoint at `path` (see `resolve`) onto `device`.
 pub fn load(path: &Path, device: &Device) -> anyhow::Result<Checkpoint> {
     let dir = resolve(path)?;
-    let (config, tokenizers, tensors) = read_parts(&dir, device)?;
-    let model = build_model(&dir, &config, &tokenizers, tensors, device)?;
+    let (config, tokenizers, weights) = read_parts(&dir, device)?;
+    let model = build_model(&dir, &config, &tokenizers, weights, device)?;
     Ok(Checkpoint {
         dir,
         config,
@@ -217,7 +222,8 @@ pub fn load_for_resume(run_dir: &Path, device: &Device) -> anyhow::Result<Resume
         );
     }
     let (config, tokenizers, weights) = read_parts(&dir, device)?;
-    build_model(&dir, &config, &tokenizers, weights.clone(), device)?;
+    let weights = build_model(&dir, &config, &tokenizers, weights.clone(), device)
+        .map(|_| weights.tensors)?;
     let moments = read_tensors(&dir.join(OPTIMIZER_FILE), device)?;
     Ok(ResumeCheckpoint {
         dir,
@@ -244,7 +250,8 @@ pub struct InitialWeights {
 pub fn load_initial_weights(path: &Path, device: &Device) -> anyhow::Result<InitialWeights> {
     let dir = resolve(path)?;
     let (config, tokenizers, weights) = read_parts(&dir, device)?;
-    build_model(&dir, &config, &tokenizers, weights.clone(), device)?;
+    let weights = build_model(&dir, &config, &tokenizers, weights.clone(), device)
+        .map(|_| weights.tensors)?;
     Ok(InitialWeights {
         dir,
         config,
@@ -253,11 +260,9 @@ pub fn load_initial_weights(path: &Path, device: &Device) -> anyhow::Result<Init
     })
 }
 
-/// A checkpoint directory's config, tokenizers and weights, each failure naming its file.
-fn read_parts(
-    dir: &Path,
-    device: &Device,
-) -> anyhow::Result<(Config, Tokenizers, HashMap<String, Tensor>)> {
+/// A checkpoint directory's config, tokenizers and weights (under their module names,
+/// through our format), each failure naming its file.
+fn read_parts(dir: &Path, device: &Device) -> anyhow::Result<(Config, Tokenizers, ByModule)> {
     let config = Config::load_saved(&dir.join(CONFIG_FILE))?;
     let tokenizers = Tokenizers::load(dir, &config.data).with_context(|| {
         format!(
@@ -265,8 +270,10 @@ fn read_parts(
             dir.display()
         )
     })?;
-    let tensors = read_tensors(&dir.join(MODEL_FILE), device)?;
-    Ok((config, tokenizers, tensors))
+    let path = dir.join(MODEL_FILE);
+    let weights = format::to_modules(format::OURS, read_tensors(&path, device)?)
+        .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+    Ok((config, tokenizers, weights))
 }
 
 /// A safetensors file of this format: float tensors only (our own are F32; F16 and BF16 are

@@ -10,6 +10,7 @@ use candle_core::{DType, Device, Shape, Tensor};
 use candle_nn::var_builder::SimpleBackend;
 use candle_nn::{Init, VarBuilder};
 
+use super::format::{self, ByModule, WeightFormat};
 use super::MODEL_FILE;
 use crate::config::Config;
 use crate::data::Tokenizers;
@@ -18,15 +19,22 @@ use crate::model::Model;
 /// Serves a checkpoint's tensors to a `VarBuilder` and remembers which names the model asked
 /// for, so that tensors nobody asked for can be reported (PyTorch's strict loading).
 struct RecordingBackend {
+    /// By module name.
     tensors: HashMap<String, Tensor>,
+    /// How the file names them, for errors.
+    format: &'static dyn WeightFormat,
     requested: Arc<Mutex<HashSet<String>>>,
 }
 
 impl RecordingBackend {
-    fn new(tensors: HashMap<String, Tensor>) -> (Self, Arc<Mutex<HashSet<String>>>) {
+    fn new(
+        tensors: HashMap<String, Tensor>,
+        format: &'static dyn WeightFormat,
+    ) -> (Self, Arc<Mutex<HashSet<String>>>) {
         let requested = Arc::new(Mutex::new(HashSet::new()));
         let backend = Self {
             tensors,
+            format,
             requested: requested.clone(),
         };
         (backend, requested)
@@ -36,9 +44,9 @@ impl RecordingBackend {
         if let Ok(mut requested) = self.requested.lock() {
             requested.insert(name.to_string());
         }
-        self.tensors
-            .get(name)
-            .ok_or_else(|| candle_core::Error::Msg(format!("tensor {name} is missing")))
+        self.tensors.get(name).ok_or_else(|| {
+            candle_core::Error::Msg(format!("tensor {} is missing", self.format.file_name(name)))
+        })
     }
 }
 
@@ -53,6 +61,7 @@ impl SimpleBackend for RecordingBackend {
     ) -> candle_core::Result<Tensor> {
         let tensor = self.fetch(name)?;
         if tensor.shape() != &shape {
+            let name = self.format.file_name(name);
             candle_core::bail!(
                 "tensor {name} has shape {:?} but the config needs {:?}",
                 tensor.dims(),
@@ -76,31 +85,33 @@ impl SimpleBackend for RecordingBackend {
     }
 }
 
-/// The model `config` describes (either family) from `tensors`, loaded strictly: a tensor
-/// missing, of the wrong shape, or left over is named.
+/// The model `config` describes (any family) from `weights` (in our format), loaded
+/// strictly: a tensor missing, of the wrong shape, or left over is named.
 pub(super) fn build_model(
     dir: &Path,
     config: &Config,
     tokenizers: &Tokenizers,
-    tensors: HashMap<String, Tensor>,
+    weights: ByModule,
     device: &Device,
 ) -> anyhow::Result<Model> {
     let vocab = tokenizers.vocab_sizes();
-    build_strictly(dir, tensors, device, |vb| {
+    build_strictly(dir, weights, format::OURS, device, |vb| {
         Model::new(&config.model, vocab, vb)
     })
 }
 
-/// Builds a model with `build` over `tensors`, then refuses tensors it did not read.
+/// Builds a model with `build` over `weights`, then refuses the file's tensors it did not
+/// read (and those `format` could not place), by the file's names.
 fn build_strictly<M>(
     dir: &Path,
-    tensors: HashMap<String, Tensor>,
+    weights: ByModule,
+    format: &'static dyn WeightFormat,
     device: &Device,
     build: impl FnOnce(VarBuilder) -> candle_core::Result<M>,
 ) -> anyhow::Result<M> {
     let weights_path = dir.join(MODEL_FILE);
-    let file_names: Vec<String> = tensors.keys().cloned().collect();
-    let (backend, requested) = RecordingBackend::new(tensors);
+    let module_names: Vec<String> = weights.tensors.keys().cloned().collect();
+    let (backend, requested) = RecordingBackend::new(weights.tensors, format);
     let vb = VarBuilder::from_backend(Box::new(backend), DType::F32, device.clone());
     let model = build(vb).map_err(|e| {
         anyhow::anyhow!(
@@ -111,9 +122,11 @@ fn build_strictly<M>(
     let requested = requested
         .lock()
         .map_err(|_| anyhow::anyhow!("lock poisoned"))?;
-    let mut unused: Vec<&String> = file_names
+    let mut unused: Vec<String> = module_names
         .iter()
         .filter(|n| !requested.contains(*n))
+        .map(|n| format.file_name(n).into_owned())
+        .chain(weights.unplaced)
         .collect();
     if !unused.is_empty() {
         unused.sort();

@@ -8,11 +8,13 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 use candle_core::{Device, Tensor};
 
+use super::format::WeightFormat;
 use super::{CONFIG_FILE, METRICS_FILE, MODEL_FILE, OPTIMIZER_FILE, STATE_FILE};
 use crate::atomic_file::{advice_for, write_atomic};
 use crate::config::Config;
 use crate::data::Tokenizers;
-use crate::train::{MetricRecord, TrainingState};
+use crate::metrics::MetricRecord;
+use crate::train::TrainingState;
 
 /// What a checkpoint holds, borrowed from a training run.
 pub struct CheckpointContents<'a> {
@@ -166,13 +168,16 @@ pub fn save_metrics(run_dir: &Path, metrics: &[MetricRecord]) -> anyhow::Result<
     write_atomic(&run_dir.join(METRICS_FILE), text.as_bytes())
 }
 
-/// Writes `tensors` as safetensors and waits until they are on disk. Streamed tensor by
-/// tensor, so that saving the base model with its optimizer state does not first build a
-/// half-gigabyte buffer.
+/// Writes module-named `tensors` as safetensors, under our format's file names, and waits
+/// until they are on disk. Streamed tensor by tensor, so that saving the base model with its
+/// optimizer state does not first build a half-gigabyte buffer.
 fn write_tensors(path: &Path, tensors: &[(String, Tensor)]) -> anyhow::Result<()> {
     let on_host = tensors
         .iter()
-        .map(|(name, t)| Ok((name.as_str(), t.to_device(&Device::Cpu)?.contiguous()?)))
+        .map(|(name, t)| {
+            let file_name = super::format::OURS.file_name(name);
+            Ok((file_name, t.to_device(&Device::Cpu)?.contiguous()?))
+        })
         .collect::<anyhow::Result<Vec<_>>>()?;
     // "format": "pt" lets Hugging Face tooling treat the file as a PyTorch state_dict.
     let metadata = HashMap::from([("format".to_string(), "pt".to_string())]);

@@ -7,6 +7,7 @@ use anyhow::{bail, Context};
 
 use super::stdout::print_line;
 use super::UsageError;
+use crate::checkpoint::Task;
 use crate::cli::AttentionArgs;
 use crate::data::corpus::normalize_sentence;
 use crate::data::vocab::EOS_ID;
@@ -50,8 +51,8 @@ pub fn run(args: AttentionArgs) -> anyhow::Result<()> {
     };
     let pair = TeacherForcedPair::new(&src, &target);
     pair.check_fits(loaded.config.model.max_len)?;
-    let model = loaded.translation()?;
-    let grids = attention_grids(model, &loaded.tokenizers, &pair, &args.layers, &device)?;
+    let model = loaded.model_for(Task::Translate)?;
+    let grids = attention_grids(&**model, &loaded.tokenizers, &pair, &args.layers, &device)?;
     write_attention_heatmaps(&grids, &args.out)
         .with_context(|| format!("drawing the attention of {text:?}"))?;
     eprintln!(

@@ -6,8 +6,8 @@ use candle_nn::VarMap;
 use super::stdout::print_line;
 use crate::cli::InferTestArgs;
 use crate::config::ModelConfig;
-use crate::infer::{greedy_decode, DecodeLimits};
-use crate::model::{make_model, masks, VocabSizes};
+use crate::infer::{always_wanted, greedy_decode, DecodeInput};
+use crate::model::{masks, Model, Prompt, Source, VocabSizes};
 use crate::progress::Verbosity;
 
 /// make_model(11, 11, N=2), source 1..10, start symbol 0, nine greedy steps.
@@ -20,22 +20,30 @@ pub fn run(args: InferTestArgs) -> anyhow::Result<()> {
     };
     let vocab = VocabSizes { src: 11, tgt: 11 };
     let src_ids: Vec<u32> = (1..=10).collect();
-    let src = Tensor::from_vec(src_ids, (1, 10), &device)?;
-    let src_mask = masks::full_mask(1, 10, &device)?;
+    let source = Source {
+        ids: Tensor::from_vec(src_ids, (1, 10), &device)?,
+        mask: masks::full_mask(1, 10, &device)?,
+    };
+    let start = Tensor::zeros((1, 1), candle_core::DType::U32, &device)?;
+    let input = DecodeInput {
+        prompt: Prompt {
+            source: Some(&source),
+            prefix: &start,
+        },
+        max_steps: &[9],
+        end: None,
+        still_wanted: &always_wanted,
+    };
     for run in 0..args.runs {
         let varmap = VarMap::new();
-        let model = make_model(
+        let model = Model::fresh(
             &cfg,
             vocab,
             &varmap,
             first_seed.wrapping_add(run as u64),
             &device,
         )?;
-        let limits = DecodeLimits {
-            max_steps: 9,
-            end: None,
-        };
-        let hypothesis = greedy_decode(&model, &src, &src_mask, 0, limits)?;
+        let hypothesis = greedy_decode(&*model, &input)?;
         let ys: Vec<String> = std::iter::once(0)
             .chain(hypothesis.ids)
             .map(|id| id.to_string())

@@ -16,10 +16,11 @@ mod translate;
 
 use std::path::{Path, PathBuf};
 
-use crate::checkpoint::{self, RUNS_ROOT};
+use crate::checkpoint::{self, Checkpoint, Task, RUNS_ROOT};
 use crate::cli::{Command, DecodeSettingsArgs, DeviceArgs};
 use crate::config::Architecture;
 use crate::device::select;
+use crate::infer::settings::{self, DecodeBounds, DecodeRequest, Layer, Resolver};
 use crate::infer::text_generator::TextGenerator;
 use crate::infer::translator::{DecodeOptions, Translator};
 use crate::progress::Verbosity;
@@ -126,69 +127,86 @@ fn checkpoint_or_latest(given: Option<&Path>, arch: Architecture) -> anyhow::Res
 fn load_translation_model(
     given: Option<&Path>,
     device: &candle_core::Device,
-) -> anyhow::Result<checkpoint::Checkpoint> {
+) -> anyhow::Result<Checkpoint> {
     let dir = checkpoint_or_latest(given, Architecture::EncoderDecoder)?;
     let loaded = checkpoint::load(&dir, device)?;
-    loaded.translation()?;
+    loaded.model_for(Task::Translate)?;
     Ok(loaded)
 }
 
-/// A translator over a loaded checkpoint's translation model and tokenizers.
+/// A translator over a loaded checkpoint's model and tokenizers.
 fn translator<'a>(
-    loaded: &'a checkpoint::Checkpoint,
+    loaded: &'a Checkpoint,
     device: &'a candle_core::Device,
     options: DecodeOptions,
 ) -> anyhow::Result<Translator<'a>> {
     Ok(Translator {
-        model: loaded.translation()?,
+        model: loaded.model_for(Task::Translate)?.decoding(),
         tokenizers: &loaded.tokenizers,
-        max_positions: loaded.config.model.max_len,
         device,
         options,
     })
 }
 
-/// A text generator over a loaded checkpoint's language model and tokenizer.
+/// A text generator over a loaded checkpoint's model and target tokenizer.
 fn text_generator<'a>(
-    loaded: &'a checkpoint::Checkpoint,
+    loaded: &'a Checkpoint,
     device: &'a candle_core::Device,
 ) -> anyhow::Result<TextGenerator<'a>> {
     Ok(TextGenerator {
-        model: loaded.language()?,
+        model: loaded.model_for(Task::Continue)?.decoding(),
         tokenizer: &loaded.tokenizers.tgt,
-        max_positions: loaded.config.model.max_len,
         device,
     })
 }
 
-/// `options` with the beam no wider than the target vocabulary: a wider one only repeats
-/// work (and `--beam 100000` would run for minutes); says so on stderr when it narrows it.
-fn bounded_beam(options: DecodeOptions, loaded: &checkpoint::Checkpoint) -> DecodeOptions {
-    let vocab = loaded.tokenizers.tgt.vocab_size();
-    if options.beam <= vocab {
-        return options;
-    }
-    eprintln!(
-        "warning: --beam {} is more than the {vocab} target tokens the model chooses from; \
-         searching with --beam {vocab}",
-        options.beam
-    );
-    DecodeOptions {
-        beam: vocab,
-        ..options
-    }
+/// The decoding flags over the checkpoint's `[decode]` settings, resolved and checked by
+/// the one resolver every door uses; a value out of bounds is a usage error that names it.
+fn decode_options(args: &DecodeSettingsArgs, loaded: &Checkpoint) -> anyhow::Result<DecodeOptions> {
+    Ok(decode_resolver(args, loaded, None)?.defaults())
 }
 
-/// The decoding flags, already checked by the parser, over the checkpoint's `[decode]`
-/// settings: a flag given wins, the run's setting stands in for one left out.
-fn decode_options(args: &DecodeSettingsArgs, loaded: &checkpoint::Checkpoint) -> DecodeOptions {
-    let saved = DecodeOptions::from(&loaded.config.decode);
-    DecodeOptions {
-        beam: args.beam.unwrap_or(saved.beam),
-        length_penalty: args
-            .length_penalty
-            .map_or(saved.length_penalty, |alpha| alpha as f32),
-        max_len: args.max_len.or(saved.max_len),
-        n_best: 1,
+/// The resolver of a door over `loaded`: its `[decode]`, then the flags; `door_beam` is a
+/// server's widest beam.
+fn decode_resolver(
+    args: &DecodeSettingsArgs,
+    loaded: &Checkpoint,
+    door_beam: Option<usize>,
+) -> anyhow::Result<Resolver> {
+    Resolver::new(
+        decode_layers(args, loaded),
+        decode_bounds(loaded, door_beam),
+    )
+    .map_err(|e| UsageError(e).into())
+}
+
+/// The settings layers below a request: the checkpoint's `[decode]`, then the flags.
+fn decode_layers(args: &DecodeSettingsArgs, loaded: &Checkpoint) -> Vec<Layer> {
+    let flags = DecodeRequest {
+        beam: args.beam,
+        length_penalty: args.length_penalty,
+        max_len: args.max_len,
+        n_best: None,
+    };
+    vec![
+        Layer::config(
+            &loaded.config.decode,
+            loaded
+                .dir
+                .join(checkpoint::CONFIG_FILE)
+                .display()
+                .to_string(),
+        ),
+        Layer::asked(flags, settings::FLAGS),
+    ]
+}
+
+/// What a checkpoint's decoding settings are checked against; `door_beam` is a server's
+/// widest beam.
+fn decode_bounds(loaded: &Checkpoint, door_beam: Option<usize>) -> DecodeBounds {
+    DecodeBounds {
+        target_vocab: loaded.tokenizers.tgt.vocab_size(),
+        max_positions: loaded.model.max_positions(),
+        door_beam,
     }
 }

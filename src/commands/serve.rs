@@ -5,12 +5,12 @@ use std::time::Duration;
 
 use crate::cli::ServeArgs;
 use crate::progress::Verbosity;
-use crate::serve::{serve, BatchPolicy, ConnectionLimits, Limits, ServeSettings};
+use crate::serve::{serve, BatchPolicy, ConnectionLimits, Limits, ServeSettings, WIDEST_BEAM};
 
 pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     let device = super::device_from(&args.device, Verbosity::Normal)?;
     let loaded = super::load_translation_model(args.checkpoint.as_deref(), &device)?;
-    let defaults = super::bounded_beam(super::decode_options(&args.decode, &loaded), &loaded);
+    let decode = super::decode_resolver(&args.decode, &loaded, Some(WIDEST_BEAM))?;
     let settings = ServeSettings {
         addr: SocketAddr::new(args.host, args.port),
         policy: BatchPolicy {
@@ -32,7 +32,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
             drain: Duration::from_millis((args.timeout_ms + args.header_timeout_ms) as u64),
         },
         api_key: args.api_key.filter(|key| !key.is_empty()),
-        defaults,
+        decode,
     };
     let (source, target) = (
         loaded.config.data.source_lang.clone().unwrap_or_default(),

@@ -16,7 +16,7 @@ use crate::cli::{DeviceArgs, TrainArgs};
 use crate::config::Config;
 use crate::distributed::{self, Collective};
 use crate::infer::sampling::Sampling;
-use crate::infer::translator::DecodeOptions;
+use crate::infer::text_generator::Continuation;
 use crate::infer::Inference;
 use crate::progress::{TrainProgress, Verbosity};
 use crate::train::{Diverged, RunOutcome, StopReason, Trainer, TrainingData};
@@ -226,19 +226,19 @@ fn report(
 /// After a finished run: the sample sentences translated, or one greedy line of a language
 /// model, on stdout.
 fn show_what_it_learned(trainer: &Trainer, samples: &[String]) -> anyhow::Result<()> {
-    match trainer.inference(DecodeOptions::from(&trainer.config().decode)) {
+    match trainer.inference(trainer.decode_options()) {
         Inference::Translation(translator) => {
             let translations = translator.translate_batch(samples)?;
             for (source, translation) in samples.iter().zip(translations) {
                 print_line(&format!("{source} => {}", translation.translation))?;
             }
         }
-        Inference::Language(generator) => {
-            let greedy = Sampling {
+        Inference::Continuation(generator) => {
+            let greedy = Continuation::Sample(Sampling {
                 temperature: 0.0,
                 top_k: None,
                 seed: 0,
-            };
+            });
             let line = generator.continue_text("", 60, greedy)?;
             print_line(&format!("sample: {line}"))?;
         }

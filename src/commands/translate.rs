@@ -14,8 +14,8 @@ use crate::progress::Verbosity;
 pub fn run(args: TranslateArgs) -> anyhow::Result<()> {
     let device = super::device_from(&args.device, Verbosity::Normal)?;
     let loaded = super::load_translation_model(args.checkpoint.as_deref(), &device)?;
-    let options = super::decode_options(&args.decode.settings, &loaded);
-    let translator = super::translator(&loaded, &device, super::bounded_beam(options, &loaded))?;
+    let options = super::decode_options(&args.decode.settings, &loaded)?;
+    let translator = super::translator(&loaded, &device, options)?;
     let output = Output {
         json: args.json,
         max_positions: loaded.config.model.max_len,

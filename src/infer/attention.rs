@@ -8,7 +8,7 @@ use candle_core::{Device, Tensor};
 use crate::data::batch::with_boundaries;
 use crate::data::vocab::{BOS_ID, PAD_ID};
 use crate::data::{TextTokenizer, Tokenizers};
-use crate::model::{attention_maps, masks, EncoderDecoder};
+use crate::model::{ModelFamily, TeacherForced};
 use crate::plot::{AttentionGrid, HeadMaps};
 
 /// A source sentence and the target the decoder is fed, as ids with their boundaries.
@@ -47,7 +47,7 @@ impl TeacherForcedPair {
 
 /// The three kinds of attention of `pair`, for `layers` (1-based; all when empty).
 pub fn attention_grids(
-    model: &EncoderDecoder,
+    model: &dyn ModelFamily,
     tokenizers: &Tokenizers,
     pair: &TeacherForcedPair,
     layers: &[usize],
@@ -56,9 +56,8 @@ pub fn attention_grids(
     let (src, tgt_in) = (pair.src.as_slice(), pair.tgt_in.as_slice());
     let src_ids = Tensor::new(src, device)?.unsqueeze(0)?;
     let tgt_ids = Tensor::new(tgt_in, device)?.unsqueeze(0)?;
-    let src_mask = masks::padding_mask(&src_ids, PAD_ID)?;
-    let tgt_mask = masks::target_mask(&tgt_ids, PAD_ID)?;
-    let maps = attention_maps(model, &src_ids, &tgt_ids, &src_mask, &tgt_mask)?;
+    let batch = TeacherForced::with_masks(src_ids, tgt_ids, PAD_ID)?;
+    let maps = model.attention_maps(&batch)?;
     let src_tokens = tokens(&tokenizers.src, src);
     let tgt_tokens = tokens(&tokenizers.tgt, tgt_in);
     let pick = |per_layer: &[Tensor]| -> anyhow::Result<Vec<(usize, HeadMaps)>> {

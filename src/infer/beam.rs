@@ -5,19 +5,20 @@
 
 use candle_core::{Result, Tensor};
 
-use super::{
-    always_wanted, DecodeLimits, Hypothesis, StillWanted, ABANDONED, NEVER_GENERATED, NOT_A_NUMBER,
-};
+use super::{DecodeInput, Hypothesis, ABANDONED, NEVER_GENERATED, NOT_A_NUMBER};
 use crate::kernels::log_softmax::top_log_probs;
-use crate::model::{DecoderState, EncoderDecoder, Mode};
+use crate::model::decoding::feed_prefix;
+use crate::model::{DecodingModel, DecodingState};
 
 /// Beam search settings.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct BeamSettings {
     pub beam: usize,
     /// GNMT length penalty exponent alpha: hypotheses are ranked by
     /// log-prob / ((5 + length) / 6)^alpha; 0 ranks by raw log-prob.
     pub length_penalty: f32,
+    /// Hypotheses kept per row (at most `beam`), best first.
+    pub n_best: usize,
 }
 
 /// One sentence's search between steps: its open beams and its ended hypotheses.
@@ -100,13 +101,12 @@ impl Search {
 /// none of them one of [`NEVER_GENERATED`] (their log-probs stay normalised over the whole
 /// vocabulary, as fairseq's and Hugging Face's masked ones do).
 fn step_candidates(
-    model: &EncoderDecoder,
+    model: &dyn DecodingModel,
     last: &Tensor,
-    state: &mut DecoderState,
+    state: &mut dyn DecodingState,
     count: usize,
 ) -> Result<Vec<Vec<(u32, f32)>>> {
-    let hidden = model.step(last, state)?;
-    let logits = model.generator().logits(&hidden.squeeze(1)?)?;
+    let logits = model.step(last, state)?;
     let mut rows = top_log_probs(&logits, count + NEVER_GENERATED.len())?;
     if rows
         .iter()
@@ -130,152 +130,141 @@ fn last_ids(beams: &[Hypothesis], start: u32) -> Vec<u32> {
         .collect()
 }
 
-/// Beam search for one sentence `src` `(1, src_len)`, with the decoder cache reordered as beams
-/// are chosen. `beam` hypotheses stay open; those that end go to a pool of the `beam` best by
-/// length-normalised score, and the search stops early once the pool is full and no open
-/// beam can beat it (or after `limits.max_steps`). With `beam == 1` this is greedy decoding.
+/// Beam search for a batch of rows (sentences, or prompts), row `i` searching for at most
+/// `input.max_steps[i]` steps: every open beam of every row goes through one model step at a
+/// time, and a row whose search stops leaves the batch. `beam` hypotheses stay open per row;
+/// those that end go to a pool of the `beam` best by length-normalised score, and a row's
+/// search stops once its pool is full and no open beam can beat it. Each row's hypotheses
+/// (`n_best`, best first) are the ones a batch of that row alone finds (up to the rounding of
+/// batched products); with `beam == 1` the best is greedy decoding's. Stops with an error at
+/// the first step where `still_wanted` says no.
 pub fn beam_search(
-    model: &EncoderDecoder,
-    src: &Tensor,
-    src_mask: &Tensor,
-    start: u32,
-    limits: DecodeLimits,
+    model: &dyn DecodingModel,
+    input: &DecodeInput,
     settings: BeamSettings,
-) -> Result<Hypothesis> {
-    let device = src.device();
-    let k = settings.beam.max(1);
-    let memory = model.encode(src, src_mask, Mode::Eval)?;
-    let mut state = model.start_decoding(&memory, src_mask)?;
-    let mut search = Search::new(settings);
-    for _ in 0..limits.max_steps {
-        let ids = last_ids(&search.beams, start);
-        let last = Tensor::from_vec(ids, (search.beams.len(), 1), device)?;
-        let rows = step_candidates(model, &last, &mut state, 2 * k)?;
-        match search.advance(&rows, k, limits.end) {
-            Advance::Stop => break,
-            Advance::Continue { beams, parents } => {
-                let parents: Vec<u32> = parents.into_iter().map(|p| p as u32).collect();
-                state.reorder(&parents)?;
-                search.beams = beams;
-            }
-        }
-    }
-    Ok(search.into_n_best(1, settings.length_penalty).remove(0))
-}
-
-/// Beam search for a batch of sentences `src` `(batch, src_len)` (padded, `src_mask`
-/// `(batch, 1, src_len)`), sentence `i` searching for at most `max_steps[i]` steps: every open
-/// beam of every sentence goes through one decoder call per step, and a sentence that stops
-/// leaves the batch. Each sentence's hypothesis is the one [`beam_search`] finds for it alone
-/// (up to the rounding of batched products).
-pub fn beam_search_batch(
-    model: &EncoderDecoder,
-    src: &Tensor,
-    src_mask: &Tensor,
-    start: u32,
-    limits: (&[usize], Option<u32>),
-    settings: BeamSettings,
-) -> Result<Vec<Hypothesis>> {
-    let n_best = beam_search_batch_n_best(
-        model,
-        src,
-        src_mask,
-        start,
-        limits,
-        settings,
-        1,
-        &always_wanted,
-    )?;
-    Ok(n_best.into_iter().map(|mut best| best.remove(0)).collect())
-}
-
-/// [`beam_search_batch`] keeping each sentence's `n_best` best hypotheses (at most `beam`),
-/// best first: the first is the one `beam_search_batch` returns. Stops with an error at the
-/// first step where `still_wanted` says no.
-#[allow(clippy::too_many_arguments)] // issue 27 gathers them into one decoding contract
-pub fn beam_search_batch_n_best(
-    model: &EncoderDecoder,
-    src: &Tensor,
-    src_mask: &Tensor,
-    start: u32,
-    (max_steps, end): (&[usize], Option<u32>),
-    settings: BeamSettings,
-    n_best: usize,
-    still_wanted: StillWanted,
 ) -> Result<Vec<Vec<Hypothesis>>> {
-    let n_best = n_best.clamp(1, settings.beam.max(1));
-    let device = src.device();
-    let batch = src.dim(0)?;
-    if max_steps.len() != batch {
-        candle_core::bail!(
-            "beam search: {} step limits for {batch} sentences",
-            max_steps.len()
-        )
-    }
-    let k = settings.beam.max(1);
-    let memory = model.encode(src, src_mask, Mode::Eval)?;
-    let mut state = model.start_decoding(&memory, src_mask)?;
-    let mut searches: Vec<Search> = (0..batch).map(|_| Search::new(settings)).collect();
-    let mut results: Vec<Option<Vec<Hypothesis>>> = vec![None; batch];
-    // The sentences still searching, in the order of their rows in the decoder state, each
-    // with its first row; a sentence's rows are its beams, in order. A sentence allowed no
-    // step at all is done before the first.
-    let searching: Vec<usize> = (0..batch).filter(|&s| max_steps[s] > 0).collect();
-    if searching.len() < batch {
-        let rows: Vec<u32> = searching.iter().map(|&s| s as u32).collect();
-        state.reorder(&rows)?;
-    }
-    let mut active: Vec<(usize, usize)> = searching
-        .into_iter()
-        .enumerate()
-        .map(|(row, s)| (s, row))
-        .collect();
-    let mut step = 0;
-    while !active.is_empty() {
-        if !still_wanted() {
+    let prompt = &input.prompt;
+    input.longest()?;
+    let mut state = model.start(prompt.source)?;
+    let first = feed_prefix(model, prompt, &mut *state)?.to_vec2::<u32>()?;
+    let mut batch = BatchSearch::new(first, input.max_steps, settings);
+    batch.drop_rows_without_steps(&mut *state)?;
+    while !batch.active.is_empty() {
+        if !(input.still_wanted)() {
             candle_core::bail!("{ABANDONED}")
         }
-        let ids: Vec<u32> = active
-            .iter()
-            .flat_map(|&(s, _)| last_ids(&searches[s].beams, start))
+        let ids = batch.last_ids();
+        let last = Tensor::from_vec(ids, (batch.open_rows(), 1), prompt.prefix.device())?;
+        let candidates = step_candidates(model, &last, &mut *state, 2 * batch.k)?;
+        let keep_rows = batch.advance(&candidates, input.end);
+        if batch.active.is_empty() {
+            break;
+        }
+        state.reorder(&keep_rows)?;
+    }
+    Ok(batch.into_results())
+}
+
+/// Every row's search, and which of them are still open.
+struct BatchSearch<'a> {
+    settings: BeamSettings,
+    k: usize,
+    max_steps: &'a [usize],
+    /// Each row's last prefix id, which its first step feeds.
+    start: Vec<u32>,
+    searches: Vec<Search>,
+    results: Vec<Option<Vec<Hypothesis>>>,
+    /// The rows still searching, in the order of their beams in the decoding state, each
+    /// with its first beam's row there; a row's beams are consecutive, in order.
+    active: Vec<(usize, usize)>,
+    steps: usize,
+}
+
+impl<'a> BatchSearch<'a> {
+    fn new(first: Vec<Vec<u32>>, max_steps: &'a [usize], settings: BeamSettings) -> Self {
+        let rows = first.len();
+        Self {
+            settings,
+            k: settings.beam.max(1),
+            max_steps,
+            start: first.into_iter().map(|row| row[0]).collect(),
+            searches: (0..rows).map(|_| Search::new(settings)).collect(),
+            results: vec![None; rows],
+            active: (0..rows).map(|row| (row, row)).collect(),
+            steps: 0,
+        }
+    }
+
+    /// A row allowed no step at all is done before the first (with the empty hypothesis).
+    fn drop_rows_without_steps(&mut self, state: &mut dyn DecodingState) -> Result<()> {
+        let searching: Vec<usize> = (0..self.searches.len())
+            .filter(|&row| self.max_steps[row] > 0)
             .collect();
-        let row_count = ids.len();
-        let last = Tensor::from_vec(ids, (row_count, 1), device)?;
-        let log_probs = step_candidates(model, &last, &mut state, 2 * k)?;
-        step += 1;
-        let mut next_active = Vec::with_capacity(active.len());
+        if searching.len() < self.searches.len() {
+            let rows: Vec<u32> = searching.iter().map(|&row| row as u32).collect();
+            state.reorder(&rows)?;
+        }
+        self.active = searching
+            .into_iter()
+            .enumerate()
+            .map(|(first, row)| (row, first))
+            .collect();
+        Ok(())
+    }
+
+    fn open_rows(&self) -> usize {
+        self.active
+            .iter()
+            .map(|&(row, _)| self.searches[row].beams.len())
+            .sum()
+    }
+
+    /// The id each open beam feeds next, in the state's row order.
+    fn last_ids(&self) -> Vec<u32> {
+        self.active
+            .iter()
+            .flat_map(|&(row, _)| last_ids(&self.searches[row].beams, self.start[row]))
+            .collect()
+    }
+
+    /// Advances every open row by its beams' `candidates`; returns the state rows the next
+    /// step keeps, in order.
+    fn advance(&mut self, candidates: &[Vec<(u32, f32)>], end: Option<u32>) -> Vec<u32> {
+        self.steps += 1;
+        let mut next_active = Vec::with_capacity(self.active.len());
         let mut keep_rows: Vec<u32> = Vec::new();
-        for &(s, first_row) in &active {
-            let search = &mut searches[s];
-            let own = &log_probs[first_row..first_row + search.beams.len()];
-            let going_on = match search.advance(own, k, end) {
+        for &(row, first_beam) in &self.active {
+            let search = &mut self.searches[row];
+            let own = &candidates[first_beam..first_beam + search.beams.len()];
+            let going_on = match search.advance(own, self.k, end) {
                 Advance::Stop => false,
                 Advance::Continue { beams, parents } => {
-                    let more = step < max_steps[s];
+                    let more = self.steps < self.max_steps[row];
                     if more {
-                        next_active.push((s, keep_rows.len()));
-                        keep_rows.extend(parents.iter().map(|&p| (first_row + p) as u32));
+                        next_active.push((row, keep_rows.len()));
+                        keep_rows.extend(parents.iter().map(|&p| (first_beam + p) as u32));
                     }
                     search.beams = beams;
                     more
                 }
             };
             if !going_on {
-                let done = std::mem::replace(search, Search::new(settings));
-                results[s] = Some(done.into_n_best(n_best, settings.length_penalty));
+                let done = std::mem::replace(search, Search::new(self.settings));
+                let n_best = self.settings.n_best.clamp(1, self.k);
+                self.results[row] = Some(done.into_n_best(n_best, self.settings.length_penalty));
             }
         }
-        if next_active.is_empty() {
-            break;
-        }
-        state.reorder(&keep_rows)?;
-        active = next_active;
+        self.active = next_active;
+        keep_rows
     }
-    // A sentence allowed no step gets the empty hypothesis, as `beam_search` gives it.
-    Ok(results
-        .into_iter()
-        .map(|r| r.unwrap_or_else(|| vec![Hypothesis::empty()]))
-        .collect())
+
+    /// A row allowed no step gets the empty hypothesis.
+    fn into_results(self) -> Vec<Vec<Hypothesis>> {
+        self.results
+            .into_iter()
+            .map(|r| r.unwrap_or_else(|| vec![Hypothesis::empty()]))
+            .collect()
+    }
 }
 
 /// The best `capacity` ended hypotheses by length-normalised score.

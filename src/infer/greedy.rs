@@ -4,76 +4,68 @@
 
 use candle_core::{DType, Result, Tensor, D};
 
-use super::{DecodeLimits, Hypothesis, StillWanted, ABANDONED, NEVER_GENERATED, NOT_A_NUMBER};
-use crate::model::{masks, DecoderState, EncoderDecoder, Mode};
+use super::{DecodeInput, Hypothesis, ABANDONED, NEVER_GENERATED, NOT_A_NUMBER};
+use crate::kernels::log_softmax::log_softmax_last_dim;
+use crate::model::decoding::feed_prefix;
+use crate::model::{masks, DecodingModel, Mode, ModelFamily, TeacherForced};
 
-/// The reference's `greedy_decode` for one sentence `src` `(1, src_len)`, mask `(1, 1, src_len)`:
-/// every step re-decodes the whole prefix. Ties go to the lowest id, as torch.max does.
-pub fn greedy_decode(
-    model: &EncoderDecoder,
-    src: &Tensor,
-    src_mask: &Tensor,
-    start: u32,
-    limits: DecodeLimits,
-) -> Result<Hypothesis> {
-    let device = src.device();
-    let memory = model.encode(src, src_mask, Mode::Eval)?;
-    let mut prefix = vec![start];
+/// The reference's `greedy_decode` for one row: every step re-runs the whole prefix through
+/// the model's teacher-forced pass (no cache). Ties go to the lowest id, as torch.max does.
+pub fn greedy_decode(model: &dyn ModelFamily, input: &DecodeInput) -> Result<Hypothesis> {
+    let prompt = &input.prompt;
+    let device = prompt.prefix.device();
+    let mut prefix = prompt.prefix.squeeze(0)?.to_vec1::<u32>()?;
     let mut hypothesis = Hypothesis::empty();
-    for _ in 0..limits.max_steps {
-        let ys = Tensor::from_slice(&prefix, (1, prefix.len()), device)?;
-        let tgt_mask = masks::subsequent_mask(prefix.len(), device)?;
-        let hidden = model.decode(&memory, src_mask, &ys, &tgt_mask, Mode::Eval)?;
-        let last = hidden.narrow(1, prefix.len() - 1, 1)?.squeeze(1)?;
-        let log_probs = model
-            .generator()
-            .forward(&last)?
-            .squeeze(0)?
-            .to_vec1::<f32>()?;
+    for _ in 0..input.longest()? {
+        let ids = Tensor::from_slice(&prefix, (1, prefix.len()), device)?;
+        let batch = match prompt.source {
+            Some(source) => TeacherForced::WithSource {
+                source: source.clone(),
+                tgt_mask: masks::subsequent_mask(prefix.len(), device)?,
+                tgt_in: ids,
+            },
+            None => TeacherForced::TargetOnly { ids },
+        };
+        let logits = model.logits(&batch, Mode::Eval)?;
+        let last = logits.narrow(1, prefix.len() - 1, 1)?.squeeze(1)?;
+        let log_probs = log_softmax_last_dim(&last)?.squeeze(0)?.to_vec1::<f32>()?;
         let (best, best_log_prob) = first_argmax(&log_probs);
         prefix.push(best);
         hypothesis.ids.push(best);
         hypothesis.log_probs.push(best_log_prob);
-        if limits.end == Some(best) {
+        if input.end == Some(best) {
             break;
         }
     }
     Ok(hypothesis)
 }
 
-/// Greedy decoding of a batch `src` `(batch, src_len)` with padding mask `src_mask`
-/// `(batch, 1, src_len)`, one cached decoder step per position. A sentence stops at
-/// `limits.end` (kept) and leaves the batch, so that the longest translation of a batch no
-/// longer costs a step for every row; all stop after `limits.max_steps`, or with an error at
-/// the first step where `still_wanted` says no.
+/// Greedy decoding of a batch, one cached step per position. A row stops at `input.end`
+/// (kept) and leaves the batch, so that the longest translation of a batch no longer costs a
+/// step for every row; each keeps at most its own `max_steps`, and all stop after the
+/// longest, or with an error at the first step where `still_wanted` says no.
 ///
 /// The chosen ids and their log-probs stay on the device between checks: the host reads them,
-/// and so learns which sentences have ended, only every few steps on a GPU (each read waits
-/// for the GPU to drain), at every step on the CPU (where it costs nothing).
-pub fn greedy_batch(
-    model: &EncoderDecoder,
-    src: &Tensor,
-    src_mask: &Tensor,
-    start: u32,
-    limits: DecodeLimits,
-    still_wanted: StillWanted,
-) -> Result<Vec<Hypothesis>> {
-    let batch = src.dim(0)?;
-    let device = src.device();
+/// and so learns which rows have ended, only every few steps on a GPU (each read waits for
+/// the GPU to drain), at every step on the CPU (where it costs nothing).
+pub fn greedy_batch(model: &dyn DecodingModel, input: &DecodeInput) -> Result<Vec<Hypothesis>> {
+    let prompt = &input.prompt;
+    let batch = prompt.rows()?;
+    let device = prompt.prefix.device();
     let check_every = crate::device::steps_between_end_checks(device);
-    let memory = model.encode(src, src_mask, Mode::Eval)?;
-    let mut state = model.start_decoding(&memory, src_mask)?;
+    let longest = input.longest()?;
+    let mut state = model.start(prompt.source)?;
+    let mut last = feed_prefix(model, prompt, &mut *state)?;
     let mut hypotheses = vec![Hypothesis::empty(); batch];
-    // The sentence of each row of the state, and the steps not yet read back.
+    // The row of each sentence still in the state, and the steps not yet read back.
     let mut sentences: Vec<usize> = (0..batch).collect();
     let mut unread: Vec<(Tensor, Tensor)> = Vec::new();
-    let mut last = Tensor::full(start, (batch, 1), device)?;
     let mut never_generated: Option<Tensor> = None;
-    for step in 1..=limits.max_steps {
-        if !still_wanted() {
+    for step in 1..=longest {
+        if !(input.still_wanted)() {
             candle_core::bail!("{ABANDONED}")
         }
-        let log_probs = step_log_probs(model, &last, &mut state)?;
+        let log_probs = log_softmax_last_dim(&model.step(&last, &mut *state)?)?;
         let never = match &never_generated {
             Some(bias) => bias,
             None => never_generated.insert(never_generated_bias(&log_probs)?),
@@ -81,10 +73,10 @@ pub fn greedy_batch(
         let best = log_probs.broadcast_add(never)?.argmax_keepdim(D::Minus1)?;
         unread.push((best.clone(), log_probs.gather(&best, D::Minus1)?));
         last = best;
-        if step % check_every != 0 && step < limits.max_steps {
+        if step % check_every != 0 && step < longest {
             continue;
         }
-        let open = read_steps(&mut unread, &sentences, &mut hypotheses, limits.end)?;
+        let open = read_steps(&mut unread, &sentences, &mut hypotheses, input.end)?;
         if open.is_empty() {
             break;
         }
@@ -93,6 +85,10 @@ pub fn greedy_batch(
             last = last.index_select(&Tensor::new(open.as_slice(), device)?, 0)?;
             sentences = open.iter().map(|&row| sentences[row as usize]).collect();
         }
+    }
+    for (hypothesis, &own_limit) in hypotheses.iter_mut().zip(input.max_steps) {
+        hypothesis.ids.truncate(own_limit);
+        hypothesis.log_probs.truncate(own_limit);
     }
     Ok(hypotheses)
 }
@@ -143,16 +139,6 @@ fn read_steps(
     Ok(open)
 }
 
-/// The Generator's log-probabilities `(batch, vocab)` for the position after `last` `(batch, 1)`.
-pub(super) fn step_log_probs(
-    model: &EncoderDecoder,
-    last: &Tensor,
-    state: &mut DecoderState,
-) -> Result<Tensor> {
-    let hidden = model.step(last, state)?;
-    model.generator().forward(&hidden.squeeze(1)?)
-}
-
 /// Index and value of the largest entry; the first one on ties.
 pub(super) fn first_argmax(values: &[f32]) -> (u32, f32) {
     let mut best = (0u32, f32::NEG_INFINITY);
@@ -165,29 +151,20 @@ pub(super) fn first_argmax(values: &[f32]) -> (u32, f32) {
 }
 
 /// Log-probabilities `(batch, len, vocab)` of a teacher-forced target: for tests and scoring.
-pub fn teacher_forced_log_probs(
-    model: &EncoderDecoder,
-    src: &Tensor,
-    src_mask: &Tensor,
-    tgt_in: &Tensor,
-    tgt_mask: &Tensor,
-) -> Result<Tensor> {
-    let hidden = model.forward(src, tgt_in, src_mask, tgt_mask, Mode::Eval)?;
-    model.generator().forward(&hidden)
+pub fn teacher_forced_log_probs(model: &dyn ModelFamily, batch: &TeacherForced) -> Result<Tensor> {
+    log_softmax_last_dim(&model.logits(batch, Mode::Eval)?)
 }
 
-/// Cached log-probabilities `(batch, len, vocab)` of the same teacher-forced target, one
-/// incremental step per position: must equal `teacher_forced_log_probs`.
+/// Cached log-probabilities `(batch, len, vocab)` of the same teacher-forced target
+/// `prompt.prefix`, one incremental step per position: must equal
+/// [`teacher_forced_log_probs`].
 pub fn incremental_log_probs(
-    model: &EncoderDecoder,
-    src: &Tensor,
-    src_mask: &Tensor,
-    tgt_in: &Tensor,
+    model: &dyn DecodingModel,
+    prompt: &crate::model::Prompt,
 ) -> Result<Tensor> {
-    let memory = model.encode(src, src_mask, Mode::Eval)?;
-    let mut state = model.start_decoding(&memory, src_mask)?;
-    let steps = (0..tgt_in.dim(1)?)
-        .map(|t| step_log_probs(model, &tgt_in.narrow(1, t, 1)?, &mut state))
+    let mut state = model.start(prompt.source)?;
+    let steps = (0..prompt.prefix.dim(1)?)
+        .map(|t| log_softmax_last_dim(&model.step(&prompt.prefix.narrow(1, t, 1)?, &mut *state)?))
         .collect::<Result<Vec<_>>>()?;
     Tensor::stack(&steps, 1)
 }

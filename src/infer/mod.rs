@@ -1,32 +1,35 @@
-//! Inference: everything that runs a trained model. Decoding for translation (greedy, the
-//! reference's loop and the cached batch; beam search over a batch of sentences), sampling
-//! from the language model, and the two front ends that take text in and give text out: the
-//! [`translator::Translator`] (which `translate`, `eval` and validation share, batching
-//! included) and the [`text_generator::TextGenerator`], one or the other for a model as
-//! [`Inference`] says.
+//! Inference: everything that runs a trained model, through the decoding contract
+//! ([`crate::model::DecodingModel`]) and never a model family's own type. The decoders
+//! (greedy: the reference's loop and the cached batch; beam search over a batch; sampling),
+//! the settings they run with ([`settings`]: one resolver for every door), and the two front
+//! ends that take text in and give text out: the [`translator::Translator`] (which
+//! `translate`, `eval`, validation and the server share, batching included) and the
+//! [`text_generator::TextGenerator`], one or the other for a model as [`Inference`] says.
 
 pub mod attention;
 mod beam;
 mod greedy;
 pub mod sampling;
+pub mod settings;
 pub mod text_generator;
 pub mod translator;
 
-pub use beam::{beam_search, beam_search_batch, beam_search_batch_n_best, BeamSettings};
+pub use beam::{beam_search, BeamSettings};
 pub use greedy::{greedy_batch, greedy_decode, incremental_log_probs, teacher_forced_log_probs};
 
 use candle_core::Device;
 
 use crate::data::vocab::{BOS_ID, PAD_ID};
 use crate::data::Tokenizers;
-use crate::model::Model;
+use crate::model::{Model, Prompt};
 use text_generator::TextGenerator;
 use translator::{DecodeOptions, Translator};
 
-/// The text-in, text-out front end of a model, by its family.
+/// The text-in, text-out front end of a model: a translator for a model that reads a
+/// source, a text generator for one that continues a prompt.
 pub enum Inference<'a> {
     Translation(Translator<'a>),
-    Language(TextGenerator<'a>),
+    Continuation(TextGenerator<'a>),
 }
 
 impl<'a> Inference<'a> {
@@ -34,25 +37,50 @@ impl<'a> Inference<'a> {
     pub fn of(
         model: &'a Model,
         tokenizers: &'a Tokenizers,
-        max_positions: usize,
         device: &'a Device,
         options: DecodeOptions,
     ) -> Self {
-        match model {
-            Model::Translation(model) => Self::Translation(Translator {
-                model,
+        if model.reads_source() {
+            Self::Translation(Translator {
+                model: model.decoding(),
                 tokenizers,
-                max_positions,
                 device,
                 options,
-            }),
-            Model::Language(model) => Self::Language(TextGenerator {
-                model,
+            })
+        } else {
+            Self::Continuation(TextGenerator {
+                model: model.decoding(),
                 tokenizer: &tokenizers.tgt,
-                max_positions,
                 device,
-            }),
+            })
         }
+    }
+}
+
+/// One decoding call: where it starts, when each row stops, and whether anyone still waits.
+#[derive(Clone, Copy)]
+pub struct DecodeInput<'a> {
+    pub prompt: Prompt<'a>,
+    /// Most ids each row generates (its end symbol included).
+    pub max_steps: &'a [usize],
+    /// Stop a row after producing this id (it is kept in the hypothesis); `None` never
+    /// stops early, as the reference's demo does.
+    pub end: Option<u32>,
+    /// Asked between steps; see [`StillWanted`].
+    pub still_wanted: StillWanted<'a>,
+}
+
+impl DecodeInput<'_> {
+    /// The most steps any row may take; an error when the limits do not match the rows.
+    pub fn longest(&self) -> candle_core::Result<usize> {
+        let rows = self.prompt.rows()?;
+        if self.max_steps.len() != rows {
+            candle_core::bail!(
+                "decoding: {} step limits for {rows} rows",
+                self.max_steps.len()
+            )
+        }
+        Ok(self.max_steps.iter().copied().max().unwrap_or(0))
     }
 }
 
@@ -102,13 +130,3 @@ pub const NOT_A_NUMBER: &str = "the model's output is not a number (its activati
 
 /// The error of a search stopped because its result was no longer wanted.
 pub const ABANDONED: &str = "decoding abandoned: nobody waits for the result any more";
-
-/// When decoding stops.
-#[derive(Debug, Clone, Copy)]
-pub struct DecodeLimits {
-    /// Most ids to generate.
-    pub max_steps: usize,
-    /// Stop after producing this id (it is kept in the hypothesis); `None` never stops early,
-    /// as the reference's demo does.
-    pub end: Option<u32>,
-}

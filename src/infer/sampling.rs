@@ -1,16 +1,18 @@
-//! Sampling from the decoder-only language model: continues a prompt one token at a time
-//! with the model's KV cache, picking each token greedily or by temperature and top-k.
+//! Sampling: continues each row one token at a time on the model's cache, picking each token
+//! greedily or by temperature and top-k. Any model family; the text generator uses it.
 
-use candle_core::{Result, Tensor};
+use candle_core::{DType, Result};
 use rand::distr::{weighted::WeightedIndex, Distribution};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
 use super::greedy::first_argmax;
-use crate::model::decoder_only::DecoderOnly;
+use super::{DecodeInput, ABANDONED};
+use crate::model::decoding::feed_prefix;
+use crate::model::DecodingModel;
 
 /// How `sample` picks each next token.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Sampling {
     /// Logits are divided by it; 0 picks the most likely token (greedy).
     pub temperature: f64,
@@ -19,37 +21,72 @@ pub struct Sampling {
     pub seed: u64,
 }
 
-/// Continues `prompt` (at least one id) by `max_new` tokens with the KV cache, stopping early
-/// after `end`. Returns the new ids. Stops before the position table runs out.
+/// Continues every row of `input` by at most its `max_steps` tokens, stopping a row early
+/// after `end`. Returns each row's new ids. Every row draws from its own stream seeded by
+/// `sampling.seed`, so a row continues as it would alone, whatever else is in the batch.
 pub fn sample(
-    model: &DecoderOnly,
-    prompt: &[u32],
-    max_new: usize,
-    end: Option<u32>,
-    max_positions: usize,
+    model: &dyn DecodingModel,
+    input: &DecodeInput,
     sampling: Sampling,
-    device: &candle_core::Device,
-) -> Result<Vec<u32>> {
-    let Some((&last, context)) = prompt.split_last() else {
-        candle_core::bail!("generation needs a prompt of at least one token")
-    };
-    let mut rng = ChaCha8Rng::seed_from_u64(sampling.seed);
-    let mut state = model.start();
-    for &id in context {
-        model.step(&Tensor::new(&[[id]], device)?, &mut state)?;
+) -> Result<Vec<Vec<u32>>> {
+    let prompt = &input.prompt;
+    let longest = input.longest()?;
+    let mut state = model.start(prompt.source)?;
+    let mut last = feed_prefix(model, prompt, &mut *state)?;
+    let rows = prompt.rows()?;
+    let mut rngs: Vec<ChaCha8Rng> = (0..rows)
+        .map(|_| ChaCha8Rng::seed_from_u64(sampling.seed))
+        .collect();
+    let mut generated: Vec<Vec<u32>> = vec![Vec::new(); rows];
+    let mut open: Vec<usize> = (0..rows).filter(|&r| input.max_steps[r] > 0).collect();
+    if open.len() < rows {
+        keep(&mut *state, &mut last, &open)?;
     }
-    let mut next = last;
-    let mut generated = Vec::with_capacity(max_new);
-    while generated.len() < max_new && state.len < max_positions {
-        let logits = model.step(&Tensor::new(&[[next]], device)?, &mut state)?;
-        let logits = logits.squeeze(0)?.to_dtype(candle_core::DType::F32)?;
-        next = pick(&logits.to_vec1::<f32>()?, sampling, &mut rng)?;
-        generated.push(next);
-        if end == Some(next) {
+    for _ in 0..longest {
+        if open.is_empty() {
             break;
         }
+        if !(input.still_wanted)() {
+            candle_core::bail!("{ABANDONED}")
+        }
+        let logits = model.step(&last, &mut *state)?.to_dtype(DType::F32)?;
+        let mut next = Vec::with_capacity(open.len());
+        for (row_logits, &row) in logits.to_vec2::<f32>()?.iter().zip(&open) {
+            let id = pick(row_logits, sampling, &mut rngs[row])?;
+            generated[row].push(id);
+            next.push(id);
+        }
+        let still_open: Vec<usize> = (0..open.len())
+            .filter(|&i| {
+                let row = open[i];
+                input.end != Some(next[i]) && generated[row].len() < input.max_steps[row]
+            })
+            .collect();
+        last = candle_core::Tensor::from_vec(next, (open.len(), 1), prompt.prefix.device())?;
+        if still_open.len() < open.len() {
+            keep(&mut *state, &mut last, &still_open)?;
+        }
+        open = still_open.iter().map(|&i| open[i]).collect();
     }
     Ok(generated)
+}
+
+/// Keeps the rows `kept` (positions among the current rows) of the state and of `last`.
+fn keep(
+    state: &mut dyn crate::model::DecodingState,
+    last: &mut candle_core::Tensor,
+    kept: &[usize],
+) -> Result<()> {
+    let rows: Vec<u32> = kept.iter().map(|&r| r as u32).collect();
+    if rows.is_empty() {
+        return Ok(());
+    }
+    state.reorder(&rows)?;
+    *last = last.index_select(
+        &candle_core::Tensor::new(rows.as_slice(), last.device())?,
+        0,
+    )?;
+    Ok(())
 }
 
 /// One token from `logits` under `sampling`: the argmax (first on ties) at temperature 0,

@@ -10,15 +10,14 @@ use crate::data::corpus::normalize_sentence;
 use crate::data::vocab::{BOS_ID, EOS_ID, PAD_ID};
 use crate::data::Tokenizers;
 use crate::infer::{
-    always_wanted, beam_search_batch_n_best, greedy_batch, BeamSettings, DecodeLimits, Hypothesis,
-    StillWanted,
+    always_wanted, beam_search, greedy_batch, DecodeInput, Hypothesis, StillWanted,
 };
-use crate::model::{masks, EncoderDecoder};
+use crate::model::{masks, DecodingModel, Prompt, Source};
 
 /// Target tokens allowed beyond the source length when no maximum is given.
 const DEFAULT_EXTRA_TARGET_TOKENS: usize = 50;
 
-/// How to decode.
+/// How to decode, as [`super::settings::resolve`] settles it.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct DecodeOptions {
     /// 1: greedy (batched); more: beam search with this many beams.
@@ -29,17 +28,6 @@ pub struct DecodeOptions {
     /// Hypotheses kept per sentence (at most `beam`): the best is the translation, the
     /// others its `alternatives`.
     pub n_best: usize,
-}
-
-impl From<&crate::config::DecodeConfig> for DecodeOptions {
-    fn from(config: &crate::config::DecodeConfig) -> Self {
-        Self {
-            beam: config.beam,
-            length_penalty: config.length_penalty as f32,
-            max_len: config.max_len,
-            n_best: 1,
-        }
-    }
 }
 
 impl DecodeOptions {
@@ -63,12 +51,10 @@ impl Default for DecodeOptions {
     }
 }
 
-/// A trained model with its tokenizers, on a device.
+/// A trained model that reads a source, with its tokenizers, on a device.
 pub struct Translator<'a> {
-    pub model: &'a EncoderDecoder,
+    pub model: &'a dyn DecodingModel,
     pub tokenizers: &'a Tokenizers,
-    /// Rows of the position table: the longest sequence either side can have.
-    pub max_positions: usize,
     pub device: &'a Device,
     pub options: DecodeOptions,
 }
@@ -154,7 +140,7 @@ impl Translator<'_> {
             let encoded = self.tokenizers.src.encode(&normalize_sentence(sentence))?;
             // A source longer than the position table is cut to fit (the caller warns), so
             // that one long line does not end a stream of translations.
-            let readable = self.max_positions.saturating_sub(2);
+            let readable = self.model.max_positions().saturating_sub(2);
             let truncated_from = (encoded.ids.len() > readable).then_some(encoded.ids.len());
             let src_ids = with_boundaries(&encoded.ids[..encoded.ids.len().min(readable)]);
             if !encoded.ids.is_empty() {
@@ -199,7 +185,8 @@ impl Translator<'_> {
 
     /// For a source of `src_len` ids, `<s>` and `</s>` included.
     fn max_steps(&self, src_len: usize) -> usize {
-        self.options.max_steps(src_len - 2, self.max_positions)
+        self.options
+            .max_steps(src_len - 2, self.model.max_positions())
     }
 
     /// Each source's hypotheses, best first (one unless `n_best` asks for more).
@@ -217,49 +204,32 @@ impl Translator<'_> {
             padded.extend_from_slice(ids);
             padded.extend(std::iter::repeat_n(PAD_ID, width - ids.len()));
         }
-        let src = Tensor::from_vec(padded, (sources.len(), width), self.device)?;
-        let src_mask = masks::padding_mask(&src, PAD_ID)?;
-        if self.options.beam > 1 {
-            let settings = BeamSettings {
-                beam: self.options.beam,
-                length_penalty: self.options.length_penalty,
-            };
-            // Each sentence searches for its own number of steps, as it would alone.
-            let own_limits: Vec<usize> = sources
-                .iter()
-                .map(|(_, ids)| self.max_steps(ids.len()))
-                .collect();
-            let limits = (own_limits.as_slice(), Some(EOS_ID));
-            return Ok(beam_search_batch_n_best(
-                self.model,
-                &src,
-                &src_mask,
-                BOS_ID,
-                limits,
-                settings,
-                self.options.n_best,
-                still_wanted,
-            )?);
-        }
-        let longest = sources
+        let ids = Tensor::from_vec(padded, (sources.len(), width), self.device)?;
+        let source = Source {
+            mask: masks::padding_mask(&ids, PAD_ID)?,
+            ids,
+        };
+        let prefix = Tensor::full(BOS_ID, (sources.len(), 1), self.device)?;
+        // Each sentence decodes for its own number of steps, as it would alone.
+        let max_steps: Vec<usize> = sources
             .iter()
             .map(|(_, ids)| self.max_steps(ids.len()))
-            .max();
-        let limits = self.limits(longest.unwrap_or(1));
-        let mut hypotheses =
-            greedy_batch(self.model, &src, &src_mask, BOS_ID, limits, still_wanted)?;
-        for ((_, ids), hypothesis) in sources.iter().zip(&mut hypotheses) {
-            let own_limit = self.max_steps(ids.len());
-            hypothesis.ids.truncate(own_limit);
-            hypothesis.log_probs.truncate(own_limit);
-        }
-        Ok(hypotheses.into_iter().map(|h| vec![h]).collect())
-    }
-
-    fn limits(&self, max_steps: usize) -> DecodeLimits {
-        DecodeLimits {
-            max_steps,
+            .collect();
+        let input = DecodeInput {
+            prompt: Prompt {
+                source: Some(&source),
+                prefix: &prefix,
+            },
+            max_steps: &max_steps,
             end: Some(EOS_ID),
-        }
+            still_wanted,
+        };
+        Ok(match self.options.beam_settings() {
+            Some(settings) => beam_search(self.model, &input, settings)?,
+            None => greedy_batch(self.model, &input)?
+                .into_iter()
+                .map(|h| vec![h])
+                .collect(),
+        })
     }
 }

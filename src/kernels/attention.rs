@@ -104,10 +104,11 @@ mod tests {
             &dev,
         )
         .unwrap();
-        let causal = crate::model::masks::subsequent_mask(len, &dev)
-            .unwrap()
-            .unsqueeze(0)
-            .unwrap();
+        // Lower-triangular: position i sees keys 0..=i.
+        let allowed: Vec<u8> = (0..len)
+            .flat_map(|i| (0..len).map(move |j| u8::from(j <= i)))
+            .collect();
+        let causal = Tensor::from_vec(allowed, (1, 1, len, len), &dev).unwrap();
         let cases = [
             (None, 0.0),
             (Some(&padding), 0.0),

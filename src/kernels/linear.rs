@@ -12,35 +12,50 @@ use candle_core::{Result, Tensor};
 
 use super::{fused_runs, linear_fused};
 
-/// `xs` `(rows, in)`, `weight` `(out, in)`, `bias` `(out,)` -> `(rows, out)`.
-///
-/// `fixed_transpose` is the caller's room for a contiguous `W^T`, which the fused path makes
-/// on first use when `weight` is fixed (no gradient: a loaded checkpoint, or validation's
-/// detached view): small-batch decoding multiplies much faster with it than with `W` read
-/// transposed. Keep it with the weight and empty it when the weight changes.
-pub fn linear(
+/// `xs` `(rows, in)`, `weight` `(out, in)`, `bias` `(out,)` -> `(rows, out)`, for a weight
+/// in training (its gradient flows back).
+pub fn linear(xs: &Tensor, weight: &Tensor, bias: Option<&Tensor>) -> Result<Tensor> {
+    if fused_runs(&operands(xs, weight, bias)) {
+        return linear_fused::linear(xs, weight, bias);
+    }
+    composed(xs, weight, bias)
+}
+
+/// As [`linear`], for a fixed `weight` (no gradient: a loaded checkpoint, or validation's
+/// detached view). `transposed` is the weight's room for a contiguous `W^T`, which the fused
+/// path makes on first use: small-batch decoding multiplies much faster with it than with
+/// `W` read transposed.
+pub fn linear_fixed(
     xs: &Tensor,
     weight: &Tensor,
+    transposed: &OnceLock<Tensor>,
     bias: Option<&Tensor>,
-    fixed_transpose: &OnceLock<Tensor>,
 ) -> Result<Tensor> {
-    let tensors: Vec<&Tensor> = [Some(xs), Some(weight), bias]
+    if !fused_runs(&operands(xs, weight, bias)) {
+        return composed(xs, weight, bias);
+    }
+    if weight.track_op() {
+        return linear_fused::linear(xs, weight, bias);
+    }
+    let weight_t = match transposed.get() {
+        Some(weight_t) => weight_t,
+        None => {
+            let weight_t = weight.t()?.contiguous()?;
+            transposed.get_or_init(|| weight_t)
+        }
+    };
+    linear_fused::linear_transposed(xs, weight_t, bias)
+}
+
+fn operands<'a>(xs: &'a Tensor, weight: &'a Tensor, bias: Option<&'a Tensor>) -> Vec<&'a Tensor> {
+    [Some(xs), Some(weight), bias]
         .into_iter()
         .flatten()
-        .collect();
-    if fused_runs(&tensors) {
-        if weight.track_op() {
-            return linear_fused::linear(xs, weight, bias);
-        }
-        let weight_t = match fixed_transpose.get() {
-            Some(weight_t) => weight_t,
-            None => {
-                let weight_t = weight.t()?.contiguous()?;
-                fixed_transpose.get_or_init(|| weight_t)
-            }
-        };
-        return linear_fused::linear_transposed(xs, weight_t, bias);
-    }
+        .collect()
+}
+
+/// The product from candle's ops, as a GPU runs it.
+fn composed(xs: &Tensor, weight: &Tensor, bias: Option<&Tensor>) -> Result<Tensor> {
     let ys = xs.matmul(&weight.t()?)?;
     match bias {
         None => Ok(ys),
@@ -80,21 +95,15 @@ mod tests {
             let xs = x_t.as_tensor().t().unwrap();
             assert!(rows == 1 || !xs.is_contiguous());
             assert_fused_matches_composed(&[&x_t, &w, &b], 1e-5, || {
-                linear(&xs, w.as_tensor(), Some(b.as_tensor()), &OnceLock::new()).unwrap()
+                linear(&xs, w.as_tensor(), Some(b.as_tensor())).unwrap()
             });
             assert_fused_matches_composed(&[&x_t, &w], 1e-5, || {
-                linear(&xs, w.as_tensor(), None, &OnceLock::new()).unwrap()
+                linear(&xs, w.as_tensor(), None).unwrap()
             });
             let contiguous =
                 Var::from_tensor(&Tensor::randn(0f32, 1., (rows, 37), &dev).unwrap()).unwrap();
             assert_fused_matches_composed(&[&contiguous, &w, &b], 1e-5, || {
-                linear(
-                    contiguous.as_tensor(),
-                    w.as_tensor(),
-                    Some(b.as_tensor()),
-                    &OnceLock::new(),
-                )
-                .unwrap()
+                linear(contiguous.as_tensor(), w.as_tensor(), Some(b.as_tensor())).unwrap()
             });
         }
     }
@@ -143,7 +152,7 @@ mod tests {
         let w = Tensor::randn(0f32, 1., (5, 6), &dev).unwrap();
         let b = Tensor::randn(0f32, 1., 5, &dev).unwrap();
         let room = OnceLock::new();
-        let fused = linear(&xs, &w, Some(&b), &room).unwrap();
+        let fused = linear_fixed(&xs, &w, &room, Some(&b)).unwrap();
         assert_eq!(room.get().unwrap().dims(), &[6, 5]);
         let plain = xs
             .matmul(&w.t().unwrap())

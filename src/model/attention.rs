@@ -1,14 +1,12 @@
 //! Scaled dot-product attention and MultiHeadedAttention (paper section 3.2, Figure 2).
 
-use std::borrow::Cow;
-use std::ops::Range;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Mutex, OnceLock};
+use std::sync::Mutex;
 
 use candle_core::{Result, Tensor, D};
 use candle_nn::VarBuilder;
 
-use super::linear::Linear;
+use super::linear::{Linear, LinearGroup};
 use crate::config::ModelConfig;
 use crate::kernels::attention::scaled_dot_product;
 use crate::kernels::attention_cached::{attend_cached, CachedKeys};
@@ -91,14 +89,10 @@ impl KeyValueCache {
 /// h parallel attention heads over learned projections of queries, keys and values.
 ///
 /// `linears.0..3` are the query, key, value and output projections, with biases, named as in the
-/// reference's state_dict.
+/// reference's state_dict. A decoding step's self-attention reads q, k and v as one product,
+/// the encoder memory k and v as one: joins the group owns.
 pub struct MultiHeadedAttention {
-    linears: [Linear; 4],
-    /// q, k and v as one product for a decoding step's self-attention, k and v as one for the
-    /// encoder memory: the weights concatenated on first use from the PyTorch-named ones,
-    /// which stay the checkpoint format. Kept only for fixed weights (see `joined`).
-    qkv: OnceLock<Linear>,
-    kv: OnceLock<Linear>,
+    linears: LinearGroup,
     heads: usize,
     head_dim: usize,
     dropout: f64,
@@ -126,11 +120,11 @@ impl MultiHeadedAttention {
     pub fn new(cfg: &ModelConfig, vb: VarBuilder) -> Result<Self> {
         let d = cfg.d_model;
         let vb = vb.pp("linears");
-        let linear = |i: usize| Linear::with_bias(d, d, cfg.attention_bias, vb.pp(i));
+        let linears = (0..4)
+            .map(|i| Linear::with_bias(d, d, cfg.attention_bias, vb.pp(i)))
+            .collect::<Result<_>>()?;
         Ok(Self {
-            linears: [linear(0)?, linear(1)?, linear(2)?, linear(3)?],
-            qkv: OnceLock::new(),
-            kv: OnceLock::new(),
+            linears: LinearGroup::new(linears),
             heads: cfg.heads,
             head_dim: cfg.head_dim(),
             dropout: cfg.attention_dropout,
@@ -162,8 +156,8 @@ impl MultiHeadedAttention {
         mode: Mode,
     ) -> Result<Tensor> {
         let key_values = KeyValues {
-            keys: self.split_heads(&self.linears[1].forward(key)?)?,
-            values: self.split_heads(&self.linears[2].forward(value)?)?,
+            keys: self.split_heads(&self.linears.layer(1).forward(key)?)?,
+            values: self.split_heads(&self.linears.layer(2).forward(value)?)?,
         };
         self.attend(query, &key_values, mask, mode)
     }
@@ -173,7 +167,7 @@ impl MultiHeadedAttention {
     /// decoding step's source attention ([`Self::step_memory`]).
     pub fn project_memory(&self, memory: &Tensor) -> Result<KeyValues> {
         let d_model = memory.dim(D::Minus1)?;
-        let kv = self.joined(&self.kv, 1..3)?.forward(memory)?;
+        let kv = self.linears.joined(1..3)?.forward(memory)?;
         Ok(KeyValues {
             keys: kv.narrow(D::Minus1, 0, d_model)?,
             values: kv.narrow(D::Minus1, d_model, d_model)?,
@@ -192,7 +186,8 @@ impl MultiHeadedAttention {
     ) -> Result<Tensor> {
         let (rows, d_model) = one_position(xs)?;
         let qkv = self
-            .joined(&self.qkv, 0..3)?
+            .linears
+            .joined(0..3)?
             .forward(&xs.reshape((rows, d_model))?)?;
         // Copied out of the product so that the cache does not hold on to the queries.
         let kv = qkv.narrow(1, d_model, 2 * d_model)?.contiguous()?;
@@ -202,7 +197,10 @@ impl MultiHeadedAttention {
         });
         let query = qkv.narrow(1, 0, d_model)?;
         let x = attend_cached(&query, self.heads, cache.cached(lineage))?;
-        self.linears[3].forward(&x)?.reshape((rows, 1, d_model))
+        self.linears
+            .layer(3)
+            .forward(&x)?
+            .reshape((rows, 1, d_model))
     }
 
     /// Source attention of one new position per row, `xs` `(rows, 1, d_model)`, over the
@@ -216,7 +214,10 @@ impl MultiHeadedAttention {
         src_mask: &Tensor,
     ) -> Result<Tensor> {
         let (rows, d_model) = one_position(xs)?;
-        let query = self.linears[0].forward(&xs.reshape((rows, d_model))?)?;
+        let query = self
+            .linears
+            .layer(0)
+            .forward(&xs.reshape((rows, d_model))?)?;
         let cached = CachedKeys::Memory {
             keys: &memory.keys,
             values: &memory.values,
@@ -224,25 +225,10 @@ impl MultiHeadedAttention {
             mask: src_mask,
         };
         let x = attend_cached(&query, self.heads, cached)?;
-        self.linears[3].forward(&x)?.reshape((rows, 1, d_model))
-    }
-
-    /// The projections `parts` of `linears` as one layer: kept in `room` for fixed weights,
-    /// concatenated afresh for weights in training, which change after every step.
-    fn joined<'a>(
-        &'a self,
-        room: &'a OnceLock<Linear>,
-        parts: Range<usize>,
-    ) -> Result<Cow<'a, Linear>> {
-        let layers: Vec<&Linear> = self.linears[parts].iter().collect();
-        if layers.iter().any(|l| l.is_trained()) {
-            return Ok(Cow::Owned(Linear::concatenated(&layers)?));
-        }
-        if let Some(joined) = room.get() {
-            return Ok(Cow::Borrowed(joined));
-        }
-        let joined = Linear::concatenated(&layers)?;
-        Ok(Cow::Borrowed(room.get_or_init(|| joined)))
+        self.linears
+            .layer(3)
+            .forward(&x)?
+            .reshape((rows, 1, d_model))
     }
 
     /// Attention of `query` `(batch, q_len, d_model)` over projected keys and values.
@@ -254,7 +240,7 @@ impl MultiHeadedAttention {
         mode: Mode,
     ) -> Result<Tensor> {
         let (batch, q_len, d_model) = query.dims3()?;
-        let query = self.split_heads(&self.linears[0].forward(query)?)?;
+        let query = self.split_heads(&self.linears.layer(0).forward(query)?)?;
         let mask = mask.map(|m| m.unsqueeze(1)).transpose()?;
         let (x, probabilities) = scaled_dot_product(
             &query,
@@ -269,7 +255,7 @@ impl MultiHeadedAttention {
         }
         // "Concat" the heads back into (batch, q_len, d_model).
         let x = x.transpose(1, 2)?.reshape((batch, q_len, d_model))?;
-        self.linears[3].forward(&x)
+        self.linears.layer(3).forward(&x)
     }
 
     /// `(batch, len, d_model)` -> `(batch, heads, len, d_k)`.
@@ -314,6 +300,6 @@ mod tests {
     #[test]
     fn the_model_can_be_shared_between_threads() {
         fn shareable<T: Send + Sync>() {}
-        shareable::<crate::model::EncoderDecoder>();
+        shareable::<crate::model::Model>();
     }
 }

@@ -1,10 +1,13 @@
 //! The decoder stack (Figure 1, right): N layers of masked self-attention, attention over the
 //! encoder memory, and feed-forward, then a final LayerNorm.
 
+use std::any::Any;
+
 use candle_core::{Result, Tensor};
 use candle_nn::VarBuilder;
 
 use super::attention::{reordered, KeyValueCache, KeyValues, Lineage, MultiHeadedAttention};
+use super::decoding::DecodingState;
 use super::layers::{
     apply_final_norm, final_norm, Norm, PositionwiseFeedForward, SublayerConnection,
 };
@@ -90,13 +93,13 @@ impl DecoderLayer {
 /// (the beams of a sentence share them, as in CTranslate2). Not `Clone`: the caches grow in
 /// place.
 #[derive(Debug)]
-pub struct DecoderState {
+pub struct EncoderDecoderState {
     self_attn: Vec<KeyValueCache>,
     lineage: Lineage,
     memory_kv: Vec<KeyValues>,
     memory: Memory,
     /// Positions decoded so far.
-    pub len: usize,
+    pub(super) len: usize,
 }
 
 /// The sentences being decoded: row `r` of a step translates sentence `sentence_of[r]`, whose
@@ -107,14 +110,21 @@ pub struct Memory {
     src_mask: Tensor,
 }
 
-impl DecoderState {
-    /// Keeps the rows `indices` of the batch, in that order (beam search reorders beams and
-    /// drops finished sentences). Nothing is copied: the lineage and the rows' sentences
-    /// remember which earlier row each row continues.
-    pub fn reorder(&mut self, indices: &[u32]) -> Result<()> {
-        self.lineage.reorder(indices)?;
-        self.memory.sentence_of = reordered(&self.memory.sentence_of, indices)?;
+impl DecodingState for EncoderDecoderState {
+    /// Nothing is copied: the lineage and the rows' sentences remember which earlier row
+    /// each row continues.
+    fn reorder(&mut self, rows: &[u32]) -> Result<()> {
+        self.lineage.reorder(rows)?;
+        self.memory.sentence_of = reordered(&self.memory.sentence_of, rows)?;
         Ok(())
+    }
+
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    fn as_any_mut(&mut self) -> &mut dyn Any {
+        self
     }
 }
 
@@ -141,8 +151,8 @@ impl Decoder {
     }
 
     /// The state before the first incremental step: source keys/values for every layer.
-    pub fn start(&self, memory: &Tensor, src_mask: &Tensor) -> Result<DecoderState> {
-        Ok(DecoderState {
+    pub fn start(&self, memory: &Tensor, src_mask: &Tensor) -> Result<EncoderDecoderState> {
+        Ok(EncoderDecoderState {
             self_attn: self
                 .layers
                 .iter()
@@ -163,7 +173,7 @@ impl Decoder {
     }
 
     /// One incremental step: embedded new position `(rows, 1, d_model)` -> its hidden state.
-    pub fn step(&self, xs: &Tensor, state: &mut DecoderState) -> Result<Tensor> {
+    pub fn step(&self, xs: &Tensor, state: &mut EncoderDecoderState) -> Result<Tensor> {
         state.lineage.push_step(xs.dim(0)?);
         let mut xs = xs.clone();
         for (i, layer) in self.layers.iter().enumerate() {

@@ -8,12 +8,16 @@
 //! `decoder.norm.*` (pre-norm) and `generator.proj.*`. scripts/reference.py's `DecoderOnlyLM`
 //! is the PyTorch side.
 
+use std::any::Any;
+
 use candle_core::{Result, Tensor};
 use candle_nn::VarBuilder;
 
 use super::attention::{KeyValueCache, Lineage};
+use super::decoding::{own_state, DecodingModel, DecodingState, Source};
 use super::encoder::Encoder;
 use super::encoder_decoder::{EmbeddingStack, Generator};
+use super::family::{ModelFamily, TeacherForced};
 use super::layers::apply_final_norm;
 use super::masks;
 use crate::config::ModelConfig;
@@ -38,10 +42,17 @@ impl DecoderOnly {
             generator,
         })
     }
+}
 
-    /// Ids `(batch, len)` -> next-token logits `(batch, len, vocab)`: position i sees
-    /// positions 0..=i only.
-    pub fn forward(&self, ids: &Tensor, mode: Mode) -> Result<Tensor> {
+impl ModelFamily for DecoderOnly {
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+
+    /// Position i sees positions 0..=i only. Causal: a padded tail never affects the
+    /// positions before it, and its targets are padding, which the loss skips.
+    fn logits(&self, batch: &TeacherForced, mode: Mode) -> Result<Tensor> {
+        let ids = batch.target_only(self)?;
         let len = ids.dim(1)?;
         let causal = masks::subsequent_mask(len, ids.device())?;
         let hidden = self
@@ -50,21 +61,31 @@ impl DecoderOnly {
         self.generator.logits(&hidden)
     }
 
-    /// The tensors a checkpoint carries beside the parameters: the sinusoidal position
-    /// table, if any, and the shared generator matrix under its own name (see
-    /// [`Generator::tied_copy`]).
-    pub fn buffers(&self) -> Vec<(String, Tensor)> {
+    /// The sinusoidal position table, if any, and the shared generator matrix under its own
+    /// name (see [`Generator::tied_copy`]).
+    fn buffers(&self) -> Vec<(String, Tensor)> {
         self.embed
-            .position_table()
-            .map(|table| ("embed.1.pe".to_string(), table.clone()))
+            .position_buffer()
             .into_iter()
             .chain(self.generator.tied_copy())
             .collect()
     }
+}
 
-    /// An empty key/value cache for incremental decoding.
-    pub fn start(&self) -> Generation {
-        Generation {
+impl DecodingModel for DecoderOnly {
+    fn reads_source(&self) -> bool {
+        false
+    }
+
+    fn max_positions(&self) -> usize {
+        self.embed.max_positions()
+    }
+
+    fn start(&self, source: Option<&Source>) -> Result<Box<dyn DecodingState>> {
+        if source.is_some() {
+            candle_core::bail!("a decoder-only model reads no source; one was given")
+        }
+        Ok(Box::new(DecoderOnlyState {
             caches: self
                 .decoder
                 .layers()
@@ -73,12 +94,12 @@ impl DecoderOnly {
                 .collect(),
             lineage: Lineage::default(),
             len: 0,
-        }
+        }))
     }
 
-    /// The next position: `ids` `(batch, 1)` -> logits `(batch, vocab)` for the position
-    /// after it, with every earlier position read from `state`'s caches.
-    pub fn step(&self, ids: &Tensor, state: &mut Generation) -> Result<Tensor> {
+    /// Every earlier position is read from the state's caches.
+    fn step(&self, ids: &Tensor, state: &mut dyn DecodingState) -> Result<Tensor> {
+        let state = own_state::<DecoderOnlyState>(state)?;
         let mut xs = self.embed.forward(ids, state.len, Mode::Eval)?;
         state.lineage.push_step(xs.dim(0)?);
         for (layer, cache) in self.decoder.layers().iter().zip(&mut state.caches) {
@@ -91,9 +112,23 @@ impl DecoderOnly {
 }
 
 /// What incremental decoding keeps between steps: each layer's keys and values so far.
-pub struct Generation {
+pub struct DecoderOnlyState {
     caches: Vec<KeyValueCache>,
     lineage: Lineage,
     /// Positions fed so far.
-    pub len: usize,
+    len: usize,
+}
+
+impl DecodingState for DecoderOnlyState {
+    fn reorder(&mut self, rows: &[u32]) -> Result<()> {
+        self.lineage.reorder(rows)
+    }
+
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    fn as_any_mut(&mut self) -> &mut dyn Any {
+        self
+    }
 }

@@ -41,7 +41,8 @@ impl Embeddings {
 /// `(max_len, d_model)` (an nn.Embedding named `pe`), Xavier-initialised like every matrix.
 pub struct PositionalEncoding {
     pe: Tensor,
-    learned: bool,
+    /// The fixed table's name in the model (`<prefix>.pe`); none when it is learned.
+    buffer_name: Option<String>,
     dropout: f64,
 }
 
@@ -66,15 +67,20 @@ impl PositionalEncoding {
         };
         Ok(Self {
             pe,
-            learned,
+            buffer_name: (!learned).then(|| vb.pp("pe").prefix()),
             dropout: cfg.dropout,
         })
     }
 
-    /// The fixed `(1, max_len, d_model)` table, for checkpoints; none when it is learned (it
-    /// is then a parameter, saved with the others).
-    pub fn table(&self) -> Option<&Tensor> {
-        (!self.learned).then_some(&self.pe)
+    /// The fixed `(1, max_len, d_model)` table under its name, for checkpoints; none when it
+    /// is learned (it is then a parameter, saved with the others).
+    pub fn buffer(&self) -> Option<(String, Tensor)> {
+        Some((self.buffer_name.clone()?, self.pe.clone()))
+    }
+
+    /// Rows of the table: the most positions a sequence can have.
+    pub fn max_len(&self) -> usize {
+        self.pe.dims().get(1).copied().unwrap_or(0)
     }
 
     /// `(batch, len, d_model)` at positions `offset..offset + len` (0 for a whole sequence, the

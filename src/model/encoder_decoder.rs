@@ -1,14 +1,15 @@
-//! EncoderDecoder, the Generator and `make_model`: the whole of Figure 1.
+//! EncoderDecoder and the Generator: the whole of Figure 1, the "encoder-decoder" family.
 
-use candle_core::{Device, Result, Tensor};
-use candle_nn::{VarBuilder, VarMap};
+use candle_core::{Result, Tensor};
+use candle_nn::VarBuilder;
 
-use super::linear::Linear;
-
-use super::decoder::{Decoder, DecoderState};
+use super::attention_maps::{attention_maps, AttentionLayers, AttentionMaps};
+use super::decoder::{Decoder, EncoderDecoderState};
+use super::decoding::{own_state, DecodingModel, DecodingState, Source};
 use super::embeddings::{Embeddings, PositionalEncoding};
 use super::encoder::Encoder;
-use super::init::fresh_model;
+use super::family::{ModelFamily, TeacherForced};
+use super::linear::Linear;
 use crate::config::{ModelConfig, VocabSizes};
 use crate::kernels::dropout::Mode;
 use crate::kernels::log_softmax::log_softmax_last_dim;
@@ -28,9 +29,15 @@ impl EmbeddingStack {
         })
     }
 
-    /// The fixed position table, for checkpoints; none when positions are learned.
-    pub fn position_table(&self) -> Option<&Tensor> {
-        self.positions.table()
+    /// The fixed position table under its name, for checkpoints; none when positions are
+    /// learned.
+    pub fn position_buffer(&self) -> Option<(String, Tensor)> {
+        self.positions.buffer()
+    }
+
+    /// Rows of the position table.
+    pub fn max_positions(&self) -> usize {
+        self.positions.max_len()
     }
 
     /// The token embedding matrix `(vocab, d_model)`, for a generator that shares it.
@@ -49,8 +56,9 @@ impl EmbeddingStack {
 /// The final linear projection and log-softmax over the target vocabulary.
 pub struct Generator {
     proj: Linear,
-    /// The target embedding's matrix, when the projection shares it (`share_embeddings`).
-    shared: Option<Tensor>,
+    /// The target embedding's matrix under the projection's own weight name, when the
+    /// projection shares it (`share_embeddings`).
+    shared: Option<(String, Tensor)>,
 }
 
 impl Generator {
@@ -79,8 +87,8 @@ impl Generator {
             vb.get(table.shape(), "proj.weight")?;
         }
         Ok(Self {
+            shared: Some((vb.pp("proj").pp("weight").prefix(), table.clone())),
             proj: Linear::from_weight(table.clone(), true, vb.pp("proj"))?,
-            shared: Some(table.clone()),
         })
     }
 
@@ -88,12 +96,11 @@ impl Generator {
     /// tied matrix twice (`generator.proj.weight` beside the embedding's): a checkpoint
     /// carries it so that `load_state_dict(strict=True)` reads it unchanged.
     pub fn tied_copy(&self) -> Option<(String, Tensor)> {
-        let table = self.shared.as_ref()?;
-        Some(("generator.proj.weight".to_string(), table.clone()))
+        self.shared.clone()
     }
 
     /// `(..., d_model)` -> log-probabilities `(..., tgt_vocab)`.
-    pub fn forward(&self, xs: &Tensor) -> Result<Tensor> {
+    pub fn log_probs(&self, xs: &Tensor) -> Result<Tensor> {
         log_softmax_last_dim(&self.logits(xs)?)
     }
 
@@ -150,28 +157,15 @@ impl EncoderDecoder {
     }
 
     /// Encode then decode (teacher forcing): hidden states `(batch, tgt_len, d_model)`.
-    pub fn forward(
+    pub fn hidden_states(
         &self,
-        src: &Tensor,
+        source: &Source,
         tgt: &Tensor,
-        src_mask: &Tensor,
         tgt_mask: &Tensor,
         mode: Mode,
     ) -> Result<Tensor> {
-        let memory = self.encode(src, src_mask, mode)?;
-        self.decode(&memory, src_mask, tgt, tgt_mask, mode)
-    }
-
-    /// Prepares incremental decoding against `memory`: computes the source keys/values once.
-    pub fn start_decoding(&self, memory: &Tensor, src_mask: &Tensor) -> Result<DecoderState> {
-        self.decoder.start(memory, src_mask)
-    }
-
-    /// Decodes one more position: `ids` `(batch, 1)` the latest tokens -> hidden states
-    /// `(batch, 1, d_model)`; `state` remembers everything before.
-    pub fn step(&self, ids: &Tensor, state: &mut DecoderState) -> Result<Tensor> {
-        let xs = self.tgt_embed.forward(ids, state.len, Mode::Eval)?;
-        self.decoder.step(&xs, state)
+        let memory = self.encode(&source.ids, &source.mask, mode)?;
+        self.decode(&memory, &source.mask, tgt, tgt_mask, mode)
     }
 
     pub fn generator(&self) -> &Generator {
@@ -185,32 +179,136 @@ impl EncoderDecoder {
     pub fn decoder(&self) -> &Decoder {
         &self.decoder
     }
+}
 
-    /// The tensors a checkpoint carries beside the parameters: the two sinusoidal position
-    /// tables (none when positions are learned: they are parameters then), and the shared
-    /// generator matrix under its own name (see [`Generator::tied_copy`]).
-    pub fn buffers(&self) -> Vec<(String, Tensor)> {
-        [
-            ("src_embed.1.pe", &self.src_embed),
-            ("tgt_embed.1.pe", &self.tgt_embed),
-        ]
-        .into_iter()
-        .filter_map(|(name, stack)| Some((name.to_string(), stack.positions.table()?.clone())))
-        .chain(self.generator.tied_copy())
-        .collect()
+impl DecodingModel for EncoderDecoder {
+    fn reads_source(&self) -> bool {
+        true
+    }
+
+    fn max_positions(&self) -> usize {
+        self.tgt_embed.max_positions()
+    }
+
+    /// Encodes the source and projects every layer's source keys and values once.
+    fn start(&self, source: Option<&Source>) -> Result<Box<dyn DecodingState>> {
+        let Some(source) = source else {
+            candle_core::bail!("an encoder-decoder model decodes from a source; none was given")
+        };
+        let memory = self.encode(&source.ids, &source.mask, Mode::Eval)?;
+        Ok(Box::new(self.decoder.start(&memory, &source.mask)?))
+    }
+
+    fn step(&self, ids: &Tensor, state: &mut dyn DecodingState) -> Result<Tensor> {
+        let state = own_state::<EncoderDecoderState>(state)?;
+        let xs = self.tgt_embed.forward(ids, state.len, Mode::Eval)?;
+        let hidden = self.decoder.step(&xs, state)?;
+        self.generator.logits(&hidden.squeeze(1)?)
     }
 }
 
-/// A fresh model whose parameters live in `varmap`, initialised as the reference does
-/// (Xavier-uniform for every matrix) from `seed`.
-pub fn make_model(
-    cfg: &ModelConfig,
-    vocab: VocabSizes,
-    varmap: &VarMap,
-    seed: u64,
-    device: &Device,
-) -> Result<EncoderDecoder> {
-    fresh_model(varmap, seed, device, |vb| {
-        EncoderDecoder::new(cfg, vocab, vb)
-    })
+impl ModelFamily for EncoderDecoder {
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+
+    fn logits(&self, batch: &TeacherForced, mode: Mode) -> Result<Tensor> {
+        let (source, tgt_in, tgt_mask) = batch.with_source(self)?;
+        self.generator
+            .logits(&self.hidden_states(source, tgt_in, tgt_mask, mode)?)
+    }
+
+    fn buffers(&self) -> Vec<(String, Tensor)> {
+        [&self.src_embed, &self.tgt_embed]
+            .into_iter()
+            .filter_map(EmbeddingStack::position_buffer)
+            .chain(self.generator.tied_copy())
+            .collect()
+    }
+
+    fn attention_maps(&self, batch: &TeacherForced) -> Result<AttentionMaps> {
+        let (source, tgt_in, tgt_mask) = batch.with_source(self)?;
+        let layers = AttentionLayers {
+            encoder: self
+                .encoder
+                .layers()
+                .iter()
+                .map(|l| l.self_attention())
+                .collect(),
+            decoder_self: self
+                .decoder
+                .layers()
+                .iter()
+                .map(|l| l.self_attention())
+                .collect(),
+            cross: self
+                .decoder
+                .layers()
+                .iter()
+                .map(|l| l.source_attention())
+                .collect(),
+        };
+        attention_maps(layers, || {
+            self.hidden_states(source, tgt_in, tgt_mask, Mode::Eval)
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::ModelConfig;
+    use crate::model::ModelFamily;
+    use crate::model::{Model, TeacherForced, VocabSizes};
+    use candle_core::{DType, Device};
+    use candle_nn::{VarBuilder, VarMap};
+
+    #[test]
+    fn every_layer_gives_row_stochastic_maps_and_the_decoder_never_looks_ahead() {
+        let cfg = ModelConfig {
+            layers: 2,
+            d_model: 16,
+            d_ff: 32,
+            heads: 4,
+            max_len: 32,
+            ..ModelConfig::default()
+        };
+        let dev = Device::Cpu;
+        let vocab = VocabSizes { src: 11, tgt: 11 };
+        let model = EncoderDecoder::new(
+            &cfg,
+            vocab,
+            VarBuilder::from_varmap(&VarMap::new(), DType::F32, &dev),
+        )
+        .unwrap();
+        let src = Tensor::new(&[[1u32, 5, 6, 7, 2]], &dev).unwrap();
+        let tgt = Tensor::new(&[[1u32, 8, 9]], &dev).unwrap();
+        let batch = TeacherForced::with_masks(src, tgt, 0).unwrap();
+        let maps = model.attention_maps(&batch).unwrap();
+        let fresh = Model::fresh(&cfg, vocab, &VarMap::new(), 0, &dev).unwrap();
+        assert_eq!(fresh.attention_maps(&batch).unwrap().cross.len(), 2);
+        assert_eq!(maps.encoder.len(), 2);
+        assert_eq!(maps.encoder[0].dims(), &[4, 5, 5]);
+        assert_eq!(maps.decoder_self[1].dims(), &[4, 3, 3]);
+        assert_eq!(maps.cross[1].dims(), &[4, 3, 5]);
+        for map in maps
+            .encoder
+            .iter()
+            .chain(&maps.decoder_self)
+            .chain(&maps.cross)
+        {
+            for head in map.to_vec3::<f32>().unwrap() {
+                for row in head {
+                    assert!((row.iter().sum::<f32>() - 1.0).abs() < 1e-5);
+                }
+            }
+        }
+        let first_query = maps.decoder_self[0].to_vec3::<f32>().unwrap()[0][0].clone();
+        assert_eq!(first_query, vec![1.0, 0.0, 0.0]);
+        let attention = model.encoder().layers()[0].self_attention();
+        assert!(
+            attention.recorded().is_none(),
+            "recording is switched off again"
+        );
+    }
 }

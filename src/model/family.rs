@@ -1,130 +1,97 @@
-//! Either model family, as the trainer holds it: the encoder-decoder (translation) or the
-//! decoder-only language model, chosen by `model.arch`.
+//! What a model family is: [`ModelFamily`], beside the decoding contract
+//! ([`DecodingModel`]) every family also implements, and the teacher-forced batch its
+//! training pass reads. The families themselves, and the table that builds them, are in
+//! [`super::families`].
 
-use candle_core::{Device, Result, Tensor};
-use candle_nn::{VarBuilder, VarMap};
+use std::any::Any;
 
-use super::decoder_only::DecoderOnly;
-use super::encoder_decoder::EncoderDecoder;
-use super::init::fresh_model;
-use crate::config::{Architecture, ModelConfig, VocabSizes};
+use candle_core::{Result, Tensor};
+
+use super::attention_maps::AttentionMaps;
+use super::decoding::{DecodingModel, Source};
+use super::masks;
 use crate::kernels::dropout::Mode;
-
-pub enum Model {
-    Translation(EncoderDecoder),
-    /// Trained on the target side of its examples (a language model has no source).
-    Language(DecoderOnly),
-}
 
 /// A padded batch as a teacher-forced pass reads it.
 pub enum TeacherForced {
-    /// The reference's `Batch`: `src` `(batch, src_len)` with its padding mask `(batch, 1,
-    /// src_len)`, `tgt_in` `(batch, tgt_len)` with its padding-and-subsequent mask `(batch,
-    /// tgt_len, tgt_len)`.
-    Translation {
-        src: Tensor,
-        src_mask: Tensor,
+    /// The reference's `Batch`: the source with its padding mask, `tgt_in` `(batch,
+    /// tgt_len)` with its padding-and-subsequent mask `(batch, tgt_len, tgt_len)`.
+    WithSource {
+        source: Source,
         tgt_in: Tensor,
         tgt_mask: Tensor,
     },
-    /// The target prefix `(batch, len)`; the model applies its own causal mask.
-    Language { ids: Tensor },
+    /// The target prefix `(batch, len)` alone; the model applies its own causal mask.
+    TargetOnly { ids: Tensor },
 }
 
 impl TeacherForced {
-    fn family(&self) -> &'static str {
-        match self {
-            Self::Translation { .. } => "translation",
-            Self::Language { .. } => "language",
-        }
-    }
-}
-
-impl Model {
-    /// Builds the model `cfg.arch` names from `vb`.
-    pub fn new(cfg: &ModelConfig, vocab: VocabSizes, vb: VarBuilder) -> Result<Self> {
-        Ok(match cfg.arch {
-            Architecture::EncoderDecoder => Self::Translation(EncoderDecoder::new(cfg, vocab, vb)?),
-            Architecture::DecoderOnly => Self::Language(DecoderOnly::new(cfg, vocab.tgt, vb)?),
+    /// The batch of padded source ids `(batch, src_len)` and target prefix `tgt_in` `(batch,
+    /// tgt_len)`, with their masks (`pad` hidden; the target also from later positions).
+    pub fn with_masks(src: Tensor, tgt_in: Tensor, pad: u32) -> Result<Self> {
+        Ok(Self::WithSource {
+            source: Source {
+                mask: masks::padding_mask(&src, pad)?,
+                ids: src,
+            },
+            tgt_mask: masks::target_mask(&tgt_in, pad)?,
+            tgt_in,
         })
     }
 
-    /// A fresh model whose parameters live in `varmap`, initialised as the reference does.
-    pub fn fresh(
-        cfg: &ModelConfig,
-        vocab: VocabSizes,
-        varmap: &VarMap,
-        seed: u64,
-        device: &Device,
-    ) -> Result<Self> {
-        fresh_model(varmap, seed, device, |vb| Self::new(cfg, vocab, vb))
+    /// Whether the batch carries a source: which families read it.
+    pub fn has_source(&self) -> bool {
+        matches!(self, Self::WithSource { .. })
     }
 
+    /// The source, `tgt_in` and `tgt_mask`, for `model`, which reads a source; a batch
+    /// without one is refused by name.
+    pub fn with_source(&self, model: &dyn DecodingModel) -> Result<(&Source, &Tensor, &Tensor)> {
+        match self {
+            Self::WithSource {
+                source,
+                tgt_in,
+                tgt_mask,
+            } => Ok((source, tgt_in, tgt_mask)),
+            Self::TargetOnly { .. } => Err(self.wrong_kind(model)),
+        }
+    }
+
+    /// The ids, for `model`, which reads no source; a batch with one is refused by name.
+    pub fn target_only(&self, model: &dyn DecodingModel) -> Result<&Tensor> {
+        match self {
+            Self::TargetOnly { ids } => Ok(ids),
+            Self::WithSource { .. } => Err(self.wrong_kind(model)),
+        }
+    }
+
+    fn wrong_kind(&self, model: &dyn DecodingModel) -> candle_core::Error {
+        candle_core::Error::Msg(if model.reads_source() {
+            "an encoder-decoder model cannot read a batch without a source".into()
+        } else {
+            "a decoder-only model cannot read a batch with a source".into()
+        })
+    }
+}
+
+/// What every model family does beyond decoding: the teacher-forced pass that trains it,
+/// the tensors its checkpoint carries beside the parameters, and (where it has them) its
+/// attention maps.
+pub trait ModelFamily: DecodingModel {
     /// Teacher-forced next-token logits `(batch, tgt_len, vocab)` of a padded batch.
-    pub fn forward(&self, batch: &TeacherForced, mode: Mode) -> Result<Tensor> {
-        match (self, batch) {
-            (
-                Self::Translation(model),
-                TeacherForced::Translation {
-                    src,
-                    src_mask,
-                    tgt_in,
-                    tgt_mask,
-                },
-            ) => {
-                let hidden = model.forward(src, tgt_in, src_mask, tgt_mask, mode)?;
-                model.generator().logits(&hidden)
-            }
-            // Causal: a padded tail never affects the positions before it, and its targets
-            // are padding, which the loss skips.
-            (Self::Language(model), TeacherForced::Language { ids }) => model.forward(ids, mode),
-            _ => candle_core::bail!(
-                "a {} model cannot read a {} batch",
-                self.family(),
-                batch.family()
-            ),
-        }
+    fn logits(&self, batch: &TeacherForced, mode: Mode) -> Result<Tensor>;
+
+    /// The non-trained tensors a checkpoint carries, under their module names (sinusoidal
+    /// position tables, a shared matrix's second name).
+    fn buffers(&self) -> Vec<(String, Tensor)>;
+
+    /// Every attention's probabilities for one teacher-forced pair (batch 1).
+    fn attention_maps(&self, batch: &TeacherForced) -> Result<AttentionMaps> {
+        let _ = batch;
+        candle_core::bail!("this model family draws no attention maps")
     }
 
-    /// Whether the model reads a source sentence: which [`TeacherForced`] batch it takes.
-    pub fn reads_source(&self) -> bool {
-        matches!(self, Self::Translation(_))
-    }
-
-    fn family(&self) -> &'static str {
-        match self {
-            Self::Translation(_) => "translation",
-            Self::Language(_) => "language",
-        }
-    }
-
-    /// The non-trained tensors a checkpoint carries (sinusoidal position tables).
-    pub fn buffers(&self) -> Vec<(String, Tensor)> {
-        match self {
-            Self::Translation(model) => model.buffers(),
-            Self::Language(model) => model.buffers(),
-        }
-    }
-
-    pub fn translation(&self) -> Option<&EncoderDecoder> {
-        match self {
-            Self::Translation(model) => Some(model),
-            Self::Language(_) => None,
-        }
-    }
-
-    /// The translation model itself; none for a language model.
-    pub fn into_translation(self) -> Option<EncoderDecoder> {
-        match self {
-            Self::Translation(model) => Some(model),
-            Self::Language(_) => None,
-        }
-    }
-
-    pub fn language(&self) -> Option<&DecoderOnly> {
-        match self {
-            Self::Language(model) => Some(model),
-            Self::Translation(_) => None,
-        }
-    }
+    /// The family's own type, for what only it has (the encoder-decoder's encoder memory, in
+    /// the parity tests); see `Model::family`.
+    fn as_any(&self) -> &dyn Any;
 }

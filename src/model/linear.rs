@@ -1,6 +1,15 @@
-//! A linear layer, `y = x W^T + b`, named as torch.nn.Linear (`weight` `(out, in)`, `bias`).
-//! The product itself is [`crate::kernels::linear`]'s.
+//! A linear layer, `y = x W^T + b`, named as torch.nn.Linear (`weight` `(out, in)`, `bias`),
+//! and the one owner of every form its weight takes. The product itself is
+//! [`crate::kernels::linear`]'s.
+//!
+//! A weight being trained is read as it is: it changes after every optimiser step. A fixed
+//! weight (a loaded checkpoint, a frozen view for validation) keeps the forms decoding reads
+//! faster, made on first use: its transpose, and (in a [`LinearGroup`]) the concatenation
+//! of layers that read the same input. Model code calls `forward` and never knows which
+//! form answered; a new form (int8) is a new [`Weight`] variant here.
 
+use std::borrow::Cow;
+use std::ops::Range;
 use std::sync::OnceLock;
 
 use candle_core::{Result, Tensor, D};
@@ -8,19 +17,47 @@ use candle_nn::{Init, VarBuilder};
 
 use crate::kernels;
 
+/// The forms a linear layer's weight `(out, in)` takes.
+#[derive(Clone)]
+enum Weight {
+    /// A variable, or this step's cast of one: gradients flow through it.
+    Trained(Tensor),
+    /// No gradient: `W`, and `W^T` once a product on the CPU has asked for it.
+    Fixed {
+        matrix: Tensor,
+        transposed: OnceLock<Tensor>,
+    },
+}
+
+impl Weight {
+    fn new(matrix: Tensor) -> Self {
+        if matrix.track_op() {
+            Self::Trained(matrix)
+        } else {
+            Self::Fixed {
+                matrix,
+                transposed: OnceLock::new(),
+            }
+        }
+    }
+
+    fn matrix(&self) -> &Tensor {
+        match self {
+            Self::Trained(matrix) | Self::Fixed { matrix, .. } => matrix,
+        }
+    }
+}
+
 /// A fully connected layer, with or without a bias.
 #[derive(Clone)]
 pub struct Linear {
-    weight: Tensor,
+    weight: Weight,
     bias: Option<Tensor>,
-    /// `W^T` for a fixed weight, which the kernel may fill on first use (see
-    /// `kernels::linear::linear`): a loaded checkpoint, or validation's detached view, which
-    /// lives for one validation pass.
-    fixed_weight_t: OnceLock<Tensor>,
 }
 
 impl Linear {
-    /// Zero-initialised: `make_model` draws every parameter afterwards, as the reference does.
+    /// Zero-initialised: `Model::fresh` draws every parameter afterwards, as the reference
+    /// does.
     pub fn new(in_features: usize, out_features: usize, vb: VarBuilder) -> Result<Self> {
         Self::with_bias(in_features, out_features, true, vb)
     }
@@ -45,27 +82,26 @@ impl Linear {
             None
         };
         Ok(Self {
-            weight,
+            weight: Weight::new(weight),
             bias,
-            fixed_weight_t: OnceLock::new(),
         })
     }
 
     /// `layers` of one input size as one layer whose outputs lie side by side in that order
     /// (their weights and biases concatenated): one product instead of several.
-    pub fn concatenated(layers: &[&Linear]) -> Result<Self> {
-        let weights: Vec<&Tensor> = layers.iter().map(|l| &l.weight).collect();
+    fn concatenated(layers: &[Linear]) -> Result<Self> {
+        let weights: Vec<&Tensor> = layers.iter().map(|l| l.weight.matrix()).collect();
         let biases: Option<Vec<&Tensor>> = layers.iter().map(|l| l.bias.as_ref()).collect();
         Ok(Self {
-            weight: Tensor::cat(&weights, 0)?,
+            weight: Weight::new(Tensor::cat(&weights, 0)?),
             bias: biases.map(|b| Tensor::cat(&b, 0)).transpose()?,
-            fixed_weight_t: OnceLock::new(),
         })
     }
 
-    /// Whether the weights are being trained (variables), so may change after any step.
-    pub fn is_trained(&self) -> bool {
-        self.weight.track_op() || self.bias.as_ref().is_some_and(Tensor::track_op)
+    /// Whether the weights are being trained, so may change after any step.
+    fn is_trained(&self) -> bool {
+        matches!(self.weight, Weight::Trained(_))
+            || self.bias.as_ref().is_some_and(Tensor::track_op)
     }
 
     /// `(..., in)` -> `(..., out)`.
@@ -74,12 +110,55 @@ impl Linear {
         let in_features = xs.dim(D::Minus1)?;
         let rows = xs.elem_count() / in_features.max(1);
         if let Some(last) = dims.last_mut() {
-            *last = self.weight.dim(0)?;
+            *last = self.weight.matrix().dim(0)?;
         }
         let xs = xs.reshape((rows, in_features))?;
-        let ys =
-            kernels::linear::linear(&xs, &self.weight, self.bias.as_ref(), &self.fixed_weight_t)?;
+        let bias = self.bias.as_ref();
+        let ys = match &self.weight {
+            Weight::Trained(matrix) => kernels::linear::linear(&xs, matrix, bias)?,
+            Weight::Fixed { matrix, transposed } => {
+                kernels::linear::linear_fixed(&xs, matrix, transposed, bias)?
+            }
+        };
         ys.reshape(dims)
+    }
+}
+
+/// Linear layers that read the same input (attention's query, key, value and output
+/// projections), and the joins of consecutive ones as one product: made once for fixed
+/// weights, afresh for weights in training (which change after every step).
+pub struct LinearGroup {
+    layers: Vec<Linear>,
+    /// The join of `layers[a..b]` at [`Self::slot`]`(a, b)`.
+    joins: Vec<OnceLock<Linear>>,
+}
+
+impl LinearGroup {
+    pub fn new(layers: Vec<Linear>) -> Self {
+        let n = layers.len();
+        Self {
+            layers,
+            joins: (0..n * n).map(|_| OnceLock::new()).collect(),
+        }
+    }
+
+    /// Layer `i`.
+    pub fn layer(&self, i: usize) -> &Linear {
+        &self.layers[i]
+    }
+
+    /// The layers `parts` as one, their outputs side by side in order.
+    pub fn joined(&self, parts: Range<usize>) -> Result<Cow<'_, Linear>> {
+        let layers = &self.layers[parts.clone()];
+        if layers.iter().any(Linear::is_trained) {
+            return Ok(Cow::Owned(Linear::concatenated(layers)?));
+        }
+        let slot = &self.joins[parts.start * self.layers.len() + parts.end - 1];
+        if let Some(joined) = slot.get() {
+            return Ok(Cow::Borrowed(joined));
+        }
+        let joined = Linear::concatenated(layers)?;
+        Ok(Cow::Borrowed(slot.get_or_init(|| joined)))
     }
 }
 

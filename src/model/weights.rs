@@ -13,7 +13,7 @@ use std::ops::Deref;
 use candle_core::{DType, Device, Result, Tensor, Var};
 use candle_nn::{VarBuilder, VarMap};
 
-use super::family::Model;
+use super::families::Model;
 use super::init::named_vars;
 use crate::config::{ModelConfig, VocabSizes};
 
@@ -165,7 +165,7 @@ impl Deref for StepModel<'_> {
 mod tests {
     use super::*;
     use crate::kernels::dropout::Mode;
-    use crate::model::{masks, TeacherForced};
+    use crate::model::TeacherForced;
 
     fn tiny() -> TrainedWeights {
         let config = ModelConfig {
@@ -183,13 +183,8 @@ mod tests {
         let dev = Device::Cpu;
         let src = Tensor::new(&[[1u32, 4, 5, 2]], &dev).unwrap();
         let tgt = Tensor::new(&[[1u32, 6, 7]], &dev).unwrap();
-        let batch = TeacherForced::Translation {
-            src_mask: masks::padding_mask(&src, 0).unwrap(),
-            tgt_mask: masks::target_mask(&tgt, 0).unwrap(),
-            src,
-            tgt_in: tgt,
-        };
-        model.forward(&batch, Mode::Eval).unwrap()
+        let batch = TeacherForced::with_masks(src, tgt, 0).unwrap();
+        model.logits(&batch, Mode::Eval).unwrap()
     }
 
     #[test]
@@ -208,10 +203,10 @@ mod tests {
         let ids = Tensor::new(&[[1u32, 6]], &Device::Cpu).unwrap();
         let error = weights
             .model()
-            .forward(&TeacherForced::Language { ids }, Mode::Eval)
+            .logits(&TeacherForced::TargetOnly { ids }, Mode::Eval)
             .unwrap_err()
             .to_string();
-        assert!(error.contains("a translation model cannot read a language batch"));
+        assert!(error.contains("an encoder-decoder model cannot read a batch without a source"));
         // The f32 step reads the variables' own model, not a copy.
         assert!(matches!(
             weights.for_step(DType::F32).unwrap(),

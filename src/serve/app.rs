@@ -11,6 +11,7 @@ use super::languages::LanguagePair;
 use super::metrics::Metrics;
 use crate::checkpoint::Checkpoint;
 use crate::data::corpus::normalize_sentence;
+use crate::infer::settings::{DecodeRequest, Resolver, SettingNames};
 use crate::infer::translator::{DecodeOptions, Translation};
 
 /// What a request may ask for.
@@ -45,8 +46,8 @@ pub struct AppState {
     pub pair: LanguagePair,
     pub key: ApiKey,
     pub limits: Limits,
-    /// The checkpoint's `[decode]` settings, used when a request names none.
-    pub defaults: DecodeOptions,
+    /// Resolves each request's decoding settings over the checkpoint's and the flags'.
+    pub decode: Resolver,
     pub max_batch: usize,
     /// The device, as `/health` reports it.
     pub device: String,
@@ -55,6 +56,18 @@ pub struct AppState {
 pub type Shared = Arc<AppState>;
 
 impl AppState {
+    /// A request's decoding settings, named as its endpoint names them, over the server's;
+    /// a value out of bounds is a 400 that names it.
+    pub fn decode_options(
+        &self,
+        request: DecodeRequest,
+        names: SettingNames,
+    ) -> Result<DecodeOptions, ApiError> {
+        self.decode
+            .resolve(request, names)
+            .map_err(|e| ApiError::bad_request(format!("invalid request: {e}")))
+    }
+
     /// Checks that a request's `q` holds no more texts than allowed (`/detect` reads no more
     /// either).
     pub fn check_count(&self, texts: &[String]) -> Result<(), ApiError> {

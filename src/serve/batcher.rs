@@ -16,7 +16,7 @@ use candle_core::Device;
 use tokio::sync::oneshot;
 
 use super::metrics::Metrics;
-use crate::checkpoint::Checkpoint;
+use crate::checkpoint::{Checkpoint, Task};
 use crate::data::corpus::normalize_sentence;
 use crate::infer::attention::{attention_grids, TeacherForcedPair};
 use crate::infer::translator::{DecodeOptions, Translation, Translator};
@@ -325,10 +325,10 @@ impl Worker {
         Ok(Translator {
             model: self
                 .checkpoint
-                .translation()
-                .map_err(|e| format!("{e:#}"))?,
+                .model_for(Task::Translate)
+                .map_err(|e| format!("{e:#}"))?
+                .decoding(),
             tokenizers: &self.checkpoint.tokenizers,
-            max_positions: self.checkpoint.config.model.max_len,
             device: &self.device,
             options,
         })
@@ -363,7 +363,7 @@ impl Worker {
         let pair = TeacherForcedPair::new(&src, &translation.ids[..drawn]);
         pair.check_fits(self.checkpoint.config.model.max_len)?;
         let grids = attention_grids(
-            translator.model,
+            &*self.checkpoint.model,
             &self.checkpoint.tokenizers,
             &pair,
             layers,

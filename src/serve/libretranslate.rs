@@ -14,10 +14,8 @@ use super::app::{Sentences, Shared};
 use super::body::{self, Accepts};
 use super::error::ApiError;
 use super::languages::name_of;
-use crate::infer::translator::{DecodeOptions, Translation};
-
-/// Most alternatives a request may ask for (each widens the beam by one).
-const MAX_ALTERNATIVES: usize = 8;
+use crate::infer::settings::{self, DecodeRequest};
+use crate::infer::translator::Translation;
 
 /// `/translate`'s fields; others are ignored, as LibreTranslate ignores them.
 #[derive(Debug, Deserialize)]
@@ -57,12 +55,12 @@ pub async fn translate(
         }
     }
     let alternatives = body::count("alternatives", request.alternatives.as_ref())?.unwrap_or(0);
-    if alternatives > MAX_ALTERNATIVES {
-        return Err(ApiError::bad_request(format!(
-            "invalid request: alternatives {alternatives} is more than {MAX_ALTERNATIVES}"
-        )));
-    }
-    let options = with_alternatives(state.defaults, alternatives);
+    // The translation and its alternatives are the n best hypotheses of one beam search.
+    let asked = DecodeRequest {
+        n_best: (alternatives > 0).then_some(alternatives.saturating_add(1)),
+        ..DecodeRequest::default()
+    };
+    let options = state.decode_options(asked, settings::LIBRETRANSLATE_FIELDS)?;
     state.check_texts(&texts, Sentences::Lines, &options)?;
     let lines: Vec<Vec<String>> = texts.iter().map(|t| split_lines(t)).collect();
     let sentences: Vec<String> = lines.iter().flatten().cloned().collect();
@@ -169,18 +167,6 @@ fn split_lines(text: &str) -> Vec<String> {
         .collect()
 }
 
-/// `defaults` widened to find `alternatives` more hypotheses: a beam of at least one more.
-fn with_alternatives(defaults: DecodeOptions, alternatives: usize) -> DecodeOptions {
-    if alternatives == 0 {
-        return defaults;
-    }
-    DecodeOptions {
-        beam: defaults.beam.max(alternatives + 1),
-        n_best: alternatives + 1,
-        ..defaults
-    }
-}
-
 /// `GET /languages` (LibreTranslate also takes POST): the source with its target.
 pub async fn languages(State(state): State<Shared>) -> Json<Value> {
     Json(json!(state.pair.entries()))
@@ -255,13 +241,5 @@ mod tests {
         for bad in [None, Some(json!([])), Some(json!(3)), Some(json!(["x", 1]))] {
             assert_eq!(body::texts(bad.clone()).unwrap_err().status, 400, "{bad:?}");
         }
-    }
-
-    #[test]
-    fn alternatives_widen_the_beam() {
-        let greedy = DecodeOptions::default();
-        let wide = with_alternatives(greedy, 2);
-        assert_eq!((wide.beam, wide.n_best), (3, 3));
-        assert_eq!(with_alternatives(greedy, 0), greedy);
     }
 }

@@ -30,8 +30,8 @@ pub use app::Limits;
 pub use batcher::BatchPolicy;
 pub use connections::ConnectionLimits;
 
-use crate::checkpoint::Checkpoint;
-use crate::infer::translator::DecodeOptions;
+use crate::checkpoint::{Checkpoint, Task};
+use crate::infer::settings::Resolver;
 use app::AppState;
 use auth::ApiKey;
 use languages::LanguagePair;
@@ -45,9 +45,13 @@ pub struct ServeSettings {
     pub limits: Limits,
     pub connections: ConnectionLimits,
     pub api_key: Option<String>,
-    /// Decoding for requests that name no settings (the checkpoint's `[decode]`).
-    pub defaults: DecodeOptions,
+    /// Decoding settings below a request's: the checkpoint's `[decode]`, then the flags.
+    pub decode: Resolver,
 }
+
+/// Widest beam a request may ask for: each beam is a decoder row, so this bounds the work
+/// one sentence can cost.
+pub const WIDEST_BEAM: usize = 32;
 
 /// Serves `checkpoint` (a translation model) on `device` until SIGINT or SIGTERM; returns
 /// once the requests in flight are answered. `ready` is told the address listened on.
@@ -60,7 +64,7 @@ pub fn serve(
     settings: ServeSettings,
     ready: impl FnOnce(SocketAddr) + Send + 'static,
 ) -> anyhow::Result<()> {
-    checkpoint.translation()?;
+    checkpoint.model_for(Task::Translate)?;
     let pair = language_pair(&checkpoint)?;
     let checkpoint = Arc::new(checkpoint);
     let metrics = Arc::new(Metrics::new());
@@ -74,7 +78,7 @@ pub fn serve(
         pair,
         key: ApiKey::new(settings.api_key),
         limits: settings.limits,
-        defaults: settings.defaults,
+        decode: settings.decode,
         max_batch: settings.policy.max_batch,
         device: device_name,
     });

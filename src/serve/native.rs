@@ -15,12 +15,9 @@ use super::app::{answer, refused, Sentences, Shared};
 use super::body::{self, Accepts};
 use super::error::ApiError;
 use crate::data::corpus::normalize_sentence;
+use crate::infer::settings::{self, DecodeRequest};
 use crate::infer::translator::{DecodeOptions, Translation};
 use crate::plot::attention_heatmaps_png;
-
-/// Widest beam a request may ask for: each beam is a decoder row, so this bounds the work
-/// one sentence can cost.
-const MAX_BEAM: usize = 32;
 
 /// Longest sentence, in source tokens, whose attention is drawn, and most target tokens
 /// decoded for it: the picture, and the memory it takes, grow with the square of the lengths.
@@ -64,44 +61,15 @@ pub struct TranslateResponse {
     translations: Vec<Translation>,
 }
 
-/// The request's decoding settings over the checkpoint's, each checked.
+/// The request's decoding settings over the server's, through the one resolver.
 fn options(state: &Shared, request: &TranslateRequest) -> Result<DecodeOptions, ApiError> {
-    let defaults = state.defaults;
-    let vocab = state.checkpoint.tokenizers.tgt.vocab_size();
-    let beam = request.beam.unwrap_or(defaults.beam);
-    let widest = MAX_BEAM.min(vocab);
-    if !(1..=widest).contains(&beam) {
-        return Err(ApiError::bad_request(format!(
-            "invalid request: beam must be from 1 to {widest}, got {beam}"
-        )));
-    }
-    let n_best = request.n_best.unwrap_or(1);
-    if !(1..=beam).contains(&n_best) {
-        return Err(ApiError::bad_request(format!(
-            "invalid request: n_best must be from 1 to the beam ({beam}), got {n_best}"
-        )));
-    }
-    let length_penalty = request
-        .length_penalty
-        .unwrap_or(f64::from(defaults.length_penalty));
-    if !length_penalty.is_finite() {
-        return Err(ApiError::bad_request(
-            "invalid request: length_penalty must be a finite number",
-        ));
-    }
-    let max_positions = state.checkpoint.config.model.max_len;
-    let max_len = request.max_len.or(defaults.max_len);
-    if let Some(bad) = max_len.filter(|&n| !(1..=max_positions).contains(&n)) {
-        return Err(ApiError::bad_request(format!(
-            "invalid request: max_len must be from 1 to {max_positions} (model.max_len), got {bad}"
-        )));
-    }
-    Ok(DecodeOptions {
-        beam,
-        length_penalty: length_penalty as f32,
-        max_len,
-        n_best,
-    })
+    let asked = DecodeRequest {
+        beam: request.beam,
+        length_penalty: request.length_penalty,
+        max_len: request.max_len,
+        n_best: request.n_best,
+    };
+    state.decode_options(asked, settings::FIELDS)
 }
 
 /// The key of an `Authorization: Bearer KEY` header (the scheme in any case, RFC 9110
@@ -167,12 +135,13 @@ pub async fn attention(
     let options = DecodeOptions {
         max_len: Some(
             state
-                .defaults
+                .decode
+                .defaults()
                 .max_len
                 .unwrap_or(usize::MAX)
                 .min(MAX_ATTENTION_TARGET),
         ),
-        ..state.defaults
+        ..state.decode.defaults()
     };
     state.check_texts(std::slice::from_ref(&text), Sentences::Whole, &options)?;
     let reply = state

@@ -17,6 +17,3 @@ pub use outcome::{Diverged, RunOutcome};
 pub use state::{RunPosition, TrainingState, STATE_FORMAT};
 pub use trainer::resume::ResumePoint;
 pub use trainer::{TrainObserver, Trainer};
-
-// The records the loop writes; `checkpoint` reads and writes them by this path.
-pub use crate::metrics::MetricRecord;

@@ -18,6 +18,7 @@ use crate::config::{ComputeDtype, Config};
 use crate::data::vocab::PAD_ID;
 use crate::data::{epoch_batches, ordered_batches, EncodedPair, PaddedBatch};
 use crate::distributed::{Collective, SingleProcess};
+use crate::infer::settings::{self, DecodeBounds, Layer};
 use crate::infer::translator::DecodeOptions;
 use crate::infer::Inference;
 use crate::metrics::{corpus_bleu, MetricRecord};
@@ -58,6 +59,8 @@ pub struct Trainer {
     /// Seconds this session spent summing gradients over the ranks (waiting for the slowest
     /// included), for the benchmark.
     collective_seconds: f64,
+    /// `[decode]`, resolved and checked against the model: how validation translates.
+    decode: DecodeOptions,
 }
 
 impl Trainer {
@@ -82,6 +85,13 @@ impl Trainer {
                  has no bf16 matrix product; use dtype = \"f32\" on the CPU"
             )
         }
+        let bounds = DecodeBounds {
+            target_vocab: vocab.tgt,
+            max_positions: config.model.max_len,
+            door_beam: None,
+        };
+        let decode = settings::resolve(&[Layer::config(&config.decode, "the config")], &bounds)
+            .map_err(anyhow::Error::msg)?;
         let weights = TrainedWeights::fresh(&config.model, vocab, seed, device)?;
         let t = &config.training;
         let settings = AdamSettings {
@@ -106,6 +116,7 @@ impl Trainer {
             dropout_rng,
             collective,
             collective_seconds: 0.0,
+            decode,
             config,
             data,
             device: device.clone(),
@@ -259,9 +270,7 @@ impl Trainer {
     /// `eval` will use by default); none for a language model, which translates nothing.
     fn validation_bleu(&self, valid: &ValidationData) -> anyhow::Result<Option<f64>> {
         let frozen = self.weights.frozen()?;
-        let Inference::Translation(translator) =
-            self.inference_over(&frozen, DecodeOptions::from(&self.config.decode))
-        else {
+        let Inference::Translation(translator) = self.inference_over(&frozen, self.decode) else {
             return Ok(None);
         };
         let hypotheses: Vec<String> = translator
@@ -278,14 +287,12 @@ impl Trainer {
     }
 
     fn inference_over<'a>(&'a self, model: &'a Model, options: DecodeOptions) -> Inference<'a> {
-        let max_positions = self.config.model.max_len;
-        Inference::of(
-            model,
-            &self.data.tokenizers,
-            max_positions,
-            &self.device,
-            options,
-        )
+        Inference::of(model, &self.data.tokenizers, &self.device, options)
+    }
+
+    /// How validation translates: the config's `[decode]`, resolved.
+    pub fn decode_options(&self) -> DecodeOptions {
+        self.decode
     }
 
     pub fn model(&self) -> &Model {

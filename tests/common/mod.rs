@@ -131,3 +131,56 @@ pub fn padded(rows: &[Vec<u32>]) -> candle_core::Tensor {
         .collect();
     candle_core::Tensor::from_vec(flat, (rows.len(), width), &candle_core::Device::Cpu).unwrap()
 }
+
+/// Sources as the decoders read them: padded, with their mask, every row starting from
+/// `<s>`, each with its own step limit.
+#[allow(dead_code)]
+pub struct Sources {
+    pub source: transformer::model::Source,
+    pub prefix: candle_core::Tensor,
+    pub max_steps: Vec<usize>,
+}
+
+#[allow(dead_code)]
+impl Sources {
+    pub fn of(rows: &[Vec<u32>], max_steps: &[usize]) -> Self {
+        use transformer::data::vocab::{BOS_ID, PAD_ID};
+        let ids = padded(rows);
+        let prefix = candle_core::Tensor::full(BOS_ID, (rows.len(), 1), ids.device()).unwrap();
+        Self {
+            source: transformer::model::Source {
+                mask: transformer::model::masks::padding_mask(&ids, PAD_ID).unwrap(),
+                ids,
+            },
+            prefix,
+            max_steps: max_steps.to_vec(),
+        }
+    }
+
+    /// One row, `steps` steps.
+    pub fn one(ids: &[u32], steps: usize) -> Self {
+        Self::of(&[ids.to_vec()], &[steps])
+    }
+
+    pub fn input(&self, end: Option<u32>) -> transformer::infer::DecodeInput<'_> {
+        transformer::infer::DecodeInput {
+            prompt: transformer::model::Prompt {
+                source: Some(&self.source),
+                prefix: &self.prefix,
+            },
+            max_steps: &self.max_steps,
+            end,
+            still_wanted: &transformer::infer::always_wanted,
+        }
+    }
+}
+
+/// A padded source and target prefix as a teacher-forced batch.
+#[allow(dead_code)]
+pub fn teacher_forced(
+    src: &candle_core::Tensor,
+    tgt_in: &candle_core::Tensor,
+) -> transformer::model::TeacherForced {
+    let pad = transformer::data::vocab::PAD_ID;
+    transformer::model::TeacherForced::with_masks(src.clone(), tgt_in.clone(), pad).unwrap()
+}

@@ -11,7 +11,7 @@ use super::Trainer;
 use crate::data::vocab::PAD_ID;
 use crate::data::PaddedBatch;
 use crate::metrics::MetricRecord;
-use crate::model::{masks, Mode, Model, TeacherForced};
+use crate::model::{Mode, Model, TeacherForced};
 use crate::train::clip::clip_grad_norm;
 use crate::train::data_parallel::{share, sum_over_ranks};
 use crate::train::events::StepReport;
@@ -151,19 +151,14 @@ impl Trainer {
         let tgt_out = Tensor::from_slice(&batch.tgt_out, batch.size * batch.tgt_len, dev)?;
         let inputs = if model.reads_source() {
             let src = Tensor::from_slice(&batch.src, (batch.size, batch.src_len), dev)?;
-            TeacherForced::Translation {
-                src_mask: masks::padding_mask(&src, PAD_ID)?,
-                tgt_mask: masks::target_mask(&tgt_in, PAD_ID)?,
-                src,
-                tgt_in,
-            }
+            TeacherForced::with_masks(src, tgt_in, PAD_ID)?
         } else {
-            TeacherForced::Language { ids: tgt_in }
+            TeacherForced::TargetOnly { ids: tgt_in }
         };
         let rows = batch.size * batch.tgt_len;
         // The loss (a log-softmax over the vocabulary and a sum over the batch) in f32.
         let logits = model
-            .forward(&inputs, mode)?
+            .logits(&inputs, mode)?
             .reshape((rows, ()))?
             .to_dtype(DType::F32)?;
         self.criterion.loss_sum_from_logits(&logits, &tgt_out)

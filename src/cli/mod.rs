@@ -6,6 +6,9 @@ use clap::{ArgGroup, Args, Parser, Subcommand};
 
 use crate::device::DeviceRequest;
 
+mod serve;
+pub use serve::ServeArgs;
+
 #[derive(Debug, Parser)]
 #[command(
     name = "transformer",
@@ -178,7 +181,9 @@ pub struct TranslateArgs {
 
 #[derive(Debug, Args)]
 pub struct GenerateArgs {
-    /// Text to continue; without it, the model starts a line of its own
+    /// Text to continue; without it, the model starts a line of its own; - continues each
+    /// line of stdin, one output line per input line, in batches (prompts of one token
+    /// length are decoded together, each exactly as it would be alone)
     #[arg(default_value = "", value_name = "PROMPT")]
     pub prompt: String,
     /// Language-model checkpoint or run directory (a run's best/, else last/); default: the
@@ -197,6 +202,19 @@ pub struct GenerateArgs {
     /// Seed of the draws: the same seed, prompt and checkpoint give the same text
     #[arg(long, default_value_t = 0, value_name = "S")]
     pub seed: u64,
+    /// Beam search with N beams instead of sampling: the continuation the model scores
+    /// highest under the length penalty (N at most the vocabulary's size)
+    #[arg(long, value_name = "N", value_parser = at_least_one,
+          conflicts_with_all = ["temperature", "top_k", "seed"])]
+    pub beam: Option<usize>,
+    /// Length penalty exponent for --beam: scores are divided by ((5 + len) / 6)^alpha
+    /// [default: 1.0]
+    #[arg(long, value_name = "ALPHA", value_parser = finite, allow_negative_numbers = true,
+          requires = "beam")]
+    pub length_penalty: Option<f64>,
+    /// Most prompts from stdin decoded together
+    #[arg(long, default_value_t = 32, value_name = "N", value_parser = at_least_one)]
+    pub batch_size: usize,
     #[command(flatten)]
     pub device: DeviceArgs,
 }
@@ -313,66 +331,6 @@ pub struct BenchArgs {
     /// --accumulate R trains on the same batches per step as R ranks under mpirun
     #[arg(long, default_value_t = 1, value_name = "N", value_parser = at_least_one)]
     pub accumulate: usize,
-    #[command(flatten)]
-    pub device: DeviceArgs,
-}
-
-#[derive(Debug, Args)]
-pub struct ServeArgs {
-    /// Checkpoint or run directory (a run's best/, else last/); default: the translation run
-    /// under runs/ written most recently
-    #[arg(long, value_name = "DIR")]
-    pub checkpoint: Option<PathBuf>,
-    /// Address to listen on; 0.0.0.0 or :: opens the server to other machines
-    #[arg(long, default_value = "127.0.0.1", value_name = "ADDR")]
-    pub host: std::net::IpAddr,
-    /// Port to listen on (0: any free port, named on stderr)
-    #[arg(long, default_value_t = 5000, value_name = "PORT")]
-    pub port: u16,
-    /// Most sentences decoded together, from however many requests
-    #[arg(long, default_value_t = 32, value_name = "N", value_parser = at_least_one)]
-    pub max_batch: usize,
-    /// Longest the first sentence of a batch waits for others to join it, in milliseconds
-    #[arg(long, default_value_t = 5, value_name = "MS")]
-    pub max_wait_ms: u64,
-    /// Most sentences waiting or being decoded; requests beyond it get 429 at once
-    #[arg(long, default_value_t = 1024, value_name = "N", value_parser = at_least_one)]
-    pub max_queue: usize,
-    /// Longest a request may take, from its arrival to its answer (503 after), in milliseconds
-    #[arg(long, default_value_t = 30_000, value_name = "MS", value_parser = at_least_one)]
-    pub timeout_ms: usize,
-    /// Largest request body, in bytes (413 beyond)
-    #[arg(long, default_value_t = 256 * 1024, value_name = "BYTES", value_parser = at_least_one)]
-    pub max_body_bytes: usize,
-    /// Longest text, in characters (400 beyond)
-    #[arg(long, default_value_t = 5000, value_name = "N", value_parser = at_least_one)]
-    pub max_chars: usize,
-    /// Most texts in one request's q list (400 beyond)
-    #[arg(long, default_value_t = 128, value_name = "N", value_parser = at_least_one)]
-    pub max_texts: usize,
-    /// Most source tokens times beam width one request may ask to decode (400 beyond): what
-    /// bounds the time one request can hold the model
-    #[arg(long, default_value_t = 16_384, value_name = "N", value_parser = at_least_one)]
-    pub max_request_tokens: usize,
-    /// Most connections open at once; more are answered 503 and closed
-    #[arg(long, default_value_t = 256, value_name = "N", value_parser = at_least_one)]
-    pub max_connections: usize,
-    /// Longest a client may take to send a request's headers, and a connection may stay
-    /// idle between requests, in milliseconds (the connection is closed after)
-    #[arg(long, default_value_t = 10_000, value_name = "MS", value_parser = at_least_one)]
-    pub header_timeout_ms: usize,
-    /// Key every translation request must carry (api_key, or Authorization: Bearer on /v1);
-    /// default: none needed. Also read from TRANSFORMER_API_KEY, which keeps it out of `ps`
-    #[arg(
-        long,
-        value_name = "KEY",
-        env = "TRANSFORMER_API_KEY",
-        hide_env_values = true
-    )]
-    pub api_key: Option<String>,
-    /// Decoding for requests that name no settings (all of LibreTranslate's)
-    #[command(flatten)]
-    pub decode: DecodeSettingsArgs,
     #[command(flatten)]
     pub device: DeviceArgs,
 }

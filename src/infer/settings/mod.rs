@@ -1,0 +1,363 @@
+//! The one place that resolves decoding settings, for every door (`translate`, `eval`,
+//! validation, `serve`'s flags, `/v1/translate`, LibreTranslate's `alternatives`).
+//!
+//! Layers, lowest first: the built-in defaults, the checkpoint's `[decode]`, then what a door
+//! asks for (a flag, an HTTP field); a setting a layer leaves out falls to the one below. The
+//! result is checked against the model and the door, with one rule for every bound: a value
+//! out of bounds is refused with an error that names where it came from (the flag, the field,
+//! the config key) and the bound; nothing is narrowed behind the asker's back. The bounds:
+//! - `beam`: from 1 to the target vocabulary (a wider beam only repeats work) and to the
+//!   door's widest (a server bounds the rows one sentence may cost);
+//! - `n_best`: from 1 to the beam; a layer that asks for more hypotheses than the beam it
+//!   does not set itself widens that beam (the only way to find them), and the widened beam
+//!   meets the beam's bounds;
+//! - `max_len`: from 1 to the position table's rows (`model.max_len`);
+//! - `length_penalty`: finite in f32, the precision the search scores in.
+
+mod bounds;
+
+use super::beam::BeamSettings;
+use super::translator::DecodeOptions;
+use crate::config::DecodeConfig;
+use bounds::{check_beam, check_length_penalty, check_max_len, check_n_best};
+
+/// The settings one layer sets; `None` leaves a setting to the layers below.
+#[derive(Debug, Default, Clone, Copy, PartialEq)]
+pub struct DecodeRequest {
+    pub beam: Option<usize>,
+    pub length_penalty: Option<f64>,
+    pub max_len: Option<usize>,
+    pub n_best: Option<usize>,
+}
+
+impl From<&DecodeConfig> for DecodeRequest {
+    fn from(config: &DecodeConfig) -> Self {
+        Self {
+            beam: Some(config.beam),
+            length_penalty: Some(config.length_penalty),
+            max_len: config.max_len,
+            n_best: None,
+        }
+    }
+}
+
+/// What each setting is called where a layer comes from, for its errors.
+#[derive(Debug, Clone, Copy)]
+pub struct SettingNames {
+    pub beam: &'static str,
+    pub length_penalty: &'static str,
+    pub max_len: &'static str,
+    pub n_best: &'static str,
+}
+
+/// The command line's flags.
+pub const FLAGS: SettingNames = SettingNames {
+    beam: "--beam",
+    length_penalty: "--length-penalty",
+    max_len: "--max-len",
+    n_best: "--n-best",
+};
+
+/// A config file's `[decode]` keys.
+pub const CONFIG_KEYS: SettingNames = SettingNames {
+    beam: "decode.beam",
+    length_penalty: "decode.length_penalty",
+    max_len: "decode.max_len",
+    n_best: "decode.n_best",
+};
+
+/// `/v1/translate`'s JSON fields.
+pub const FIELDS: SettingNames = SettingNames {
+    beam: "beam",
+    length_penalty: "length_penalty",
+    max_len: "max_len",
+    n_best: "n_best",
+};
+
+/// LibreTranslate's `/translate`: `alternatives` asks for that many hypotheses beyond the
+/// translation.
+pub const LIBRETRANSLATE_FIELDS: SettingNames = SettingNames {
+    n_best: "alternatives",
+    ..FIELDS
+};
+
+/// One layer: what it sets, and how to name it.
+#[derive(Debug, Clone)]
+pub struct Layer {
+    pub request: DecodeRequest,
+    pub names: SettingNames,
+    /// Where the layer was read, for its errors (a config file's path); empty for a door.
+    pub origin: String,
+}
+
+impl Layer {
+    /// A door's request (flags, fields).
+    pub fn asked(request: DecodeRequest, names: SettingNames) -> Self {
+        Self {
+            request,
+            names,
+            origin: String::new(),
+        }
+    }
+
+    /// A config's `[decode]` section, read from `origin` (a config file's path).
+    pub fn config(config: &DecodeConfig, origin: impl Into<String>) -> Self {
+        Self {
+            request: DecodeRequest::from(config),
+            names: CONFIG_KEYS,
+            origin: origin.into(),
+        }
+    }
+
+    /// `setting` as this layer wrote it: `--beam 13`, `beam 13`, `decode.beam = 13 in
+    /// FILE`.
+    pub(super) fn wrote(&self, setting: &'static str, value: impl std::fmt::Display) -> String {
+        if self.origin.is_empty() {
+            format!("{setting} {value}")
+        } else {
+            format!("{setting} = {value} in {}", self.origin)
+        }
+    }
+
+    /// `setting` as this layer calls it, without a value.
+    pub(super) fn name(&self, setting: &'static str) -> String {
+        if self.origin.is_empty() {
+            setting.to_string()
+        } else {
+            format!("{setting} in {}", self.origin)
+        }
+    }
+}
+
+/// What the settings are checked against.
+#[derive(Debug, Clone, Copy)]
+pub struct DecodeBounds {
+    /// Tokens of the target vocabulary: the widest useful beam.
+    pub target_vocab: usize,
+    /// Rows of the model's position table (`model.max_len`).
+    pub max_positions: usize,
+    /// The door's widest beam (a server's limit).
+    pub door_beam: Option<usize>,
+}
+
+/// The settings of `layers` (lowest first) over the built-in defaults, checked against
+/// `bounds`; the error names the setting as its layer calls it.
+pub fn resolve(layers: &[Layer], bounds: &DecodeBounds) -> Result<DecodeOptions, String> {
+    let mut options = DecodeOptions::default();
+    // The layer that set each value, for its error.
+    let mut beam_from: Option<&Layer> = None;
+    let mut n_best_from: Option<&Layer> = None;
+    let mut max_len_from: Option<&Layer> = None;
+    for layer in layers {
+        let asked = &layer.request;
+        if let Some(beam) = asked.beam {
+            options.beam = beam;
+            beam_from = Some(layer);
+        }
+        if let Some(alpha) = asked.length_penalty {
+            options.length_penalty = check_length_penalty(alpha, layer)?;
+        }
+        if let Some(max_len) = asked.max_len {
+            options.max_len = Some(max_len);
+            max_len_from = Some(layer);
+        }
+        if let Some(n_best) = asked.n_best {
+            options.n_best = n_best;
+            n_best_from = Some(layer);
+            // More hypotheses than a beam set below widen it; the same layer's beam stands.
+            if asked.beam.is_none() && options.beam < n_best {
+                options.beam = n_best;
+                beam_from = None;
+            }
+        }
+    }
+    check_n_best(&options, n_best_from, beam_from)?;
+    check_beam(&options, beam_from, n_best_from, bounds)?;
+    check_max_len(&options, max_len_from, bounds)?;
+    Ok(options)
+}
+
+/// A door's layers below its requests, resolved once (so that a bad flag or config value is
+/// named before any request), and every request resolved over them.
+#[derive(Debug, Clone)]
+pub struct Resolver {
+    layers: Vec<Layer>,
+    bounds: DecodeBounds,
+    defaults: DecodeOptions,
+}
+
+impl Resolver {
+    pub fn new(layers: Vec<Layer>, bounds: DecodeBounds) -> Result<Self, String> {
+        let defaults = resolve(&layers, &bounds)?;
+        Ok(Self {
+            layers,
+            bounds,
+            defaults,
+        })
+    }
+
+    /// The settings of a request that sets none.
+    pub fn defaults(&self) -> DecodeOptions {
+        self.defaults
+    }
+
+    /// `request` (named as `names` says) over the layers below.
+    pub fn resolve(
+        &self,
+        request: DecodeRequest,
+        names: SettingNames,
+    ) -> Result<DecodeOptions, String> {
+        if request == DecodeRequest::default() {
+            return Ok(self.defaults);
+        }
+        let mut layers = self.layers.clone();
+        layers.push(Layer::asked(request, names));
+        resolve(&layers, &self.bounds)
+    }
+}
+
+impl DecodeOptions {
+    /// Beam search's settings; `None` for greedy decoding (a beam of 1 and one hypothesis).
+    pub fn beam_settings(&self) -> Option<BeamSettings> {
+        (self.beam > 1).then_some(BeamSettings {
+            beam: self.beam,
+            length_penalty: self.length_penalty,
+            n_best: self.n_best,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bounds() -> DecodeBounds {
+        DecodeBounds {
+            target_vocab: 10,
+            max_positions: 64,
+            door_beam: None,
+        }
+    }
+
+    fn flags(request: DecodeRequest) -> Layer {
+        Layer::asked(request, FLAGS)
+    }
+
+    #[test]
+    fn each_layer_overrides_the_ones_below_setting_by_setting() {
+        let saved = DecodeConfig {
+            beam: 4,
+            length_penalty: 0.6,
+            max_len: Some(30),
+        };
+        let asked = DecodeRequest {
+            beam: Some(2),
+            ..DecodeRequest::default()
+        };
+        let options = resolve(&[Layer::config(&saved, "c.toml"), flags(asked)], &bounds()).unwrap();
+        assert_eq!(
+            options,
+            DecodeOptions {
+                beam: 2,
+                length_penalty: 0.6,
+                max_len: Some(30),
+                n_best: 1
+            }
+        );
+        assert_eq!(resolve(&[], &bounds()).unwrap(), DecodeOptions::default());
+    }
+
+    #[test]
+    fn every_bound_is_refused_by_the_name_its_layer_uses() {
+        let too_wide = DecodeRequest {
+            beam: Some(13),
+            ..DecodeRequest::default()
+        };
+        let error = resolve(&[flags(too_wide)], &bounds()).unwrap_err();
+        assert!(
+            error.starts_with("--beam 13 is more than the 10 target tokens"),
+            "{error}"
+        );
+        let error = resolve(&[Layer::asked(too_wide, FIELDS)], &bounds()).unwrap_err();
+        assert!(error.starts_with("beam 13 is more than"), "{error}");
+        let saved = DecodeConfig {
+            beam: 11,
+            ..DecodeConfig::default()
+        };
+        let error = resolve(&[Layer::config(&saved, "run/config.toml")], &bounds()).unwrap_err();
+        assert!(
+            error.starts_with("decode.beam = 11 in run/config.toml is more"),
+            "{error}"
+        );
+        let server = DecodeBounds {
+            door_beam: Some(4),
+            ..bounds()
+        };
+        let five = DecodeRequest {
+            beam: Some(5),
+            ..DecodeRequest::default()
+        };
+        let error = resolve(&[Layer::asked(five, FIELDS)], &server).unwrap_err();
+        assert!(
+            error.starts_with("beam 5 is wider than this server's limit of 4"),
+            "{error}"
+        );
+        let huge_alpha = DecodeRequest {
+            length_penalty: Some(1e39),
+            ..DecodeRequest::default()
+        };
+        let error = resolve(&[flags(huge_alpha)], &bounds()).unwrap_err();
+        assert!(error.starts_with("--length-penalty 1e39 is not a finite number in f32"));
+        let long = DecodeRequest {
+            max_len: Some(65),
+            ..DecodeRequest::default()
+        };
+        let error = resolve(&[flags(long)], &bounds()).unwrap_err();
+        assert!(error.contains("--max-len 65 is more than the model's 64 positions"));
+        assert_eq!(
+            resolve(
+                &[flags(DecodeRequest {
+                    max_len: Some(64),
+                    ..long
+                })],
+                &bounds()
+            )
+            .unwrap()
+            .max_len,
+            Some(64)
+        );
+    }
+
+    #[test]
+    fn more_hypotheses_widen_a_beam_set_below_but_not_the_same_layers() {
+        let alternatives = DecodeRequest {
+            n_best: Some(3),
+            ..DecodeRequest::default()
+        };
+        let lt = Layer::asked(alternatives, LIBRETRANSLATE_FIELDS);
+        let options = resolve(std::slice::from_ref(&lt), &bounds()).unwrap();
+        assert_eq!((options.beam, options.n_best), (3, 3));
+        let wide_default = DecodeConfig {
+            beam: 5,
+            ..DecodeConfig::default()
+        };
+        let options = resolve(&[Layer::config(&wide_default, "c"), lt], &bounds()).unwrap();
+        assert_eq!((options.beam, options.n_best), (5, 3));
+        let both = DecodeRequest {
+            beam: Some(2),
+            n_best: Some(3),
+            ..DecodeRequest::default()
+        };
+        let error = resolve(&[Layer::asked(both, FIELDS)], &bounds()).unwrap_err();
+        assert!(error.starts_with("n_best 3 is more than beam 2"), "{error}");
+        let many = DecodeRequest {
+            n_best: Some(11),
+            ..DecodeRequest::default()
+        };
+        let error = resolve(&[Layer::asked(many, LIBRETRANSLATE_FIELDS)], &bounds()).unwrap_err();
+        assert!(
+            error.starts_with("alternatives needs a beam of 11 (one hypothesis per beam), and that is more than the 10 target tokens"),
+            "{error}"
+        );
+    }
+}
