@@ -11,6 +11,10 @@
 #   WORKLOADS="greedy1:5 greedy32:1 beam5:1" scripts/bench.sh   # a subset (workload:steps)
 #   scripts/bench.sh --quick         # this tool's side only, one step of each, untimed:
 #                                    # that every workload still runs (.ci/run uses it)
+#   BASELINE=/tmp/transformer-old PEERS=none scripts/bench.sh
+#                                    # this build against another build of the tool (a
+#                                    # refactor's before and after), interleaved; PEERS=none
+#                                    # leaves PyTorch and CTranslate2 out
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -36,9 +40,11 @@ REPS="${REPS:-5}"
 THREADS="${THREADS:-$(nproc)}"
 OUT="${OUT:-target/bench}"
 PYTHON="${PYTHON:-.venv/bin/python}"
+BASELINE="${BASELINE:-}"
+PEERS="${PEERS:-all}"
 mkdir -p "$OUT"
 
-if ! "$PYTHON" -c "import torch, safetensors" 2>/dev/null; then
+if [ "$PEERS" != none ] && ! "$PYTHON" -c "import torch, safetensors" 2>/dev/null; then
   echo "bench: installing PyTorch into .venv (scripts/requirements.txt)" >&2
   python3 -m venv .venv
   .venv/bin/pip install --quiet -r scripts/requirements.txt
@@ -73,7 +79,7 @@ PY
 
 # CTranslate2 (PyPI) times the decoding workloads too, in its own venv and process.
 CT2_PYTHON="${CT2_PYTHON:-$HOME/.cache/transformer/venv-ct2/bin/python}"
-if ! "$CT2_PYTHON" -c "import ctranslate2, safetensors, numpy" 2>/dev/null; then
+if [ "$PEERS" != none ] && ! "$CT2_PYTHON" -c "import ctranslate2, safetensors, numpy" 2>/dev/null; then
   echo "bench: installing CTranslate2 into $(dirname "$(dirname "$CT2_PYTHON")")" >&2
   python3 -m venv "$(dirname "$(dirname "$CT2_PYTHON")")"
   "$CT2_PYTHON" -m pip install --quiet ctranslate2 safetensors numpy tokenizers
@@ -87,6 +93,11 @@ for entry in $workloads; do
   for _ in $(seq "$REPS"); do
     run candle "$BIN" bench "$workload" --device cpu --steps "$steps" \
       --batches "$OUT/multi30k.safetensors"
+    if [ -n "$BASELINE" ]; then
+      run baseline "$BASELINE" bench "$workload" --device cpu --steps "$steps" \
+        --batches "$OUT/multi30k.safetensors"
+    fi
+    [ "$PEERS" = none ] && continue
     run pytorch "$PYTHON" scripts/bench_torch.py "$workload" --steps "$steps" \
       --threads "$THREADS" --batches "$OUT/multi30k.safetensors"
     case "$workload" in

@@ -77,6 +77,22 @@ def main():
               f"**{rate(ours) / rate(theirs):.2f}x** | {rss(ours):.2f} GB | {rss(theirs):.2f} GB | "
               f"{flops(ours)} | {flops(theirs)} |")
 
+    baseline = [(w, n) for w, n in NAMES.items() if runs.get((w, "baseline"))]
+    if baseline:
+        print("\nThis build against the baseline build (BASELINE, another build of this tool), "
+              "interleaved:\n")
+        print("| workload | unit | this build | baseline | this / baseline | peak RSS this | "
+              "peak RSS baseline |")
+        print("|---|---|---:|---:|---:|---:|---:|")
+        for workload, name in baseline:
+            ours, base = runs.get((workload, "candle")), runs[(workload, "baseline")]
+            if not ours:
+                continue
+            rate = lambda records: statistics.median(r["work"] / r["seconds"] for r in records)
+            rss = lambda records: statistics.median(r["rss_kib"] for r in records) / 1024 / 1024
+            print(f"| {name} | {ours[0]['unit']}/s | {rate(ours):.4g} | {rate(base):.4g} | "
+                  f"**{rate(ours) / rate(base):.2f}x** | {rss(ours):.2f} GB | {rss(base):.2f} GB |")
+
     decoding = [(w, n) for w, n in NAMES.items() if runs.get((w, "ctranslate2"))]
     if decoding:
         print("\nDecoding against CTranslate2 (float32, the same model shape, sources and steps):\n")
