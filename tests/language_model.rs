@@ -114,6 +114,64 @@ fn a_trained_model_continues_prompts_greedily_and_samples_reproducibly() {
         "{unprompted}"
     );
     without_checkpoint_each_command_takes_the_newest_run_of_its_own_family(&run, &unprompted);
+    beam_search_and_stdin_batches_continue_as_each_prompt_alone(&run);
+}
+
+/// `generate --beam` is translation's beam search, and `-` continues each stdin line in
+/// batches (prompts of one token length together): every line as it comes out alone, with
+/// sampling (each line from its own seeded stream) and with the beam.
+fn beam_search_and_stdin_batches_continue_as_each_prompt_alone(run: &Path) {
+    let beam = ["--beam", "3", "--length-penalty", "0.6"];
+    assert_eq!(
+        generate(run, &[&["the cat"][..], &beam].concat()),
+        "the cat sat on the mat ."
+    );
+    let prompts = ["the cat", "the dog", "", "the", "the dog ran"];
+    let sampled = ["--temperature", "1.0", "--top-k", "3", "--seed", "11"];
+    for how in [&sampled[..], &beam[..]] {
+        let alone: Vec<String> = prompts
+            .iter()
+            .map(|p| generate(run, &[&[*p][..], how].concat()))
+            .collect();
+        for batch_size in ["1", "32"] {
+            let output = succeeded(
+                transformer()
+                    .args(["generate", "--device", "cpu", "--checkpoint"])
+                    .arg(run)
+                    .args(["-", "--batch-size", batch_size])
+                    .args(how)
+                    .write_stdin(prompts.join("\n") + "\n"),
+            );
+            let lines: Vec<String> = String::from_utf8(output.stdout)
+                .unwrap()
+                .lines()
+                .map(|l| l.trim_end().to_string())
+                .collect();
+            assert_eq!(lines, alone, "{how:?}, batches of {batch_size}");
+        }
+    }
+    // The beam meets the resolver's bounds and refuses sampling's flags, as usage errors.
+    for (args, needle) in [
+        (
+            &["the", "--beam", "100000"][..],
+            "--beam 100000 is more than the",
+        ),
+        (
+            &["the", "--beam", "2", "--temperature", "0.5"][..],
+            "cannot be used with",
+        ),
+        (&["the", "--length-penalty", "0.5"][..], "--beam"),
+    ] {
+        let output = transformer()
+            .args(["generate", "--device", "cpu", "--checkpoint"])
+            .arg(run)
+            .args(args)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(needle), "{args:?}: {stderr}");
+    }
 }
 
 /// With a translation run and a newer language-model run under runs/, `generate` takes the

@@ -34,10 +34,15 @@ pub enum Command {
                             transformer translate --checkpoint runs/multi30k-cpu --beam 5 < de.txt"
     )]
     Translate(TranslateArgs),
-    /// Continue a prompt with a trained decoder-only language model
+    /// Continue a prompt (or each line of stdin, in batches) with a trained decoder-only
+    /// language model: by sampling, or by the beam search translation uses
     #[command(
-        after_help = "Example:\n  transformer generate --checkpoint runs/lm-tiny \"And God said\" \
-                            --temperature 0.8 --top-k 40"
+        after_help = "Examples:\n  transformer generate --checkpoint runs/lm-tiny \"And God said\" \
+                            --temperature 0.8 --top-k 40\n  \
+                            transformer generate --checkpoint runs/lm-tiny --beam 4 - < prompts.txt\n\n\
+                            The decoders are the ones translate runs (one decoding contract for every \
+                            model family): --beam is translate's beam search, and prompts of one token \
+                            length from stdin are decoded as one batch, each exactly as it would be alone."
     )]
     Generate(GenerateArgs),
     /// Score translations with BLEU and chrF exactly as sacreBLEU does
