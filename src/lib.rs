@@ -14,9 +14,10 @@
 //!   Annotated Transformer's "Attention Visualization")
 //! - [`model::linear`]: the linear layers, named as the reference's, each owning every form
 //!   of its weight
-//! - [`model::family`]: `Model`, any family (the encoder-decoder, the decoder-only language
+//! - [`model::families`]: `Model`, any family (the encoder-decoder, the decoder-only language
 //!   model of [`model::decoder_only`]) built from one table; checkpoints, training and the
-//!   commands hold a `Model`, and a teacher-forced pass reads a `TeacherForced` batch
+//!   commands hold a `Model`. [`model::family`]: what every family does, and the
+//!   `TeacherForced` batch its training pass reads
 //! - [`model::decoding`]: the decoding contract every family implements (start a state,
 //!   step it to next-token logits, reorder its rows), which every decoder is written against
 //! - [`model::weights`]: the trained weights and how each pass sees them (the variables, a

@@ -31,7 +31,7 @@ use std::time::SystemTime;
 use anyhow::{bail, Context};
 use candle_core::{DType, Device, Tensor};
 
-use crate::config::{Architecture, Config};
+use crate::config::Config;
 use crate::data::Tokenizers;
 use crate::metrics::MetricRecord;
 use crate::model::Model;
@@ -323,15 +323,15 @@ fn check_tensor(tensor: &Tensor) -> Result<(), String> {
     }
 }
 
-/// The run under `root` of the model family `arch` whose weights were written last.
-pub fn latest_run(root: &Path, arch: Architecture) -> anyhow::Result<PathBuf> {
+/// The run under `root` whose model can do `task` and whose weights were written last.
+pub fn latest_run(root: &Path, task: Task) -> anyhow::Result<PathBuf> {
     let none_found = || {
         anyhow::anyhow!(
             "no {} checkpoint found under {}/; train one with `transformer train` or pass \
              --checkpoint DIR",
-            match arch {
-                Architecture::EncoderDecoder => "translation",
-                Architecture::DecoderOnly => "language-model",
+            match task {
+                Task::Translate => "translation",
+                Task::Continue => "language-model",
             },
             root.display()
         )
@@ -342,8 +342,9 @@ pub fn latest_run(root: &Path, arch: Architecture) -> anyhow::Result<PathBuf> {
         let Ok(dir) = resolve(&entry.path()) else {
             continue;
         };
-        let family = Config::load(&dir.join(CONFIG_FILE)).map(|c| c.model.arch);
-        if family.ok() != Some(arch) {
+        let reads_source =
+            Config::load(&dir.join(CONFIG_FILE)).map(|c| c.model.arch.reads_source());
+        if reads_source.ok() != Some(task == Task::Translate) {
             continue;
         }
         let Ok(modified) = dir.join(MODEL_FILE).metadata().and_then(|m| m.modified()) else {
@@ -363,7 +364,7 @@ mod tests {
     #[test]
     fn a_missing_runs_directory_says_how_to_get_a_checkpoint() {
         let dir = tempfile::tempdir().unwrap();
-        let err = latest_run(&dir.path().join("runs"), Architecture::EncoderDecoder)
+        let err = latest_run(&dir.path().join("runs"), Task::Translate)
             .unwrap_err()
             .to_string();
         assert!(err.contains("transformer train"), "{err}");

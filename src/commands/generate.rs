@@ -7,9 +7,8 @@ use anyhow::Context;
 
 use super::stdout::print_line;
 use super::UsageError;
-use crate::checkpoint;
+use crate::checkpoint::{self, Task};
 use crate::cli::GenerateArgs;
-use crate::config::Architecture;
 use crate::infer::sampling::Sampling;
 use crate::infer::settings::{self, DecodeRequest, Layer};
 use crate::infer::text_generator::{Continuation, TextGenerator};
@@ -17,7 +16,7 @@ use crate::progress::Verbosity;
 
 pub fn run(args: GenerateArgs) -> anyhow::Result<()> {
     let device = super::device_from(&args.device, Verbosity::Normal)?;
-    let dir = super::checkpoint_or_latest(args.checkpoint.as_deref(), Architecture::DecoderOnly)?;
+    let dir = super::checkpoint_or_latest(args.checkpoint.as_deref(), Task::Continue)?;
     let loaded = checkpoint::load(&dir, &device)?;
     let generator = super::text_generator(&loaded, &device)?;
     let how = match args.beam {

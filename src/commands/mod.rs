@@ -18,7 +18,6 @@ use std::path::{Path, PathBuf};
 
 use crate::checkpoint::{self, Checkpoint, Task, RUNS_ROOT};
 use crate::cli::{Command, DecodeSettingsArgs, DeviceArgs};
-use crate::config::Architecture;
 use crate::device::select;
 use crate::infer::settings::{self, DecodeBounds, DecodeRequest, Layer, Resolver};
 use crate::infer::text_generator::TextGenerator;
@@ -110,11 +109,11 @@ fn device_from(args: &DeviceArgs, verbosity: Verbosity) -> anyhow::Result<candle
 /// The checkpoint a command reads: `--checkpoint` when given, else the newest run of the
 /// `arch` family under runs/, which is then named on stderr so that the user knows which
 /// model answered.
-fn checkpoint_or_latest(given: Option<&Path>, arch: Architecture) -> anyhow::Result<PathBuf> {
+fn checkpoint_or_latest(given: Option<&Path>, task: Task) -> anyhow::Result<PathBuf> {
     if let Some(dir) = given {
         return Ok(dir.to_path_buf());
     }
-    let run = checkpoint::latest_run(Path::new(RUNS_ROOT), arch)?;
+    let run = checkpoint::latest_run(Path::new(RUNS_ROOT), task)?;
     eprintln!(
         "checkpoint: {} (the newest run under {RUNS_ROOT}/; --checkpoint DIR picks another)",
         checkpoint::resolve(&run)?.display()
@@ -128,7 +127,7 @@ fn load_translation_model(
     given: Option<&Path>,
     device: &candle_core::Device,
 ) -> anyhow::Result<Checkpoint> {
-    let dir = checkpoint_or_latest(given, Architecture::EncoderDecoder)?;
+    let dir = checkpoint_or_latest(given, Task::Translate)?;
     let loaded = checkpoint::load(&dir, device)?;
     loaded.model_for(Task::Translate)?;
     Ok(loaded)

@@ -56,6 +56,17 @@ pub enum Architecture {
     DecoderOnly,
 }
 
+impl Architecture {
+    /// Whether the family reads a source sentence (it translates, and trains on pairs) or
+    /// continues target-side text (it trains on a `{ text = ... }` corpus).
+    pub fn reads_source(self) -> bool {
+        match self {
+            Self::EncoderDecoder => true,
+            Self::DecoderOnly => false,
+        }
+    }
+}
+
 /// Pre-norm is The Annotated Transformer's `x + dropout(sublayer(norm(x)))` with a final norm
 /// per stack and its own LayerNorm (unbiased std, eps 1e-6 added to it, `a_2`/`b_2`);
 /// post-norm is the paper's and d2l's `norm(x + dropout(sublayer(x)))` with torch.nn.LayerNorm

@@ -63,7 +63,7 @@ fn model_sizes(m: &ModelConfig) -> Check {
 /// A decoder-only model trains on a `{ text = ... }` corpus, and only it does.
 fn architecture_fits_corpus(m: &ModelConfig, d: &DataConfig) -> Check {
     let text_corpus = d.train.is_target_only();
-    if (m.arch == Architecture::DecoderOnly) != text_corpus {
+    if m.arch.reads_source() == text_corpus {
         return Err(if text_corpus {
             (
                 "data.train".into(),
