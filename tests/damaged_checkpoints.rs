@@ -262,3 +262,25 @@ fn finite_weights_that_overflow_are_an_error_not_an_empty_translation() {
         fails_naming(dir.path(), &args, &["not a number", "weights are damaged"]);
     }
 }
+
+/// A renamed tensor is both missing and left over: the error names the two, and every other
+/// tensor the file lacks.
+#[test]
+fn renamed_and_removed_tensors_are_all_named_both_ways() {
+    let dir = small_checkpoint();
+    let path = dir.path().join("run/last/model.safetensors");
+    let mut tensors = candle_core::safetensors::load(&path, &Device::Cpu).unwrap();
+    let gain = tensors.remove("encoder.norm.a_2").unwrap();
+    tensors.insert("encoder.norm.weight".into(), gain);
+    tensors.remove("generator.proj.bias").unwrap();
+    candle_core::safetensors::save(&tensors, &path).unwrap();
+    fails_naming(
+        dir.path(),
+        &TRANSLATE,
+        &[
+            "does not match its config and tokenizers",
+            "missing: encoder.norm.a_2, generator.proj.bias",
+            "not in the model: encoder.norm.weight",
+        ],
+    );
+}

@@ -110,7 +110,7 @@ impl Checkpoint {
             (Task::Translate, true) | (Task::Continue, false) => Ok(&self.model),
             (Task::Translate, false) => bail!(
                 "{} holds a decoder-only language model (model.arch = \"decoder-only\"); use \
-                 `transformer generate`: translate, eval and attention need an encoder-decoder",
+                 `transformer generate`: translate, eval, attention and serve need an encoder-decoder",
                 self.dir.display()
             ),
             (Task::Continue, true) => bail!(

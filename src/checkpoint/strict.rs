@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use anyhow::bail;
 use candle_core::{DType, Device, Shape, Tensor};
 use candle_nn::var_builder::SimpleBackend;
-use candle_nn::{Init, VarBuilder};
+use candle_nn::{Init, VarBuilder, VarMap};
 
 use super::format::{self, ByModule, WeightFormat};
 use super::MODEL_FILE;
@@ -95,9 +95,62 @@ pub(super) fn build_model(
     device: &Device,
 ) -> anyhow::Result<Model> {
     let vocab = tokenizers.vocab_sizes();
+    let file_names: Vec<String> = weights.tensors.keys().cloned().collect();
     build_strictly(dir, weights, format::OURS, device, |vb| {
         Model::new(&config.model, vocab, vb)
     })
+    .map_err(
+        |e| match names_apart(config, tokenizers, &file_names, format::OURS) {
+            Some(apart) => anyhow::anyhow!("{e:#}; {apart}"),
+            None => e,
+        },
+    )
+}
+
+/// Every tensor the file lacks and every one the model does not have, by the file's names,
+/// when there is more than the first missing one to say (a renamed tensor is both): the
+/// model's names come from building it afresh, on the error path only.
+fn names_apart(
+    config: &Config,
+    tokenizers: &Tokenizers,
+    file_names: &[String],
+    format: &dyn WeightFormat,
+) -> Option<String> {
+    let varmap = VarMap::new();
+    let vb = VarBuilder::from_varmap(&varmap, DType::F32, &Device::Cpu);
+    let model = Model::new(&config.model, tokenizers.vocab_sizes(), vb).ok()?;
+    let required: HashSet<String> = varmap.data().lock().ok()?.keys().cloned().collect();
+    let optional: HashSet<String> = model.buffers().into_iter().map(|(n, _)| n).collect();
+    let in_file: HashSet<&str> = file_names.iter().map(String::as_str).collect();
+    let listed = |mut names: Vec<String>| {
+        names.sort();
+        names
+            .iter()
+            .map(|n| format.file_name(n).into_owned())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let missing: Vec<String> = required
+        .iter()
+        .filter(|n| !in_file.contains(n.as_str()))
+        .cloned()
+        .collect();
+    let extra: Vec<String> = file_names
+        .iter()
+        .filter(|n| !required.contains(*n) && !optional.contains(*n))
+        .cloned()
+        .collect();
+    if missing.len() <= 1 && extra.is_empty() {
+        return None;
+    }
+    let mut parts = Vec::new();
+    if !missing.is_empty() {
+        parts.push(format!("missing: {}", listed(missing)));
+    }
+    if !extra.is_empty() {
+        parts.push(format!("not in the model: {}", listed(extra)));
+    }
+    Some(parts.join("; "))
 }
 
 /// Builds a model with `build` over `weights`, then refuses the file's tensors it did not
