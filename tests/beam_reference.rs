@@ -3,7 +3,9 @@
 //! teacher-forced full decoding, which shares no code with the search's cached, reordered
 //! decoder rows, its candidate selection or its pool of ended hypotheses. A beam wide enough
 //! to keep every prefix must return exactly the exhaustive ranking; a narrow one must return
-//! hypotheses the enumeration scores the same, none of them holding `<s>` or `<pad>`.
+//! hypotheses the enumeration scores the same, none of them holding `<s>` or `<pad>`. The
+//! step limit (three) cuts the search: the hypotheses still open then compete with the ended
+//! ones on length-normalised score, as Hugging Face's beam search finalizes them.
 
 mod common;
 
@@ -18,7 +20,8 @@ use transformer::infer::{beam_search, teacher_forced_log_probs, BeamSettings, Hy
 use transformer::model::{masks, DecodingModel};
 
 const SOURCES: [&str; 2] = ["ich mochte ein bier", "er mochte wasser"];
-/// Longest hypothesis enumerated: 1 + 11 + 121 ended ones, 1331 open ones.
+/// Longest hypothesis enumerated: 1 + 11 + 121 ended ones, and 1331 of three tokens cut open
+/// by the limit.
 const MAX_STEPS: usize = 3;
 const N_BEST: usize = 10;
 
@@ -47,7 +50,8 @@ fn normalised(log_prob: f64, length: usize, alpha: f64) -> f64 {
     log_prob / ((5.0 + length as f64) / 6.0).powf(alpha)
 }
 
-/// Every ended hypothesis of at most `MAX_STEPS` tokens, by full (uncached) decoding of each
+/// Every hypothesis a search limited to `MAX_STEPS` steps can return (the ended ones of at
+/// most `MAX_STEPS` tokens, and the open ones the limit cuts), by full (uncached) decoding of each
 /// prefix: `<pad>` and `<s>` are never generated.
 fn enumerate(loaded: &Checkpoint, src: &Tensor, src_mask: &Tensor) -> Vec<Scored> {
     let model = &*loaded.model;
@@ -97,6 +101,7 @@ fn enumerate(loaded: &Checkpoint, src: &Tensor, src_mask: &Tensor) -> Vec<Scored
         }
         open = next;
     }
+    ended.extend(open);
     ended
 }
 
@@ -143,7 +148,7 @@ fn a_beam_that_keeps_every_prefix_returns_the_exhaustive_ranking() {
         for (sentence, own) in SOURCES.iter().zip(found) {
             let (one, one_mask) = source(&loaded, sentence);
             let exhaustive = ranked(enumerate(&loaded, &one, &one_mask), f64::from(alpha));
-            assert_eq!(exhaustive.len(), 1 + 11 + 121);
+            assert_eq!(exhaustive.len(), 1 + 11 + 121 + 1331);
             assert_eq!(own.len(), N_BEST);
             for (rank, (got, want)) in own.iter().zip(&exhaustive).enumerate() {
                 assert_eq!(

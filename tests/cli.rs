@@ -787,3 +787,36 @@ fn train_then_translate_work_from_any_directory() {
     let saved = std::fs::read_to_string(dir.path().join("runs/base/last/config.toml")).unwrap();
     assert!(saved.contains("builtin = \"toy\""), "{saved}");
 }
+
+/// A search that `--max-len` cuts returns its best hypothesis by length-normalised score,
+/// open or ended (the open ones compete when the limit cuts them, as in Hugging Face's beam
+/// search): a wider beam never does worse than greedy decoding there.
+#[test]
+fn a_search_cut_by_max_len_keeps_its_best_hypothesis_open_or_ended() {
+    let dir = train_tiny(&[]);
+    let score = |beam: &str| {
+        let output = succeeded(
+            transformer()
+                .args(["translate", "--device", "cpu", "--json", "--max-len", "3"])
+                .args(["--length-penalty", "1", "--beam", beam, "--checkpoint"])
+                .arg(dir.path().join("run"))
+                .arg("ich mochte ein bier"),
+        );
+        let json: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+        let log_probs: Vec<f64> = serde_json::from_value(json["log_probs"].clone()).unwrap();
+        let length = log_probs.len() as f64;
+        (
+            json["translation"].as_str().unwrap().to_string(),
+            log_probs.iter().sum::<f64>() / ((5.0 + length) / 6.0),
+        )
+    };
+    let (greedy, greedy_score) = score("1");
+    assert_eq!(greedy, "i want a");
+    for beam in ["2", "5", "10"] {
+        let (wide, wide_score) = score(beam);
+        assert!(
+            wide_score >= greedy_score - 1e-5,
+            "beam {beam}: {wide:?} {wide_score}"
+        );
+    }
+}

@@ -79,9 +79,9 @@ impl Search {
         }
     }
 
-    /// The `n` best hypotheses, best first: the ended ones by length-normalised score, then,
-    /// when fewer than `n` ended, the best open ones (so the best of all is the one ended
-    /// hypothesis, or the best open one when nothing ended).
+    /// The `n` best hypotheses, best first: those in the pool by length-normalised score
+    /// (the ended ones, and the open ones of a search the step limit cut), then, when fewer
+    /// than `n`, the best open ones.
     fn into_n_best(self, n: usize, alpha: f32) -> Vec<Hypothesis> {
         let mut ranked = self.finished.into_ranked();
         ranked.truncate(n);
@@ -243,8 +243,14 @@ impl<'a> BatchSearch<'a> {
                     if more {
                         next_active.push((row, keep_rows.len()));
                         keep_rows.extend(parents.iter().map(|&p| (first_beam + p) as u32));
+                        search.beams = beams;
+                    } else {
+                        // Cut by the step limit: the open beams compete with the ended ones
+                        // on length-normalised score, as Hugging Face's `finalize` adds them
+                        // (an ended one is not better for having ended).
+                        search.beams.clear();
+                        beams.into_iter().for_each(|b| search.finished.offer(b));
                     }
-                    search.beams = beams;
                     more
                 }
             };
