@@ -58,7 +58,11 @@ fn the_command_line_doors_refuse_a_setting_out_of_bounds_by_its_flag() {
         &["translate", "ich", "--length-penalty", "1e39"],
         run,
         2,
-        &["--length-penalty 1e39 is not a finite number in f32"],
+        &[
+            "--length-penalty 1e39 would make the length penalty ((5 + len) / 6)^alpha overflow \
+             f32 at the model's 5000 positions",
+            "use a value between -11.9 and 11.9",
+        ],
     );
     refused(
         &["translate", "ich", "--max-len", "5001"],
@@ -99,20 +103,24 @@ fn a_checkpoints_own_setting_out_of_bounds_is_named_with_its_file() {
         .unwrap();
     let config = best.join("config.toml");
     let text = std::fs::read_to_string(&config).unwrap();
-    std::fs::write(&config, text.replace("beam = 1", "beam = 99")).unwrap();
-    let named = format!("decode.beam = 99 in {}", config.display());
-    refused(&["translate", "ich"], &best, 2, &[&named, "target tokens"]);
-    // A flag over it answers.
+    let edited = text
+        .replace("beam = 1", "beam = 99")
+        .replace("length_penalty = 1.0", "length_penalty = 1e39");
+    assert_ne!(edited, text);
+    std::fs::write(&config, edited).unwrap();
+    // The file is at fault, not the command line: status 1, the file named.
+    let named = format!("decode.length_penalty = 1e39 in {}", config.display());
+    refused(&["translate", "ich"], &best, 1, &[&named, "overflow f32"]);
+    refused(
+        &["translate", "ich", "--length-penalty", "1"],
+        &best,
+        1,
+        &["decode.beam = 99 in"],
+    );
+    // Flags over both answer: a value a flag replaces is never checked.
     let output = transformer()
-        .args([
-            "translate",
-            "ich",
-            "--beam",
-            "2",
-            "--device",
-            "cpu",
-            "--checkpoint",
-        ])
+        .args(["translate", "ich", "--beam", "2", "--length-penalty", "1"])
+        .args(["--device", "cpu", "--checkpoint"])
         .arg(&best)
         .output()
         .unwrap();
@@ -146,7 +154,7 @@ fn training_refuses_a_decode_section_the_model_cannot_search_before_any_step() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(1), "{stderr}");
     assert!(
-        stderr.contains("decode.beam = 50 in the config is more than the 10 target tokens"),
+        stderr.contains("decode.beam = 50 in config.toml is more than the 10 target tokens"),
         "{stderr}"
     );
     assert!(!dir.path().join("run/last").exists());
@@ -175,7 +183,7 @@ fn the_http_doors_refuse_a_setting_out_of_bounds_by_its_field() {
         ),
         (
             json!({ "q": "ich", "length_penalty": 1e39 }),
-            "length_penalty 1e39 is not a finite number in f32",
+            "length_penalty 1e39 would make the length penalty ((5 + len) / 6)^alpha overflow",
         ),
         (
             json!({ "q": "ich", "max_len": 5001 }),

@@ -299,18 +299,83 @@ fn bad_sampling_settings_and_mismatched_configs_are_named() {
         assert!(stderr.contains(says), "{flag}: {stderr}");
     }
 
-    // A prompt the position table (max_len 16) cannot hold.
+    // A prompt the position table (max_len 16) cannot hold is continued from its last 15
+    // tokens, with a warning; on stdin the stream goes on after it. A line that is not UTF-8
+    // ends the stream after the lines before it, naming its number.
     let long_prompt = vec!["the"; 20].join(" ");
+    let input = format!("the cat\n{long_prompt}\nthe dog\n\u{7f}\n");
+    let mut input = input.into_bytes();
+    input.extend_from_slice(b"\xff\xfe bad\nthe cat\n");
     let output = transformer()
-        .args(["generate", "--device", "cpu", "--checkpoint"])
+        .args([
+            "generate",
+            "--device",
+            "cpu",
+            "--temperature",
+            "0",
+            "--max-new",
+            "3",
+        ])
+        .arg("--checkpoint")
         .arg(&run)
-        .arg(&long_prompt)
+        .arg("-")
+        .write_stdin(input)
         .output()
         .unwrap();
-    assert_eq!(output.status.code(), Some(1));
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(stderr.contains("shorten the prompt"), "{stderr}");
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(stdout.lines().count(), 4, "{stdout}");
+    assert!(stdout.starts_with("the cat "), "{stdout}");
+    assert!(
+        stderr.contains("has 20 tokens, more than the model reads; it was continued from its last 15 (model.max_len 16)"),
+        "{stderr}"
+    );
+    assert!(
+        stderr
+            .contains("error: stdin line 5 is not valid UTF-8; the lines before it were continued"),
+        "{stderr}"
+    );
     assert!(!stderr.contains("panicked"), "{stderr}");
+    // The longest prompt the table holds (15 tokens and <s>) gets its one new token.
+    let longest = vec!["the"; 15].join(" ");
+    let output = transformer()
+        .args([
+            "generate",
+            "--device",
+            "cpu",
+            "--temperature",
+            "0",
+            "--checkpoint",
+        ])
+        .arg(&run)
+        .arg(&longest)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success() && !stderr.contains("warning"),
+        "{stderr}"
+    );
+    // A word the vocabulary lacks is read as <unk>, with a warning.
+    let output = transformer()
+        .args([
+            "generate",
+            "--device",
+            "cpu",
+            "--temperature",
+            "0",
+            "--checkpoint",
+        ])
+        .arg(&run)
+        .arg("the zebra")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("warning: unknown prompt word \"zebra\" is read as <unk>"),
+        "{stderr}"
+    );
 
     // A decoder-only model needs a text corpus, and a text corpus a decoder-only model.
     let pairs = dir.path().join("pairs.toml");

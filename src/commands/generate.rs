@@ -1,17 +1,15 @@
 //! `transformer generate`: continues a prompt (or each line of stdin) with a decoder-only
 //! language model, by sampling or beam search.
 
-use std::io::BufRead;
-
 use anyhow::Context;
 
+use super::stdin_lines::{BatchEnd, StdinLines};
 use super::stdout::print_line;
-use super::UsageError;
-use crate::checkpoint::{self, Task};
+use crate::checkpoint::{self, Checkpoint, Task};
 use crate::cli::GenerateArgs;
 use crate::infer::sampling::Sampling;
-use crate::infer::settings::{self, DecodeRequest, Layer};
-use crate::infer::text_generator::{Continuation, TextGenerator};
+use crate::infer::settings::{self, DecodeRequest, Layer, Resolver};
+use crate::infer::text_generator::{Continuation, Continued};
 use crate::progress::Verbosity;
 
 pub fn run(args: GenerateArgs) -> anyhow::Result<()> {
@@ -19,63 +17,83 @@ pub fn run(args: GenerateArgs) -> anyhow::Result<()> {
     let dir = super::checkpoint_or_latest(args.checkpoint.as_deref(), Task::Continue)?;
     let loaded = checkpoint::load(&dir, &device)?;
     let generator = super::text_generator(&loaded, &device)?;
-    let how = match args.beam {
-        None => Continuation::Sample(Sampling {
+    let how = continuation(&args, &loaded)?;
+    let max_positions = loaded.model.max_positions();
+    if args.prompt != "-" {
+        let continued = generator.continue_text(&args.prompt, args.max_new, how)?;
+        return emit(&continued, &args.prompt, max_positions);
+    }
+    let mut lines = StdinLines::new("continued");
+    loop {
+        let batch = lines.next_batch(args.batch_size)?;
+        if !batch.lines.is_empty() {
+            let last = batch.first_line + batch.lines.len() - 1;
+            let continued = generator
+                .continue_texts(&batch.lines, args.max_new, how)
+                .with_context(|| format!("stdin lines {}-{last}", batch.first_line))?;
+            for (prompt, continued) in batch.lines.iter().zip(&continued) {
+                emit(continued, prompt, max_positions)?;
+            }
+        }
+        match batch.end {
+            BatchEnd::More => {}
+            BatchEnd::Input => return Ok(()),
+            BatchEnd::Error(e) => return Err(e),
+        }
+    }
+}
+
+/// Sampling, or with `--beam` the beam search the resolver settles: the flags over the
+/// checkpoint's `[decode]` (its length penalty stands in for a flag left out).
+fn continuation(args: &GenerateArgs, loaded: &Checkpoint) -> anyhow::Result<Continuation> {
+    let Some(beam) = args.beam else {
+        return Ok(Continuation::Sample(Sampling {
             temperature: args.temperature,
             top_k: args.top_k,
             seed: args.seed,
-        }),
-        // The flags alone: a run's [decode] section is translation's.
-        Some(beam) => {
-            let asked = DecodeRequest {
-                beam: Some(beam),
-                length_penalty: args.length_penalty,
-                ..DecodeRequest::default()
-            };
-            let bounds = super::decode_bounds(&loaded, None);
-            let options = settings::resolve(&[Layer::asked(asked, settings::FLAGS)], &bounds)
-                .map_err(UsageError)?;
-            match options.beam_settings() {
-                Some(settings) => Continuation::Beam(settings),
-                None => Continuation::Sample(Sampling {
-                    temperature: 0.0,
-                    top_k: None,
-                    seed: 0,
-                }),
-            }
-        }
+        }));
     };
-    if args.prompt == "-" {
-        return continue_stdin(&generator, &args, how);
-    }
-    print_line(&generator.continue_text(&args.prompt, args.max_new, how)?)
+    let asked = DecodeRequest {
+        beam: Some(beam),
+        length_penalty: args.length_penalty,
+        ..DecodeRequest::default()
+    };
+    let layers = vec![
+        Layer::config(
+            &loaded.config.decode,
+            loaded
+                .dir
+                .join(checkpoint::CONFIG_FILE)
+                .display()
+                .to_string(),
+        ),
+        Layer::asked(asked, settings::FLAGS),
+    ];
+    let options = Resolver::new(layers, super::decode_bounds(loaded, None))
+        .map_err(super::refused)?
+        .defaults();
+    Ok(match options.beam_settings() {
+        Some(settings) => Continuation::Beam(settings),
+        None => Continuation::Sample(Sampling {
+            temperature: 0.0,
+            top_k: None,
+            seed: 0,
+        }),
+    })
 }
 
-/// Continues each line of stdin, `--batch-size` lines at a time, in order.
-fn continue_stdin(
-    generator: &TextGenerator,
-    args: &GenerateArgs,
-    how: Continuation,
-) -> anyhow::Result<()> {
-    let mut lines = std::io::stdin().lock().lines();
-    let mut first = 1;
-    loop {
-        let batch: Vec<String> = lines
-            .by_ref()
-            .take(args.batch_size)
-            .collect::<Result<_, _>>()
-            .with_context(|| format!("reading stdin after line {}", first - 1))?;
-        if batch.is_empty() {
-            return Ok(());
-        }
-        let texts = generator
-            .continue_texts(&batch, args.max_new, how)
-            .with_context(|| {
-                format!("continuing stdin lines {first}-{}", first + batch.len() - 1)
-            })?;
-        for text in texts {
-            print_line(&text)?;
-        }
-        first += batch.len();
+/// Warns about unknown words and a cut prompt on stderr, prints the text on stdout.
+fn emit(continued: &Continued, prompt: &str, max_positions: usize) -> anyhow::Result<()> {
+    for word in &continued.unknown_words {
+        eprintln!("warning: unknown prompt word {word:?} is read as <unk>");
     }
+    if let Some(tokens) = continued.truncated_from {
+        eprintln!(
+            "warning: {:?} has {tokens} tokens, more than the model reads; it was continued \
+             from its last {} (model.max_len {max_positions}); shorten the prompt",
+            super::truncate_chars(prompt, 40),
+            max_positions.saturating_sub(1).max(1)
+        );
+    }
+    print_line(&continued.text)
 }

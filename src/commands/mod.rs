@@ -9,6 +9,7 @@ mod infer_test;
 mod init_from;
 mod plot;
 mod serve;
+mod stdin_lines;
 mod stdout;
 mod stop_signals;
 mod train;
@@ -19,7 +20,7 @@ use std::path::{Path, PathBuf};
 use crate::checkpoint::{self, Checkpoint, Task, RUNS_ROOT};
 use crate::cli::{Command, DecodeSettingsArgs, DeviceArgs};
 use crate::device::select;
-use crate::infer::settings::{self, DecodeBounds, DecodeRequest, Layer, Resolver};
+use crate::infer::settings::{self, DecodeBounds, DecodeRequest, Layer, Refused, Resolver};
 use crate::infer::text_generator::TextGenerator;
 use crate::infer::translator::{DecodeOptions, Translator};
 use crate::progress::Verbosity;
@@ -176,7 +177,17 @@ fn decode_resolver(
         decode_layers(args, loaded),
         decode_bounds(loaded, door_beam),
     )
-    .map_err(|e| UsageError(e).into())
+    .map_err(refused)
+}
+
+/// A refused decoding setting as the command reports it: a usage error (status 2) when a
+/// flag asked for it, the file's error (status 1) when the checkpoint's config holds it.
+fn refused(refusal: Refused) -> anyhow::Error {
+    if refusal.in_config {
+        anyhow::Error::msg(refusal.message)
+    } else {
+        UsageError(refusal.message).into()
+    }
 }
 
 /// The settings layers below a request: the checkpoint's `[decode]`, then the flags.
@@ -207,5 +218,13 @@ fn decode_bounds(loaded: &Checkpoint, door_beam: Option<usize>) -> DecodeBounds 
         target_vocab: loaded.tokenizers.tgt.vocab_size(),
         max_positions: loaded.model.max_positions(),
         door_beam,
+    }
+}
+
+/// The first `n` characters of `text`, with an ellipsis when cut.
+pub(crate) fn truncate_chars(text: &str, n: usize) -> String {
+    match text.char_indices().nth(n) {
+        Some((cut, _)) => format!("{}...", &text[..cut]),
+        None => text.to_string(),
     }
 }

@@ -240,7 +240,7 @@ fn show_what_it_learned(trainer: &Trainer, samples: &[String]) -> anyhow::Result
                 seed: 0,
             });
             let line = generator.continue_text("", 60, greedy)?;
-            print_line(&format!("sample: {line}"))?;
+            print_line(&format!("sample: {}", line.text))?;
         }
     }
     Ok(())

@@ -40,6 +40,10 @@ pub struct Config {
     pub training: TrainingConfig,
     pub decode: DecodeConfig,
     pub run: RunConfig,
+    /// Where it was read (a file's path, or the built-in config's name), for errors found
+    /// after loading; not part of the config itself.
+    #[serde(skip)]
+    pub source_name: String,
 }
 
 /// Where the run directory goes.
@@ -145,7 +149,7 @@ impl Config {
 
     /// Parses and validates config text; `source_name` is used in error messages.
     pub fn parse(text: &str, source_name: &str) -> Result<Self, ConfigError> {
-        let config: Config = toml::from_str(text).map_err(|e| {
+        let mut config: Config = toml::from_str(text).map_err(|e| {
             let line = e.span().map(|span| line_of_offset(text, span.start));
             ConfigError {
                 source_name: source_name.to_string(),
@@ -160,6 +164,7 @@ impl Config {
             key: Some(key),
             message,
         })?;
+        config.source_name = source_name.to_string();
         Ok(config)
     }
 

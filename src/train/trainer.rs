@@ -90,7 +90,11 @@ impl Trainer {
             max_positions: config.model.max_len,
             door_beam: None,
         };
-        let decode = settings::resolve(&[Layer::config(&config.decode, "the config")], &bounds)
+        let origin = match config.source_name.as_str() {
+            "" => "the config",
+            name => name,
+        };
+        let decode = settings::resolve(&[Layer::config(&config.decode, origin)], &bounds)
             .map_err(anyhow::Error::msg)?;
         let weights = TrainedWeights::fresh(&config.model, vocab, seed, device)?;
         let t = &config.training;

@@ -1,41 +1,69 @@
 //! The bounds every resolved setting meets (see the parent module's rule), each refused with
 //! the name its layer gives it.
 
-use super::{DecodeBounds, Layer};
+use super::{DecodeBounds, Layer, Refused};
 use crate::infer::translator::DecodeOptions;
 
-pub(super) fn check_length_penalty(alpha: f64, layer: &Layer) -> Result<f32, String> {
-    let narrowed = alpha as f32;
-    if !narrowed.is_finite() {
-        return Err(format!(
-            "{} is not a finite number in f32 (beam scores are f32): use a value between \
-             -3.4e38 and 3.4e38; 0 to 2 is the useful range",
-            layer.wrote(layer.names.length_penalty, shown(alpha))
-        ));
+/// The length penalty divides scores by ((5 + len) / 6)^alpha: alpha must keep that factor a
+/// finite, non-zero f32 (beam scores are f32) at every length up to the position table, or
+/// every hypothesis scores the same (0 or minus infinity) and the search picks at random.
+pub(super) fn check_length_penalty(
+    alpha: f64,
+    layer: Option<&Layer>,
+    bounds: &DecodeBounds,
+) -> Result<f32, Refused> {
+    // ln of f32::MAX, less a margin for the scores the factor divides.
+    const LARGEST_EXPONENT: f64 = 80.0;
+    let longest = ((5.0 + bounds.max_positions as f64) / 6.0).ln();
+    let limit = if longest > 0.0 {
+        LARGEST_EXPONENT / longest
+    } else {
+        f64::from(f32::MAX)
+    };
+    if alpha.is_finite() && alpha.abs() <= limit {
+        return Ok(alpha as f32);
     }
-    Ok(narrowed)
+    let Some(layer) = layer else {
+        return Ok(alpha as f32);
+    };
+    Err(Refused::by(
+        Some(layer),
+        format!(
+            "{} would make the length penalty ((5 + len) / 6)^alpha overflow f32 at the \
+             model's {} positions; use a value between -{limit:.1} and {limit:.1} (0 to 2 is \
+             the useful range)",
+            layer.wrote(layer.names.length_penalty, shown(alpha)),
+            bounds.max_positions
+        ),
+    ))
 }
 
 pub(super) fn check_n_best(
     options: &DecodeOptions,
     n_best_from: Option<&Layer>,
     beam_from: Option<&Layer>,
-) -> Result<(), String> {
+) -> Result<(), Refused> {
     let Some(layer) = n_best_from else {
         return Ok(());
     };
     let n_best = layer.wrote(layer.names.n_best, options.n_best);
     if options.n_best == 0 {
-        return Err(format!("{n_best} must be at least 1"));
+        return Err(Refused::by(
+            Some(layer),
+            format!("{n_best} must be at least 1"),
+        ));
     }
     if options.n_best > options.beam {
         // Only a beam the same layer set can be narrower: any other is widened.
         let beam = beam_from.map_or(format!("the beam {}", options.beam), |l| {
             l.wrote(l.names.beam, options.beam)
         });
-        return Err(format!(
-            "{n_best} is more than {beam}: a beam search keeps at most as many hypotheses as \
-             its beam; ask for fewer or widen the beam"
+        return Err(Refused::by(
+            Some(layer),
+            format!(
+                "{n_best} is more than {beam}: a beam search keeps at most as many hypotheses \
+                 as its beam; ask for fewer or widen the beam"
+            ),
         ));
     }
     Ok(())
@@ -46,29 +74,43 @@ pub(super) fn check_beam(
     beam_from: Option<&Layer>,
     n_best_from: Option<&Layer>,
     bounds: &DecodeBounds,
-) -> Result<(), String> {
+) -> Result<(), Refused> {
     let beam = options.beam;
-    let asker = match (beam_from, n_best_from) {
-        (Some(layer), _) => layer.wrote(layer.names.beam, beam),
-        (None, Some(layer)) => format!(
-            "{} needs a beam of {beam} (one hypothesis per beam), and that",
-            layer.name(layer.names.n_best)
+    // Who asked for this beam: its own setting, or more hypotheses than the beam below.
+    let (asker, fix, layer) = match (beam_from, n_best_from) {
+        (Some(layer), _) => (layer.wrote(layer.names.beam, beam), None, Some(layer)),
+        (None, Some(layer)) => (
+            format!(
+                "{} needs a beam of {beam} (one hypothesis per beam), and that",
+                layer.name(layer.names.n_best)
+            ),
+            Some(format!(
+                "ask for fewer ({})",
+                layer.name(layer.names.n_best)
+            )),
+            Some(layer),
         ),
-        (None, None) => format!("the beam {beam}"),
+        (None, None) => (format!("the beam {beam}"), None, None),
+    };
+    let refuse = |bound: String, most: usize| {
+        let fix = fix.clone().unwrap_or_else(|| format!("use at most {most}"));
+        Err(Refused::by(layer, format!("{asker} {bound}; {fix}")))
     };
     if beam == 0 {
-        return Err(format!("{asker} must be at least 1"));
+        return Err(Refused::by(layer, format!("{asker} must be at least 1")));
     }
     if beam > bounds.target_vocab {
-        return Err(format!(
-            "{asker} is more than the {} target tokens the model chooses from; use at most {}",
-            bounds.target_vocab, bounds.target_vocab
-        ));
+        let vocab = bounds.target_vocab;
+        return refuse(
+            format!("is more than the {vocab} target tokens the model chooses from"),
+            vocab,
+        );
     }
     if let Some(widest) = bounds.door_beam.filter(|&widest| beam > widest) {
-        return Err(format!(
-            "{asker} is wider than this server's limit of {widest}; use at most {widest}"
-        ));
+        return refuse(
+            format!("is wider than this server's limit of {widest}"),
+            widest,
+        );
     }
     Ok(())
 }
@@ -77,19 +119,24 @@ pub(super) fn check_max_len(
     options: &DecodeOptions,
     max_len_from: Option<&Layer>,
     bounds: &DecodeBounds,
-) -> Result<(), String> {
+) -> Result<(), Refused> {
     let (Some(max_len), Some(layer)) = (options.max_len, max_len_from) else {
         return Ok(());
     };
     let name = layer.wrote(layer.names.max_len, max_len);
     if max_len == 0 {
-        return Err(format!("{name} must be at least 1"));
+        return Err(Refused::by(
+            Some(layer),
+            format!("{name} must be at least 1"),
+        ));
     }
     if max_len > bounds.max_positions {
-        return Err(format!(
-            "{name} is more than the model's {} positions (model.max_len); use at \
-             most {}",
-            bounds.max_positions, bounds.max_positions
+        return Err(Refused::by(
+            Some(layer),
+            format!(
+                "{name} is more than the model's {} positions (model.max_len); use at most {}",
+                bounds.max_positions, bounds.max_positions
+            ),
         ));
     }
     Ok(())

@@ -140,13 +140,42 @@ pub struct DecodeBounds {
     pub door_beam: Option<usize>,
 }
 
+/// A setting refused: the message names it as its layer does, and the bound.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Refused {
+    pub message: String,
+    /// The value came from a config file (a checkpoint's or a training config's `[decode]`),
+    /// not from what a door asked: the file is at fault, not the command line.
+    pub in_config: bool,
+}
+
+impl Refused {
+    fn by(layer: Option<&Layer>, message: String) -> Self {
+        Self {
+            message,
+            in_config: layer.is_some_and(|l| !l.origin.is_empty()),
+        }
+    }
+}
+
+impl std::fmt::Display for Refused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for Refused {}
+
 /// The settings of `layers` (lowest first) over the built-in defaults, checked against
-/// `bounds`; the error names the setting as its layer calls it.
-pub fn resolve(layers: &[Layer], bounds: &DecodeBounds) -> Result<DecodeOptions, String> {
+/// `bounds` once every layer has spoken (a value a higher layer replaces is never checked);
+/// the error names the setting as its layer calls it.
+pub fn resolve(layers: &[Layer], bounds: &DecodeBounds) -> Result<DecodeOptions, Refused> {
     let mut options = DecodeOptions::default();
+    let mut length_penalty = f64::from(options.length_penalty);
     // The layer that set each value, for its error.
     let mut beam_from: Option<&Layer> = None;
     let mut n_best_from: Option<&Layer> = None;
+    let mut length_penalty_from: Option<&Layer> = None;
     let mut max_len_from: Option<&Layer> = None;
     for layer in layers {
         let asked = &layer.request;
@@ -155,7 +184,8 @@ pub fn resolve(layers: &[Layer], bounds: &DecodeBounds) -> Result<DecodeOptions,
             beam_from = Some(layer);
         }
         if let Some(alpha) = asked.length_penalty {
-            options.length_penalty = check_length_penalty(alpha, layer)?;
+            length_penalty = alpha;
+            length_penalty_from = Some(layer);
         }
         if let Some(max_len) = asked.max_len {
             options.max_len = Some(max_len);
@@ -171,6 +201,7 @@ pub fn resolve(layers: &[Layer], bounds: &DecodeBounds) -> Result<DecodeOptions,
             }
         }
     }
+    options.length_penalty = check_length_penalty(length_penalty, length_penalty_from, bounds)?;
     check_n_best(&options, n_best_from, beam_from)?;
     check_beam(&options, beam_from, n_best_from, bounds)?;
     check_max_len(&options, max_len_from, bounds)?;
@@ -187,7 +218,7 @@ pub struct Resolver {
 }
 
 impl Resolver {
-    pub fn new(layers: Vec<Layer>, bounds: DecodeBounds) -> Result<Self, String> {
+    pub fn new(layers: Vec<Layer>, bounds: DecodeBounds) -> Result<Self, Refused> {
         let defaults = resolve(&layers, &bounds)?;
         Ok(Self {
             layers,
@@ -206,7 +237,7 @@ impl Resolver {
         &self,
         request: DecodeRequest,
         names: SettingNames,
-    ) -> Result<DecodeOptions, String> {
+    ) -> Result<DecodeOptions, Refused> {
         if request == DecodeRequest::default() {
             return Ok(self.defaults);
         }
@@ -273,18 +304,22 @@ mod tests {
             beam: Some(13),
             ..DecodeRequest::default()
         };
-        let error = resolve(&[flags(too_wide)], &bounds()).unwrap_err();
+        let error = resolve(&[flags(too_wide)], &bounds()).unwrap_err().message;
         assert!(
             error.starts_with("--beam 13 is more than the 10 target tokens"),
             "{error}"
         );
-        let error = resolve(&[Layer::asked(too_wide, FIELDS)], &bounds()).unwrap_err();
+        let error = resolve(&[Layer::asked(too_wide, FIELDS)], &bounds())
+            .unwrap_err()
+            .message;
         assert!(error.starts_with("beam 13 is more than"), "{error}");
         let saved = DecodeConfig {
             beam: 11,
             ..DecodeConfig::default()
         };
-        let error = resolve(&[Layer::config(&saved, "run/config.toml")], &bounds()).unwrap_err();
+        let error = resolve(&[Layer::config(&saved, "run/config.toml")], &bounds())
+            .unwrap_err()
+            .message;
         assert!(
             error.starts_with("decode.beam = 11 in run/config.toml is more"),
             "{error}"
@@ -297,7 +332,9 @@ mod tests {
             beam: Some(5),
             ..DecodeRequest::default()
         };
-        let error = resolve(&[Layer::asked(five, FIELDS)], &server).unwrap_err();
+        let error = resolve(&[Layer::asked(five, FIELDS)], &server)
+            .unwrap_err()
+            .message;
         assert!(
             error.starts_with("beam 5 is wider than this server's limit of 4"),
             "{error}"
@@ -306,13 +343,21 @@ mod tests {
             length_penalty: Some(1e39),
             ..DecodeRequest::default()
         };
-        let error = resolve(&[flags(huge_alpha)], &bounds()).unwrap_err();
-        assert!(error.starts_with("--length-penalty 1e39 is not a finite number in f32"));
+        let error = resolve(&[flags(huge_alpha)], &bounds())
+            .unwrap_err()
+            .message;
+        assert!(
+            error.starts_with(
+                "--length-penalty 1e39 would make the length penalty ((5 + len) / 6)^alpha \
+                 overflow f32 at the model's 64 positions; use a value between -32.8 and 32.8"
+            ),
+            "{error}"
+        );
         let long = DecodeRequest {
             max_len: Some(65),
             ..DecodeRequest::default()
         };
-        let error = resolve(&[flags(long)], &bounds()).unwrap_err();
+        let error = resolve(&[flags(long)], &bounds()).unwrap_err().message;
         assert!(error.contains("--max-len 65 is more than the model's 64 positions"));
         assert_eq!(
             resolve(
@@ -348,15 +393,51 @@ mod tests {
             n_best: Some(3),
             ..DecodeRequest::default()
         };
-        let error = resolve(&[Layer::asked(both, FIELDS)], &bounds()).unwrap_err();
+        let error = resolve(&[Layer::asked(both, FIELDS)], &bounds())
+            .unwrap_err()
+            .message;
         assert!(error.starts_with("n_best 3 is more than beam 2"), "{error}");
         let many = DecodeRequest {
             n_best: Some(11),
             ..DecodeRequest::default()
         };
-        let error = resolve(&[Layer::asked(many, LIBRETRANSLATE_FIELDS)], &bounds()).unwrap_err();
+        let error = resolve(&[Layer::asked(many, LIBRETRANSLATE_FIELDS)], &bounds())
+            .unwrap_err()
+            .message;
+        assert_eq!(
+            error,
+            "alternatives needs a beam of 11 (one hypothesis per beam), and that is more than \
+             the 10 target tokens the model chooses from; ask for fewer (alternatives)"
+        );
+    }
+
+    #[test]
+    fn a_bad_value_a_higher_layer_replaces_is_never_checked_and_blame_falls_on_its_layer() {
+        let saved = DecodeConfig {
+            beam: 99,
+            length_penalty: 1e39,
+            max_len: Some(500),
+        };
+        let config = Layer::config(&saved, "ck/config.toml");
+        let error = resolve(std::slice::from_ref(&config), &bounds()).unwrap_err();
+        assert!(error.in_config, "{error}");
+        let every_flag = DecodeRequest {
+            beam: Some(2),
+            length_penalty: Some(0.6),
+            max_len: Some(10),
+            n_best: None,
+        };
+        let options = resolve(&[config.clone(), flags(every_flag)], &bounds()).unwrap();
+        assert_eq!((options.beam, options.length_penalty), (2, 0.6));
+        let bad_flag = DecodeRequest {
+            beam: Some(2),
+            length_penalty: Some(0.6),
+            max_len: Some(65),
+            n_best: None,
+        };
+        let error = resolve(&[config, flags(bad_flag)], &bounds()).unwrap_err();
         assert!(
-            error.starts_with("alternatives needs a beam of 11 (one hypothesis per beam), and that is more than the 10 target tokens"),
+            !error.in_config && error.message.starts_with("--max-len 65"),
             "{error}"
         );
     }
