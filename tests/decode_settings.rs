@@ -59,9 +59,9 @@ fn the_command_line_doors_refuse_a_setting_out_of_bounds_by_its_flag() {
         run,
         2,
         &[
-            "--length-penalty 1e39 would make the length penalty ((5 + len) / 6)^alpha overflow \
-             f32 at the model's 5000 positions",
-            "use a value between -11.9 and 11.9",
+            "--length-penalty 1e39 would take the length penalty ((5 + len) / 6)^alpha out of \
+             f32's range at the model's 5000 positions",
+            "use a value between -11.89 and 11.89",
         ],
     );
     refused(
@@ -110,7 +110,12 @@ fn a_checkpoints_own_setting_out_of_bounds_is_named_with_its_file() {
     std::fs::write(&config, edited).unwrap();
     // The file is at fault, not the command line: status 1, the file named.
     let named = format!("decode.length_penalty = 1e39 in {}", config.display());
-    refused(&["translate", "ich"], &best, 1, &[&named, "overflow f32"]);
+    refused(
+        &["translate", "ich"],
+        &best,
+        1,
+        &[&named, "out of f32's range"],
+    );
     refused(
         &["translate", "ich", "--length-penalty", "1"],
         &best,
@@ -183,7 +188,7 @@ fn the_http_doors_refuse_a_setting_out_of_bounds_by_its_field() {
         ),
         (
             json!({ "q": "ich", "length_penalty": 1e39 }),
-            "length_penalty 1e39 would make the length penalty ((5 + len) / 6)^alpha overflow",
+            "length_penalty 1e39 would take the length penalty ((5 + len) / 6)^alpha out of f32's",
         ),
         (
             json!({ "q": "ich", "max_len": 5001 }),

@@ -393,3 +393,30 @@ fn bad_sampling_settings_and_mismatched_configs_are_named() {
         assert!(stderr.contains(key), "{stderr}");
     }
 }
+
+/// `<pad>` and `<s>` are never generated, however likely the model makes them: sampling and
+/// greedy decoding skip them as beam search does (they would print as nothing and use up
+/// `--max-new`).
+#[test]
+fn generation_never_draws_padding_or_the_start_symbol() {
+    let (_dir, run) = trained(20);
+    let weights = run.join("last/model.safetensors");
+    let mut tensors = candle_core::safetensors::load(&weights, &candle_core::Device::Cpu).unwrap();
+    let mut bias = tensors["generator.proj.bias"].to_vec1::<f32>().unwrap();
+    bias[0] += 50.0; // <pad>
+    bias[1] += 40.0; // <s>
+    tensors.insert(
+        "generator.proj.bias".into(),
+        candle_core::Tensor::new(bias, &candle_core::Device::Cpu).unwrap(),
+    );
+    candle_core::safetensors::save(&tensors, &weights).unwrap();
+    let last = run.join("last");
+    for how in [
+        &["--temperature", "0"][..],
+        &["--temperature", "1", "--seed", "3"],
+        &["--beam", "3"],
+    ] {
+        let text = generate(&last, &[&["the", "--max-new", "4"][..], how].concat());
+        assert_eq!(text.split(' ').count(), 5, "{how:?}: {text:?}");
+    }
+}

@@ -96,14 +96,13 @@ pub(super) fn build_model(
 ) -> anyhow::Result<Model> {
     let vocab = tokenizers.vocab_sizes();
     let file_names: Vec<String> = weights.tensors.keys().cloned().collect();
-    build_strictly(dir, weights, format::OURS, device, |vb| {
-        Model::new(&config.model, vocab, vb)
-    })
-    .map_err(
-        |e| match names_apart(config, tokenizers, &file_names, format::OURS) {
-            Some(apart) => anyhow::anyhow!("{e:#}; {apart}"),
-            None => e,
-        },
+    build_strictly(
+        dir,
+        weights,
+        format::OURS,
+        device,
+        |vb| Model::new(&config.model, vocab, vb),
+        || names_apart(config, tokenizers, &file_names, format::OURS),
     )
 }
 
@@ -154,21 +153,26 @@ fn names_apart(
 }
 
 /// Builds a model with `build` over `weights`, then refuses the file's tensors it did not
-/// read (and those `format` could not place), by the file's names.
+/// read (and those `format` could not place), by the file's names; `explain_failure` may
+/// give a fuller account of a failed build than its first error.
 fn build_strictly<M>(
     dir: &Path,
     weights: ByModule,
     format: &'static dyn WeightFormat,
     device: &Device,
     build: impl FnOnce(VarBuilder) -> candle_core::Result<M>,
+    explain_failure: impl FnOnce() -> Option<String>,
 ) -> anyhow::Result<M> {
     let weights_path = dir.join(MODEL_FILE);
     let module_names: Vec<String> = weights.tensors.keys().cloned().collect();
     let (backend, requested) = RecordingBackend::new(weights.tensors, format);
     let vb = VarBuilder::from_backend(Box::new(backend), DType::F32, device.clone());
+    // The first tensor the build missed, or the whole account of what is missing and left
+    // over when there is more to say.
     let model = build(vb).map_err(|e| {
+        let account = explain_failure().unwrap_or_else(|| e.to_string());
         anyhow::anyhow!(
-            "{} does not match its config and tokenizers: {e}",
+            "{} does not match its config and tokenizers: {account}",
             weights_path.display()
         )
     })?;

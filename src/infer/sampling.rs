@@ -1,5 +1,6 @@
 //! Sampling: continues each row one token at a time on the model's cache, picking each token
-//! greedily or by temperature and top-k. Any model family; the text generator uses it.
+//! greedily or by temperature and top-k, never `<pad>` or `<s>`. Any model family; the text
+//! generator uses it.
 
 use candle_core::{DType, Result};
 use rand::distr::{weighted::WeightedIndex, Distribution};
@@ -7,7 +8,7 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
 use super::greedy::first_argmax;
-use super::{DecodeInput, ABANDONED};
+use super::{DecodeInput, ABANDONED, NEVER_GENERATED, NOT_A_NUMBER};
 use crate::model::decoding::feed_prefix;
 use crate::model::DecodingModel;
 
@@ -51,7 +52,17 @@ pub fn sample(
         }
         let logits = model.step(&last, &mut *state)?.to_dtype(DType::F32)?;
         let mut next = Vec::with_capacity(open.len());
-        for (row_logits, &row) in logits.to_vec2::<f32>()?.iter().zip(&open) {
+        for (row_logits, &row) in logits.to_vec2::<f32>()?.iter_mut().zip(&open) {
+            if row_logits.iter().any(|logit| !logit.is_finite()) {
+                candle_core::bail!("{NOT_A_NUMBER}")
+            }
+            // As the other decoders: <pad> and <s> are never drawn (they would print as
+            // nothing and use up the continuation).
+            for &id in &NEVER_GENERATED {
+                if let Some(logit) = row_logits.get_mut(id as usize) {
+                    *logit = f32::NEG_INFINITY;
+                }
+            }
             let id = pick(row_logits, sampling, &mut rngs[row])?;
             generated[row].push(id);
             next.push(id);

@@ -23,15 +23,17 @@ pub(super) fn check_length_penalty(
     if alpha.is_finite() && alpha.abs() <= limit {
         return Ok(alpha as f32);
     }
+    // Rounded toward zero, so that the value shown is itself allowed.
+    let shown_limit = (limit * 100.0).floor() / 100.0;
     let Some(layer) = layer else {
         return Ok(alpha as f32);
     };
     Err(Refused::by(
         Some(layer),
         format!(
-            "{} would make the length penalty ((5 + len) / 6)^alpha overflow f32 at the \
-             model's {} positions; use a value between -{limit:.1} and {limit:.1} (0 to 2 is \
-             the useful range)",
+            "{} would take the length penalty ((5 + len) / 6)^alpha out of f32's range at \
+             the model's {} positions; use a value between -{shown_limit} and {shown_limit} \
+             (0 to 2 is the useful range)",
             layer.wrote(layer.names.length_penalty, shown(alpha)),
             bounds.max_positions
         ),
@@ -42,6 +44,7 @@ pub(super) fn check_n_best(
     options: &DecodeOptions,
     n_best_from: Option<&Layer>,
     beam_from: Option<&Layer>,
+    bounds: &DecodeBounds,
 ) -> Result<(), Refused> {
     let Some(layer) = n_best_from else {
         return Ok(());
@@ -58,11 +61,19 @@ pub(super) fn check_n_best(
         let beam = beam_from.map_or(format!("the beam {}", options.beam), |l| {
             l.wrote(l.names.beam, options.beam)
         });
+        let widest = bounds
+            .door_beam
+            .map_or(bounds.target_vocab, |door| door.min(bounds.target_vocab));
+        let fix = if options.beam < widest {
+            "ask for fewer or widen the beam"
+        } else {
+            "ask for fewer (the beam is as wide as it can be)"
+        };
         return Err(Refused::by(
             Some(layer),
             format!(
                 "{n_best} is more than {beam}: a beam search keeps at most as many hypotheses \
-                 as its beam; ask for fewer or widen the beam"
+                 as its beam; {fix}"
             ),
         ));
     }

@@ -202,7 +202,7 @@ pub fn resolve(layers: &[Layer], bounds: &DecodeBounds) -> Result<DecodeOptions,
         }
     }
     options.length_penalty = check_length_penalty(length_penalty, length_penalty_from, bounds)?;
-    check_n_best(&options, n_best_from, beam_from)?;
+    check_n_best(&options, n_best_from, beam_from, bounds)?;
     check_beam(&options, beam_from, n_best_from, bounds)?;
     check_max_len(&options, max_len_from, bounds)?;
     Ok(options)
@@ -348,8 +348,9 @@ mod tests {
             .message;
         assert!(
             error.starts_with(
-                "--length-penalty 1e39 would make the length penalty ((5 + len) / 6)^alpha \
-                 overflow f32 at the model's 64 positions; use a value between -32.8 and 32.8"
+                "--length-penalty 1e39 would take the length penalty ((5 + len) / 6)^alpha out \
+                 of f32's range at the model's 64 positions; use a value between -32.75 and \
+                 32.75"
             ),
             "{error}"
         );
