@@ -12,7 +12,9 @@ Multi30k (data/multi30k, scripts/get-multi30k.sh) and which was then trained a f
 steps in PyTorch so that its outputs are not degenerate. Beside it, expected.json:
 
 - `tokenized`: MarianTokenizer's source ids (`</s>` appended) of the first lines of Multi30k's
-  val and test2016 sources, and its target ids of their references;
+  val and test2016 sources and of a few odd lines (blanks, tabs, unseen characters,
+  compatibility forms, an empty line), and its target ids of their references (and the odd
+  lines);
 - `teacher_forced`: a padded batch (input_ids, attention_mask, decoder_input_ids as
   transformers shifts the labels); the log-probabilities it gives are `log_probs` in
   expected.safetensors;
@@ -189,7 +191,12 @@ def train(model, tokenizer, sources, targets, batch_size=32):
 def expectations(model, tokenizer):
     val_src, val_tgt = lines("val.de.gz", TOKENIZED_LINES), lines("val.en.gz", TOKENIZED_LINES)
     test_src, test_tgt = lines("test2016.de.gz", TOKENIZED_LINES), lines("test2016.en.gz", TOKENIZED_LINES)
-    sources, targets = val_src + test_src, val_tgt + test_tgt
+    # And what segmentation must get right beyond clean lines: runs of spaces, leading and
+    # trailing blanks, tabs, characters the models never saw, compatibility forms that
+    # nmt_nfkc folds, an empty line.
+    odd = ["  Zwei  Hunde   spielen ", "\tEin Mann\tläuft", "Ein Mann 😀 mit ☃ und ½ km",
+           "ÄÖÜ äöü ß ﬁ Ｗｅｌｔ", ""]
+    sources, targets = val_src + test_src + odd, val_tgt + test_tgt + odd
     tokenized = {
         "sources": sources,
         "source_ids": [tokenizer(s)["input_ids"] for s in sources],
