@@ -141,6 +141,7 @@ fn greedy_generation_continues_as_the_reference_does() {
         },
         max_steps: &[want.len()],
         end: None,
+        never: &NEVER_GENERATED,
         still_wanted: &always_wanted,
     };
     // Every decoder runs a language model through the decoding contract: sampling at
@@ -186,6 +187,7 @@ fn batched_prompts_continue_as_each_does_alone() {
             },
             max_steps: &steps[..prefix.dim(0).unwrap()],
             end: None,
+            never: &NEVER_GENERATED,
             still_wanted: &always_wanted,
         }
     }

@@ -20,7 +20,9 @@ use crate::config::{Config, ModelConfig};
 use crate::data::vocab::{BOS_ID, PAD_ID};
 use crate::data::{encode_pairs, read_corpus, EncodedPair, PaddedBatch, SentencePair, Tokenizers};
 use crate::distributed::{Collective, SingleProcess};
-use crate::infer::{always_wanted, beam_search, greedy_batch, BeamSettings, DecodeInput};
+use crate::infer::{
+    always_wanted, beam_search, greedy_batch, BeamSettings, DecodeInput, NEVER_GENERATED,
+};
 use crate::model::{masks, DecodingModel, Prompt, Source, TrainedWeights, VocabSizes};
 use crate::train::{Trainer, TrainingData};
 
@@ -351,6 +353,7 @@ fn decode_rows(
             },
             max_steps: &max_steps,
             end: None,
+            never: &NEVER_GENERATED,
             still_wanted: &always_wanted,
         };
         match beam {

@@ -32,6 +32,8 @@ pub fn run(args: InferTestArgs) -> anyhow::Result<()> {
         },
         max_steps: &[9],
         end: None,
+        // The reference's demo keeps every id.
+        never: &[],
         still_wanted: &always_wanted,
     };
     for run in 0..args.runs {

@@ -5,7 +5,7 @@
 
 use candle_core::{Result, Tensor};
 
-use super::{DecodeInput, Hypothesis, ABANDONED, NEVER_GENERATED, NOT_A_NUMBER};
+use super::{DecodeInput, Hypothesis, ABANDONED, NOT_A_NUMBER};
 use crate::kernels::log_softmax::top_log_probs;
 use crate::model::decoding::feed_prefix;
 use crate::model::{DecodingModel, DecodingState};
@@ -98,16 +98,17 @@ impl Search {
 }
 
 /// Each row's `count` most likely next ids and their log-probs after `last` `(rows, 1)`,
-/// none of them one of [`NEVER_GENERATED`] (their log-probs stay normalised over the whole
+/// none of them one of `never` (their log-probs stay normalised over the whole
 /// vocabulary, as fairseq's and Hugging Face's masked ones do).
 fn step_candidates(
     model: &dyn DecodingModel,
     last: &Tensor,
     state: &mut dyn DecodingState,
     count: usize,
+    never: &[u32],
 ) -> Result<Vec<Vec<(u32, f32)>>> {
     let logits = model.step(last, state)?;
-    let mut rows = top_log_probs(&logits, count + NEVER_GENERATED.len())?;
+    let mut rows = top_log_probs(&logits, count + never.len())?;
     if rows
         .iter()
         .flatten()
@@ -116,7 +117,7 @@ fn step_candidates(
         candle_core::bail!("{NOT_A_NUMBER}")
     }
     for row in &mut rows {
-        row.retain(|(id, _)| !NEVER_GENERATED.contains(id));
+        row.retain(|(id, _)| !never.contains(id));
         row.truncate(count);
     }
     Ok(rows)
@@ -155,7 +156,7 @@ pub fn beam_search(
         }
         let ids = batch.last_ids();
         let last = Tensor::from_vec(ids, (batch.open_rows(), 1), prompt.prefix.device())?;
-        let candidates = step_candidates(model, &last, &mut *state, 2 * batch.k)?;
+        let candidates = step_candidates(model, &last, &mut *state, 2 * batch.k, input.never)?;
         let keep_rows = batch.advance(&candidates, input.end);
         if batch.active.is_empty() {
             break;

@@ -4,7 +4,7 @@
 
 use candle_core::{DType, Result, Tensor, D};
 
-use super::{DecodeInput, Hypothesis, ABANDONED, NEVER_GENERATED, NOT_A_NUMBER};
+use super::{DecodeInput, Hypothesis, ABANDONED, NOT_A_NUMBER};
 use crate::kernels::log_softmax::log_softmax_last_dim;
 use crate::model::decoding::feed_prefix;
 use crate::model::{masks, DecodingModel, Mode, ModelFamily, TeacherForced};
@@ -68,7 +68,7 @@ pub fn greedy_batch(model: &dyn DecodingModel, input: &DecodeInput) -> Result<Ve
         let log_probs = log_softmax_last_dim(&model.step(&last, &mut *state)?)?;
         let never = match &never_generated {
             Some(bias) => bias,
-            None => never_generated.insert(never_generated_bias(&log_probs)?),
+            None => never_generated.insert(never_generated_bias(&log_probs, input.never)?),
         };
         let best = log_probs.broadcast_add(never)?.argmax_keepdim(D::Minus1)?;
         unread.push((best.clone(), log_probs.gather(&best, D::Minus1)?));
@@ -93,12 +93,12 @@ pub fn greedy_batch(model: &dyn DecodingModel, input: &DecodeInput) -> Result<Ve
     Ok(hypotheses)
 }
 
-/// A row `(1, vocab)` of `log_probs`' dtype: minus infinity at [`NEVER_GENERATED`], zero
+/// A row `(1, vocab)` of `log_probs`' dtype: minus infinity at the ids `never`, zero
 /// elsewhere; added before the argmax, so that greedy decoding chooses as beam search does.
-fn never_generated_bias(log_probs: &Tensor) -> Result<Tensor> {
+fn never_generated_bias(log_probs: &Tensor, never: &[u32]) -> Result<Tensor> {
     let vocab = log_probs.dim(D::Minus1)?;
     let mut bias = vec![0f32; vocab];
-    for &id in &NEVER_GENERATED {
+    for &id in never {
         if let Some(value) = bias.get_mut(id as usize) {
             *value = f32::NEG_INFINITY;
         }

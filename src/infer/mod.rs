@@ -66,6 +66,9 @@ pub struct DecodeInput<'a> {
     /// Stop a row after producing this id (it is kept in the hypothesis); `None` never
     /// stops early, as the reference's demo does.
     pub end: Option<u32>,
+    /// Ids the decoders never generate (this tool's vocabularies: [`NEVER_GENERATED`]); the
+    /// reference's own loop (`greedy_decode`) keeps every id.
+    pub never: &'a [u32],
     /// Asked between steps; see [`StillWanted`].
     pub still_wanted: StillWanted<'a>,
 }
@@ -104,8 +107,9 @@ impl Hypothesis {
     }
 }
 
-/// Ids that decoding never generates: `<pad>` only fills a batch and `<s>` only starts a
-/// target. A model still gives them a little probability (label smoothing spreads mass over
+/// Ids that decoding never generates in this tool's vocabularies (a model family with other
+/// special ids passes its own as `DecodeInput::never`): `<pad>` only fills a batch and `<s>`
+/// only starts a target. A model still gives them a little probability (label smoothing spreads mass over
 /// `<s>`), and a wide beam over a small vocabulary would otherwise extend hypotheses with
 /// them: `<s>` in the middle of a translation, or alternatives that read the same. The
 /// reference's own loop (`greedy_decode`) and the untrained demo keep every id.

@@ -8,7 +8,7 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
 use super::greedy::first_argmax;
-use super::{DecodeInput, ABANDONED, NEVER_GENERATED, NOT_A_NUMBER};
+use super::{DecodeInput, ABANDONED, NOT_A_NUMBER};
 use crate::model::decoding::feed_prefix;
 use crate::model::DecodingModel;
 
@@ -58,7 +58,7 @@ pub fn sample(
             }
             // As the other decoders: <pad> and <s> are never drawn (they would print as
             // nothing and use up the continuation).
-            for &id in &NEVER_GENERATED {
+            for &id in input.never {
                 if let Some(logit) = row_logits.get_mut(id as usize) {
                     *logit = f32::NEG_INFINITY;
                 }

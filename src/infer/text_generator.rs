@@ -9,7 +9,7 @@ use candle_core::{Device, Tensor};
 
 use super::beam::{beam_search, BeamSettings};
 use super::sampling::{sample, Sampling};
-use super::{always_wanted, DecodeInput};
+use super::{always_wanted, DecodeInput, NEVER_GENERATED};
 use crate::data::corpus::normalize_sentence;
 use crate::data::vocab::{BOS_ID, EOS_ID};
 use crate::data::TextTokenizer;
@@ -115,6 +115,7 @@ impl TextGenerator<'_> {
             },
             max_steps: &max_steps,
             end: Some(EOS_ID),
+            never: &NEVER_GENERATED,
             still_wanted: &always_wanted,
         };
         let continuations = match how {

@@ -10,7 +10,7 @@ use crate::data::corpus::normalize_sentence;
 use crate::data::vocab::{BOS_ID, EOS_ID, PAD_ID};
 use crate::data::Tokenizers;
 use crate::infer::{
-    always_wanted, beam_search, greedy_batch, DecodeInput, Hypothesis, StillWanted,
+    always_wanted, beam_search, greedy_batch, DecodeInput, Hypothesis, StillWanted, NEVER_GENERATED,
 };
 use crate::model::{masks, DecodingModel, Prompt, Source};
 
@@ -222,6 +222,7 @@ impl Translator<'_> {
             },
             max_steps: &max_steps,
             end: Some(EOS_ID),
+            never: &NEVER_GENERATED,
             still_wanted,
         };
         Ok(match self.options.beam_settings() {

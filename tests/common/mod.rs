@@ -170,6 +170,7 @@ impl Sources {
             },
             max_steps: &self.max_steps,
             end,
+            never: &transformer::infer::NEVER_GENERATED,
             still_wanted: &transformer::infer::always_wanted,
         }
     }
