@@ -1,14 +1,13 @@
 //! SentencePiece in pure Rust against MarianTokenizer (transformers, with the sentencepiece
-//! library): the pieces of `source.spm` / `target.spm` mapped through the checkpoint's
-//! vocabularies must give the ids scripts/make_marian_fixture.py recorded, on Multi30k val and
-//! test2016 lines and their references, for every fixture (the nmt_nfkc character map and the
-//! identity normalizer, shared and separate vocabularies).
+//! library), on every fixture scripts/make_marian_fixture.py wrote (the nmt_nfkc character
+//! map and the identity normalizer, shared and separate vocabularies): source and target ids
+//! of Multi30k val and test2016 lines, their references and a few odd lines; and the text of
+//! what `generate()` produced, decoded back from its ids.
 
-use std::collections::HashMap;
 use std::path::Path;
 
 use serde_json::Value;
-use transformer::data::sentencepiece::SentencePiece;
+use transformer::data::marian::MarianTokenizer;
 
 const FIXTURES: [&str; 3] = [
     "tests/fixtures/marian-shared",
@@ -16,50 +15,93 @@ const FIXTURES: [&str; 3] = [
     "tests/fixtures/marian-gelu",
 ];
 
-fn json(path: &Path) -> Value {
-    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+fn expected(dir: &Path) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(dir.join("expected.json")).unwrap()).unwrap()
 }
 
-/// MarianTokenizer's ids: each piece through the vocabulary (`<unk>` for a piece it lacks),
-/// then `</s>`.
-fn ids(spm: &SentencePiece, vocab: &HashMap<String, u32>, text: &str) -> Vec<u32> {
-    let unk = vocab["<unk>"];
-    let mut ids: Vec<u32> = spm
-        .pieces(text)
-        .unwrap()
-        .iter()
-        .map(|piece| vocab.get(piece).copied().unwrap_or(unk))
-        .collect();
-    ids.push(vocab["</s>"]);
-    ids
+fn ids(value: &Value) -> Vec<u32> {
+    serde_json::from_value(value.clone()).unwrap()
 }
 
 #[test]
-fn pieces_through_the_vocabulary_give_marian_tokenizers_ids() {
+fn sources_and_targets_get_marian_tokenizers_ids() {
     for fixture in FIXTURES {
         let dir = Path::new(fixture);
-        let expected = json(&dir.join("expected.json"));
-        let source_vocab: HashMap<String, u32> =
-            serde_json::from_value(json(&dir.join("vocab.json"))).unwrap();
-        let target_vocab: HashMap<String, u32> = match dir.join("target_vocab.json") {
-            path if path.is_file() => serde_json::from_value(json(&path)).unwrap(),
-            _ => source_vocab.clone(),
-        };
-        let source = SentencePiece::load(&dir.join("source.spm")).unwrap();
-        let target = SentencePiece::load(&dir.join("target.spm")).unwrap();
-        let tokenized = &expected["tokenized"];
-        for (side, spm, vocab) in [
-            ("source", &source, &source_vocab),
-            ("target", &target, &target_vocab),
-        ] {
+        let tokenizer = MarianTokenizer::load(dir).unwrap();
+        let tokenized = &expected(dir)["tokenized"];
+        for side in ["source", "target"] {
             let texts = tokenized[format!("{side}s")].as_array().unwrap();
             let want = tokenized[format!("{side}_ids")].as_array().unwrap();
             assert_eq!(texts.len(), 85);
             for (text, want) in texts.iter().zip(want) {
                 let text = text.as_str().unwrap();
-                let want: Vec<u32> = serde_json::from_value(want.clone()).unwrap();
-                assert_eq!(ids(spm, vocab, text), want, "{fixture} {side}: {text:?}");
+                let got = match side {
+                    "source" => tokenizer.encode_source(text),
+                    _ => tokenizer.encode_target(text),
+                }
+                .unwrap();
+                assert_eq!(got.ids, ids(want), "{fixture} {side}: {text:?}");
             }
         }
     }
+}
+
+#[test]
+fn generated_ids_decode_to_marian_tokenizers_text() {
+    for fixture in FIXTURES {
+        let dir = Path::new(fixture);
+        let tokenizer = MarianTokenizer::load(dir).unwrap();
+        let generated = &expected(dir)["generate"];
+        for search in ["greedy", "beam"] {
+            let outputs = generated[search]["ids"].as_array().unwrap();
+            let texts = generated[search]["text"].as_array().unwrap();
+            for (output, text) in outputs.iter().zip(texts) {
+                assert_eq!(
+                    tokenizer.decode(&ids(output)),
+                    text.as_str().unwrap(),
+                    "{fixture} {search}"
+                );
+            }
+        }
+        // The source ids of the batch generate() read, unpadded, are the tokenizer's.
+        for (source, padded) in generated["sources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .zip(generated["input_ids"].as_array().unwrap())
+        {
+            let mut want = ids(padded);
+            want.retain(|&id| id != tokenizer.pad);
+            let got = tokenizer.encode_source(source.as_str().unwrap()).unwrap();
+            assert_eq!(got.ids, want, "{fixture}");
+        }
+    }
+}
+
+#[test]
+fn a_missing_file_or_a_vocabulary_without_its_specials_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    for name in ["source.spm", "target.spm", "vocab.json"] {
+        std::fs::copy(Path::new(FIXTURES[0]).join(name), dir.path().join(name)).unwrap();
+    }
+    std::fs::remove_file(dir.path().join("target.spm")).unwrap();
+    let error = MarianTokenizer::load(dir.path()).err().unwrap();
+    assert!(format!("{error:#}").contains("target.spm"), "{error:#}");
+    std::fs::copy(
+        Path::new(FIXTURES[0]).join("target.spm"),
+        dir.path().join("target.spm"),
+    )
+    .unwrap();
+    std::fs::write(dir.path().join("vocab.json"), r#"{"</s>": 0, "<unk>": 1}"#).unwrap();
+    let error = MarianTokenizer::load(dir.path()).err().unwrap();
+    assert!(
+        format!("{error:#}").contains("vocab.json has no <pad> entry"),
+        "{error:#}"
+    );
+    std::fs::write(dir.path().join("source.spm"), b"not a model").unwrap();
+    let error = MarianTokenizer::load(dir.path()).err().unwrap();
+    assert!(
+        format!("{error:#}").contains("source.spm is not a SentencePiece model"),
+        "{error:#}"
+    );
 }

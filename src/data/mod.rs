@@ -2,6 +2,7 @@
 
 pub mod batch;
 pub mod corpus;
+pub mod marian;
 pub mod sentencepiece;
 pub mod tokenizer;
 pub mod vocab;
