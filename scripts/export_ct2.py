@@ -75,9 +75,12 @@ def model_spec(tensors, model, src_tokens, tgt_tokens):
     from ctranslate2.converters import utils
 
     layers = model.get("layers", 6)
+    activation = {"relu": common_spec.Activation.RELU, "swish": common_spec.Activation.SWISH,
+                  "gelu": common_spec.Activation.GELU}.get(model.get("activation", "relu"))
+    if activation is None:
+        fail(f"model.activation = {model.get('activation')!r} has no CTranslate2 counterpart")
     spec = transformer_spec.TransformerSpec.from_config(
-        (layers, layers), model.get("heads", 8), pre_norm=True,
-        activation=common_spec.Activation.RELU,
+        (layers, layers), model.get("heads", 8), pre_norm=True, activation=activation,
     )
     spec.config.layer_norm_epsilon = 1e-12
 

@@ -270,6 +270,8 @@ def make_model(
 
 def make_model_from_config(model_cfg, src_vocab, tgt_vocab):
     """Builds the reference from the `[model]` table of a `transformer` config.toml."""
+    if model_cfg.get("activation", "relu") != "relu":
+        raise ValueError(f"the reference has only ReLU, not model.activation = {model_cfg['activation']!r}")
     return make_model(
         src_vocab, tgt_vocab,
         N=model_cfg["layers"], d_model=model_cfg["d_model"], d_ff=model_cfg["d_ff"],

@@ -8,7 +8,9 @@ use std::path::Path;
 use candle_core::{DType, Device, Tensor};
 use transformer::checkpoint::{self, CheckpointContents};
 use transformer::config::CorpusSource;
-use transformer::config::{ComputeDtype, Config, ModelConfig, NormPlacement, PositionEncoding};
+use transformer::config::{
+    Activation, ComputeDtype, Config, ModelConfig, NormPlacement, PositionEncoding,
+};
 use transformer::data::vocab::PAD_ID;
 use transformer::data::{encode_pairs, read_corpus, Tokenizers};
 use transformer::infer::teacher_forced_log_probs;
@@ -93,6 +95,9 @@ fn every_variant_gives_every_parameter_a_nonzero_gradient() {
     // The generator's matrix is the target embedding's: one parameter, which a checkpoint
     // lists under both names, as PyTorch's state_dict does.
     assert_eq!(variant(|m| m.share_embeddings = true), reference - 1);
+    // Another nonlinearity has the same parameters, and every one learns through it.
+    assert_eq!(variant(|m| m.activation = Activation::Swish), reference);
+    assert_eq!(variant(|m| m.activation = Activation::Gelu), reference);
     let mut shared = small_model();
     shared.share_embeddings = true;
     let names: Vec<String> = toy_trainer(shared)
@@ -107,11 +112,13 @@ fn every_variant_gives_every_parameter_a_nonzero_gradient() {
 /// Every variant learns the toy pairs: the loss falls by half in 30 steps.
 #[test]
 fn every_variant_trains() {
-    let edits: [fn(&mut ModelConfig); 4] = [
+    let edits: [fn(&mut ModelConfig); 6] = [
         |m| m.norm = NormPlacement::Post,
         |m| m.positions = PositionEncoding::Learned,
         |m| (m.attention_bias, m.ffn_bias) = (false, false),
         |m| m.share_embeddings = true,
+        |m| m.activation = Activation::Swish,
+        |m| m.activation = Activation::Gelu,
     ];
     for edit in edits {
         let mut config = Config {

@@ -20,7 +20,9 @@ mod validate;
 
 pub use data::{BuiltinCorpus, CorpusSource, DataConfig, TokenizerKind};
 pub use decode::DecodeConfig;
-pub use model::{Architecture, ModelConfig, NormPlacement, PositionEncoding, VocabSizes};
+pub use model::{
+    Activation, Architecture, ModelConfig, NormPlacement, PositionEncoding, VocabSizes,
+};
 pub use training::{ComputeDtype, LrSchedule, TrainingConfig};
 
 /// The built-in base config, used by `transformer train` without `--config`.

@@ -42,6 +42,22 @@ pub struct ModelConfig {
     /// The generator's matrix is the target embedding's (`tgt_embed.0.lut.weight`), as in the
     /// paper's section 3.4; `generator.proj.weight` is then not a separate parameter.
     pub share_embeddings: bool,
+    /// The feed-forward network's nonlinearity: the paper's ReLU, or the swish (SiLU) and
+    /// GELU that MarianMT models name in their `activation_function`.
+    pub activation: Activation,
+}
+
+/// The feed-forward network's nonlinearity.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Activation {
+    /// max(0, x), equation 2 of the paper.
+    #[default]
+    Relu,
+    /// x sigmoid(x) (SiLU), OPUS-MT's.
+    Swish,
+    /// x Phi(x) with the exact normal CDF (PyTorch's and transformers' "gelu").
+    Gelu,
 }
 
 /// The model family.
@@ -104,6 +120,7 @@ impl Default for ModelConfig {
             attention_bias: true,
             ffn_bias: true,
             share_embeddings: false,
+            activation: Activation::Relu,
         }
     }
 }

@@ -5,8 +5,8 @@ use candle_core::{Result, Tensor};
 use candle_nn::{Init, Module, VarBuilder};
 
 use super::linear::Linear;
-use crate::config::{ModelConfig, NormPlacement};
-use crate::kernels::dropout::Mode;
+use crate::config::{Activation, ModelConfig, NormPlacement};
+use crate::kernels::dropout::{dropout, Mode};
 use crate::kernels::layer_norm::{layer_norm, NormKind};
 use crate::kernels::residual::{relu_dropout, residual_dropout};
 
@@ -148,10 +148,12 @@ pub fn apply_final_norm(norm: &Option<Norm>, xs: Tensor) -> Result<Tensor> {
     }
 }
 
-/// FFN(x) = max(0, x W_1 + b_1) W_2 + b_2 (equation 2), with dropout after the ReLU.
+/// FFN(x) = max(0, x W_1 + b_1) W_2 + b_2 (equation 2), with dropout after the ReLU (or the
+/// swish or GELU a config names instead).
 pub struct PositionwiseFeedForward {
     w_1: Linear,
     w_2: Linear,
+    activation: Activation,
     dropout: f64,
 }
 
@@ -160,13 +162,84 @@ impl PositionwiseFeedForward {
         Ok(Self {
             w_1: Linear::with_bias(cfg.d_model, cfg.d_ff, cfg.ffn_bias, vb.pp("w_1"))?,
             w_2: Linear::with_bias(cfg.d_ff, cfg.d_model, cfg.ffn_bias, vb.pp("w_2"))?,
+            activation: cfg.activation,
             dropout: cfg.dropout,
         })
     }
 
     /// `(batch, len, d_model)` -> `(batch, len, d_model)`.
     pub fn forward(&self, xs: &Tensor, mode: Mode) -> Result<Tensor> {
-        let hidden = relu_dropout(&self.w_1.forward(xs)?, self.dropout, mode)?;
+        let hidden = self.w_1.forward(xs)?;
+        let hidden = match self.activation {
+            // Fused with its dropout on the CPU.
+            Activation::Relu => relu_dropout(&hidden, self.dropout, mode)?,
+            Activation::Swish => dropout(&hidden.silu()?, self.dropout, mode)?,
+            Activation::Gelu => dropout(&hidden.gelu_erf()?, self.dropout, mode)?,
+        };
         self.w_2.forward(&hidden)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use candle_core::{DType, Device};
+    use candle_nn::VarMap;
+
+    /// The feed-forward network with a weight of ones and no bias: each hidden unit is the
+    /// sum of the input, so the output is d_ff times the activation of that sum.
+    #[test]
+    fn each_activation_is_its_formula() {
+        let dev = Device::Cpu;
+        let xs = Tensor::new(&[[[0.5f32, -1.0]], [[-0.25, -0.5]]], &dev).unwrap();
+        for (activation, formula) in [
+            (Activation::Relu, (|x: f64| x.max(0.0)) as fn(f64) -> f64),
+            (Activation::Swish, |x: f64| x / (1.0 + (-x).exp())),
+            // x Phi(x), Phi from erf: 0.5 (1 + erf(x / sqrt 2)); erf(-0.3536) = -0.3829.
+            (Activation::Gelu, |x: f64| {
+                x * 0.5 * (1.0 + erf(x / 2f64.sqrt()))
+            }),
+        ] {
+            let cfg = ModelConfig {
+                d_model: 2,
+                d_ff: 3,
+                ffn_bias: false,
+                activation,
+                ..ModelConfig::default()
+            };
+            let varmap = VarMap::new();
+            let ffn = PositionwiseFeedForward::new(
+                &cfg,
+                VarBuilder::from_varmap(&varmap, DType::F32, &dev),
+            )
+            .unwrap();
+            for var in varmap.all_vars() {
+                var.set(&var.ones_like().unwrap()).unwrap();
+            }
+            let ys = ffn.forward(&xs, Mode::Eval).unwrap();
+            for (row, sum) in ys
+                .flatten_all()
+                .unwrap()
+                .to_vec1::<f32>()
+                .unwrap()
+                .chunks(2)
+                .zip([-0.5, -0.75])
+            {
+                let want = 3.0 * formula(sum);
+                assert!(
+                    (f64::from(row[0]) - want).abs() < 1e-5,
+                    "{activation:?}: {row:?} vs {want}"
+                );
+            }
+        }
+    }
+
+    /// Abramowitz and Stegun 7.1.26, to 1.5e-7: enough to check candle's exact GELU.
+    fn erf(x: f64) -> f64 {
+        let t = 1.0 / (1.0 + 0.3275911 * x.abs());
+        let poly = t
+            * (0.254829592
+                + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027 + t * 1.061405429))));
+        (1.0 - poly * (-x * x).exp()).copysign(x)
     }
 }
