@@ -13,17 +13,16 @@ use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
 
 mod batches;
+mod decoding;
 pub use batches::export_multi30k_batches;
 use batches::{read_batches, MULTI30K_CONFIG};
+pub use decoding::{decoding, DecodeWorkload};
 
 use crate::config::{Config, ModelConfig};
-use crate::data::vocab::{BOS_ID, PAD_ID};
+use crate::data::vocab::BOS_ID;
 use crate::data::{encode_pairs, read_corpus, EncodedPair, PaddedBatch, SentencePair, Tokenizers};
 use crate::distributed::{Collective, SingleProcess};
-use crate::infer::{
-    always_wanted, beam_search, greedy_batch, BeamSettings, DecodeInput, NEVER_GENERATED,
-};
-use crate::model::{masks, DecodingModel, Prompt, Source, TrainedWeights, VocabSizes};
+use crate::model::{TrainedWeights, VocabSizes};
 use crate::train::{Trainer, TrainingData};
 
 /// Training steps run before timing starts (allocator and caches warm up).
@@ -274,109 +273,6 @@ pub fn matmul_ceiling(reps: usize, device: &Device) -> anyhow::Result<Measuremen
         ranks: None,
         collective_seconds: None,
     })
-}
-
-/// How the decoding workloads decode.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum DecodeWorkload {
-    /// Workload 4: one sentence at a time, greedy.
-    GreedyOne,
-    /// Workload 5a: 32 sentences in one batch, greedy.
-    GreedyBatch,
-    /// Workload 5b: 32 sentences, beam 5.
-    Beam,
-}
-
-/// Source length, decoding steps, vocabulary and sentences of the decoding workloads.
-pub const DECODE_SRC_LEN: usize = 20;
-pub const DECODE_STEPS: usize = 30;
-pub const DECODE_VOCAB: usize = 8000;
-
-/// Workloads 4 and 5: the base model with random weights, `sentences` random sources of 20
-/// ids, exactly 30 decoding steps each (no end symbol, as the reference's demo).
-pub fn decoding(
-    kind: DecodeWorkload,
-    sentences: usize,
-    device: &Device,
-) -> anyhow::Result<Measurement> {
-    let cfg = ModelConfig::default();
-    let vocab = VocabSizes {
-        src: DECODE_VOCAB,
-        tgt: DECODE_VOCAB,
-    };
-    // Plain tensors, not variables, as `translate` loads them from a checkpoint.
-    let model = TrainedWeights::fresh(&cfg, vocab, 0, device)?.frozen()?;
-    let mut rng = ChaCha8Rng::seed_from_u64(1);
-    let ids: Vec<u32> = (0..sentences * DECODE_SRC_LEN)
-        .map(|_| rng.random_range(4..DECODE_VOCAB as u32))
-        .collect();
-    let src = Tensor::from_vec(ids, (sentences, DECODE_SRC_LEN), device)?;
-    // One sentence decoded first, untimed, to warm up.
-    decode_rows(model.decoding(), &src.narrow(0, 0, 1)?, kind)?;
-    let started = Instant::now();
-    decode_rows(model.decoding(), &src, kind)?;
-    let seconds = started.elapsed().as_secs_f64();
-    let name = match kind {
-        DecodeWorkload::GreedyOne => "greedy-1",
-        DecodeWorkload::GreedyBatch => "greedy-32",
-        DecodeWorkload::Beam => "beam5-32",
-    };
-    Ok(Measurement {
-        workload: name.into(),
-        seconds,
-        work: sentences as f64,
-        unit: "sentences".into(),
-        flops: 0.0,
-        ranks: None,
-        collective_seconds: None,
-    })
-}
-
-/// Decodes every row of `src` for [`DECODE_STEPS`] steps (no end symbol), as `kind` says.
-fn decode_rows(
-    model: &dyn DecodingModel,
-    src: &Tensor,
-    kind: DecodeWorkload,
-) -> anyhow::Result<()> {
-    let decode = |src: &Tensor, beam: Option<BeamSettings>| -> anyhow::Result<()> {
-        let rows = src.dim(0)?;
-        let source = Source {
-            mask: masks::padding_mask(src, PAD_ID)?,
-            ids: src.clone(),
-        };
-        let prefix = Tensor::full(BOS_ID, (rows, 1), src.device())?;
-        let max_steps = vec![DECODE_STEPS; rows];
-        let input = DecodeInput {
-            prompt: Prompt {
-                source: Some(&source),
-                prefix: &prefix,
-            },
-            max_steps: &max_steps,
-            end: None,
-            never: &NEVER_GENERATED,
-            still_wanted: &always_wanted,
-        };
-        match beam {
-            Some(settings) => drop(beam_search(model, &input, settings)?),
-            None => drop(greedy_batch(model, &input)?),
-        }
-        Ok(())
-    };
-    match kind {
-        DecodeWorkload::GreedyBatch => decode(src, None),
-        DecodeWorkload::GreedyOne => {
-            (0..src.dim(0)?).try_for_each(|row| decode(&src.narrow(0, row, 1)?, None))
-        }
-        // All 32 sentences' beams in one decoder call per step, as `translate --beam` runs.
-        DecodeWorkload::Beam => decode(
-            src,
-            Some(BeamSettings {
-                beam: 5,
-                length_penalty: 1.0,
-                n_best: 1,
-            }),
-        ),
-    }
 }
 
 #[cfg(test)]

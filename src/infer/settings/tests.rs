@@ -1,0 +1,184 @@
+//! The resolver against its rule: layering, blame, every bound's message.
+
+use super::*;
+
+fn bounds() -> DecodeBounds {
+    DecodeBounds {
+        target_vocab: 10,
+        max_positions: 64,
+        door_beam: None,
+    }
+}
+
+fn flags(request: DecodeRequest) -> Layer {
+    Layer::asked(request, FLAGS)
+}
+
+#[test]
+fn each_layer_overrides_the_ones_below_setting_by_setting() {
+    let saved = DecodeConfig {
+        beam: 4,
+        length_penalty: 0.6,
+        max_len: Some(30),
+    };
+    let asked = DecodeRequest {
+        beam: Some(2),
+        ..DecodeRequest::default()
+    };
+    let options = resolve(&[Layer::config(&saved, "c.toml"), flags(asked)], &bounds()).unwrap();
+    assert_eq!(
+        options,
+        DecodeOptions {
+            beam: 2,
+            length_penalty: 0.6,
+            max_len: Some(30),
+            n_best: 1
+        }
+    );
+    assert_eq!(resolve(&[], &bounds()).unwrap(), DecodeOptions::default());
+}
+
+#[test]
+fn every_bound_is_refused_by_the_name_its_layer_uses() {
+    let too_wide = DecodeRequest {
+        beam: Some(13),
+        ..DecodeRequest::default()
+    };
+    let error = resolve(&[flags(too_wide)], &bounds()).unwrap_err().message;
+    assert!(
+        error.starts_with("--beam 13 is more than the 10 target tokens"),
+        "{error}"
+    );
+    let error = resolve(&[Layer::asked(too_wide, FIELDS)], &bounds())
+        .unwrap_err()
+        .message;
+    assert!(error.starts_with("beam 13 is more than"), "{error}");
+    let saved = DecodeConfig {
+        beam: 11,
+        ..DecodeConfig::default()
+    };
+    let error = resolve(&[Layer::config(&saved, "run/config.toml")], &bounds())
+        .unwrap_err()
+        .message;
+    assert!(
+        error.starts_with("decode.beam = 11 in run/config.toml is more"),
+        "{error}"
+    );
+    let server = DecodeBounds {
+        door_beam: Some(4),
+        ..bounds()
+    };
+    let five = DecodeRequest {
+        beam: Some(5),
+        ..DecodeRequest::default()
+    };
+    let error = resolve(&[Layer::asked(five, FIELDS)], &server)
+        .unwrap_err()
+        .message;
+    assert!(
+        error.starts_with("beam 5 is wider than this server's limit of 4"),
+        "{error}"
+    );
+    let huge_alpha = DecodeRequest {
+        length_penalty: Some(1e39),
+        ..DecodeRequest::default()
+    };
+    let error = resolve(&[flags(huge_alpha)], &bounds())
+        .unwrap_err()
+        .message;
+    assert!(
+        error.starts_with(
+            "--length-penalty 1e39 would take the length penalty ((5 + len) / 6)^alpha out \
+             of f32's range at the model's 64 positions; use a value between -32.75 and \
+             32.75"
+        ),
+        "{error}"
+    );
+    let long = DecodeRequest {
+        max_len: Some(65),
+        ..DecodeRequest::default()
+    };
+    let error = resolve(&[flags(long)], &bounds()).unwrap_err().message;
+    assert!(error.contains("--max-len 65 is more than the model's 64 positions"));
+    assert_eq!(
+        resolve(
+            &[flags(DecodeRequest {
+                max_len: Some(64),
+                ..long
+            })],
+            &bounds()
+        )
+        .unwrap()
+        .max_len,
+        Some(64)
+    );
+}
+
+#[test]
+fn more_hypotheses_widen_a_beam_set_below_but_not_the_same_layers() {
+    let alternatives = DecodeRequest {
+        n_best: Some(3),
+        ..DecodeRequest::default()
+    };
+    let lt = Layer::asked(alternatives, LIBRETRANSLATE_FIELDS);
+    let options = resolve(std::slice::from_ref(&lt), &bounds()).unwrap();
+    assert_eq!((options.beam, options.n_best), (3, 3));
+    let wide_default = DecodeConfig {
+        beam: 5,
+        ..DecodeConfig::default()
+    };
+    let options = resolve(&[Layer::config(&wide_default, "c"), lt], &bounds()).unwrap();
+    assert_eq!((options.beam, options.n_best), (5, 3));
+    let both = DecodeRequest {
+        beam: Some(2),
+        n_best: Some(3),
+        ..DecodeRequest::default()
+    };
+    let error = resolve(&[Layer::asked(both, FIELDS)], &bounds())
+        .unwrap_err()
+        .message;
+    assert!(error.starts_with("n_best 3 is more than beam 2"), "{error}");
+    let many = DecodeRequest {
+        n_best: Some(11),
+        ..DecodeRequest::default()
+    };
+    let error = resolve(&[Layer::asked(many, LIBRETRANSLATE_FIELDS)], &bounds())
+        .unwrap_err()
+        .message;
+    assert_eq!(
+        error,
+        "alternatives needs a beam of 11 (one hypothesis per beam), and that is more than \
+         the 10 target tokens the model chooses from; ask for fewer (alternatives)"
+    );
+}
+
+#[test]
+fn a_bad_value_a_higher_layer_replaces_is_never_checked_and_blame_falls_on_its_layer() {
+    let saved = DecodeConfig {
+        beam: 99,
+        length_penalty: 1e39,
+        max_len: Some(500),
+    };
+    let config = Layer::config(&saved, "ck/config.toml");
+    let error = resolve(std::slice::from_ref(&config), &bounds()).unwrap_err();
+    assert!(error.in_config, "{error}");
+    let every_flag = DecodeRequest {
+        beam: Some(2),
+        length_penalty: Some(0.6),
+        max_len: Some(10),
+        n_best: None,
+    };
+    let options = resolve(&[config.clone(), flags(every_flag)], &bounds()).unwrap();
+    assert_eq!((options.beam, options.length_penalty), (2, 0.6));
+    let bad_flag = DecodeRequest {
+        beam: Some(2),
+        length_penalty: Some(0.6),
+        max_len: Some(65),
+        n_best: None,
+    };
+    let error = resolve(&[config, flags(bad_flag)], &bounds()).unwrap_err();
+    assert!(
+        !error.in_config && error.message.starts_with("--max-len 65"),
+        "{error}"
+    );
+}
