@@ -34,6 +34,16 @@ def cpu_peak(threads):
     return threads * mhz * 1e6 * per_cycle, model, mhz, per_cycle, vectors
 
 
+def rate(records):
+    """Median throughput: work per second of the timed part."""
+    return statistics.median(r["work"] / r["seconds"] for r in records)
+
+
+def rss_gb(records):
+    """Median peak resident memory, in GB."""
+    return statistics.median(r["rss_kib"] for r in records) / 1024 / 1024
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("results")
@@ -59,22 +69,13 @@ def main():
         if not ours or not theirs:
             continue
 
-        def median(records, key):
-            return statistics.median(key(r) for r in records)
-
-        def rate(records):
-            return median(records, lambda r: r["work"] / r["seconds"])
-
-        def rss(records):
-            return median(records, lambda r: r["rss_kib"]) / 1024 / 1024
-
         def flops(records):
-            value = median(records, lambda r: r["flops"] / r["seconds"])
+            value = statistics.median(r["flops"] / r["seconds"] for r in records)
             return f"{value / 1e9:.1f} ({value / peak:.0%})" if value else "-"
 
         unit = ours[0]["unit"] + "/s"
         print(f"| {name} | {unit} | {rate(ours):.4g} | {rate(theirs):.4g} | "
-              f"**{rate(ours) / rate(theirs):.2f}x** | {rss(ours):.2f} GB | {rss(theirs):.2f} GB | "
+              f"**{rate(ours) / rate(theirs):.2f}x** | {rss_gb(ours):.2f} GB | {rss_gb(theirs):.2f} GB | "
               f"{flops(ours)} | {flops(theirs)} |")
 
     baseline = [(w, n) for w, n in NAMES.items() if runs.get((w, "baseline"))]
@@ -88,10 +89,8 @@ def main():
             ours, base = runs.get((workload, "candle")), runs[(workload, "baseline")]
             if not ours:
                 continue
-            rate = lambda records: statistics.median(r["work"] / r["seconds"] for r in records)
-            rss = lambda records: statistics.median(r["rss_kib"] for r in records) / 1024 / 1024
             print(f"| {name} | {ours[0]['unit']}/s | {rate(ours):.4g} | {rate(base):.4g} | "
-                  f"**{rate(ours) / rate(base):.2f}x** | {rss(ours):.2f} GB | {rss(base):.2f} GB |")
+                  f"**{rate(ours) / rate(base):.2f}x** | {rss_gb(ours):.2f} GB | {rss_gb(base):.2f} GB |")
 
     decoding = [(w, n) for w, n in NAMES.items() if runs.get((w, "ctranslate2"))]
     if decoding:
@@ -102,10 +101,8 @@ def main():
             ours, ct2 = runs.get((workload, "candle")), runs[(workload, "ctranslate2")]
             if not ours:
                 continue
-            rate = lambda records: statistics.median(r["work"] / r["seconds"] for r in records)
-            rss = lambda records: statistics.median(r["rss_kib"] for r in records) / 1024 / 1024
             print(f"| {name} | {rate(ours):.4g} sentences/s | {rate(ct2):.4g} sentences/s | "
-                  f"**{rate(ours) / rate(ct2):.2f}x** | {rss(ours):.2f} GB | {rss(ct2):.2f} GB |")
+                  f"**{rate(ours) / rate(ct2):.2f}x** | {rss_gb(ours):.2f} GB | {rss_gb(ct2):.2f} GB |")
 
 
 if __name__ == "__main__":

@@ -11,7 +11,6 @@ use std::process::ExitCode;
 
 use clap::Parser;
 // The library's modules, under the names the command-line modules use (`crate::config`).
-#[allow(unused_imports)]
 use transformer::{
     atomic_file, checkpoint, config, data, device, distributed, infer, kernels, metrics, model,
     plot, progress, serve, train,

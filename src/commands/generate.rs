@@ -59,14 +59,7 @@ fn continuation(args: &GenerateArgs, loaded: &Checkpoint) -> anyhow::Result<Cont
         ..DecodeRequest::default()
     };
     let layers = vec![
-        Layer::config(
-            &loaded.config.decode,
-            loaded
-                .dir
-                .join(checkpoint::CONFIG_FILE)
-                .display()
-                .to_string(),
-        ),
+        super::checkpoint_layer(loaded),
         Layer::asked(asked, settings::FLAGS),
     ];
     let options = Resolver::new(layers, super::decode_bounds(loaded, None))

@@ -199,16 +199,15 @@ fn decode_layers(args: &DecodeSettingsArgs, loaded: &Checkpoint) -> Vec<Layer> {
         n_best: None,
     };
     vec![
-        Layer::config(
-            &loaded.config.decode,
-            loaded
-                .dir
-                .join(checkpoint::CONFIG_FILE)
-                .display()
-                .to_string(),
-        ),
+        checkpoint_layer(loaded),
         Layer::asked(flags, settings::FLAGS),
     ]
+}
+
+/// The checkpoint's `[decode]` as a settings layer, named by its config file.
+fn checkpoint_layer(loaded: &Checkpoint) -> Layer {
+    let file = loaded.dir.join(checkpoint::CONFIG_FILE);
+    Layer::config(&loaded.config.decode, file.display().to_string())
 }
 
 /// What a checkpoint's decoding settings are checked against; `door_beam` is a server's

@@ -86,8 +86,7 @@ pub trait ModelFamily: DecodingModel {
     fn buffers(&self) -> Vec<(String, Tensor)>;
 
     /// Every attention's probabilities for one teacher-forced pair (batch 1).
-    fn attention_maps(&self, batch: &TeacherForced) -> Result<AttentionMaps> {
-        let _ = batch;
+    fn attention_maps(&self, _batch: &TeacherForced) -> Result<AttentionMaps> {
         candle_core::bail!("this model family draws no attention maps")
     }
 
