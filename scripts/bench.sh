@@ -9,6 +9,7 @@
 #   scripts/bench.sh                 # REPS=5 THREADS=$(nproc) by default
 #   REPS=9 THREADS=2 scripts/bench.sh
 #   WORKLOADS="greedy1:5 greedy32:1 beam5:1" scripts/bench.sh   # a subset (workload:steps)
+#   WORKLOADS=" " MARIAN_WORKLOADS="greedy32:1" scripts/bench.sh # MarianMT only
 #   scripts/bench.sh --quick         # this tool's side only, one step of each, untimed:
 #                                    # that every workload still runs (.ci/run uses it)
 #   BASELINE=/tmp/transformer-old PEERS=none scripts/bench.sh
@@ -108,5 +109,36 @@ for entry in $workloads; do
     esac
   done
 done
+
+# MarianMT of OPUS-MT's shape (scripts/make_marian_fixture.py --bench, made once, ~300 MB):
+# ours, CTranslate2 float32 (converted by its own converter) and transformers' generate().
+marian_workloads="${MARIAN_WORKLOADS:-greedy1:8 greedy32:1 beam4:1}"
+[ "$PEERS" = none ] && marian_workloads=""
+if [ -n "$marian_workloads" ]; then
+  MARIAN_DIR="$OUT/marian-bench"
+  MARIAN_CT2="$OUT/marian-bench-ct2"
+  if [ ! -f "$MARIAN_DIR/model.safetensors" ]; then
+    echo "bench: making the OPUS-MT-shaped model in $MARIAN_DIR" >&2
+    "$PYTHON" scripts/make_marian_fixture.py --bench "$MARIAN_DIR" >&2
+    rm -rf "$MARIAN_CT2"
+  fi
+  if [ ! -f "$MARIAN_CT2/model.bin" ]; then
+    "$(dirname "$PYTHON")/ct2-transformers-converter" --model "$MARIAN_DIR" \
+      --output_dir "$MARIAN_CT2" --force > /dev/null 2>&1
+  fi
+  for entry in $marian_workloads; do
+    workload="${entry%%:*}"
+    steps="${entry##*:}"
+    echo "bench: marian-$workload x $REPS" >&2
+    for _ in $(seq "$REPS"); do
+      run candle "$BIN" bench "marian-$workload" --device cpu --steps "$steps" \
+        --checkpoint "$MARIAN_DIR"
+      run ctranslate2 "$PYTHON" scripts/bench_marian.py ct2 "$workload" --model "$MARIAN_DIR" \
+        --ct2-model "$MARIAN_CT2" --steps "$steps" --threads "$THREADS"
+      run transformers "$PYTHON" scripts/bench_marian.py hf "$workload" --model "$MARIAN_DIR" \
+        --steps "$steps" --threads "$THREADS"
+    done
+  done
+fi
 
 python3 scripts/bench_table.py "$RESULTS" --threads "$THREADS"

@@ -103,6 +103,35 @@ def main():
                 continue
             print(f"| {name} | {rate(ours):.4g} sentences/s | {rate(ct2):.4g} sentences/s | "
                   f"**{rate(ours) / rate(ct2):.2f}x** | {rss_gb(ours):.2f} GB | {rss_gb(ct2):.2f} GB |")
+    marian_table(runs)
+
+
+MARIAN = {
+    "marian-greedy-1": "greedy, batch 1",
+    "marian-greedy-32": "greedy, 32 sentences",
+    "marian-beam4-32": "beam 4, 32 sentences",
+}
+
+
+def marian_table(runs):
+    rows = [(w, n) for w, n in MARIAN.items() if runs.get((w, "candle"))]
+    if not rows:
+        return
+    print("\nMarianMT of OPUS-MT's shape (6 + 6 layers, d_model 512, 58,101 tokens), test2016 "
+          "sources, at most 64 tokens each; CTranslate2 float32 converted by its own converter, "
+          "transformers' generate():\n")
+    print("| workload | ours | CTranslate2 | transformers | ours / CTranslate2 | "
+          "ours / transformers | peak RSS ours | peak RSS CTranslate2 | peak RSS transformers |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for workload, name in rows:
+        ours = runs[(workload, "candle")]
+        ct2, hf = runs.get((workload, "ctranslate2")), runs.get((workload, "transformers"))
+        cell = lambda r, f: f(r) if r else "-"  # noqa: E731
+        print(f"| {name} | {rate(ours):.4g} tokens/s | {cell(ct2, lambda r: f'{rate(r):.4g}')} | "
+              f"{cell(hf, lambda r: f'{rate(r):.4g}')} | "
+              f"{cell(ct2, lambda r: f'**{rate(ours) / rate(r):.2f}x**')} | "
+              f"{cell(hf, lambda r: f'{rate(ours) / rate(r):.2f}x')} | {rss_gb(ours):.2f} GB | "
+              f"{cell(ct2, lambda r: f'{rss_gb(r):.2f} GB')} | {cell(hf, lambda r: f'{rss_gb(r):.2f} GB')} |")
 
 
 if __name__ == "__main__":

@@ -3,13 +3,15 @@ transformers computes with them, for the parity tests of issue 28.
 
     python scripts/make_marian_fixture.py --all              # every variant
     python scripts/make_marian_fixture.py --variant shared   # one of VARIANTS
+    python scripts/make_marian_fixture.py --bench DIR        # the speed benchmark's model
 
 Each directory is what `MarianMTModel.save_pretrained` and `MarianTokenizer.save_pretrained`
 write (config.json, generation_config.json, model.safetensors or pytorch_model.bin,
 source.spm, target.spm, vocab.json, target_vocab.json with separate vocabularies,
 tokenizer_config.json), for a model whose SentencePiece models were trained on a slice of
 Multi30k (data/multi30k, scripts/get-multi30k.sh) and which was then trained a few hundred
-steps in PyTorch so that its outputs are not degenerate. Beside it, expected.json:
+steps in PyTorch so that its outputs are not degenerate, then given a zero <pad> embedding row
+as OPUS-MT's converted checkpoints have. Beside it, expected.json:
 
 - `tokenized`: MarianTokenizer's source ids (`</s>` appended) of the first lines of Multi30k's
   val and test2016 sources and of a few odd lines (blanks, tabs, unseen characters,
@@ -52,7 +54,7 @@ VARIANTS = {
                  heads=2, safetensors=True, vocab=(240, 240), normalizer="identity"),
 }
 TRAIN_PAIRS = 4000
-TRAIN_STEPS = 400
+TRAIN_STEPS = 800
 TOKENIZED_LINES = 40
 BATCH = [
     "Ein Mann in einem blauen Hemd steht auf einer Leiter.",
@@ -95,6 +97,15 @@ def marian_vocab(*spm_models):
     return vocab
 
 
+def fill_vocab(vocab, size):
+    """`vocab` filled with unused entries up to `size` tokens, <pad> kept last."""
+    del vocab["<pad>"]
+    while len(vocab) < size - 1:
+        vocab[f"<unused{len(vocab)}>"] = len(vocab)
+    vocab["<pad>"] = len(vocab)
+    return vocab
+
+
 def build(variant, out, seed):
     spec = VARIANTS[variant]
     torch.manual_seed(seed)
@@ -115,10 +126,7 @@ def build(variant, out, seed):
         # from it): the shorter vocabulary is filled up to the longer one's size.
         size = max(len(source_vocab), len(target_vocab))
         for vocab in (source_vocab, target_vocab):
-            del vocab["<pad>"]
-            while len(vocab) < size - 1:
-                vocab[f"<unused{len(vocab)}>"] = len(vocab)
-            vocab["<pad>"] = len(vocab)
+            fill_vocab(vocab, size)
         with open(os.path.join(out, "target_vocab.json"), "w") as f:
             json.dump(target_vocab, f, ensure_ascii=False, indent=1)
     else:
@@ -149,6 +157,14 @@ def build(variant, out, seed):
     )
     model = MarianMTModel(config)
     train(model, tokenizer, src_train, tgt_train)
+    # OPUS-MT's converted checkpoints start the decoder from a <pad> whose embedding row is
+    # zero (Marian itself has no <pad>; CTranslate2's converter relies on it). Training here
+    # moved it through the tied output layer: the fixtures are made what OPUS-MT's are.
+    with torch.no_grad():
+        for table in {id(t): t for t in [model.get_input_embeddings().weight,
+                                         model.model.encoder.embed_tokens.weight,
+                                         model.model.decoder.embed_tokens.weight]}.values():
+            table[pad].zero_()
     model.eval()
     model.generation_config = GenerationConfig(
         num_beams=4, max_length=64, bad_words_ids=[[pad]], forced_eos_token_id=0,
@@ -173,6 +189,8 @@ def build(variant, out, seed):
 def train(model, tokenizer, sources, targets, batch_size=32):
     """Teacher-forced training, as transformers' Seq2Seq models are fine-tuned (labels)."""
     optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3)
+    # A short warmup: without it the separate-vocabulary variant learns to ignore its source.
+    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: min(1.0, (step + 1) / 60))
     model.train()
     generator = torch.Generator().manual_seed(0)
     for step in range(TRAIN_STEPS):
@@ -184,6 +202,7 @@ def train(model, tokenizer, sources, targets, batch_size=32):
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
+        schedule.step()
         if step % 100 == 0 or step == TRAIN_STEPS - 1:
             print(f"  step {step}: loss {loss.item():.3f}")
 
@@ -233,13 +252,65 @@ def expectations(model, tokenizer):
     }, log_probs
 
 
+BENCH_VOCAB = 58101  # opus-mt-de-en's
+
+
+def build_bench(out, seed):
+    """The speed benchmark's model (scripts/bench.sh): OPUS-MT's shape (6 + 6 layers, d_model
+    512, d_ff 2048, 8 heads, swish, 58,101 tokens shared by both sides, 512 positions) with
+    transformers' random initialisation, <pad> row zero as in OPUS-MT's checkpoints; its
+    SentencePiece models (8,000 pieces each side) learned on Multi30k, the vocabulary filled up
+    to OPUS-MT's size. Not in the repository (about 300 MB): bench.sh makes it once."""
+    torch.manual_seed(seed)
+    src_train, tgt_train = lines("train.de.gz"), lines("train.en.gz")
+    work = tempfile.mkdtemp()
+    source_spm = train_spm(src_train, os.path.join(work, "source"), 8000, "nmt_nfkc")
+    target_spm = train_spm(tgt_train, os.path.join(work, "target"), 8000, "nmt_nfkc")
+    if os.path.isdir(out):
+        shutil.rmtree(out)
+    os.makedirs(out)
+    shutil.copy(source_spm, os.path.join(out, "source.spm"))
+    shutil.copy(target_spm, os.path.join(out, "target.spm"))
+    vocab = fill_vocab(marian_vocab(source_spm, target_spm), BENCH_VOCAB)
+    with open(os.path.join(out, "vocab.json"), "w") as f:
+        json.dump(vocab, f, ensure_ascii=False, indent=1)
+    shutil.rmtree(work)
+    tokenizer = MarianTokenizer(
+        source_spm=os.path.join(out, "source.spm"), target_spm=os.path.join(out, "target.spm"),
+        vocab=os.path.join(out, "vocab.json"), source_lang="de", target_lang="en",
+        model_max_length=512,
+    )
+    pad = tokenizer.pad_token_id
+    config = MarianConfig(
+        vocab_size=BENCH_VOCAB, decoder_vocab_size=BENCH_VOCAB, d_model=512,
+        encoder_ffn_dim=2048, decoder_ffn_dim=2048, encoder_layers=6, decoder_layers=6,
+        encoder_attention_heads=8, decoder_attention_heads=8, activation_function="swish",
+        max_position_embeddings=512, scale_embedding=True, pad_token_id=pad, eos_token_id=0,
+        decoder_start_token_id=pad, forced_eos_token_id=0,
+    )
+    model = MarianMTModel(config)
+    with torch.no_grad():
+        model.get_input_embeddings().weight[pad].zero_()
+    model.generation_config = GenerationConfig(
+        num_beams=4, max_length=512, bad_words_ids=[[pad]], forced_eos_token_id=0,
+        decoder_start_token_id=pad, pad_token_id=pad, eos_token_id=0, length_penalty=1.0,
+    )
+    model.save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    print(f"{out}: {sum(p.numel() for p in model.parameters())} parameters")
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--variant", choices=sorted(VARIANTS), default="shared")
     parser.add_argument("--all", action="store_true")
+    parser.add_argument("--bench", metavar="DIR", help="write the benchmark's model to DIR instead")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     torch.set_num_threads(2)
+    if args.bench:
+        build_bench(args.bench, args.seed)
+        return
     for variant in sorted(VARIANTS) if args.all else [args.variant]:
         build(variant, os.path.join(ROOT, "tests", "fixtures", f"marian-{variant}"), args.seed)
 

@@ -123,6 +123,7 @@ fn search(
         beam,
         length_penalty: alpha,
         n_best: N_BEST,
+        normalization: transformer::config::LengthNormalization::Gnmt,
     };
     beam_search(model, &sources.input(Some(EOS_ID)), settings).unwrap()
 }

@@ -4,20 +4,13 @@
 //! of Multi30k val and test2016 lines, their references and a few odd lines; and the text of
 //! what `generate()` produced, decoded back from its ids.
 
+mod common;
+
 use std::path::Path;
 
+use common::{marian_expected, MARIAN_FIXTURES};
 use serde_json::Value;
 use transformer::data::marian::MarianTokenizer;
-
-const FIXTURES: [&str; 3] = [
-    "tests/fixtures/marian-shared",
-    "tests/fixtures/marian-separate",
-    "tests/fixtures/marian-gelu",
-];
-
-fn expected(dir: &Path) -> Value {
-    serde_json::from_str(&std::fs::read_to_string(dir.join("expected.json")).unwrap()).unwrap()
-}
 
 fn ids(value: &Value) -> Vec<u32> {
     serde_json::from_value(value.clone()).unwrap()
@@ -25,10 +18,10 @@ fn ids(value: &Value) -> Vec<u32> {
 
 #[test]
 fn sources_and_targets_get_marian_tokenizers_ids() {
-    for fixture in FIXTURES {
+    for fixture in MARIAN_FIXTURES {
         let dir = Path::new(fixture);
         let tokenizer = MarianTokenizer::load(dir).unwrap();
-        let tokenized = &expected(dir)["tokenized"];
+        let tokenized = &marian_expected(dir)["tokenized"];
         for side in ["source", "target"] {
             let texts = tokenized[format!("{side}s")].as_array().unwrap();
             let want = tokenized[format!("{side}_ids")].as_array().unwrap();
@@ -48,10 +41,10 @@ fn sources_and_targets_get_marian_tokenizers_ids() {
 
 #[test]
 fn generated_ids_decode_to_marian_tokenizers_text() {
-    for fixture in FIXTURES {
+    for fixture in MARIAN_FIXTURES {
         let dir = Path::new(fixture);
         let tokenizer = MarianTokenizer::load(dir).unwrap();
-        let generated = &expected(dir)["generate"];
+        let generated = &marian_expected(dir)["generate"];
         for search in ["greedy", "beam"] {
             let outputs = generated[search]["ids"].as_array().unwrap();
             let texts = generated[search]["text"].as_array().unwrap();
@@ -82,13 +75,17 @@ fn generated_ids_decode_to_marian_tokenizers_text() {
 fn a_missing_file_or_a_vocabulary_without_its_specials_is_named() {
     let dir = tempfile::tempdir().unwrap();
     for name in ["source.spm", "target.spm", "vocab.json"] {
-        std::fs::copy(Path::new(FIXTURES[0]).join(name), dir.path().join(name)).unwrap();
+        std::fs::copy(
+            Path::new(MARIAN_FIXTURES[0]).join(name),
+            dir.path().join(name),
+        )
+        .unwrap();
     }
     std::fs::remove_file(dir.path().join("target.spm")).unwrap();
     let error = MarianTokenizer::load(dir.path()).err().unwrap();
     assert!(format!("{error:#}").contains("target.spm"), "{error:#}");
     std::fs::copy(
-        Path::new(FIXTURES[0]).join("target.spm"),
+        Path::new(MARIAN_FIXTURES[0]).join("target.spm"),
         dir.path().join("target.spm"),
     )
     .unwrap();

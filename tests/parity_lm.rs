@@ -143,6 +143,7 @@ fn greedy_generation_continues_as_the_reference_does() {
         end: None,
         never: &NEVER_GENERATED,
         still_wanted: &always_wanted,
+        end_at_limit: false,
     };
     // Every decoder runs a language model through the decoding contract: sampling at
     // temperature 0, cached greedy decoding and a beam of one continue as the reference does
@@ -164,6 +165,7 @@ fn greedy_generation_continues_as_the_reference_does() {
         beam: 1,
         length_penalty: 0.0,
         n_best: 1,
+        normalization: transformer::config::LengthNormalization::Gnmt,
     };
     let beam = beam_search(f.model.decoding(), &input, one_beam).unwrap();
     assert_eq!(beam[0][0].ids, cached.ids);
@@ -188,6 +190,7 @@ fn batched_prompts_continue_as_each_does_alone() {
             max_steps: &steps[..prefix.dim(0).unwrap()],
             end: None,
             never: &NEVER_GENERATED,
+            end_at_limit: false,
             still_wanted: &always_wanted,
         }
     }
@@ -200,6 +203,7 @@ fn batched_prompts_continue_as_each_does_alone() {
         beam: 4,
         length_penalty: 0.6,
         n_best: 2,
+        normalization: transformer::config::LengthNormalization::Gnmt,
     };
     let model = f.model.decoding();
     let sampled = sample(model, &input(&prefix, &steps), drawn).unwrap();

@@ -9,7 +9,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use super::Measurement;
-use crate::config::ModelConfig;
+use crate::config::{LengthNormalization, ModelConfig};
 use crate::data::vocab::{BOS_ID, PAD_ID};
 use crate::infer::{
     always_wanted, beam_search, greedy_batch, BeamSettings, DecodeInput, NEVER_GENERATED,
@@ -94,6 +94,7 @@ fn decode_rows(
             max_steps: &max_steps,
             end: None,
             never: &NEVER_GENERATED,
+            end_at_limit: false,
             still_wanted: &always_wanted,
         };
         match beam {
@@ -113,6 +114,7 @@ fn decode_rows(
             Some(BeamSettings {
                 beam: 5,
                 length_penalty: 1.0,
+                normalization: LengthNormalization::Gnmt,
                 n_best: 1,
             }),
         ),

@@ -14,9 +14,11 @@ use serde::Serialize;
 
 mod batches;
 mod decoding;
+mod marian;
 pub use batches::export_multi30k_batches;
 use batches::{read_batches, MULTI30K_CONFIG};
 pub use decoding::{decoding, DecodeWorkload};
+pub use marian::{marian_decoding, MarianWorkload};
 
 use crate::config::{Config, ModelConfig};
 use crate::data::vocab::BOS_ID;

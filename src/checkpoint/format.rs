@@ -11,6 +11,8 @@
 
 use std::borrow::Cow;
 use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
 
 use candle_core::Tensor;
 
@@ -19,9 +21,15 @@ pub trait WeightFormat: Send + Sync {
     /// What the format is called, for errors.
     fn name(&self) -> &'static str;
 
-    /// The module name of the file's tensor `file_name`; `None` when the format places it
-    /// nowhere (strict loading then reports it as left over).
-    fn module_name<'a>(&self, file_name: &'a str) -> Option<Cow<'a, str>>;
+    /// The module tensors the file's tensor `file_name` holds: one, renamed (and reshaped
+    /// where the file lays it out otherwise); several for a tensor the file stores once for
+    /// modules that share it; none when the format places it nowhere (strict loading then
+    /// reports it as left over).
+    fn module_tensors(
+        &self,
+        file_name: &str,
+        tensor: Tensor,
+    ) -> candle_core::Result<Vec<(String, Tensor)>>;
 
     /// The file's name for the module tensor `module_name`: what a save writes, and how a
     /// missing tensor is reported.
@@ -37,8 +45,12 @@ impl WeightFormat for AnnotatedTransformer {
         "The Annotated Transformer's state_dict"
     }
 
-    fn module_name<'a>(&self, file_name: &'a str) -> Option<Cow<'a, str>> {
-        Some(Cow::Borrowed(file_name))
+    fn module_tensors(
+        &self,
+        file_name: &str,
+        tensor: Tensor,
+    ) -> candle_core::Result<Vec<(String, Tensor)>> {
+        Ok(vec![(file_name.to_string(), tensor)])
     }
 
     fn file_name<'a>(&self, module_name: &'a str) -> Cow<'a, str> {
@@ -49,41 +61,75 @@ impl WeightFormat for AnnotatedTransformer {
 /// The format every checkpoint this tool writes is in.
 pub const OURS: &AnnotatedTransformer = &AnnotatedTransformer;
 
-/// A file's tensors under their module names, and the file names the format could not
-/// place (left over, for strict loading to report).
+/// A file's tensors under their module names, the file names the format could not place
+/// (left over, for strict loading to report), and the format and file, for errors.
 #[derive(Clone)]
 pub struct ByModule {
     pub tensors: HashMap<String, Tensor>,
     pub unplaced: Vec<String>,
+    pub format: Arc<dyn WeightFormat>,
+    pub path: PathBuf,
 }
 
-/// Renames a file's `tensors` to module names through `format`. Two file names mapped to one
-/// module name is the format's error, named.
+/// Renames the tensors of the file at `path` to module names through `format`. Two file
+/// tensors for one module tensor must be the same values (a state_dict lists a tied matrix
+/// under each of its names); different ones are the file's error, named.
 pub fn to_modules(
-    format: &dyn WeightFormat,
+    format: Arc<dyn WeightFormat>,
     tensors: HashMap<String, Tensor>,
+    path: PathBuf,
 ) -> Result<ByModule, String> {
-    let mut by_module = HashMap::with_capacity(tensors.len());
+    let mut by_module: HashMap<String, Tensor> = HashMap::with_capacity(tensors.len());
     let mut unplaced = Vec::new();
     let mut origin: HashMap<String, String> = HashMap::new();
-    for (file_name, tensor) in tensors {
-        let Some(module) = format.module_name(&file_name).map(Cow::into_owned) else {
-            unplaced.push(file_name);
+    let mut names: Vec<String> = tensors.keys().cloned().collect();
+    names.sort();
+    let mut tensors = tensors;
+    for file_name in names {
+        let Some(tensor) = tensors.remove(&file_name) else {
             continue;
         };
-        if let Some(first) = origin.insert(module.clone(), file_name.clone()) {
-            return Err(format!(
-                "{first} and {file_name} both map to {module} in {}",
-                format.name()
-            ));
+        let placed = format
+            .module_tensors(&file_name, tensor)
+            .map_err(|e| format!("tensor {file_name}: {e}"))?;
+        if placed.is_empty() {
+            unplaced.push(file_name);
+            continue;
         }
-        by_module.insert(module, tensor);
+        for (module, tensor) in placed {
+            if let Some(first) = origin.get(&module) {
+                if !same_values(&by_module[&module], &tensor) {
+                    return Err(format!(
+                        "{first} and {file_name} both map to {module} in {} but hold \
+                         different values",
+                        format.name()
+                    ));
+                }
+                continue;
+            }
+            origin.insert(module.clone(), file_name.clone());
+            by_module.insert(module, tensor);
+        }
     }
-    unplaced.sort();
     Ok(ByModule {
         tensors: by_module,
         unplaced,
+        format,
+        path,
     })
+}
+
+/// Whether two tensors have one shape and equal values.
+fn same_values(a: &Tensor, b: &Tensor) -> bool {
+    a.shape() == b.shape()
+        && a.to_dtype(candle_core::DType::F32)
+            .and_then(|a| a.ne(&b.to_dtype(candle_core::DType::F32)?))
+            .and_then(|ne| {
+                ne.to_dtype(candle_core::DType::F32)?
+                    .sum_all()?
+                    .to_scalar::<f32>()
+            })
+            .is_ok_and(|differing| differing == 0.0)
 }
 
 /// Module-named `tensors` under the file's names, for a save.
@@ -107,8 +153,21 @@ mod tests {
             "prefixed"
         }
 
-        fn module_name<'a>(&self, file_name: &'a str) -> Option<Cow<'a, str>> {
-            file_name.strip_prefix("model.").map(Cow::Borrowed)
+        fn module_tensors(
+            &self,
+            file_name: &str,
+            tensor: Tensor,
+        ) -> candle_core::Result<Vec<(String, Tensor)>> {
+            Ok(match file_name.strip_prefix("model.") {
+                Some(name) => vec![(name.to_string(), tensor)],
+                None if file_name == "both" => {
+                    vec![
+                        ("a.weight".into(), tensor.clone()),
+                        ("b.weight".into(), tensor),
+                    ]
+                }
+                None => Vec::new(),
+            })
         }
 
         fn file_name<'a>(&self, module_name: &'a str) -> Cow<'a, str> {
@@ -126,30 +185,41 @@ mod tests {
 
     #[test]
     fn names_map_both_ways_and_unplaced_ones_are_kept_for_the_strict_check() {
-        let ours = to_modules(OURS, tensors(&["a.weight", "b.1.pe"])).unwrap();
+        let ours = to_modules(
+            Arc::new(AnnotatedTransformer),
+            tensors(&["a.weight", "b.1.pe"]),
+            "f".into(),
+        )
+        .unwrap();
         assert!(ours.tensors.contains_key("b.1.pe") && ours.unplaced.is_empty());
-        let foreign = to_modules(&Prefixed, tensors(&["model.a.weight", "extra"])).unwrap();
+        let foreign = to_modules(
+            Arc::new(Prefixed),
+            tensors(&["model.a.weight", "extra"]),
+            "f".into(),
+        )
+        .unwrap();
         assert_eq!(foreign.tensors.keys().collect::<Vec<_>>(), vec!["a.weight"]);
         assert_eq!(foreign.unplaced, vec!["extra".to_string()]);
         let saved = to_file(&Prefixed, foreign.tensors.into_iter().collect());
         assert_eq!(saved[0].0, "model.a.weight");
+        // One file tensor for two modules, and a tied copy listed again with equal values.
+        let tied = to_modules(
+            Arc::new(Prefixed),
+            tensors(&["both", "model.a.weight"]),
+            "f".into(),
+        )
+        .unwrap();
+        assert_eq!(tied.tensors.len(), 2);
     }
 
     #[test]
-    fn two_file_names_for_one_module_name_are_refused() {
-        struct Lossy;
-        impl WeightFormat for Lossy {
-            fn name(&self) -> &'static str {
-                "lossy"
-            }
-            fn module_name<'a>(&self, _: &'a str) -> Option<Cow<'a, str>> {
-                Some(Cow::Borrowed("same"))
-            }
-            fn file_name<'a>(&self, module_name: &'a str) -> Cow<'a, str> {
-                Cow::Borrowed(module_name)
-            }
-        }
-        let error = to_modules(&Lossy, tensors(&["x", "y"])).err().unwrap();
-        assert!(error.contains("both map to same in lossy"), "{error}");
+    fn two_file_tensors_for_one_module_tensor_must_hold_the_same_values() {
+        let mut file = tensors(&["model.a.weight"]);
+        let ones = Tensor::ones(1, candle_core::DType::F32, &Device::Cpu).unwrap();
+        file.insert("both".into(), ones);
+        let error = to_modules(Arc::new(Prefixed), file, "f".into())
+            .err()
+            .unwrap();
+        assert!(error.contains("both and model.a.weight both map to a.weight in prefixed but hold different values"), "{error}");
     }
 }

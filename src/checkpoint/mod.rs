@@ -21,11 +21,14 @@
 
 pub mod format;
 pub mod history;
+pub mod marian;
+pub mod marian_export;
 mod strict;
 mod write;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::SystemTime;
 
 use anyhow::{bail, Context};
@@ -131,8 +134,9 @@ fn with_retired_copy(run_dir: &Path, name: &str) -> [PathBuf; 2] {
     ]
 }
 
-/// The checkpoint a path names: the directory itself when it holds weights, else its `best/`,
-/// else its `last/` (so a run directory works too).
+/// The checkpoint a path names: the directory itself when it holds weights (or is a Hugging
+/// Face MarianMT directory), else its `best/`, else its `last/` (so a run directory works
+/// too).
 pub fn resolve(path: &Path) -> anyhow::Result<PathBuf> {
     if path.is_file() {
         let parent = path.parent().filter(|p| !p.as_os_str().is_empty());
@@ -148,6 +152,9 @@ pub fn resolve(path: &Path) -> anyhow::Result<PathBuf> {
              --checkpoint DIR",
             path.display()
         );
+    }
+    if marian::is_hugging_face_dir(path) {
+        return Ok(path.to_path_buf());
     }
     std::iter::once(path.to_path_buf())
         .chain(
@@ -169,7 +176,7 @@ pub fn resolve(path: &Path) -> anyhow::Result<PathBuf> {
 pub fn load(path: &Path, device: &Device) -> anyhow::Result<Checkpoint> {
     let dir = resolve(path)?;
     let (config, tokenizers, weights) = read_parts(&dir, device)?;
-    let model = build_model(&dir, &config, &tokenizers, weights, device)?;
+    let model = build_model(&config, &tokenizers, weights, device)?;
     Ok(Checkpoint {
         dir,
         config,
@@ -222,8 +229,8 @@ pub fn load_for_resume(run_dir: &Path, device: &Device) -> anyhow::Result<Resume
         );
     }
     let (config, tokenizers, weights) = read_parts(&dir, device)?;
-    let weights = build_model(&dir, &config, &tokenizers, weights.clone(), device)
-        .map(|_| weights.tensors)?;
+    let weights =
+        build_model(&config, &tokenizers, weights.clone(), device).map(|_| weights.tensors)?;
     let moments = read_tensors(&dir.join(OPTIMIZER_FILE), device)?;
     Ok(ResumeCheckpoint {
         dir,
@@ -250,8 +257,8 @@ pub struct InitialWeights {
 pub fn load_initial_weights(path: &Path, device: &Device) -> anyhow::Result<InitialWeights> {
     let dir = resolve(path)?;
     let (config, tokenizers, weights) = read_parts(&dir, device)?;
-    let weights = build_model(&dir, &config, &tokenizers, weights.clone(), device)
-        .map(|_| weights.tensors)?;
+    let weights =
+        build_model(&config, &tokenizers, weights.clone(), device).map(|_| weights.tensors)?;
     Ok(InitialWeights {
         dir,
         config,
@@ -263,6 +270,30 @@ pub fn load_initial_weights(path: &Path, device: &Device) -> anyhow::Result<Init
 /// A checkpoint directory's config, tokenizers and weights (under their module names,
 /// through our format), each failure naming its file.
 fn read_parts(dir: &Path, device: &Device) -> anyhow::Result<(Config, Tokenizers, ByModule)> {
+    let (config, tokenizers) = read_config_and_tokenizers(dir)?;
+    if marian::is_hugging_face_dir(dir) {
+        return read_marian_weights(dir, device).map(|w| (config, tokenizers, w));
+    }
+    let path = dir.join(MODEL_FILE);
+    let tensors = read_tensors(&path, device)?;
+    let weights = format::to_modules(
+        Arc::new(format::AnnotatedTransformer),
+        tensors,
+        path.clone(),
+    )
+    .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+    Ok((config, tokenizers, weights))
+}
+
+/// A checkpoint directory's config and tokenizers (a MarianMT directory's read from its
+/// JSON files and checked against each other), each failure naming its file.
+fn read_config_and_tokenizers(dir: &Path) -> anyhow::Result<(Config, Tokenizers)> {
+    if marian::is_hugging_face_dir(dir) {
+        let config = marian::read_config(dir)?;
+        let tokenizers = Tokenizers::load(dir, &config.data)?;
+        marian::check_agreement(dir, &config, &tokenizers)?;
+        return Ok((config, tokenizers));
+    }
     let config = Config::load_saved(&dir.join(CONFIG_FILE))?;
     let tokenizers = Tokenizers::load(dir, &config.data).with_context(|| {
         format!(
@@ -270,10 +301,48 @@ fn read_parts(dir: &Path, device: &Device) -> anyhow::Result<(Config, Tokenizers
             dir.display()
         )
     })?;
-    let path = dir.join(MODEL_FILE);
-    let weights = format::to_modules(format::OURS, read_tensors(&path, device)?)
-        .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
-    Ok((config, tokenizers, weights))
+    Ok((config, tokenizers))
+}
+
+/// The config and tokenizers of the checkpoint at `path` (see `resolve`), without its
+/// weights: what `tokenize` needs.
+pub fn load_tokenizers(path: &Path) -> anyhow::Result<(PathBuf, Config, Tokenizers)> {
+    let dir = resolve(path)?;
+    let (config, tokenizers) = read_config_and_tokenizers(&dir)?;
+    Ok((dir, config, tokenizers))
+}
+
+/// A Hugging Face MarianMT directory's weights, through [`marian::MarianFormat`].
+fn read_marian_weights(dir: &Path, device: &Device) -> anyhow::Result<ByModule> {
+    let config = marian::read_config(dir)?;
+    let path = marian::weights_file(dir)?;
+    let tensors = if path.extension().is_some_and(|e| e == "bin") {
+        read_pytorch_tensors(&path, device)?
+    } else {
+        read_tensors(&path, device)?
+    };
+    let format = Arc::new(marian::MarianFormat {
+        shared: config.model.share_source_embeddings,
+    });
+    format::to_modules(format, tensors, path.clone())
+        .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
+}
+
+/// A PyTorch `torch.save` file's tensors (candle reads its zip and pickle), checked as
+/// [`read_tensors`] checks a safetensors file's.
+fn read_pytorch_tensors(path: &Path, device: &Device) -> anyhow::Result<HashMap<String, Tensor>> {
+    let tensors = candle_core::pickle::read_all(path).map_err(|e| {
+        anyhow::anyhow!(
+            "cannot read {}: {e}; the file is damaged or not a PyTorch state_dict",
+            path.display()
+        )
+    })?;
+    let tensors = tensors
+        .into_iter()
+        .map(|(name, tensor)| Ok((name, tensor.to_device(device)?)))
+        .collect::<candle_core::Result<HashMap<_, _>>>()?;
+    check_tensors(path, &tensors)?;
+    Ok(tensors)
 }
 
 /// A safetensors file of this format: float tensors only (our own are F32; F16 and BF16 are
@@ -287,6 +356,12 @@ fn read_tensors(path: &Path, device: &Device) -> anyhow::Result<HashMap<String, 
             path.display()
         )
     })?;
+    check_tensors(path, &tensors)?;
+    Ok(tensors)
+}
+
+/// Refuses a weights file with a tensor that cannot be a weight (see [`check_tensor`]).
+fn check_tensors(path: &Path, tensors: &HashMap<String, Tensor>) -> anyhow::Result<()> {
     let mut names: Vec<&String> = tensors.keys().collect();
     names.sort();
     for name in names {
@@ -298,7 +373,7 @@ fn read_tensors(path: &Path, device: &Device) -> anyhow::Result<HashMap<String, 
             )
         })?;
     }
-    Ok(tensors)
+    Ok(())
 }
 
 /// Why a tensor cannot be a weight (or one of Adam's moments), if it cannot.

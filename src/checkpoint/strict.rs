@@ -2,7 +2,7 @@
 //! for must be there with its shape, and every tensor in the file must be asked for.
 
 use std::collections::{HashMap, HashSet};
-use std::path::Path;
+
 use std::sync::{Arc, Mutex};
 
 use anyhow::bail;
@@ -10,8 +10,7 @@ use candle_core::{DType, Device, Shape, Tensor};
 use candle_nn::var_builder::SimpleBackend;
 use candle_nn::{Init, VarBuilder, VarMap};
 
-use super::format::{self, ByModule, WeightFormat};
-use super::MODEL_FILE;
+use super::format::{ByModule, WeightFormat};
 use crate::config::Config;
 use crate::data::Tokenizers;
 use crate::model::Model;
@@ -22,14 +21,14 @@ struct RecordingBackend {
     /// By module name.
     tensors: HashMap<String, Tensor>,
     /// How the file names them, for errors.
-    format: &'static dyn WeightFormat,
+    format: Arc<dyn WeightFormat>,
     requested: Arc<Mutex<HashSet<String>>>,
 }
 
 impl RecordingBackend {
     fn new(
         tensors: HashMap<String, Tensor>,
-        format: &'static dyn WeightFormat,
+        format: Arc<dyn WeightFormat>,
     ) -> (Self, Arc<Mutex<HashSet<String>>>) {
         let requested = Arc::new(Mutex::new(HashSet::new()));
         let backend = Self {
@@ -88,21 +87,19 @@ impl SimpleBackend for RecordingBackend {
 /// The model `config` describes (any family) from `weights` (in our format), loaded
 /// strictly: a tensor missing, of the wrong shape, or left over is named.
 pub(super) fn build_model(
-    dir: &Path,
     config: &Config,
     tokenizers: &Tokenizers,
     weights: ByModule,
     device: &Device,
 ) -> anyhow::Result<Model> {
     let vocab = tokenizers.vocab_sizes();
-    let file_names: Vec<String> = weights.tensors.keys().cloned().collect();
+    let module_names: Vec<String> = weights.tensors.keys().cloned().collect();
+    let format = weights.format.clone();
     build_strictly(
-        dir,
         weights,
-        format::OURS,
         device,
         |vb| Model::new(&config.model, vocab, vb),
-        || names_apart(config, tokenizers, &file_names, format::OURS),
+        || names_apart(config, tokenizers, &module_names, &*format),
     )
 }
 
@@ -153,19 +150,18 @@ fn names_apart(
 }
 
 /// Builds a model with `build` over `weights`, then refuses the file's tensors it did not
-/// read (and those `format` could not place), by the file's names; `explain_failure` may
+/// read (and those its format could not place), by the file's names; `explain_failure` may
 /// give a fuller account of a failed build than its first error.
 fn build_strictly<M>(
-    dir: &Path,
     weights: ByModule,
-    format: &'static dyn WeightFormat,
     device: &Device,
     build: impl FnOnce(VarBuilder) -> candle_core::Result<M>,
     explain_failure: impl FnOnce() -> Option<String>,
 ) -> anyhow::Result<M> {
-    let weights_path = dir.join(MODEL_FILE);
+    let weights_path = weights.path.clone();
+    let format = weights.format.clone();
     let module_names: Vec<String> = weights.tensors.keys().cloned().collect();
-    let (backend, requested) = RecordingBackend::new(weights.tensors, format);
+    let (backend, requested) = RecordingBackend::new(weights.tensors, format.clone());
     let vb = VarBuilder::from_backend(Box::new(backend), DType::F32, device.clone());
     // The first tensor the build missed, or the whole account of what is missing and left
     // over when there is more to say.

@@ -29,10 +29,21 @@ pub struct CheckpointContents<'a> {
 /// every file of the new one is on disk (see the module docs). A failure (a full disk, say)
 /// removes what it wrote, leaves the earlier checkpoint as it was, and is named by `dir`.
 pub fn save(dir: &Path, contents: &CheckpointContents) -> anyhow::Result<()> {
+    save_with(dir, |staging| write_whole(staging, contents))
+}
+
+/// Writes the directory `dir` with `write` (given the empty directory to fill), replacing any
+/// earlier one there only once every file is on disk, as [`save`] does.
+pub(super) fn save_with(
+    dir: &Path,
+    write: impl FnOnce(&Path) -> anyhow::Result<()>,
+) -> anyhow::Result<()> {
     let staging = hidden_sibling(dir, STAGING)?;
     let retired = hidden_sibling(dir, RETIRED)?;
     clear_leftovers(dir)?;
-    let written = write_whole(&staging, contents);
+    let written = std::fs::create_dir_all(&staging)
+        .with_context(|| format!("cannot create {}", staging.display()))
+        .and_then(|()| write(&staging));
     if let Err(e) = written {
         let _ = remove_leftover(&staging);
         // The root cause alone: the file that failed is a hidden temporary one.
@@ -104,8 +115,8 @@ fn write_whole(staging: &Path, contents: &CheckpointContents) -> anyhow::Result<
         &staging.join(CONFIG_FILE),
         contents.config.to_toml()?.as_bytes(),
     )?;
-    for (name, text) in contents.tokenizers.files()? {
-        write_synced(&staging.join(name), text.as_bytes())?;
+    for (name, bytes) in contents.tokenizers.files()? {
+        write_synced(&staging.join(name), &bytes)?;
     }
     // safetensors writes through a private temporary file (mode 0600); the tensor files get
     // the mode every other file of the checkpoint has.
@@ -139,7 +150,7 @@ pub(super) fn hidden_name(name: &str, suffix: &str) -> String {
 }
 
 /// Creates `path`, writes `bytes` and waits until they are on disk.
-fn write_synced(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
+pub(super) fn write_synced(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
     create_synced(path, bytes).with_context(|| format!("cannot write {}", path.display()))
 }
 
@@ -171,7 +182,7 @@ pub fn save_metrics(run_dir: &Path, metrics: &[MetricRecord]) -> anyhow::Result<
 /// Writes module-named `tensors` as safetensors, under our format's file names, and waits
 /// until they are on disk. Streamed tensor by tensor, so that saving the base model with its
 /// optimizer state does not first build a half-gigabyte buffer.
-fn write_tensors(path: &Path, tensors: &[(String, Tensor)]) -> anyhow::Result<()> {
+pub(super) fn write_tensors(path: &Path, tensors: &[(String, Tensor)]) -> anyhow::Result<()> {
     let on_host = tensors
         .iter()
         .map(|(name, t)| {

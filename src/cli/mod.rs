@@ -55,6 +55,17 @@ pub enum Command {
     /// Average the weights of a run's last kept checkpoints (training.keep_last) into one
     #[command(after_help = "Example:\n  transformer average runs/multi30k-cpu --last 5")]
     Average(AverageArgs),
+    /// Print the ids (or pieces) a checkpoint's tokenizer gives each line, as the model reads them
+    #[command(
+        after_help = "Examples:\n  transformer tokenize --checkpoint opus-mt-de-en \"Zwei Hunde spielen.\"\n                        transformer tokenize --checkpoint opus-mt-de-en --target --pieces - < refs.en"
+    )]
+    Tokenize(TokenizeArgs),
+    /// Write a checkpoint as a Hugging Face MarianMT directory (transformers, CTranslate2)
+    #[command(
+        after_help = "Example:\n  transformer export --to hf runs/opus-mt-de-en-tuned --out de-en-hf\n\n                      The checkpoint must be a MarianMT model: a Hugging Face directory, or a run \
+                      fine-tuned from one (training.init_from)."
+    )]
+    Export(ExportArgs),
     /// Redraw a run's loss.png from its metrics.jsonl
     #[command(after_help = "Example:\n  transformer plot runs/base --out base-loss.png")]
     Plot(PlotArgs),
@@ -152,12 +163,12 @@ pub struct DecodeArgs {
 #[derive(Debug, Args)]
 pub struct DecodeSettingsArgs {
     /// Beam size; 1 is greedy decoding (at most the target vocabulary's size) [default: the
-    /// checkpoint's decode.beam, else 1]
+    /// checkpoint's decode.beam (a MarianMT directory's num_beams), else 1]
     #[arg(long, value_name = "N", value_parser = at_least_one)]
     pub beam: Option<usize>,
-    /// Length penalty exponent for beam search: scores are divided by ((5 + len) / 6)^alpha;
-    /// negative values favour short translations [default: the checkpoint's
-    /// decode.length_penalty, else 1.0]
+    /// Length penalty exponent for beam search: scores are divided by ((5 + len) / 6)^alpha
+    /// (len^alpha for a MarianMT checkpoint, as transformers divides); negative values favour
+    /// short translations [default: the checkpoint's decode.length_penalty, else 1.0]
     #[arg(long, value_name = "ALPHA", value_parser = finite, allow_negative_numbers = true)]
     pub length_penalty: Option<f64>,
     /// Most target tokens to generate, </s> included [default: the checkpoint's
@@ -268,6 +279,45 @@ pub struct AverageArgs {
 }
 
 #[derive(Debug, Args)]
+pub struct TokenizeArgs {
+    /// Text to tokenize; without it (or with -), each line of stdin
+    #[arg(value_name = "TEXT")]
+    pub text: Option<String>,
+    /// Checkpoint or run directory (default: the translation run under runs/ written most
+    /// recently)
+    #[arg(long, value_name = "DIR")]
+    pub checkpoint: Option<PathBuf>,
+    /// Tokenize as a target (reference) sentence instead of a source
+    #[arg(long)]
+    pub target: bool,
+    /// Print the pieces instead of their ids
+    #[arg(long)]
+    pub pieces: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ExportArgs {
+    /// Checkpoint or run directory to export
+    pub checkpoint: PathBuf,
+    /// The format to write: hf (a Hugging Face MarianMT directory)
+    #[arg(long = "to", value_enum)]
+    pub to: ExportFormat,
+    /// The directory to write
+    #[arg(long, value_name = "DIR")]
+    pub out: PathBuf,
+    /// Replace DIR when it already exists
+    #[arg(long)]
+    pub overwrite: bool,
+}
+
+/// The formats `export` writes.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum ExportFormat {
+    /// `MarianMTModel.from_pretrained` and `ct2-transformers-converter` read it
+    Hf,
+}
+
+#[derive(Debug, Args)]
 pub struct PlotArgs {
     /// Run directory (holds metrics.jsonl)
     pub run_dir: PathBuf,
@@ -314,6 +364,13 @@ pub enum BenchWorkload {
     Greedy32,
     /// Beam search (beam 5) over 32 sentences
     Beam5,
+    /// A MarianMT directory (--checkpoint) translating test2016 sentences greedily, one at a
+    /// time (--steps sentences)
+    MarianGreedy1,
+    /// The MarianMT directory translating 32 test2016 sentences greedily in one batch
+    MarianGreedy32,
+    /// The MarianMT directory translating 32 test2016 sentences with beam 4
+    MarianBeam4,
     /// Under mpirun: --steps sums over the ranks of a gradient buffer the size of
     /// configs/multi30k-cpu.toml's model, alone (the communication of data-parallel training)
     Allreduce,
@@ -332,6 +389,9 @@ pub struct BenchArgs {
         default_value = "target/bench-multi30k.safetensors"
     )]
     pub batches: PathBuf,
+    /// The MarianMT directory the marian-* workloads translate with
+    #[arg(long, value_name = "DIR")]
+    pub checkpoint: Option<PathBuf>,
     /// Batches each rank sums per optimiser step (multi30k): one process with
     /// --accumulate R trains on the same batches per step as R ranks under mpirun
     #[arg(long, default_value_t = 1, value_name = "N", value_parser = at_least_one)]

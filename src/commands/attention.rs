@@ -10,7 +10,6 @@ use super::UsageError;
 use crate::checkpoint::Task;
 use crate::cli::AttentionArgs;
 use crate::data::corpus::normalize_sentence;
-use crate::data::vocab::EOS_ID;
 use crate::infer::attention::{attention_grids, TeacherForcedPair};
 use crate::infer::translator::DecodeOptions;
 use crate::plot::write_attention_heatmaps;
@@ -34,12 +33,8 @@ pub fn run(args: AttentionArgs) -> anyhow::Result<()> {
     }
     let target = match &args.target {
         Some(target) => {
-            let mut ids = loaded
-                .tokenizers
-                .tgt
-                .encode(&normalize_sentence(target))?
-                .ids;
-            ids.push(EOS_ID);
+            let mut ids = loaded.tokenizers.tgt.encode(target)?.ids;
+            ids.push(loaded.tokenizers.specials().eos);
             ids
         }
         None => {
@@ -49,7 +44,7 @@ pub fn run(args: AttentionArgs) -> anyhow::Result<()> {
             translation.ids
         }
     };
-    let pair = TeacherForcedPair::new(&src, &target);
+    let pair = TeacherForcedPair::new(&src, &target, &loaded.tokenizers.specials());
     pair.check_fits(loaded.config.model.max_len)?;
     let model = loaded.model_for(Task::Translate)?;
     let grids = attention_grids(&**model, &loaded.tokenizers, &pair, &args.layers, &device)?;

@@ -2,7 +2,8 @@
 //! measurement as one JSON line (scripts/bench.sh collects them next to PyTorch's).
 
 use super::stdout::print_line;
-use crate::bench::{self, DecodeWorkload};
+use super::UsageError;
+use crate::bench::{self, DecodeWorkload, MarianWorkload};
 use crate::cli::{BenchArgs, BenchWorkload, DeviceArgs};
 use crate::distributed;
 use crate::progress::Verbosity;
@@ -44,6 +45,24 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         }
         BenchWorkload::Allreduce => bench::all_reduce(args.steps, &device, &*collective)?,
         BenchWorkload::Beam5 => bench::decoding(DecodeWorkload::Beam, BATCH_SENTENCES, &device)?,
+        BenchWorkload::MarianGreedy1
+        | BenchWorkload::MarianGreedy32
+        | BenchWorkload::MarianBeam4 => {
+            let Some(dir) = &args.checkpoint else {
+                return Err(UsageError(
+                    "the marian-* workloads translate with a MarianMT directory: pass \
+                     --checkpoint DIR (scripts/make_marian_fixture.py --bench writes one)"
+                        .into(),
+                )
+                .into());
+            };
+            let (kind, sentences) = match args.workload {
+                BenchWorkload::MarianGreedy1 => (MarianWorkload::GreedyOne, args.steps),
+                BenchWorkload::MarianGreedy32 => (MarianWorkload::GreedyBatch, BATCH_SENTENCES),
+                _ => (MarianWorkload::Beam4, BATCH_SENTENCES),
+            };
+            bench::marian_decoding(kind, sentences, dir, &device)?
+        }
     };
     if !lead {
         return Ok(());

@@ -64,6 +64,16 @@ fn translate_all(args: &EvalArgs, sources: &[String]) -> anyhow::Result<Vec<Stri
     let options = super::decode_options(&args.decode.settings, &loaded)?;
     let translator = super::translator(&loaded, &device, options)?;
     let translations = translator.translate_all(sources, args.decode.batch_size)?;
+    let unmarked = sources
+        .iter()
+        .filter_map(|s| loaded.tokenizers.missing_language_token(s))
+        .count();
+    if let Some(warning) = sources
+        .iter()
+        .find_map(|s| loaded.tokenizers.missing_language_token(s))
+    {
+        eprintln!("warning: {unmarked} source lines lack a target-language token: {warning}");
+    }
     let truncated: Vec<String> = translations
         .iter()
         .enumerate()

@@ -34,6 +34,7 @@ pub fn run(args: InferTestArgs) -> anyhow::Result<()> {
         end: None,
         // The reference's demo keeps every id.
         never: &[],
+        end_at_limit: false,
         still_wanted: &always_wanted,
     };
     for run in 0..args.runs {

@@ -1,5 +1,7 @@
-//! `training.init_from`: a new run starts from a checkpoint's weights and tokenizers, once its
-//! `[model]` is the config's; the training data's tokens that vocabulary lacks are counted.
+//! `training.init_from`: a new run starts from a checkpoint's weights and tokenizers (ours, or
+//! a Hugging Face MarianMT directory's), once its `[model]` is the config's (a config without
+//! a `[model]` section takes the checkpoint's, and without `[decode]` its decoding settings);
+//! the training data's tokens that vocabulary lacks are counted.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -9,15 +11,15 @@ use candle_core::Tensor;
 
 use crate::checkpoint;
 use crate::config::Config;
-use crate::data::vocab::UNK_ID;
 use crate::train::TrainingData;
 
 /// Says how much of the training data the vocabulary inherited through `training.init_from`
 /// does not cover: those tokens train as `<unk>`.
 pub(super) fn warn_of_unknown_tokens(data: &TrainingData, config: &Config) {
+    let unk = data.tokenizers.specials().unk;
     let ids = data.pairs.iter().flat_map(|p| p.src.iter().chain(&p.tgt));
     let (unknown, total) = ids.fold((0usize, 0usize), |(unknown, total), &id| {
-        (unknown + usize::from(id == UNK_ID), total + 1)
+        (unknown + usize::from(id == unk), total + 1)
     });
     if unknown > 0 {
         let from = config
@@ -51,6 +53,15 @@ pub(super) fn initial_weights(
         );
     }
     let initial = checkpoint::load_initial_weights(path, device).with_context(named)?;
+    // A config that leaves a section out takes the checkpoint's: a pretrained model's sizes
+    // and the way it is decoded need not be copied out by hand.
+    let stated = stated_sections(&config.source_name);
+    if !stated.iter().any(|s| s == "model") {
+        config.model = initial.config.model.clone();
+    }
+    if !stated.iter().any(|s| s == "decode") {
+        config.decode = initial.config.decode.clone();
+    }
     let differences = model_differences(&config.model, &initial.config.model)?;
     if let Some((key, ours, theirs)) = differences.first() {
         bail!(
@@ -68,7 +79,23 @@ pub(super) fn initial_weights(
     config.data.joint_vocab = saved.joint_vocab;
     config.data.vocab_size = saved.vocab_size;
     config.data.min_freq = saved.min_freq;
+    if config.data.source_lang.is_none() && config.data.target_lang.is_none() {
+        config.data.source_lang = saved.source_lang.clone();
+        config.data.target_lang = saved.target_lang.clone();
+    }
     Ok((initial.tokenizers, initial.weights))
+}
+
+/// The top-level tables of the config file at `path`; every section when the file cannot be
+/// read again (the built-in config states them all).
+fn stated_sections(path: &str) -> Vec<String> {
+    let table = std::fs::read_to_string(path)
+        .ok()
+        .and_then(|text| toml::from_str::<toml::Table>(&text).ok());
+    match table {
+        Some(table) => table.keys().cloned().collect(),
+        None => vec!["model".into(), "decode".into()],
+    }
 }
 
 /// The `[model]` keys whose values differ between `ours` and `theirs` (dropout rates aside),
@@ -81,7 +108,12 @@ fn model_differences(
     let (ours, theirs) = (table(ours)?, table(theirs)?);
     Ok(ours
         .iter()
-        .filter(|(key, _)| !matches!(key.as_str(), "dropout" | "attention_dropout"))
+        .filter(|(key, _)| {
+            !matches!(
+                key.as_str(),
+                "dropout" | "attention_dropout" | "activation_dropout"
+            )
+        })
         .filter(|(key, value)| theirs.get(*key) != Some(*value))
         .map(|(key, value)| {
             let other = theirs

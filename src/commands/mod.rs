@@ -4,6 +4,7 @@ mod attention;
 mod average;
 mod bench;
 mod eval;
+mod export;
 mod generate;
 mod infer_test;
 mod init_from;
@@ -12,6 +13,7 @@ mod serve;
 mod stdin_lines;
 mod stdout;
 mod stop_signals;
+mod tokenize;
 mod train;
 mod translate;
 
@@ -20,7 +22,9 @@ use std::path::{Path, PathBuf};
 use crate::checkpoint::{self, Checkpoint, Task, RUNS_ROOT};
 use crate::cli::{Command, DecodeSettingsArgs, DeviceArgs};
 use crate::device::select;
-use crate::infer::settings::{self, DecodeBounds, DecodeRequest, Layer, Refused, Resolver};
+use crate::infer::settings::{
+    self, DecodeBounds, DecodeRequest, Layer, Refused, Resolver, GENERATION_CONFIG_KEYS,
+};
 use crate::infer::text_generator::TextGenerator;
 use crate::infer::translator::{DecodeOptions, Translator};
 use crate::progress::Verbosity;
@@ -39,6 +43,8 @@ pub fn run(command: Command) -> anyhow::Result<()> {
         Command::Generate(args) => generate::run(args),
         Command::Eval(args) => eval::run(args),
         Command::Average(args) => average::run(args),
+        Command::Export(args) => export::run(args),
+        Command::Tokenize(args) => tokenize::run(args),
         Command::Plot(args) => plot::run(args),
         Command::Attention(args) => attention::run(args),
         Command::Serve(args) => serve::run(args),
@@ -206,6 +212,12 @@ fn decode_layers(args: &DecodeSettingsArgs, loaded: &Checkpoint) -> Vec<Layer> {
 
 /// The checkpoint's `[decode]` as a settings layer, named by its config file.
 fn checkpoint_layer(loaded: &Checkpoint) -> Layer {
+    if checkpoint::marian::is_hugging_face_dir(&loaded.dir) {
+        // transformers' generation settings, named as generation_config.json names them.
+        let mut layer = Layer::config(&loaded.config.decode, loaded.config.source_name.clone());
+        layer.names = GENERATION_CONFIG_KEYS;
+        return layer;
+    }
     let file = loaded.dir.join(checkpoint::CONFIG_FILE);
     Layer::config(&loaded.config.decode, file.display().to_string())
 }
@@ -217,6 +229,8 @@ fn decode_bounds(loaded: &Checkpoint, door_beam: Option<usize>) -> DecodeBounds 
         target_vocab: loaded.tokenizers.tgt.vocab_size(),
         max_positions: loaded.model.max_positions(),
         door_beam,
+        length_normalization: loaded.config.decode.length_normalization,
+        end_at_max_len: loaded.config.decode.end_at_max_len,
     }
 }
 

@@ -291,6 +291,11 @@ fn new_trainer(
     let mut trainer = Trainer::joined(config, data, device, collective)?;
     if let Some(weights) = weights {
         trainer.start_from(&weights)?;
+        // What fine-tuning starts from, so that its epochs' numbers have a baseline.
+        if let (true, Some((loss, bleu))) = (lead, trainer.validate()?) {
+            let bleu = bleu.map_or(String::new(), |b| format!(", valid BLEU {b:.2}"));
+            eprintln!("before training: valid loss {loss:.4}{bleu} (training.init_from's weights)");
+        }
     }
     if lead {
         // First what can still fail: a leftover that cannot be removed refuses the run while

@@ -16,8 +16,10 @@ pub fn run(args: TranslateArgs) -> anyhow::Result<()> {
     let options = super::decode_options(&args.decode.settings, &loaded)?;
     let translator = super::translator(&loaded, &device, options)?;
     let output = Output {
+        tokenizers: &loaded.tokenizers,
         json: args.json,
         max_positions: loaded.config.model.max_len,
+        source_overhead: loaded.tokenizers.specials().source_overhead(),
     };
     match args.text.as_deref() {
         Some(text) if text != "-" => output.emit(&translator.translate(text)?),
@@ -53,15 +55,22 @@ fn translate_stdin(
 }
 
 /// How results are printed.
-struct Output {
+struct Output<'a> {
+    /// For the warning a multilingual model's source without a target-language token gets.
+    tokenizers: &'a crate::data::Tokenizers,
     json: bool,
-    /// The model's `max_len`, for the warning about cut sentences.
+    /// The model's `max_len` and the positions a source's specials take, for the warning
+    /// about cut sentences.
     max_positions: usize,
+    source_overhead: usize,
 }
 
-impl Output {
+impl Output<'_> {
     /// Warns about unknown words and cut sentences on stderr, prints the result on stdout.
     fn emit(&self, translation: &Translation) -> anyhow::Result<()> {
+        if let Some(warning) = self.tokenizers.missing_language_token(&translation.source) {
+            eprintln!("warning: {warning}");
+        }
         for word in &translation.unknown_words {
             eprintln!("warning: unknown source word {word:?} is translated as <unk>");
         }
@@ -70,7 +79,7 @@ impl Output {
                 "warning: {:?} has {tokens} tokens, more than the model reads; only the first \
                  {} were translated (model.max_len {}); split long sentences",
                 super::truncate_chars(&translation.source, 40),
-                self.max_positions - 2,
+                self.max_positions - self.source_overhead,
                 self.max_positions
             );
         }

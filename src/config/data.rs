@@ -15,7 +15,8 @@ pub struct DataConfig {
     /// Validation pairs, scored (loss and greedy BLEU) after every epoch; optional.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub valid: Option<CorpusSource>,
-    /// `word`: whitespace-separated words; `bpe`: subwords learned on the training split.
+    /// `word`: whitespace-separated words; `bpe`: subwords learned on the training split;
+    /// `marian`: a MarianMT model's SentencePiece tokenizer, from `training.init_from`.
     pub tokenizer: TokenizerKind,
     /// Subword vocabulary size (bpe), specials included.
     pub vocab_size: usize,
@@ -103,6 +104,9 @@ impl fmt::Display for BuiltinCorpus {
 pub enum TokenizerKind {
     Word,
     Bpe,
+    /// A MarianMT model's SentencePiece models and vocabularies (`source.spm`, `target.spm`,
+    /// `vocab.json`), read from the checkpoint a run starts from (`training.init_from`).
+    Marian,
 }
 
 /// As the config spells it: `word`, `bpe`.
@@ -111,6 +115,7 @@ impl std::fmt::Display for TokenizerKind {
         f.write_str(match self {
             Self::Word => "word",
             Self::Bpe => "bpe",
+            Self::Marian => "marian",
         })
     }
 }

@@ -10,11 +10,48 @@ use serde::{Deserialize, Serialize};
 pub struct DecodeConfig {
     /// 1: greedy; more: beam search with this many beams.
     pub beam: usize,
-    /// Beam search's length penalty exponent: scores divided by ((5 + len) / 6)^alpha.
+    /// Beam search's length penalty exponent alpha: scores divided by ((5 + len) / 6)^alpha
+    /// (GNMT's, this tool's models), or by len^alpha (`length_normalization = "length"`).
     pub length_penalty: f64,
     /// Most target tokens, `</s>` included; absent: the source length + 50.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_len: Option<usize>,
+    /// How beam search normalises a hypothesis's score by its length: `gnmt` (Wu et al.
+    /// 2016, this tool's default) or `length` (transformers' `generate()`, as MarianMT
+    /// checkpoints are decoded).
+    pub length_normalization: LengthNormalization,
+    /// A row still open at the length limit is given `</s>` as its last token, as
+    /// transformers' `forced_eos_token_id` does; otherwise it is cut there.
+    pub end_at_max_len: bool,
+}
+
+/// What a hypothesis's summed log-probability is divided by in beam search.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LengthNormalization {
+    /// ((5 + len) / 6)^alpha.
+    #[default]
+    Gnmt,
+    /// len^alpha.
+    Length,
+}
+
+impl LengthNormalization {
+    /// The divisor of a hypothesis of `length` tokens under exponent `alpha`.
+    pub fn divisor(self, length: usize, alpha: f32) -> f32 {
+        match self {
+            Self::Gnmt => ((5.0 + length as f32) / 6.0).powf(alpha),
+            Self::Length => (length as f32).powf(alpha),
+        }
+    }
+
+    /// The formula, for messages.
+    pub fn formula(self) -> &'static str {
+        match self {
+            Self::Gnmt => "((5 + len) / 6)^alpha",
+            Self::Length => "len^alpha",
+        }
+    }
 }
 
 impl Default for DecodeConfig {
@@ -23,6 +60,8 @@ impl Default for DecodeConfig {
             beam: 1,
             length_penalty: 1.0,
             max_len: None,
+            length_normalization: LengthNormalization::Gnmt,
+            end_at_max_len: false,
         }
     }
 }

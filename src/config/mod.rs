@@ -19,7 +19,7 @@ mod training;
 mod validate;
 
 pub use data::{BuiltinCorpus, CorpusSource, DataConfig, TokenizerKind};
-pub use decode::DecodeConfig;
+pub use decode::{DecodeConfig, LengthNormalization};
 pub use model::{
     Activation, Architecture, ModelConfig, NormPlacement, PositionEncoding, VocabSizes,
 };

@@ -45,6 +45,20 @@ pub struct ModelConfig {
     /// The feed-forward network's nonlinearity: the paper's ReLU, or the swish (SiLU) and
     /// GELU that MarianMT models name in their `activation_function`.
     pub activation: Activation,
+    /// Decoder layers, when not `layers` (MarianMT's `decoder_layers` may differ from its
+    /// `encoder_layers`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub decoder_layers: Option<usize>,
+    /// Embeddings multiplied by sqrt(d_model) (the paper's section 3.4; MarianMT's
+    /// `scale_embedding`).
+    pub scale_embeddings: bool,
+    /// One embedding table for both sides (`src_embed.0.lut.weight`, which the target side
+    /// reads too): a joint vocabulary's model, as MarianMT's `model.shared`.
+    pub share_source_embeddings: bool,
+    /// Dropout after the feed-forward activation, when not `dropout` (MarianMT's
+    /// `activation_dropout`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub activation_dropout: Option<f64>,
 }
 
 /// The feed-forward network's nonlinearity.
@@ -95,12 +109,15 @@ pub enum NormPlacement {
     Post,
 }
 
-/// The paper's fixed sine/cosine table, or a trained embedding of `max_len` positions.
+/// The paper's fixed sine/cosine table (sine and cosine interleaved, as the reference lays
+/// it out), the same table with all sines first and all cosines after (MarianMT's layout), or
+/// a trained embedding of `max_len` positions.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
+#[serde(rename_all = "kebab-case")]
 pub enum PositionEncoding {
     #[default]
     Sinusoidal,
+    SinusoidalHalves,
     Learned,
 }
 
@@ -121,6 +138,10 @@ impl Default for ModelConfig {
             ffn_bias: true,
             share_embeddings: false,
             activation: Activation::Relu,
+            decoder_layers: None,
+            scale_embeddings: true,
+            share_source_embeddings: false,
+            activation_dropout: None,
         }
     }
 }
@@ -129,5 +150,15 @@ impl ModelConfig {
     /// d_k = d_v = d_model / h.
     pub fn head_dim(&self) -> usize {
         self.d_model / self.heads
+    }
+
+    /// Layers of the decoder stack.
+    pub fn decoder_layer_count(&self) -> usize {
+        self.decoder_layers.unwrap_or(self.layers)
+    }
+
+    /// Dropout after the feed-forward activation.
+    pub fn ffn_dropout(&self) -> f64 {
+        self.activation_dropout.unwrap_or(self.dropout)
     }
 }

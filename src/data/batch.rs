@@ -25,22 +25,23 @@ pub fn with_boundaries(ids: &[u32]) -> Vec<u32> {
     out
 }
 
-/// Encodes pairs with `<s>`/`</s>` around both sides (an empty source, a text corpus's, stays
-/// empty). Pairs longer than `max_positions` on either side are left out; also returns the
+/// Encodes pairs framed as the tokenizers' specials say (ours: `<s>`/`</s>` around both
+/// sides; an empty source, a text corpus's, stays empty). Pairs longer than `max_positions` on either side are left out; also returns the
 /// indices of the pairs kept.
 pub fn encode_pairs(
     pairs: &[SentencePair],
     tokenizers: &Tokenizers,
     max_positions: usize,
 ) -> anyhow::Result<(Vec<EncodedPair>, Vec<usize>)> {
+    let specials = tokenizers.specials();
     let mut encoded = Vec::with_capacity(pairs.len());
     let mut kept = Vec::with_capacity(pairs.len());
     for (index, pair) in pairs.iter().enumerate() {
         let src = match pair.src.as_str() {
             "" => Vec::new(),
-            text => with_boundaries(&tokenizers.src.encode(text)?.ids),
+            text => specials.source(&tokenizers.src.encode(text)?.ids),
         };
-        let tgt = with_boundaries(&tokenizers.tgt.encode(&pair.tgt)?.ids);
+        let tgt = specials.target(&tokenizers.tgt.encode(&pair.tgt)?.ids);
         if src.len() <= max_positions && tgt.len() <= max_positions {
             encoded.push(EncodedPair { src, tgt });
             kept.push(index);
@@ -65,7 +66,13 @@ pub struct PaddedBatch {
 }
 
 impl PaddedBatch {
+    /// Pairs padded with this tool's `<pad>`.
     pub fn new(pairs: &[&EncodedPair]) -> Self {
+        Self::padded_with(pairs, PAD_ID)
+    }
+
+    /// Pairs padded with `pad` (the vocabulary's; a MarianMT model's is its last id).
+    pub fn padded_with(pairs: &[&EncodedPair], pad: u32) -> Self {
         let src_len = pairs.iter().map(|p| p.src.len()).max().unwrap_or(0);
         let tgt_len = pairs.iter().map(|p| p.tgt.len() - 1).max().unwrap_or(0);
         let mut batch = Self {
@@ -79,28 +86,29 @@ impl PaddedBatch {
         };
         for pair in pairs {
             let last = pair.tgt.len() - 1;
-            push_padded(&mut batch.src, &pair.src, src_len);
-            push_padded(&mut batch.tgt_in, &pair.tgt[..last], tgt_len);
-            push_padded(&mut batch.tgt_out, &pair.tgt[1..], tgt_len);
+            push_padded(&mut batch.src, &pair.src, src_len, pad);
+            push_padded(&mut batch.tgt_in, &pair.tgt[..last], tgt_len, pad);
+            push_padded(&mut batch.tgt_out, &pair.tgt[1..], tgt_len, pad);
             batch.ntokens += last;
         }
         batch
     }
 }
 
-fn push_padded(out: &mut Vec<u32>, ids: &[u32], len: usize) {
+fn push_padded(out: &mut Vec<u32>, ids: &[u32], len: usize, pad: u32) {
     out.extend_from_slice(ids);
-    out.extend(std::iter::repeat_n(PAD_ID, len - ids.len()));
+    out.extend(std::iter::repeat_n(pad, len - ids.len()));
 }
 
 /// The batches of one epoch: every pair exactly once, pairs of similar length together (less
 /// padding), each batch within `max_tokens` (sentences x the longer padded side; a pair longer
-/// than that gets a batch of its own), in an order drawn from `seed` and `epoch`.
+/// than that gets a batch of its own), in an order drawn from `seed` and `epoch`; padded
+/// with `pad`.
 pub fn epoch_batches(
     pairs: &[EncodedPair],
     max_tokens: usize,
-    seed: u64,
-    epoch: usize,
+    (seed, epoch): (u64, usize),
+    pad: u32,
 ) -> Vec<PaddedBatch> {
     let mut rng =
         ChaCha8Rng::seed_from_u64(seed ^ (epoch as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15));
@@ -114,7 +122,7 @@ pub fn epoch_batches(
     for pair in order {
         let (s, t) = (src_len.max(pair.src.len()), tgt_len.max(pair.tgt.len()));
         if !current.is_empty() && (current.len() + 1) * s.max(t) > max_tokens {
-            batches.push(PaddedBatch::new(&current));
+            batches.push(PaddedBatch::padded_with(&current, pad));
             current.clear();
             (src_len, tgt_len) = (pair.src.len(), pair.tgt.len());
         } else {
@@ -123,14 +131,14 @@ pub fn epoch_batches(
         current.push(pair);
     }
     if !current.is_empty() {
-        batches.push(PaddedBatch::new(&current));
+        batches.push(PaddedBatch::padded_with(&current, pad));
     }
     batches.shuffle(&mut rng);
     batches
 }
 
-/// Batches in input order (no shuffling, no sorting), for evaluation.
-pub fn ordered_batches(pairs: &[EncodedPair], max_tokens: usize) -> Vec<PaddedBatch> {
+/// Batches in input order (no shuffling, no sorting), for evaluation; padded with `pad`.
+pub fn ordered_batches(pairs: &[EncodedPair], max_tokens: usize, pad: u32) -> Vec<PaddedBatch> {
     let mut batches = Vec::new();
     let mut start = 0;
     while start < pairs.len() {
@@ -145,7 +153,7 @@ pub fn ordered_batches(pairs: &[EncodedPair], max_tokens: usize) -> Vec<PaddedBa
             end += 1;
         }
         let slice: Vec<&EncodedPair> = pairs[start..end].iter().collect();
-        batches.push(PaddedBatch::new(&slice));
+        batches.push(PaddedBatch::padded_with(&slice, pad));
         start = end;
     }
     batches
@@ -179,7 +187,7 @@ mod tests {
         let pairs: Vec<EncodedPair> = (1..=40u32)
             .map(|i| pair(&vec![i + 3; (i % 8 + 1) as usize], &[i + 3]))
             .collect();
-        let batches = epoch_batches(&pairs, 30, 9, 0);
+        let batches = epoch_batches(&pairs, 30, (9, 0), PAD_ID);
         let mut seen: Vec<u32> = Vec::new();
         for b in &batches {
             assert!(b.size * b.src_len.max(b.tgt_len) <= 30);
@@ -187,14 +195,14 @@ mod tests {
         }
         seen.sort();
         assert_eq!(seen, (4..=43).collect::<Vec<_>>());
-        assert_eq!(epoch_batches(&pairs, 30, 9, 0), batches);
-        assert_ne!(epoch_batches(&pairs, 30, 9, 1), batches);
+        assert_eq!(epoch_batches(&pairs, 30, (9, 0), PAD_ID), batches);
+        assert_ne!(epoch_batches(&pairs, 30, (9, 1), PAD_ID), batches);
     }
 
     #[test]
     fn ordered_batches_keep_the_input_order() {
         let pairs: Vec<EncodedPair> = (4..14).map(|i| pair(&[i], &[i])).collect();
-        let batches = ordered_batches(&pairs, 9);
+        let batches = ordered_batches(&pairs, 9, PAD_ID);
         let seen: Vec<u32> = batches
             .iter()
             .flat_map(|b| b.src.chunks(3).map(|s| s[1]))

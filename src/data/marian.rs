@@ -12,14 +12,25 @@ use anyhow::{bail, Context};
 
 use super::sentencepiece::SentencePiece;
 
+/// The files of a Marian directory's tokenizer, as transformers' `MarianTokenizer` names them.
+pub const SOURCE_SPM: &str = "source.spm";
+pub const TARGET_SPM: &str = "target.spm";
+pub const VOCAB_FILE: &str = "vocab.json";
+pub const TARGET_VOCAB_FILE: &str = "target_vocab.json";
+
 /// A Marian directory's SentencePiece models and vocabularies.
 pub struct MarianTokenizer {
     source: SentencePiece,
     target: SentencePiece,
     source_ids: HashMap<String, u32>,
     target_ids: HashMap<String, u32>,
-    /// The target vocabulary by id, for decoding.
+    /// Each vocabulary by id, for decoding and for showing tokens.
+    source_pieces: HashMap<u32, String>,
     target_pieces: HashMap<u32, String>,
+    /// A `target_vocab.json` gave the target its own vocabulary.
+    separate: bool,
+    /// The files read, as read: a checkpoint of a model fine-tuned from this one carries them.
+    files: Vec<(&'static str, Vec<u8>)>,
     pub eos: u32,
     pub unk: u32,
     pub pad: u32,
@@ -36,12 +47,22 @@ impl MarianTokenizer {
     /// Reads `dir`'s `source.spm`, `target.spm`, `vocab.json` and, when present,
     /// `target_vocab.json` (separate vocabularies); an error names the file.
     pub fn load(dir: &Path) -> anyhow::Result<Self> {
-        let source = SentencePiece::load(&dir.join("source.spm"))?;
-        let target = SentencePiece::load(&dir.join("target.spm"))?;
-        let source_ids = read_vocab(&dir.join("vocab.json"))?;
-        let separate = dir.join("target_vocab.json");
-        let target_ids = if separate.is_file() {
-            read_vocab(&separate)?
+        let source = SentencePiece::load(&dir.join(SOURCE_SPM))?;
+        let target = SentencePiece::load(&dir.join(TARGET_SPM))?;
+        let source_ids = read_vocab(&dir.join(VOCAB_FILE))?;
+        let separate = dir.join(TARGET_VOCAB_FILE);
+        let separate = separate.is_file();
+        let mut files = Vec::new();
+        for name in [SOURCE_SPM, TARGET_SPM, VOCAB_FILE, TARGET_VOCAB_FILE] {
+            if name != TARGET_VOCAB_FILE || separate {
+                let path = dir.join(name);
+                let bytes = std::fs::read(&path)
+                    .with_context(|| format!("cannot read {}", path.display()))?;
+                files.push((name, bytes));
+            }
+        }
+        let target_ids = if separate {
+            read_vocab(&dir.join(TARGET_VOCAB_FILE))?
         } else {
             source_ids.clone()
         };
@@ -50,21 +71,24 @@ impl MarianTokenizer {
                 Some(&id) => Ok(id),
                 None => bail!(
                     "{} has no {name} entry, which a Marian vocabulary must have",
-                    dir.join("vocab.json").display()
+                    dir.join(VOCAB_FILE).display()
                 ),
             }
         };
         let (eos, unk, pad) = (special("</s>")?, special("<unk>")?, special("<pad>")?);
-        let target_pieces = target_ids
-            .iter()
-            .map(|(piece, &id)| (id, piece.clone()))
-            .collect();
+        let by_id = |ids: &HashMap<String, u32>| -> HashMap<u32, String> {
+            ids.iter().map(|(piece, &id)| (id, piece.clone())).collect()
+        };
+        let (source_pieces, target_pieces) = (by_id(&source_ids), by_id(&target_ids));
         Ok(Self {
             source,
             target,
             source_ids,
             target_ids,
+            source_pieces,
             target_pieces,
+            separate,
+            files,
             eos,
             unk,
             pad,
@@ -111,6 +135,55 @@ impl MarianTokenizer {
             .map(String::as_str)
             .collect();
         text.replace('▁', " ").trim().to_string()
+    }
+
+    /// The piece of id `id` on one side, `<unk>` for an id the vocabulary lacks.
+    pub fn piece(&self, id: u32, target: bool) -> String {
+        let pieces = if target {
+            &self.target_pieces
+        } else {
+            &self.source_pieces
+        };
+        pieces.get(&id).cloned().unwrap_or_else(|| "<unk>".into())
+    }
+
+    /// The tokenizer's files, (name, contents), as they were read.
+    pub fn files(&self) -> &[(&'static str, Vec<u8>)] {
+        &self.files
+    }
+
+    /// Whether the source and target share one vocabulary (no `target_vocab.json`).
+    pub fn shared_vocabulary(&self) -> bool {
+        !self.separate
+    }
+
+    /// The target-language tokens (`>>fra<<`) of a multilingual model's source vocabulary, a
+    /// few of them (sorted), and how many there are; none for a model of one target language.
+    pub fn language_tokens(&self) -> (Vec<&str>, usize) {
+        let mut tokens: Vec<&str> = self
+            .source_ids
+            .keys()
+            .map(String::as_str)
+            .filter(|piece| language_code(piece).0 == Some(*piece))
+            .collect();
+        tokens.sort_unstable();
+        let count = tokens.len();
+        tokens.truncate(3);
+        (tokens, count)
+    }
+
+    /// The warning for a source `text` that a multilingual model cannot translate well: it
+    /// does not start with a target-language token.
+    pub fn missing_language_token(&self, text: &str) -> Option<String> {
+        let (examples, count) = self.language_tokens();
+        if count == 0 || language_code(text.trim_start()).0.is_some() {
+            return None;
+        }
+        Some(format!(
+            "this model translates into {count} languages and the sentence does not say which: \
+             start it with a target-language token, such as {} (every one is in vocab.json)",
+            examples.join(", ")
+        ))
     }
 
     /// Tokens of the target vocabulary.

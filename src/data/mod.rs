@@ -4,10 +4,12 @@ pub mod batch;
 pub mod corpus;
 pub mod marian;
 pub mod sentencepiece;
+pub mod specials;
 pub mod tokenizer;
 pub mod vocab;
 
 pub use batch::{encode_pairs, epoch_batches, ordered_batches, EncodedPair, PaddedBatch};
 pub use corpus::{read_corpus, read_text, CleaningReport, PathOrigin, SentencePair};
+pub use specials::SpecialIds;
 pub use tokenizer::{TextTokenizer, Tokenizers};
 pub use vocab::{tokenize, Vocab};

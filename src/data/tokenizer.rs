@@ -2,6 +2,7 @@
 //! Hugging Face `tokenizers` and saved as `tokenizer.json`, which Python reads too.
 
 use std::path::Path;
+use std::sync::Arc;
 
 use anyhow::{anyhow, Context};
 use tokenizers::models::bpe::{BpeTrainerBuilder, BPE};
@@ -9,7 +10,9 @@ use tokenizers::models::TrainerWrapper;
 use tokenizers::pre_tokenizers::metaspace::{Metaspace, PrependScheme};
 use tokenizers::{AddedToken, Tokenizer};
 
-use super::corpus::SentencePair;
+use super::corpus::{normalize_sentence, SentencePair};
+use super::marian::MarianTokenizer;
+use super::specials::SpecialIds;
 use super::vocab::{tokenize, Encoded, Vocab, BOS, EOS, PAD, UNK, UNK_ID};
 use crate::config::{DataConfig, TokenizerKind};
 
@@ -24,16 +27,29 @@ pub const TGT_VOCAB_FILE: &str = "vocab.tgt.txt";
 pub enum TextTokenizer {
     Word(Vocab),
     Bpe(Box<Tokenizer>),
+    /// One side of a MarianMT directory's SentencePiece tokenizer.
+    Marian(MarianSide),
+}
+
+/// Which side of a Marian tokenizer a [`TextTokenizer::Marian`] is.
+#[derive(Clone)]
+pub struct MarianSide {
+    pub tokenizer: Arc<MarianTokenizer>,
+    pub target: bool,
 }
 
 impl TextTokenizer {
-    /// Text -> ids (no `<s>`/`</s>`), and the pieces that became `<unk>`.
+    /// Text -> ids (no `<s>`/`</s>`), and the pieces that became `<unk>`. Our tokenizers
+    /// read the text as training read it ([`normalize_sentence`]: NFC, one space for every
+    /// run of whitespace); a MarianMT tokenizer reads it as transformers' MarianTokenizer
+    /// does, its SentencePiece model normalising it its own way.
     pub fn encode(&self, text: &str) -> anyhow::Result<Encoded> {
         match self {
-            Self::Word(vocab) => Ok(vocab.encode(&tokenize(text))),
+            Self::Word(vocab) => Ok(vocab.encode(&tokenize(&normalize_sentence(text)))),
             Self::Bpe(tokenizer) => {
+                let text = &normalize_sentence(text);
                 let encoding = tokenizer
-                    .encode(text, false)
+                    .encode(text.as_str(), false)
                     .map_err(|e| anyhow!("cannot tokenize {text:?}: {e}"))?;
                 let ids = encoding.get_ids().to_vec();
                 let unknown = ids
@@ -43,6 +59,20 @@ impl TextTokenizer {
                     .map(|(_, &(start, end))| text.get(start..end).unwrap_or("?").to_string())
                     .collect();
                 Ok(Encoded { ids, unknown })
+            }
+            Self::Marian(side) => {
+                let tokenizer = &side.tokenizer;
+                let mut encoded = if side.target {
+                    tokenizer.encode_target(text)?
+                } else {
+                    tokenizer.encode_source(text)?
+                };
+                // The sentence's own ids: `</s>` is the model's framing (SpecialIds).
+                encoded.ids.pop();
+                Ok(Encoded {
+                    ids: encoded.ids,
+                    unknown: encoded.unknown,
+                })
             }
         }
     }
@@ -60,6 +90,7 @@ impl TextTokenizer {
             Self::Bpe(tokenizer) => tokenizer
                 .decode(ids, true)
                 .map_err(|e| anyhow!("cannot decode ids {ids:?}: {e}")),
+            Self::Marian(side) => Ok(side.tokenizer.decode(ids)),
         }
     }
 
@@ -68,6 +99,7 @@ impl TextTokenizer {
         match self {
             Self::Word(vocab) => vocab.token(id).to_string(),
             Self::Bpe(tokenizer) => tokenizer.id_to_token(id).unwrap_or_else(|| UNK.into()),
+            Self::Marian(side) => side.tokenizer.piece(id, side.target),
         }
     }
 
@@ -75,6 +107,8 @@ impl TextTokenizer {
         match self {
             Self::Word(vocab) => vocab.len(),
             Self::Bpe(tokenizer) => tokenizer.get_vocab_size(true),
+            Self::Marian(side) if side.target => side.tokenizer.target_vocab_size(),
+            Self::Marian(side) => side.tokenizer.source_vocab_size(),
         }
     }
 }
@@ -89,6 +123,42 @@ pub struct Tokenizers {
 }
 
 impl Tokenizers {
+    /// A MarianMT directory's tokenizer, both sides.
+    pub fn marian(tokenizer: MarianTokenizer) -> Self {
+        let tokenizer = Arc::new(tokenizer);
+        let side = |target| {
+            TextTokenizer::Marian(MarianSide {
+                tokenizer: tokenizer.clone(),
+                target,
+            })
+        };
+        Self {
+            src: side(false),
+            tgt: side(true),
+            joint: tokenizer.shared_vocabulary(),
+        }
+    }
+
+    /// The warning for a source that a multilingual MarianMT model needs a target-language
+    /// token (`>>fra<<`) at the start of, when `text` lacks it.
+    pub fn missing_language_token(&self, text: &str) -> Option<String> {
+        match &self.src {
+            TextTokenizer::Marian(side) => side.tokenizer.missing_language_token(text),
+            TextTokenizer::Word(_) | TextTokenizer::Bpe(_) => None,
+        }
+    }
+
+    /// The special ids of these vocabularies and how they frame a sentence.
+    pub fn specials(&self) -> SpecialIds {
+        match &self.tgt {
+            TextTokenizer::Marian(side) => {
+                let t = &side.tokenizer;
+                SpecialIds::marian(t.pad, t.eos, t.unk)
+            }
+            TextTokenizer::Word(_) | TextTokenizer::Bpe(_) => SpecialIds::ours(),
+        }
+    }
+
     /// The model dimensions these tokenizers fix: the two vocabulary sizes.
     pub fn vocab_sizes(&self) -> crate::config::VocabSizes {
         crate::config::VocabSizes {
@@ -133,6 +203,7 @@ impl Tokenizers {
                 tgt: learn_bpe(targets(), cfg)?,
                 joint: false,
             }),
+            TokenizerKind::Marian => Err(marian_is_not_learned()),
         }
     }
 
@@ -148,6 +219,7 @@ impl Tokenizers {
                 TextTokenizer::Word(Vocab::build(words.iter().map(Vec::as_slice), cfg.min_freq))
             }
             TokenizerKind::Bpe => learn_bpe(texts, cfg)?,
+            TokenizerKind::Marian => return Err(marian_is_not_learned()),
         };
         Ok(Self {
             src: tgt.clone(),
@@ -157,19 +229,20 @@ impl Tokenizers {
     }
 
     /// The files that store these tokenizers: (file name, contents).
-    pub fn files(&self) -> anyhow::Result<Vec<(&'static str, String)>> {
+    pub fn files(&self) -> anyhow::Result<Vec<(&'static str, Vec<u8>)>> {
         Ok(match (&self.src, &self.tgt) {
             (TextTokenizer::Word(src), TextTokenizer::Word(tgt)) => vec![
-                (SRC_VOCAB_FILE, src.to_text()),
-                (TGT_VOCAB_FILE, tgt.to_text()),
+                (SRC_VOCAB_FILE, src.to_text().into_bytes()),
+                (TGT_VOCAB_FILE, tgt.to_text().into_bytes()),
             ],
             (TextTokenizer::Bpe(joint), _) if self.joint => {
-                vec![(JOINT_TOKENIZER_FILE, bpe_json(joint)?)]
+                vec![(JOINT_TOKENIZER_FILE, bpe_json(joint)?.into_bytes())]
             }
             (TextTokenizer::Bpe(src), TextTokenizer::Bpe(tgt)) => vec![
-                (SRC_TOKENIZER_FILE, bpe_json(src)?),
-                (TGT_TOKENIZER_FILE, bpe_json(tgt)?),
+                (SRC_TOKENIZER_FILE, bpe_json(src)?.into_bytes()),
+                (TGT_TOKENIZER_FILE, bpe_json(tgt)?.into_bytes()),
             ],
+            (TextTokenizer::Marian(side), _) => side.tokenizer.files().to_vec(),
             _ => anyhow::bail!("mixed word and BPE tokenizers are not supported"),
         })
     }
@@ -211,8 +284,17 @@ impl Tokenizers {
                 tgt: load_bpe(&dir.join(TGT_TOKENIZER_FILE))?,
                 joint: false,
             },
+            TokenizerKind::Marian => Self::marian(MarianTokenizer::load(dir)?),
         })
     }
+}
+
+fn marian_is_not_learned() -> anyhow::Error {
+    anyhow!(
+        "data.tokenizer = \"marian\" is a MarianMT model's own tokenizer: it comes with the \
+         checkpoint training.init_from names, and is not learned from a corpus; set \
+         training.init_from, or use data.tokenizer = \"bpe\""
+    )
 }
 
 /// Byte-pair encoding over SentencePiece-style words (`▁` marks a word start), with our four

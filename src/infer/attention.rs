@@ -5,28 +5,27 @@
 use anyhow::bail;
 use candle_core::{Device, Tensor};
 
-use crate::data::batch::with_boundaries;
-use crate::data::vocab::{BOS_ID, PAD_ID};
-use crate::data::{TextTokenizer, Tokenizers};
+use crate::data::{SpecialIds, TextTokenizer, Tokenizers};
 use crate::model::{ModelFamily, TeacherForced};
 use crate::plot::{AttentionGrid, HeadMaps};
 
 /// A source sentence and the target the decoder is fed, as ids with their boundaries.
 pub struct TeacherForcedPair {
-    /// `<s> x1 .. xm </s>`.
+    /// `<s> x1 .. xm </s>` (as the model's specials frame a source).
     pub src: Vec<u32>,
-    /// `<s> y1 .. y(n-1)`: the decoder reads these and predicts `y1 .. yn` (`yn` is usually
-    /// `</s>`).
+    /// `<s> y1 .. y(n-1)`: the decoder reads these (after its start symbol) and predicts
+    /// `y1 .. yn` (`yn` is usually `</s>`).
     pub tgt_in: Vec<u32>,
 }
 
 impl TeacherForcedPair {
-    /// The pair of source pieces `src` (no boundaries) and generated `target` ids.
-    pub fn new(src: &[u32], target: &[u32]) -> Self {
-        let mut tgt_in = vec![BOS_ID];
+    /// The pair of source pieces `src` (no specials) and generated `target` ids, framed as
+    /// `specials` says.
+    pub fn new(src: &[u32], target: &[u32], specials: &SpecialIds) -> Self {
+        let mut tgt_in = vec![specials.decoder_start];
         tgt_in.extend(&target[..target.len().saturating_sub(1)]);
         Self {
-            src: with_boundaries(src),
+            src: specials.source(src),
             tgt_in,
         }
     }
@@ -56,7 +55,7 @@ pub fn attention_grids(
     let (src, tgt_in) = (pair.src.as_slice(), pair.tgt_in.as_slice());
     let src_ids = Tensor::new(src, device)?.unsqueeze(0)?;
     let tgt_ids = Tensor::new(tgt_in, device)?.unsqueeze(0)?;
-    let batch = TeacherForced::with_masks(src_ids, tgt_ids, PAD_ID)?;
+    let batch = TeacherForced::framed(src_ids, tgt_ids, &tokenizers.specials())?;
     let maps = model.attention_maps(&batch)?;
     let src_tokens = tokens(&tokenizers.src, src);
     let tgt_tokens = tokens(&tokenizers.tgt, tgt_in);

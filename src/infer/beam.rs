@@ -6,6 +6,7 @@
 use candle_core::{Result, Tensor};
 
 use super::{DecodeInput, Hypothesis, ABANDONED, NOT_A_NUMBER};
+use crate::config::LengthNormalization;
 use crate::kernels::log_softmax::top_log_probs;
 use crate::model::decoding::feed_prefix;
 use crate::model::{DecodingModel, DecodingState};
@@ -14,9 +15,11 @@ use crate::model::{DecodingModel, DecodingState};
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct BeamSettings {
     pub beam: usize,
-    /// GNMT length penalty exponent alpha: hypotheses are ranked by
-    /// log-prob / ((5 + length) / 6)^alpha; 0 ranks by raw log-prob.
+    /// Length penalty exponent alpha: hypotheses are ranked by log-prob / divisor, the
+    /// divisor `normalization`'s of the length and alpha; 0 ranks by raw log-prob.
     pub length_penalty: f32,
+    /// GNMT's ((5 + len) / 6)^alpha, or transformers' len^alpha.
+    pub normalization: LengthNormalization,
     /// Hypotheses kept per row (at most `beam`), best first.
     pub n_best: usize,
 }
@@ -42,7 +45,7 @@ impl Search {
     fn new(settings: BeamSettings) -> Self {
         Self {
             beams: vec![Hypothesis::empty()],
-            finished: FinishedPool::new(settings.beam.max(1), settings.length_penalty),
+            finished: FinishedPool::new(settings.beam.max(1), settings),
         }
     }
 
@@ -82,11 +85,11 @@ impl Search {
     /// The `n` best hypotheses, best first: those in the pool by length-normalised score
     /// (the ended ones, and the open ones of a search the step limit cut), then, when fewer
     /// than `n`, the best open ones.
-    fn into_n_best(self, n: usize, alpha: f32) -> Vec<Hypothesis> {
+    fn into_n_best(self, n: usize, settings: BeamSettings) -> Vec<Hypothesis> {
         let mut ranked = self.finished.into_ranked();
         ranked.truncate(n);
         if ranked.len() < n {
-            let mut open = FinishedPool::new(self.beams.len(), alpha);
+            let mut open = FinishedPool::new(self.beams.len(), settings);
             self.beams.into_iter().for_each(|b| open.offer(b));
             ranked.extend(open.into_ranked().into_iter().take(n - ranked.len()));
         }
@@ -156,7 +159,10 @@ pub fn beam_search(
         }
         let ids = batch.last_ids();
         let last = Tensor::from_vec(ids, (batch.open_rows(), 1), prompt.prefix.device())?;
-        let candidates = step_candidates(model, &last, &mut *state, 2 * batch.k, input.never)?;
+        let mut candidates = step_candidates(model, &last, &mut *state, 2 * batch.k, input.never)?;
+        if let (true, Some(end)) = (input.end_at_limit, input.end) {
+            batch.end_rows_at_their_limit(&mut candidates, end);
+        }
         let keep_rows = batch.advance(&candidates, input.end);
         if batch.active.is_empty() {
             break;
@@ -213,6 +219,20 @@ impl<'a> BatchSearch<'a> {
         Ok(())
     }
 
+    /// Gives every beam of a row about to take its last step `end` as its only candidate,
+    /// scored 0 (transformers' `forced_eos_token_id`, which leaves only `end`'s score, 0 in
+    /// log space, standing).
+    fn end_rows_at_their_limit(&self, candidates: &mut [Vec<(u32, f32)>], end: u32) {
+        for &(row, first_beam) in &self.active {
+            if self.steps + 1 == self.max_steps[row] {
+                let beams = self.searches[row].beams.len();
+                for beam in &mut candidates[first_beam..first_beam + beams] {
+                    *beam = vec![(end, 0.0)];
+                }
+            }
+        }
+    }
+
     fn open_rows(&self) -> usize {
         self.active
             .iter()
@@ -258,7 +278,7 @@ impl<'a> BatchSearch<'a> {
             if !going_on {
                 let done = std::mem::replace(search, Search::new(self.settings));
                 let n_best = self.settings.n_best.clamp(1, self.k);
-                self.results[row] = Some(done.into_n_best(n_best, self.settings.length_penalty));
+                self.results[row] = Some(done.into_n_best(n_best, self.settings));
             }
         }
         self.active = next_active;
@@ -278,20 +298,22 @@ impl<'a> BatchSearch<'a> {
 struct FinishedPool {
     capacity: usize,
     alpha: f32,
+    normalization: LengthNormalization,
     hypotheses: Vec<(f32, Hypothesis)>,
 }
 
 impl FinishedPool {
-    fn new(capacity: usize, alpha: f32) -> Self {
+    fn new(capacity: usize, settings: BeamSettings) -> Self {
         Self {
             capacity,
-            alpha,
+            alpha: settings.length_penalty,
+            normalization: settings.normalization,
             hypotheses: Vec::with_capacity(capacity + 1),
         }
     }
 
     fn normalised(&self, hypothesis: &Hypothesis) -> f32 {
-        hypothesis.score() / length_penalty(hypothesis.ids.len(), self.alpha)
+        hypothesis.score() / self.normalization.divisor(hypothesis.ids.len(), self.alpha)
     }
 
     fn offer(&mut self, hypothesis: Hypothesis) {
@@ -319,11 +341,6 @@ impl FinishedPool {
     fn into_ranked(self) -> Vec<Hypothesis> {
         self.hypotheses.into_iter().map(|(_, h)| h).collect()
     }
-}
-
-/// ((5 + length) / 6)^alpha, Wu et al. 2016.
-fn length_penalty(length: usize, alpha: f32) -> f32 {
-    ((5.0 + length as f32) / 6.0).powf(alpha)
 }
 
 /// The `count` best (beam, id, token log-prob) extensions by total log-prob, best first;
@@ -356,8 +373,12 @@ mod tests {
 
     #[test]
     fn the_length_penalty_is_one_at_length_one_and_grows() {
-        assert_eq!(length_penalty(1, 0.6), 1.0);
-        assert!(length_penalty(10, 0.6) > 1.0);
-        assert_eq!(length_penalty(10, 0.0), 1.0);
+        for normalization in [LengthNormalization::Gnmt, LengthNormalization::Length] {
+            assert_eq!(normalization.divisor(1, 0.6), 1.0);
+            assert!(normalization.divisor(10, 0.6) > 1.0);
+            assert_eq!(normalization.divisor(10, 0.0), 1.0);
+        }
+        assert_eq!(LengthNormalization::Length.divisor(4, 1.0), 4.0);
+        assert_eq!(LengthNormalization::Gnmt.divisor(7, 1.0), 2.0);
     }
 }

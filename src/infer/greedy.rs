@@ -89,8 +89,21 @@ pub fn greedy_batch(model: &dyn DecodingModel, input: &DecodeInput) -> Result<Ve
     for (hypothesis, &own_limit) in hypotheses.iter_mut().zip(input.max_steps) {
         hypothesis.ids.truncate(own_limit);
         hypothesis.log_probs.truncate(own_limit);
+        if let (true, Some(end)) = (input.end_at_limit, input.end) {
+            end_at_limit(hypothesis, own_limit, end);
+        }
     }
     Ok(hypotheses)
+}
+
+/// A hypothesis that used all `limit` steps without ending gets `end` as its last id instead,
+/// scored 0 (transformers' `forced_eos_token_id` leaves only `end`'s score, 0 in log space):
+/// the id it replaces was chosen after every earlier one, so nothing else changes.
+fn end_at_limit(hypothesis: &mut Hypothesis, limit: usize, end: u32) {
+    if limit > 0 && hypothesis.ids.len() == limit && hypothesis.ids.last() != Some(&end) {
+        hypothesis.ids[limit - 1] = end;
+        hypothesis.log_probs[limit - 1] = 0.0;
+    }
 }
 
 /// A row `(1, vocab)` of `log_probs`' dtype: minus infinity at the ids `never`, zero

@@ -66,9 +66,12 @@ pub struct DecodeInput<'a> {
     /// Stop a row after producing this id (it is kept in the hypothesis); `None` never
     /// stops early, as the reference's demo does.
     pub end: Option<u32>,
-    /// Ids the decoders never generate (this tool's vocabularies: [`NEVER_GENERATED`]); the
+    /// Ids the decoders never generate (the vocabularies' [`crate::data::SpecialIds`]); the
     /// reference's own loop (`greedy_decode`) keeps every id.
     pub never: &'a [u32],
+    /// A row still open at its step limit gets `end` as its last id, scored 0 (see
+    /// [`crate::config::DecodeConfig::end_at_max_len`]); otherwise it is cut there.
+    pub end_at_limit: bool,
     /// Asked between steps; see [`StillWanted`].
     pub still_wanted: StillWanted<'a>,
 }

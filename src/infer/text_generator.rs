@@ -10,7 +10,6 @@ use candle_core::{Device, Tensor};
 use super::beam::{beam_search, BeamSettings};
 use super::sampling::{sample, Sampling};
 use super::{always_wanted, DecodeInput, NEVER_GENERATED};
-use crate::data::corpus::normalize_sentence;
 use crate::data::vocab::{BOS_ID, EOS_ID};
 use crate::data::TextTokenizer;
 use crate::model::{DecodingModel, Prompt};
@@ -72,7 +71,7 @@ impl TextGenerator<'_> {
         let mut by_length: BTreeMap<usize, Vec<(usize, Vec<u32>)>> = BTreeMap::new();
         let mut continued = Vec::with_capacity(prompts.len());
         for (index, prompt) in prompts.iter().enumerate() {
-            let encoded = self.tokenizer.encode(&normalize_sentence(prompt))?;
+            let encoded = self.tokenizer.encode(prompt)?;
             let tokens = encoded.ids.len();
             let kept = &encoded.ids[tokens.saturating_sub(readable)..];
             // Training examples are lines framed as <s> ... </s>, so a prompt starts after <s>.
@@ -116,6 +115,7 @@ impl TextGenerator<'_> {
             max_steps: &max_steps,
             end: Some(EOS_ID),
             never: &NEVER_GENERATED,
+            end_at_limit: false,
             still_wanted: &always_wanted,
         };
         let continuations = match how {

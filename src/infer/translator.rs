@@ -5,12 +5,10 @@ use anyhow::Context;
 use candle_core::{Device, Tensor};
 use serde::Serialize;
 
-use crate::data::batch::with_boundaries;
-use crate::data::corpus::normalize_sentence;
-use crate::data::vocab::{BOS_ID, EOS_ID, PAD_ID};
+use crate::config::LengthNormalization;
 use crate::data::Tokenizers;
 use crate::infer::{
-    always_wanted, beam_search, greedy_batch, DecodeInput, Hypothesis, StillWanted, NEVER_GENERATED,
+    always_wanted, beam_search, greedy_batch, DecodeInput, Hypothesis, StillWanted,
 };
 use crate::model::{masks, DecodingModel, Prompt, Source};
 
@@ -28,6 +26,12 @@ pub struct DecodeOptions {
     /// Hypotheses kept per sentence (at most `beam`): the best is the translation, the
     /// others its `alternatives`.
     pub n_best: usize,
+    /// What the length penalty divides by: the checkpoint's (see [`DecodeBounds`]).
+    ///
+    /// [`DecodeBounds`]: super::settings::DecodeBounds
+    pub length_normalization: LengthNormalization,
+    /// End a translation still open at the length limit with `</s>` (the checkpoint's).
+    pub end_at_max_len: bool,
 }
 
 impl DecodeOptions {
@@ -47,6 +51,8 @@ impl Default for DecodeOptions {
             length_penalty: 1.0,
             max_len: None,
             n_best: 1,
+            length_normalization: LengthNormalization::Gnmt,
+            end_at_max_len: false,
         }
     }
 }
@@ -120,7 +126,7 @@ impl Translator<'_> {
     }
 
     /// Translates sentences together (one padded batch for greedy decoding). A sentence
-    /// longer than the model reads is translated from its first `max_positions - 2` tokens
+    /// longer than the model reads is translated from its first `max_positions` tokens less its specials
     /// and marked with `truncated_from`.
     pub fn translate_batch(&self, sentences: &[String]) -> anyhow::Result<Vec<Translation>> {
         self.translate_batch_while(sentences, &always_wanted)
@@ -135,14 +141,18 @@ impl Translator<'_> {
     ) -> anyhow::Result<Vec<Translation>> {
         let mut results = Vec::with_capacity(sentences.len());
         let mut sources = Vec::new();
+        let specials = self.tokenizers.specials();
         for sentence in sentences {
             // Whitespace as training saw it: no-break spaces and runs of spaces become one space.
-            let encoded = self.tokenizers.src.encode(&normalize_sentence(sentence))?;
+            let encoded = self.tokenizers.src.encode(sentence)?;
             // A source longer than the position table is cut to fit (the caller warns), so
             // that one long line does not end a stream of translations.
-            let readable = self.model.max_positions().saturating_sub(2);
+            let readable = self
+                .model
+                .max_positions()
+                .saturating_sub(specials.source_overhead());
             let truncated_from = (encoded.ids.len() > readable).then_some(encoded.ids.len());
-            let src_ids = with_boundaries(&encoded.ids[..encoded.ids.len().min(readable)]);
+            let src_ids = specials.source(&encoded.ids[..encoded.ids.len().min(readable)]);
             if !encoded.ids.is_empty() {
                 sources.push((results.len(), src_ids));
             }
@@ -183,10 +193,11 @@ impl Translator<'_> {
         })
     }
 
-    /// For a source of `src_len` ids, `<s>` and `</s>` included.
+    /// For a source of `src_len` ids, its specials included.
     fn max_steps(&self, src_len: usize) -> usize {
+        let overhead = self.tokenizers.specials().source_overhead();
         self.options
-            .max_steps(src_len - 2, self.model.max_positions())
+            .max_steps(src_len.saturating_sub(overhead), self.model.max_positions())
     }
 
     /// Each source's hypotheses, best first (one unless `n_best` asks for more).
@@ -198,18 +209,19 @@ impl Translator<'_> {
         if sources.is_empty() {
             return Ok(Vec::new());
         }
+        let specials = self.tokenizers.specials();
         let width = sources.iter().map(|(_, ids)| ids.len()).max().unwrap_or(0);
         let mut padded = Vec::with_capacity(sources.len() * width);
         for (_, ids) in sources {
             padded.extend_from_slice(ids);
-            padded.extend(std::iter::repeat_n(PAD_ID, width - ids.len()));
+            padded.extend(std::iter::repeat_n(specials.pad, width - ids.len()));
         }
         let ids = Tensor::from_vec(padded, (sources.len(), width), self.device)?;
         let source = Source {
-            mask: masks::padding_mask(&ids, PAD_ID)?,
+            mask: masks::padding_mask(&ids, specials.pad)?,
             ids,
         };
-        let prefix = Tensor::full(BOS_ID, (sources.len(), 1), self.device)?;
+        let prefix = Tensor::full(specials.decoder_start, (sources.len(), 1), self.device)?;
         // Each sentence decodes for its own number of steps, as it would alone.
         let max_steps: Vec<usize> = sources
             .iter()
@@ -221,8 +233,9 @@ impl Translator<'_> {
                 prefix: &prefix,
             },
             max_steps: &max_steps,
-            end: Some(EOS_ID),
-            never: &NEVER_GENERATED,
+            end: Some(specials.eos),
+            never: &specials.never,
+            end_at_limit: self.options.end_at_max_len,
             still_wanted,
         };
         Ok(match self.options.beam_settings() {

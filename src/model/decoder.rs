@@ -137,7 +137,7 @@ pub struct Decoder {
 
 impl Decoder {
     pub fn new(cfg: &ModelConfig, vb: VarBuilder) -> Result<Self> {
-        let layers = (0..cfg.layers)
+        let layers = (0..cfg.decoder_layer_count())
             .map(|i| DecoderLayer::new(cfg, vb.pp("layers").pp(i)))
             .collect::<Result<_>>()?;
         Ok(Self {

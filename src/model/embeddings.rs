@@ -6,7 +6,8 @@ use candle_nn::{Embedding, Module, VarBuilder};
 use crate::config::{ModelConfig, PositionEncoding};
 use crate::kernels::dropout::{dropout, Mode};
 
-/// A learned lookup table whose output is multiplied by sqrt(d_model).
+/// A learned lookup table whose output is multiplied by sqrt(d_model) (unless
+/// `scale_embeddings` is off).
 pub struct Embeddings {
     lut: Embedding,
     scale: f64,
@@ -14,16 +15,36 @@ pub struct Embeddings {
 
 impl Embeddings {
     pub fn new(cfg: &ModelConfig, vocab: usize, vb: VarBuilder) -> Result<Self> {
-        Ok(Self {
-            lut: candle_nn::embedding(vocab, cfg.d_model, vb.pp("lut"))?,
+        Ok(Self::over(
+            candle_nn::embedding(vocab, cfg.d_model, vb.pp("lut"))?,
+            cfg,
+        ))
+    }
+
+    /// Embeddings reading `table` `(vocab, d_model)`, another side's (a joint vocabulary).
+    pub fn sharing(table: &Tensor, cfg: &ModelConfig) -> Self {
+        Self::over(Embedding::new(table.clone(), cfg.d_model), cfg)
+    }
+
+    fn over(lut: Embedding, cfg: &ModelConfig) -> Self {
+        Self {
+            lut,
             // The paper scales embeddings up so they are not drowned by the position signal.
-            scale: (cfg.d_model as f64).sqrt(),
-        })
+            scale: if cfg.scale_embeddings {
+                (cfg.d_model as f64).sqrt()
+            } else {
+                1.0
+            },
+        }
     }
 
     /// Token ids `(batch, len)` -> `(batch, len, d_model)`.
     pub fn forward(&self, ids: &Tensor) -> Result<Tensor> {
-        self.lut.forward(ids)? * self.scale
+        let xs = self.lut.forward(ids)?;
+        if self.scale == 1.0 {
+            return Ok(xs);
+        }
+        xs * self.scale
     }
 
     /// The table `(vocab, d_model)`, for a generator that shares it.
@@ -61,9 +82,13 @@ impl PositionalEncoding {
         } else if vb.contains_tensor("pe") {
             vb.get((1, cfg.max_len, cfg.d_model), "pe")?
         } else {
-            sinusoid_table(cfg.max_len, cfg.d_model, vb.device())?
-                .to_dtype(vb.dtype())?
-                .unsqueeze(0)?
+            let table = match cfg.positions {
+                PositionEncoding::SinusoidalHalves => {
+                    sinusoid_halves_table(cfg.max_len, cfg.d_model, vb.device())?
+                }
+                _ => sinusoid_table(cfg.max_len, cfg.d_model, vb.device())?,
+            };
+            table.to_dtype(vb.dtype())?.unsqueeze(0)?
         };
         Ok(Self {
             pe,
@@ -123,6 +148,25 @@ pub fn sinusoid_table(max_len: usize, d_model: usize, device: &Device) -> Result
     Tensor::from_vec(table, (max_len, d_model), device)?.to_dtype(DType::F32)
 }
 
+/// MarianMT's layout of the sine/cosine table: every sine column first (ceil(d/2) of them),
+/// then every cosine column, computed in f64 and rounded once, as transformers computes it.
+pub fn sinusoid_halves_table(max_len: usize, d_model: usize, device: &Device) -> Result<Tensor> {
+    let sines = d_model.div_ceil(2);
+    let mut table = vec![0f32; max_len * d_model];
+    for (pos, row) in table.chunks_mut(d_model).enumerate() {
+        for (i, value) in row.iter_mut().enumerate() {
+            let (pair, sine) = if i < sines {
+                (i, true)
+            } else {
+                (i - sines, false)
+            };
+            let angle = pos as f64 / 10000f64.powf(2.0 * pair as f64 / d_model as f64);
+            *value = if sine { angle.sin() } else { angle.cos() } as f32;
+        }
+    }
+    Tensor::from_vec(table, (max_len, d_model), device)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -140,5 +184,32 @@ mod tests {
         }
         assert_eq!(table[0][0], 0.0);
         assert_eq!(table[0][1], 1.0);
+    }
+
+    #[test]
+    fn the_halves_layout_puts_every_sine_before_every_cosine() {
+        for d_model in [8, 7] {
+            let table = sinusoid_table(50, d_model, &Device::Cpu).unwrap();
+            let halves = sinusoid_halves_table(50, d_model, &Device::Cpu).unwrap();
+            let (table, halves) = (
+                table.to_vec2::<f32>().unwrap(),
+                halves.to_vec2::<f32>().unwrap(),
+            );
+            let sines = d_model.div_ceil(2);
+            for (pos, (halves, table)) in halves.iter().zip(&table).enumerate() {
+                for (i, &a) in halves.iter().enumerate() {
+                    let column = if i < sines {
+                        2 * i
+                    } else {
+                        2 * (i - sines) + 1
+                    };
+                    let b = table[column];
+                    assert!(
+                        (a - b).abs() < 1e-4,
+                        "d {d_model} pos {pos} i {i}: {a} vs {b}"
+                    );
+                }
+            }
+        }
     }
 }

@@ -19,6 +19,9 @@ use crate::kernels::log_softmax::log_softmax_last_dim;
 pub struct EmbeddingStack {
     embeddings: Embeddings,
     positions: PositionalEncoding,
+    /// Another stack's table under this stack's own name, when it reads that table
+    /// (`share_source_embeddings`).
+    shared: Option<(String, Tensor)>,
 }
 
 impl EmbeddingStack {
@@ -26,7 +29,32 @@ impl EmbeddingStack {
         Ok(Self {
             embeddings: Embeddings::new(cfg, vocab, vb.pp(0))?,
             positions: PositionalEncoding::new(cfg, vb.pp(1))?,
+            shared: None,
         })
+    }
+
+    /// A stack reading `other`'s token table (one vocabulary for both sides), with its own
+    /// positions.
+    pub fn sharing(cfg: &ModelConfig, other: &EmbeddingStack, vb: VarBuilder) -> Result<Self> {
+        let table = other.table();
+        let name = vb.pp(0).pp("lut").pp("weight").prefix();
+        // As the generator's tied copy: a checkpoint lists the shared table under this
+        // stack's name too, which is accepted (and so marked as read) when present.
+        let lut = vb.pp(0).pp("lut");
+        if lut.contains_tensor("weight") {
+            lut.get(table.shape(), "weight")?;
+        }
+        Ok(Self {
+            embeddings: Embeddings::sharing(table, cfg),
+            positions: PositionalEncoding::new(cfg, vb.pp(1))?,
+            shared: Some((name, table.clone())),
+        })
+    }
+
+    /// The shared table under this stack's own name, for checkpoints; none when the table
+    /// is the stack's own.
+    pub fn tied_copy(&self) -> Option<(String, Tensor)> {
+        self.shared.clone()
     }
 
     /// The fixed position table under its name, for checkpoints; none when positions are
@@ -124,12 +152,25 @@ pub struct EncoderDecoder {
 impl EncoderDecoder {
     /// Builds the model from `vb`: fresh variables from a VarMap, or a checkpoint's tensors.
     pub fn new(cfg: &ModelConfig, vocab: VocabSizes, vb: VarBuilder) -> Result<Self> {
-        let tgt_embed = EmbeddingStack::new(cfg, vocab.tgt, vb.pp("tgt_embed"))?;
+        let src_embed = EmbeddingStack::new(cfg, vocab.src, vb.pp("src_embed"))?;
+        let tgt_embed = if cfg.share_source_embeddings {
+            if vocab.src != vocab.tgt {
+                candle_core::bail!(
+                    "model.share_source_embeddings needs one vocabulary for both sides, but the \
+                     source has {} tokens and the target {}",
+                    vocab.src,
+                    vocab.tgt
+                )
+            }
+            EmbeddingStack::sharing(cfg, &src_embed, vb.pp("tgt_embed"))?
+        } else {
+            EmbeddingStack::new(cfg, vocab.tgt, vb.pp("tgt_embed"))?
+        };
         let generator = Generator::for_config(cfg, &tgt_embed, vb.pp("generator"))?;
         Ok(Self {
             encoder: Encoder::new(cfg, vb.pp("encoder"))?,
             decoder: Decoder::new(cfg, vb.pp("decoder"))?,
-            src_embed: EmbeddingStack::new(cfg, vocab.src, vb.pp("src_embed"))?,
+            src_embed,
             tgt_embed,
             generator,
         })
@@ -222,6 +263,7 @@ impl ModelFamily for EncoderDecoder {
         [&self.src_embed, &self.tgt_embed]
             .into_iter()
             .filter_map(EmbeddingStack::position_buffer)
+            .chain(self.tgt_embed.tied_copy())
             .chain(self.generator.tied_copy())
             .collect()
     }

@@ -10,6 +10,7 @@ use candle_core::{Result, Tensor};
 use super::attention_maps::AttentionMaps;
 use super::decoding::{DecodingModel, Source};
 use super::masks;
+use crate::data::SpecialIds;
 use crate::kernels::dropout::Mode;
 
 /// A padded batch as a teacher-forced pass reads it.
@@ -28,6 +29,25 @@ pub enum TeacherForced {
 impl TeacherForced {
     /// The batch of padded source ids `(batch, src_len)` and target prefix `tgt_in` `(batch,
     /// tgt_len)`, with their masks (`pad` hidden; the target also from later positions).
+    /// A batch of padded sources and decoder inputs framed as `specials` says: padding
+    /// hidden from every attention, except that a decoder started from the padding id
+    /// (MarianMT's) keeps its first position visible, with a causal-only mask as
+    /// transformers' (real positions never see the padding after them anyway).
+    pub fn framed(src: Tensor, tgt_in: Tensor, specials: &SpecialIds) -> Result<Self> {
+        if !specials.decoder_starts_from_pad() {
+            return Self::with_masks(src, tgt_in, specials.pad);
+        }
+        let (batch, len) = tgt_in.dims2()?;
+        Ok(Self::WithSource {
+            source: Source {
+                mask: masks::padding_mask(&src, specials.pad)?,
+                ids: src,
+            },
+            tgt_mask: masks::subsequent_mask(len, tgt_in.device())?.repeat((batch, 1, 1))?,
+            tgt_in,
+        })
+    }
+
     pub fn with_masks(src: Tensor, tgt_in: Tensor, pad: u32) -> Result<Self> {
         Ok(Self::WithSource {
             source: Source {
@@ -93,4 +113,32 @@ pub trait ModelFamily: DecodingModel {
     /// The family's own type, for what only it has (the encoder-decoder's encoder memory, in
     /// the parity tests); see `Model::family`.
     fn as_any(&self) -> &dyn Any;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use candle_core::Device;
+
+    fn first_mask(batch: &TeacherForced) -> Vec<Vec<u8>> {
+        let TeacherForced::WithSource { tgt_mask, .. } = batch else {
+            unreachable!()
+        };
+        tgt_mask.get(0).unwrap().to_vec2::<u8>().unwrap()
+    }
+
+    #[test]
+    fn a_decoder_started_from_the_padding_id_still_sees_its_first_position() {
+        let src = Tensor::new(&[[4u32, 5]], &Device::Cpu).unwrap();
+        let tgt_in = Tensor::new(&[[9u32, 5, 9]], &Device::Cpu).unwrap();
+        let marian = TeacherForced::framed(src.clone(), tgt_in, &SpecialIds::marian(9, 0, 1));
+        let rows = first_mask(&marian.unwrap());
+        assert_eq!(rows, vec![vec![1, 0, 0], vec![1, 1, 0], vec![1, 1, 1]]);
+        let tgt_in = Tensor::new(&[[1u32, 5, 0]], &Device::Cpu).unwrap();
+        let ours = TeacherForced::framed(src, tgt_in, &SpecialIds::ours()).unwrap();
+        assert_eq!(
+            first_mask(&ours),
+            vec![vec![1, 0, 0], vec![1, 1, 0], vec![1, 1, 0]]
+        );
+    }
 }

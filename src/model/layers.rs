@@ -163,7 +163,7 @@ impl PositionwiseFeedForward {
             w_1: Linear::with_bias(cfg.d_model, cfg.d_ff, cfg.ffn_bias, vb.pp("w_1"))?,
             w_2: Linear::with_bias(cfg.d_ff, cfg.d_model, cfg.ffn_bias, vb.pp("w_2"))?,
             activation: cfg.activation,
-            dropout: cfg.dropout,
+            dropout: cfg.ffn_dropout(),
         })
     }
 

@@ -10,7 +10,6 @@ use super::error::ApiError;
 use super::languages::LanguagePair;
 use super::metrics::Metrics;
 use crate::checkpoint::Checkpoint;
-use crate::data::corpus::normalize_sentence;
 use crate::infer::settings::{DecodeRequest, Resolver, SettingNames};
 use crate::infer::translator::{DecodeOptions, Translation};
 
@@ -95,7 +94,8 @@ impl AppState {
     ) -> Result<(), ApiError> {
         self.check_count(texts)?;
         let max_positions = self.checkpoint.config.model.max_len;
-        let readable = max_positions.saturating_sub(2);
+        let readable =
+            max_positions.saturating_sub(self.checkpoint.tokenizers.specials().source_overhead());
         let beam = options.beam.max(1);
         let mut cost = 0usize;
         for (i, text) in texts.iter().enumerate() {
@@ -117,7 +117,7 @@ impl AppState {
                     .checkpoint
                     .tokenizers
                     .src
-                    .encode(&normalize_sentence(line))
+                    .encode(line)
                     .map_err(|e| ApiError::bad_request(format!("invalid request: {e:#}")))?
                     .ids
                     .len();

@@ -17,7 +17,6 @@ use tokio::sync::oneshot;
 
 use super::metrics::Metrics;
 use crate::checkpoint::{Checkpoint, Task};
-use crate::data::corpus::normalize_sentence;
 use crate::infer::attention::{attention_grids, TeacherForcedPair};
 use crate::infer::translator::{DecodeOptions, Translation, Translator};
 use crate::plot::AttentionGrid;
@@ -351,16 +350,16 @@ impl Worker {
         options: DecodeOptions,
     ) -> anyhow::Result<(Translation, Vec<AttentionGrid>)> {
         let translator = self.translator(options).map_err(anyhow::Error::msg)?;
-        let text = normalize_sentence(sentence);
-        let translation = translator.translate(&text)?;
-        let src = self.checkpoint.tokenizers.src.encode(&text)?.ids;
+        let translation = translator.translate(sentence)?;
+        let src = self.checkpoint.tokenizers.src.encode(sentence)?.ids;
         // The teacher-forced target (`<s>`, then every id but the last) must fit the position
         // table too: a translation that ran to the model's length is drawn up to there.
         let drawn = translation
             .ids
             .len()
             .min(self.checkpoint.config.model.max_len);
-        let pair = TeacherForcedPair::new(&src, &translation.ids[..drawn]);
+        let specials = self.checkpoint.tokenizers.specials();
+        let pair = TeacherForcedPair::new(&src, &translation.ids[..drawn], &specials);
         pair.check_fits(self.checkpoint.config.model.max_len)?;
         let grids = attention_grids(
             &*self.checkpoint.model,

@@ -118,7 +118,12 @@ pub async fn attention(
             "invalid request: q is empty; give the sentence whose attention to draw",
         ));
     }
-    let readable = state.checkpoint.config.model.max_len.saturating_sub(2);
+    let readable = state
+        .checkpoint
+        .config
+        .model
+        .max_len
+        .saturating_sub(state.checkpoint.tokenizers.specials().source_overhead());
     if tokens > MAX_ATTENTION_TOKENS.min(readable) {
         return Err(ApiError::bad_request(format!(
             "invalid request: the sentence has {tokens} tokens; attention is drawn for at most \

@@ -15,8 +15,7 @@ use super::optimizer::{Adam, AdamSettings};
 use super::outcome::{finite_loss, RunOutcome};
 use super::state::{DataFingerprint, RunClock, RunPosition};
 use crate::config::{ComputeDtype, Config};
-use crate::data::vocab::PAD_ID;
-use crate::data::{epoch_batches, ordered_batches, EncodedPair, PaddedBatch};
+use crate::data::{epoch_batches, ordered_batches, EncodedPair, PaddedBatch, SpecialIds};
 use crate::distributed::{Collective, SingleProcess};
 use crate::infer::settings::{self, DecodeBounds, Layer};
 use crate::infer::translator::DecodeOptions;
@@ -26,6 +25,49 @@ use crate::model::{DropoutRng, Mode, Model, TrainedWeights};
 
 pub mod resume;
 mod step;
+
+/// A row of an embedding table that training leaves as it is: its gradient is zeroed before
+/// clipping and the optimiser (Adam then never moves it).
+pub(crate) struct FrozenRow {
+    /// The variable's index in the optimiser's order.
+    pub var: usize,
+    /// `(vocab, 1)`: 1 everywhere but the frozen row.
+    pub keep: Tensor,
+}
+
+impl FrozenRow {
+    /// The `<pad>` row of every token table, when the decoder starts from `<pad>` (a MarianMT
+    /// model): transformers builds those tables with `padding_idx`, so that row gets no
+    /// gradient there. Our own vocabularies start from `<s>`, and `<pad>` gets none anyway.
+    fn padding_rows(
+        weights: &TrainedWeights,
+        specials: &SpecialIds,
+        device: &Device,
+    ) -> candle_core::Result<Vec<Self>> {
+        if specials.decoder_start != specials.pad {
+            return Ok(Vec::new());
+        }
+        let mut rows = Vec::new();
+        for (var, name) in weights.names().iter().enumerate() {
+            if !name.ends_with("_embed.0.lut.weight") {
+                continue;
+            }
+            let vocab = weights.vars()[var].dim(0)?;
+            let keep: Vec<f32> = (0..vocab)
+                .map(|id| {
+                    if id == specials.pad as usize {
+                        0.0
+                    } else {
+                        1.0
+                    }
+                })
+                .collect();
+            let keep = Tensor::from_vec(keep, (vocab, 1), device)?;
+            rows.push(Self { var, keep });
+        }
+        Ok(rows)
+    }
+}
 
 /// Sentences per batch when translating the validation set for BLEU.
 const VALIDATION_DECODE_BATCH: usize = 64;
@@ -48,6 +90,11 @@ pub struct Trainer {
     weights: TrainedWeights,
     optimizer: Adam,
     criterion: LabelSmoothing,
+    /// The vocabularies' special ids: how pairs are framed, padded and masked.
+    specials: SpecialIds,
+    /// The embedding tables' rows that never train, with their masks: a MarianMT model's
+    /// `<pad>` row (transformers' `padding_idx`), which starts the decoder.
+    frozen_rows: Vec<FrozenRow>,
     dropout_rng: DropoutRng,
     position: RunPosition,
     metrics: Vec<MetricRecord>,
@@ -78,6 +125,7 @@ impl Trainer {
         collective: Box<dyn Collective>,
     ) -> anyhow::Result<Self> {
         let vocab = data.tokenizers.vocab_sizes();
+        let specials = data.tokenizers.specials();
         let seed = config.training.seed;
         if config.training.dtype == ComputeDtype::Bf16 && !crate::device::multiplies_bf16(device) {
             anyhow::bail!(
@@ -89,6 +137,8 @@ impl Trainer {
             target_vocab: vocab.tgt,
             max_positions: config.model.max_len,
             door_beam: None,
+            length_normalization: config.decode.length_normalization,
+            end_at_max_len: config.decode.end_at_max_len,
         };
         let origin = match config.source_name.as_str() {
             "" => "the config",
@@ -104,7 +154,9 @@ impl Trainer {
             eps: t.adam_eps,
         };
         let optimizer = Adam::new(weights.vars().to_vec(), settings)?;
-        let batches_per_epoch = epoch_batches(&data.pairs, t.max_tokens, t.seed, 0).len();
+        let frozen_rows = FrozenRow::padding_rows(&weights, &specials, device)?;
+        let batches_per_epoch =
+            epoch_batches(&data.pairs, t.max_tokens, (t.seed, 0), specials.pad).len();
         let group = t.accumulate * collective.world();
         // Dropout draws from its own stream so that changing the init does not shift it; the
         // ranks of a distributed run each draw their own masks.
@@ -116,7 +168,9 @@ impl Trainer {
         Ok(Self {
             total_steps: t.epochs * batches_per_epoch.div_ceil(group),
             fingerprint: DataFingerprint::of(&data.pairs),
-            criterion: LabelSmoothing::new(vocab.tgt, PAD_ID, t.label_smoothing),
+            criterion: LabelSmoothing::new(vocab.tgt, specials.pad, t.label_smoothing),
+            specials,
+            frozen_rows,
             dropout_rng,
             collective,
             collective_seconds: 0.0,
@@ -140,6 +194,18 @@ impl Trainer {
         Ok(self.weights.load(weights)?)
     }
 
+    /// The validation loss and BLEU of the weights as they are (no step taken): what a run
+    /// started from a checkpoint's weights begins with; none without validation data.
+    pub fn validate(&self) -> anyhow::Result<Option<(f64, Option<f64>)>> {
+        let Some(valid) = &self.data.valid else {
+            return Ok(None);
+        };
+        Ok(Some((
+            self.validation_loss(&valid.pairs)?,
+            self.validation_bleu(valid)?,
+        )))
+    }
+
     /// Optimiser steps in the whole run.
     pub fn total_steps(&self) -> usize {
         self.total_steps
@@ -155,7 +221,12 @@ impl Trainer {
         let clock = RunClock::new(self.position.elapsed_s);
         while self.position.epoch <= t.epochs {
             let epoch = self.position.epoch;
-            let batches = epoch_batches(&self.data.pairs, t.max_tokens, t.seed, epoch - 1);
+            let batches = epoch_batches(
+                &self.data.pairs,
+                t.max_tokens,
+                (t.seed, epoch - 1),
+                self.specials.pad,
+            );
             let group_size = t.accumulate * self.collective.world();
             let groups: Vec<&[PaddedBatch]> = batches.chunks(group_size).collect();
             while let Some(group) = groups.get(self.position.steps_in_epoch) {
@@ -260,7 +331,7 @@ impl Trainer {
     fn validation_loss(&self, pairs: &[EncodedPair]) -> anyhow::Result<f64> {
         let (mut sum, mut tokens) = (0.0, 0usize);
         let model = self.weights.for_step(self.config.training.dtype.candle())?;
-        for batch in ordered_batches(pairs, self.config.training.max_tokens) {
+        for batch in ordered_batches(pairs, self.config.training.max_tokens, self.specials.pad) {
             sum += f64::from(
                 self.batch_loss_sum(&model, &batch, Mode::Eval)?
                     .to_scalar::<f32>()?,

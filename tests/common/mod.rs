@@ -171,6 +171,7 @@ impl Sources {
             max_steps: &self.max_steps,
             end,
             never: &transformer::infer::NEVER_GENERATED,
+            end_at_limit: false,
             still_wanted: &transformer::infer::always_wanted,
         }
     }
@@ -184,4 +185,18 @@ pub fn teacher_forced(
 ) -> transformer::model::TeacherForced {
     let pad = transformer::data::vocab::PAD_ID;
     transformer::model::TeacherForced::with_masks(src.clone(), tgt_in.clone(), pad).unwrap()
+}
+
+/// The MarianMT fixtures scripts/make_marian_fixture.py writes.
+#[allow(dead_code)]
+pub const MARIAN_FIXTURES: [&str; 3] = [
+    "tests/fixtures/marian-shared",
+    "tests/fixtures/marian-separate",
+    "tests/fixtures/marian-gelu",
+];
+
+/// A MarianMT fixture's expected.json: what transformers computed.
+#[allow(dead_code)]
+pub fn marian_expected(dir: &Path) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(dir.join("expected.json")).unwrap()).unwrap()
 }

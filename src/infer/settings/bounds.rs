@@ -14,7 +14,11 @@ pub(super) fn check_length_penalty(
 ) -> Result<f32, Refused> {
     // ln of f32::MAX, less a margin for the scores the factor divides.
     const LARGEST_EXPONENT: f64 = 80.0;
-    let longest = ((5.0 + bounds.max_positions as f64) / 6.0).ln();
+    let longest = bounds
+        .length_normalization
+        .divisor(bounds.max_positions, 1.0)
+        .max(1.0);
+    let longest = f64::from(longest).ln();
     let limit = if longest > 0.0 {
         LARGEST_EXPONENT / longest
     } else {
@@ -31,10 +35,11 @@ pub(super) fn check_length_penalty(
     Err(Refused::by(
         Some(layer),
         format!(
-            "{} would take the length penalty ((5 + len) / 6)^alpha out of f32's range at \
-             the model's {} positions; use a value between -{shown_limit} and {shown_limit} \
-             (0 to 2 is the useful range)",
+            "{} would take the length penalty {} out of f32's range at the model's {} \
+             positions; use a value between -{shown_limit} and {shown_limit} (0 to 2 is the \
+             useful range)",
             layer.wrote(layer.names.length_penalty, shown(alpha)),
+            bounds.length_normalization.formula(),
             bounds.max_positions
         ),
     ))

@@ -18,7 +18,7 @@ mod bounds;
 
 use super::beam::BeamSettings;
 use super::translator::DecodeOptions;
-use crate::config::DecodeConfig;
+use crate::config::{DecodeConfig, LengthNormalization};
 use bounds::{check_beam, check_length_penalty, check_max_len, check_n_best};
 
 /// The settings one layer sets; `None` leaves a setting to the layers below.
@@ -64,6 +64,14 @@ pub const CONFIG_KEYS: SettingNames = SettingNames {
     length_penalty: "decode.length_penalty",
     max_len: "decode.max_len",
     n_best: "decode.n_best",
+};
+
+/// transformers' `generation_config.json` keys (a MarianMT directory's defaults).
+pub const GENERATION_CONFIG_KEYS: SettingNames = SettingNames {
+    beam: "num_beams",
+    length_penalty: "length_penalty",
+    max_len: "max_length - 1",
+    n_best: "num_return_sequences",
 };
 
 /// `/v1/translate`'s JSON fields.
@@ -138,6 +146,11 @@ pub struct DecodeBounds {
     pub max_positions: usize,
     /// The door's widest beam (a server's limit).
     pub door_beam: Option<usize>,
+    /// What the model's checkpoint says the length penalty divides by, and whether a
+    /// translation open at the length limit ends with `</s>`: how the model is decoded,
+    /// not a choice of the asker.
+    pub length_normalization: LengthNormalization,
+    pub end_at_max_len: bool,
 }
 
 /// A setting refused: the message names it as its layer does, and the bound.
@@ -170,7 +183,11 @@ impl std::error::Error for Refused {}
 /// `bounds` once every layer has spoken (a value a higher layer replaces is never checked);
 /// the error names the setting as its layer calls it.
 pub fn resolve(layers: &[Layer], bounds: &DecodeBounds) -> Result<DecodeOptions, Refused> {
-    let mut options = DecodeOptions::default();
+    let mut options = DecodeOptions {
+        length_normalization: bounds.length_normalization,
+        end_at_max_len: bounds.end_at_max_len,
+        ..DecodeOptions::default()
+    };
     let mut length_penalty = f64::from(options.length_penalty);
     // The layer that set each value, for its error.
     let mut beam_from: Option<&Layer> = None;
@@ -253,6 +270,7 @@ impl DecodeOptions {
         (self.beam > 1).then_some(BeamSettings {
             beam: self.beam,
             length_penalty: self.length_penalty,
+            normalization: self.length_normalization,
             n_best: self.n_best,
         })
     }

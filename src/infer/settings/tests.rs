@@ -7,6 +7,8 @@ fn bounds() -> DecodeBounds {
         target_vocab: 10,
         max_positions: 64,
         door_beam: None,
+        length_normalization: crate::config::LengthNormalization::Gnmt,
+        end_at_max_len: false,
     }
 }
 
@@ -20,6 +22,7 @@ fn each_layer_overrides_the_ones_below_setting_by_setting() {
         beam: 4,
         length_penalty: 0.6,
         max_len: Some(30),
+        ..DecodeConfig::default()
     };
     let asked = DecodeRequest {
         beam: Some(2),
@@ -32,7 +35,8 @@ fn each_layer_overrides_the_ones_below_setting_by_setting() {
             beam: 2,
             length_penalty: 0.6,
             max_len: Some(30),
-            n_best: 1
+            n_best: 1,
+            ..DecodeOptions::default()
         }
     );
     assert_eq!(resolve(&[], &bounds()).unwrap(), DecodeOptions::default());
@@ -158,6 +162,7 @@ fn a_bad_value_a_higher_layer_replaces_is_never_checked_and_blame_falls_on_its_l
         beam: 99,
         length_penalty: 1e39,
         max_len: Some(500),
+        ..DecodeConfig::default()
     };
     let config = Layer::config(&saved, "ck/config.toml");
     let error = resolve(std::slice::from_ref(&config), &bounds()).unwrap_err();

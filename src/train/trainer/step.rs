@@ -8,7 +8,6 @@ use std::time::Duration;
 use candle_core::{DType, Tensor};
 
 use super::Trainer;
-use crate::data::vocab::PAD_ID;
 use crate::data::PaddedBatch;
 use crate::metrics::MetricRecord;
 use crate::model::{Mode, Model, TeacherForced};
@@ -127,6 +126,12 @@ impl Trainer {
             self.collective_seconds += started.elapsed().as_secs_f64();
             (grads, losses) = (summed, vec![loss]);
         }
+        for frozen in &self.frozen_rows {
+            if let Some(grad) = grads[frozen.var].take() {
+                let keep = frozen.keep.to_dtype(grad.dtype())?;
+                grads[frozen.var] = Some(grad.broadcast_mul(&keep)?);
+            }
+        }
         if let Some(max_norm) = self.config.training.clip_grad_norm {
             clip_grad_norm(&mut grads, max_norm)?;
         }
@@ -151,7 +156,7 @@ impl Trainer {
         let tgt_out = Tensor::from_slice(&batch.tgt_out, batch.size * batch.tgt_len, dev)?;
         let inputs = if model.reads_source() {
             let src = Tensor::from_slice(&batch.src, (batch.size, batch.src_len), dev)?;
-            TeacherForced::with_masks(src, tgt_in, PAD_ID)?
+            TeacherForced::framed(src, tgt_in, &self.specials)?
         } else {
             TeacherForced::TargetOnly { ids: tgt_in }
         };

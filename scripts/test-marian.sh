@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# MarianMT (OPUS-MT) support against transformers, sentencepiece and CTranslate2 themselves
+# (PyPI, in the venv under ~/.cache that scripts/test-checkpoint-torch.sh shares):
+#  1. MarianTokenizer's ids of every line of Multi30k val and test2016 (German as sources,
+#     English as targets) are `transformer tokenize`'s, for every fixture's tokenizer;
+#  2. a fixture fine-tuned here (training.init_from) on a slice of Multi30k lowers its
+#     validation loss;
+#  3. the fine-tuned run, exported with `transformer export --to hf`, loads strictly into
+#     MarianMTModel, whose log-probabilities of our translations are ours within 1e-4, and
+#     whose generate() (greedy, and beam search with the directory's settings) gives our ids;
+#  4. CTranslate2's own converter converts the export, and CTranslate2 translates as we do.
+# Needs Multi30k in data/multi30k (scripts/get-multi30k.sh).
+#
+#   BIN=target/release/transformer scripts/test-marian.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BIN="${BIN:-${CARGO_TARGET_DIR:-target}/release/transformer}"
+VENV="${TORCH_VENV:-$HOME/.cache/transformer/venv-torch}"
+if ! "$VENV/bin/python" -c "import torch, transformers, sentencepiece, ctranslate2, safetensors" 2>/dev/null; then
+  python3 -m venv "$VENV"
+  "$VENV/bin/pip" install --quiet -r scripts/requirements.txt
+fi
+export PATH="$VENV/bin:$PATH"
+# transformers' advice to install sacremoses, and its length notice, are not ours to act on.
+export PYTHONWARNINGS=ignore TRANSFORMERS_VERBOSITY=error
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+check() {
+  "$VENV/bin/python" scripts/check_marian.py "$@" --bin "$BIN" 2>&1 | grep -v "^Loading weights"
+}
+
+gzip -dc data/multi30k/val.de.gz data/multi30k/test2016.de.gz > "$work/sources"
+gzip -dc data/multi30k/val.en.gz data/multi30k/test2016.en.gz > "$work/targets"
+for fixture in tests/fixtures/marian-*; do
+  check tokenizer "$fixture" "$work/sources" "$work/targets"
+done
+
+gzip -dc data/multi30k/train.de.gz | sed -n '1,3000p' > "$work/train.de"
+gzip -dc data/multi30k/train.en.gz | sed -n '1,3000p' > "$work/train.en"
+gzip -dc data/multi30k/val.de.gz | sed -n '1,300p' > "$work/val.de"
+gzip -dc data/multi30k/val.en.gz | sed -n '1,300p' > "$work/val.en"
+cat > "$work/finetune.toml" <<TOML
+# No [model] or [decode]: both are the pretrained directory's.
+[data]
+train = { src = "$work/train.de", tgt = "$work/train.en" }
+valid = { src = "$work/val.de", tgt = "$work/val.en" }
+
+[training]
+init_from = "tests/fixtures/marian-shared"
+seed = 1
+epochs = 3
+max_tokens = 1024
+lr_factor = 0.5
+warmup = 50
+TOML
+"$BIN" train --device cpu --config "$work/finetune.toml" --out "$work/tuned" 2> "$work/train.log" > /dev/null
+before=$(sed -n 's/^before training: valid loss \([0-9.]*\).*/\1/p' "$work/train.log")
+after=$(tail -n 1 "$work/tuned/metrics.jsonl" | sed -n 's/.*"valid_loss":\([0-9.]*\).*/\1/p')
+echo "fine-tuning tests/fixtures/marian-shared: valid loss $before -> $after"
+if ! awk -v b="$before" -v a="$after" 'BEGIN { exit !(b != "" && a != "" && a < b) }'; then
+  echo "fine-tuning did not lower the validation loss" >&2
+  exit 1
+fi
+
+"$BIN" export --to hf "$work/tuned" --out "$work/exported"
+head -n 60 "$work/val.de" > "$work/sources60"
+check export --run "$work/tuned" --exported "$work/exported" "$work/sources60"
+check ct2 --run "$work/tuned" --exported "$work/exported" "$work/sources60"

@@ -1,0 +1,496 @@
+//! A Hugging Face MarianMT directory (an OPUS-MT model from the Hub) read as a checkpoint,
+//! with no conversion step: `config.json` becomes the `[model]` section, the weights
+//! (`model.safetensors`, or `pytorch_model.bin`) load through [`MarianFormat`] onto the same
+//! modules as our own checkpoints, `generation_config.json` gives the `[decode]` defaults
+//! (transformers' `generate()` settings), and `source.spm` / `target.spm` / `vocab.json` are
+//! the tokenizer ([`crate::data::marian`]).
+
+use std::borrow::Cow;
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context};
+use candle_core::Tensor;
+use serde_json::Value;
+
+use super::format::WeightFormat;
+use crate::config::{
+    Activation, Architecture, Config, DataConfig, DecodeConfig, LengthNormalization, ModelConfig,
+    NormPlacement, PositionEncoding, TokenizerKind,
+};
+use crate::data::Tokenizers;
+
+/// transformers' names for a Marian directory's files.
+pub const CONFIG_JSON: &str = "config.json";
+pub const GENERATION_CONFIG_JSON: &str = "generation_config.json";
+pub const TOKENIZER_CONFIG_JSON: &str = "tokenizer_config.json";
+pub const SAFETENSORS_FILE: &str = "model.safetensors";
+pub const PYTORCH_FILE: &str = "pytorch_model.bin";
+
+/// Whether `dir` is a Hugging Face directory (a `config.json` and no config of ours).
+pub fn is_hugging_face_dir(dir: &Path) -> bool {
+    dir.join(CONFIG_JSON).is_file() && !dir.join(super::CONFIG_FILE).is_file()
+}
+
+/// The weights file of a Marian directory: `model.safetensors`, else `pytorch_model.bin`.
+pub fn weights_file(dir: &Path) -> anyhow::Result<PathBuf> {
+    [SAFETENSORS_FILE, PYTORCH_FILE]
+        .into_iter()
+        .map(|name| dir.join(name))
+        .find(|path| path.is_file())
+        .ok_or_else(|| {
+            anyhow::anyhow!(
+                "{} has a {CONFIG_JSON} but neither {SAFETENSORS_FILE} nor {PYTORCH_FILE}; \
+                 download the model's weights too (git lfs pull in a cloned Hub repository)",
+                dir.display()
+            )
+        })
+}
+
+/// A `config.json` read as JSON, its values named by key in errors.
+struct JsonConfig {
+    path: PathBuf,
+    values: serde_json::Map<String, Value>,
+}
+
+impl JsonConfig {
+    fn read(path: &Path) -> anyhow::Result<Self> {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read {}", path.display()))?;
+        let value: Value = serde_json::from_str(&text)
+            .map_err(|e| anyhow::anyhow!("{} is not valid JSON: {e}", path.display()))?;
+        let Value::Object(values) = value else {
+            bail!("{} is not a JSON object", path.display())
+        };
+        Ok(Self {
+            path: path.to_path_buf(),
+            values,
+        })
+    }
+
+    fn get(&self, key: &str) -> Option<&Value> {
+        self.values.get(key).filter(|v| !v.is_null())
+    }
+
+    fn count(&self, key: &str) -> anyhow::Result<Option<usize>> {
+        match self.get(key) {
+            None => Ok(None),
+            Some(value) => match value.as_u64() {
+                Some(n) => Ok(Some(n as usize)),
+                None => bail!(
+                    "{}: {key} is {value}, not a whole number",
+                    self.path.display()
+                ),
+            },
+        }
+    }
+
+    fn required_count(&self, key: &str) -> anyhow::Result<usize> {
+        self.count(key)?.ok_or_else(|| {
+            anyhow::anyhow!(
+                "{} has no {key}, which a MarianMT config must have",
+                self.path.display()
+            )
+        })
+    }
+
+    fn number(&self, key: &str, default: f64) -> anyhow::Result<f64> {
+        match self.get(key) {
+            None => Ok(default),
+            Some(value) => value.as_f64().ok_or_else(|| {
+                anyhow::anyhow!("{}: {key} is {value}, not a number", self.path.display())
+            }),
+        }
+    }
+
+    fn flag(&self, key: &str, default: bool) -> anyhow::Result<bool> {
+        match self.get(key) {
+            None => Ok(default),
+            Some(value) => value.as_bool().ok_or_else(|| {
+                anyhow::anyhow!(
+                    "{}: {key} is {value}, not true or false",
+                    self.path.display()
+                )
+            }),
+        }
+    }
+
+    fn text(&self, key: &str) -> Option<&str> {
+        self.get(key).and_then(Value::as_str)
+    }
+}
+
+/// The config of the Marian directory `dir` as ours: `[model]` from `config.json`, `[decode]`
+/// from `generation_config.json` (or, in older directories, `config.json`), `[data]` naming
+/// the Marian tokenizer and, where the directory says, the languages.
+pub fn read_config(dir: &Path) -> anyhow::Result<Config> {
+    let json = JsonConfig::read(&dir.join(CONFIG_JSON))?;
+    let path = json.path.display().to_string();
+    match json.text("model_type") {
+        Some("marian") => {}
+        Some(other) => bail!(
+            "{path} describes a {other:?} model (model_type); this tool runs MarianMT \
+             (model_type \"marian\") checkpoints only"
+        ),
+        None => bail!(
+            "{path} has no model_type; a Hugging Face MarianMT config says model_type = \
+             \"marian\""
+        ),
+    }
+    let model = model_config(&json)?;
+    let generation_path = dir.join(GENERATION_CONFIG_JSON);
+    let generation = if generation_path.is_file() {
+        JsonConfig::read(&generation_path)?
+    } else {
+        // Directories saved before generation_config.json kept these keys in config.json.
+        JsonConfig::read(&dir.join(CONFIG_JSON))?
+    };
+    let decode = decode_config(&generation, model.max_len)?;
+    let (source_lang, target_lang) = languages(dir);
+    let data = DataConfig {
+        tokenizer: TokenizerKind::Marian,
+        joint_vocab: model.share_source_embeddings,
+        source_lang,
+        target_lang,
+        ..DataConfig::default()
+    };
+    Ok(Config {
+        model,
+        data,
+        decode,
+        source_name: generation.path.display().to_string(),
+        ..Config::default()
+    })
+}
+
+/// `[model]` from a MarianMT `config.json` (transformers' `modeling_marian.py`: post-norm
+/// layers with torch's LayerNorm, sin|cos position tables, biases everywhere).
+fn model_config(json: &JsonConfig) -> anyhow::Result<ModelConfig> {
+    let path = json.path.display();
+    let same = |encoder: &str, decoder: &str| -> anyhow::Result<usize> {
+        let (a, b) = (json.required_count(encoder)?, json.count(decoder)?);
+        match b {
+            Some(b) if b != a => bail!(
+                "{path}: {encoder} = {a} but {decoder} = {b}; this tool's encoder and decoder \
+                 share one width and head count"
+            ),
+            _ => Ok(a),
+        }
+    };
+    let activation = match json.text("activation_function").unwrap_or("swish") {
+        "swish" | "silu" => Activation::Swish,
+        "relu" => Activation::Relu,
+        "gelu" => Activation::Gelu,
+        other => bail!(
+            "{path}: activation_function {other:?} is not one this tool has (swish, silu, \
+             relu, gelu)"
+        ),
+    };
+    for refused in [
+        "normalize_before",
+        "add_final_layer_norm",
+        "normalize_embedding",
+    ] {
+        if json.flag(refused, false)? {
+            bail!("{path}: {refused} = true is not MarianMT's architecture, which this tool runs");
+        }
+    }
+    let layers = json.required_count("encoder_layers")?;
+    let decoder_layers = json.required_count("decoder_layers")?;
+    let vocab = json.required_count("vocab_size")?;
+    let decoder_vocab = json.count("decoder_vocab_size")?.unwrap_or(vocab);
+    let share_source = json.flag("share_encoder_decoder_embeddings", true)?;
+    if share_source && decoder_vocab != vocab {
+        bail!(
+            "{path}: share_encoder_decoder_embeddings with vocab_size {vocab} but \
+             decoder_vocab_size {decoder_vocab}; one shared table needs one size"
+        );
+    }
+    Ok(ModelConfig {
+        layers,
+        decoder_layers: (decoder_layers != layers).then_some(decoder_layers),
+        d_model: json.required_count("d_model")?,
+        d_ff: same("encoder_ffn_dim", "decoder_ffn_dim")?,
+        heads: same("encoder_attention_heads", "decoder_attention_heads")?,
+        dropout: json.number("dropout", 0.1)?,
+        attention_dropout: json.number("attention_dropout", 0.0)?,
+        activation_dropout: Some(json.number("activation_dropout", 0.0)?),
+        max_len: json.required_count("max_position_embeddings")?,
+        arch: Architecture::EncoderDecoder,
+        norm: NormPlacement::Post,
+        positions: PositionEncoding::SinusoidalHalves,
+        attention_bias: true,
+        ffn_bias: true,
+        share_embeddings: json.flag("tie_word_embeddings", true)?,
+        activation,
+        scale_embeddings: json.flag("scale_embedding", false)?,
+        share_source_embeddings: share_source,
+    })
+}
+
+/// `[decode]` from transformers' generation settings: `num_beams`, `length_penalty` (over
+/// len^alpha), `max_length` (which counts the decoder's start symbol, so one more than the
+/// tokens generated; transformers' default is 20), `forced_eos_token_id`.
+fn decode_config(json: &JsonConfig, max_positions: usize) -> anyhow::Result<DecodeConfig> {
+    let max_length = json.count("max_length")?.unwrap_or(20);
+    Ok(DecodeConfig {
+        beam: json.count("num_beams")?.unwrap_or(1).max(1),
+        length_penalty: json.number("length_penalty", 1.0)?,
+        max_len: Some(max_length.saturating_sub(1).clamp(1, max_positions.max(1))),
+        length_normalization: LengthNormalization::Length,
+        end_at_max_len: json.get("forced_eos_token_id").is_some(),
+    })
+}
+
+/// The language pair: `tokenizer_config.json`'s `source_lang` / `target_lang`, else the
+/// directory's name when it is a Hub name (`opus-mt-de-en`).
+fn languages(dir: &Path) -> (Option<String>, Option<String>) {
+    let usable =
+        |code: &str| (2..=3).contains(&code.len()) && code.chars().all(|c| c.is_ascii_lowercase());
+    if let Ok(json) = JsonConfig::read(&dir.join(TOKENIZER_CONFIG_JSON)) {
+        if let (Some(src), Some(tgt)) = (json.text("source_lang"), json.text("target_lang")) {
+            if usable(src) && usable(tgt) {
+                return (Some(src.into()), Some(tgt.into()));
+            }
+        }
+    }
+    let name = dir
+        .canonicalize()
+        .ok()
+        .and_then(|d| d.file_name().map(|n| n.to_string_lossy().into_owned()))
+        .unwrap_or_default();
+    let parts: Vec<&str> = name
+        .rsplit("opus-mt-")
+        .next()
+        .unwrap_or("")
+        .split('-')
+        .collect();
+    match parts.as_slice() {
+        [src, tgt] if name.contains("opus-mt-") && usable(src) && usable(tgt) => {
+            (Some(src.to_string()), Some(tgt.to_string()))
+        }
+        _ => (None, None),
+    }
+}
+
+/// Checks that the directory's config and tokenizer agree: the vocabulary sizes and the
+/// special ids `generate()` uses.
+pub fn check_agreement(dir: &Path, config: &Config, tokenizers: &Tokenizers) -> anyhow::Result<()> {
+    let json = JsonConfig::read(&dir.join(CONFIG_JSON))?;
+    let path = json.path.display();
+    let vocab = json.required_count("vocab_size")?;
+    let decoder_vocab = json.count("decoder_vocab_size")?.unwrap_or(vocab);
+    let sizes = tokenizers.vocab_sizes();
+    for (file, has, key, wants) in [
+        ("vocab.json", sizes.src, "vocab_size", vocab),
+        (
+            if tokenizers.joint {
+                "vocab.json"
+            } else {
+                "target_vocab.json"
+            },
+            sizes.tgt,
+            "decoder_vocab_size",
+            decoder_vocab,
+        ),
+    ] {
+        if has != wants {
+            bail!(
+                "{} has {has} tokens but {path} says {key} = {wants}; the tokenizer files and \
+                 the model do not belong together",
+                dir.join(file).display()
+            );
+        }
+    }
+    if config.model.share_source_embeddings != tokenizers.joint {
+        bail!(
+            "{path}: share_encoder_decoder_embeddings is {} but the directory {} a \
+             target_vocab.json",
+            config.model.share_source_embeddings,
+            if tokenizers.joint { "has no" } else { "has" }
+        );
+    }
+    let specials = tokenizers.specials();
+    for (key, wants) in [
+        ("pad_token_id", specials.pad),
+        ("eos_token_id", specials.eos),
+        ("decoder_start_token_id", specials.decoder_start),
+    ] {
+        if let Some(id) = json.count(key)? {
+            if id != wants as usize {
+                bail!(
+                    "{path}: {key} = {id}, but the vocabulary puts that token at {wants}; \
+                     this tool decodes MarianMT models with the vocabulary's ids"
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
+/// MarianMT's state_dict names (`modeling_marian.py`) for our modules.
+pub struct MarianFormat {
+    /// One table for both sides (`model.shared.weight`).
+    pub shared: bool,
+}
+
+/// (Marian's name within a layer, ours), for the encoder's and the decoder's layers.
+const ENCODER_LAYER: &[(&str, &str)] = &[
+    ("self_attn.q_proj", "self_attn.linears.0"),
+    ("self_attn.k_proj", "self_attn.linears.1"),
+    ("self_attn.v_proj", "self_attn.linears.2"),
+    ("self_attn.out_proj", "self_attn.linears.3"),
+    ("self_attn_layer_norm", "sublayer.0.norm"),
+    ("fc1", "feed_forward.w_1"),
+    ("fc2", "feed_forward.w_2"),
+    ("final_layer_norm", "sublayer.1.norm"),
+];
+const DECODER_LAYER: &[(&str, &str)] = &[
+    ("self_attn.q_proj", "self_attn.linears.0"),
+    ("self_attn.k_proj", "self_attn.linears.1"),
+    ("self_attn.v_proj", "self_attn.linears.2"),
+    ("self_attn.out_proj", "self_attn.linears.3"),
+    ("self_attn_layer_norm", "sublayer.0.norm"),
+    ("encoder_attn.q_proj", "src_attn.linears.0"),
+    ("encoder_attn.k_proj", "src_attn.linears.1"),
+    ("encoder_attn.v_proj", "src_attn.linears.2"),
+    ("encoder_attn.out_proj", "src_attn.linears.3"),
+    ("encoder_attn_layer_norm", "sublayer.1.norm"),
+    ("fc1", "feed_forward.w_1"),
+    ("fc2", "feed_forward.w_2"),
+    ("final_layer_norm", "sublayer.2.norm"),
+];
+
+/// Tensors outside the layers: (Marian's name, ours).
+const OUTSIDE_LAYERS: &[(&str, &str)] = &[
+    (
+        "model.encoder.embed_tokens.weight",
+        "src_embed.0.lut.weight",
+    ),
+    (
+        "model.decoder.embed_tokens.weight",
+        "tgt_embed.0.lut.weight",
+    ),
+    ("model.encoder.embed_positions.weight", "src_embed.1.pe"),
+    ("model.decoder.embed_positions.weight", "tgt_embed.1.pe"),
+    ("lm_head.weight", "generator.proj.weight"),
+    ("final_logits_bias", "generator.proj.bias"),
+];
+
+/// `name` (`<prefix>.<i>.<rest>`) with its layer part mapped through `table`, in the
+/// direction `from_marian` says.
+fn map_layer(name: &str, from_marian: bool) -> Option<String> {
+    let (stacks, to_prefix) = if from_marian {
+        (
+            [
+                ("model.encoder.layers.", "encoder.layers."),
+                ("model.decoder.layers.", "decoder.layers."),
+            ],
+            true,
+        )
+    } else {
+        (
+            [
+                ("encoder.layers.", "model.encoder.layers."),
+                ("decoder.layers.", "model.decoder.layers."),
+            ],
+            false,
+        )
+    };
+    for (index, (from, to)) in stacks.into_iter().enumerate() {
+        let Some(rest) = name.strip_prefix(from) else {
+            continue;
+        };
+        let (layer, inside) = rest.split_once('.')?;
+        layer.parse::<usize>().ok()?;
+        let (module, leaf) = inside.rsplit_once('.')?;
+        let table = if index == 0 {
+            ENCODER_LAYER
+        } else {
+            DECODER_LAYER
+        };
+        let mapped = table.iter().find_map(|(marian, ours)| {
+            let (have, give) = if to_prefix {
+                (marian, ours)
+            } else {
+                (ours, marian)
+            };
+            (module == *have).then_some(*give)
+        })?;
+        return Some(format!("{to}{layer}.{mapped}.{leaf}"));
+    }
+    None
+}
+
+impl WeightFormat for MarianFormat {
+    fn name(&self) -> &'static str {
+        "MarianMT's state_dict"
+    }
+
+    fn module_tensors(
+        &self,
+        file_name: &str,
+        tensor: Tensor,
+    ) -> candle_core::Result<Vec<(String, Tensor)>> {
+        if file_name == "model.shared.weight" {
+            return Ok(vec![
+                ("src_embed.0.lut.weight".into(), tensor.clone()),
+                ("tgt_embed.0.lut.weight".into(), tensor),
+            ]);
+        }
+        if let Some((_, ours)) = OUTSIDE_LAYERS
+            .iter()
+            .find(|(marian, _)| *marian == file_name)
+        {
+            let tensor = match *ours {
+                // (1, vocab) in the file, a bias vector here.
+                "generator.proj.bias" => tensor.flatten_all()?,
+                // (positions, d_model) in the file, (1, positions, d_model) here.
+                "src_embed.1.pe" | "tgt_embed.1.pe" => tensor.unsqueeze(0)?,
+                _ => tensor,
+            };
+            return Ok(vec![(ours.to_string(), tensor)]);
+        }
+        Ok(map_layer(file_name, true)
+            .map(|name| vec![(name, tensor)])
+            .unwrap_or_default())
+    }
+
+    fn file_name<'a>(&self, module_name: &'a str) -> Cow<'a, str> {
+        if self.shared && module_name.ends_with("_embed.0.lut.weight") {
+            return Cow::Borrowed("model.shared.weight");
+        }
+        if let Some((marian, _)) = OUTSIDE_LAYERS.iter().find(|(_, ours)| *ours == module_name) {
+            return Cow::Borrowed(marian);
+        }
+        map_layer(module_name, false).map_or(Cow::Borrowed(module_name), Cow::Owned)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn layer_names_map_both_ways() {
+        let ours = map_layer("model.decoder.layers.3.encoder_attn.k_proj.bias", true).unwrap();
+        assert_eq!(ours, "decoder.layers.3.src_attn.linears.1.bias");
+        assert_eq!(
+            map_layer(&ours, false).unwrap(),
+            "model.decoder.layers.3.encoder_attn.k_proj.bias"
+        );
+        let ours = map_layer("model.encoder.layers.0.final_layer_norm.weight", true).unwrap();
+        assert_eq!(ours, "encoder.layers.0.sublayer.1.norm.weight");
+        assert_eq!(
+            map_layer("model.decoder.layers.0.final_layer_norm.weight", true).unwrap(),
+            "decoder.layers.0.sublayer.2.norm.weight"
+        );
+        assert_eq!(map_layer("model.encoder.layers.x.fc1.weight", true), None);
+        assert_eq!(map_layer("model.encoder.layers.0.lost.weight", true), None);
+        let format = MarianFormat { shared: true };
+        assert_eq!(
+            format.file_name("tgt_embed.0.lut.weight"),
+            "model.shared.weight"
+        );
+        assert_eq!(format.file_name("generator.proj.bias"), "final_logits_bias");
+    }
+}

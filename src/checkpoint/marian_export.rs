@@ -1,0 +1,193 @@
+//! `transformer export --to hf`: a checkpoint (ours, fine-tuned from a MarianMT model or
+//! trained as one, or a MarianMT directory itself) written as a Hugging Face MarianMT
+//! directory, which `MarianMTModel.from_pretrained`, `MarianTokenizer.from_pretrained` and
+//! CTranslate2's `ct2-transformers-converter` read: `config.json`, `generation_config.json`,
+//! `model.safetensors` under transformers' names, the SentencePiece models and vocabularies,
+//! `tokenizer_config.json`. Written whole or not at all, as our checkpoints are.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use anyhow::bail;
+use candle_core::Tensor;
+use serde_json::json;
+
+use super::format::WeightFormat;
+use super::marian::{
+    MarianFormat, CONFIG_JSON, GENERATION_CONFIG_JSON, SAFETENSORS_FILE, TOKENIZER_CONFIG_JSON,
+};
+use super::write::{save_with, write_synced, write_tensors};
+use crate::config::{
+    Activation, Architecture, Config, LengthNormalization, NormPlacement, PositionEncoding,
+};
+use crate::data::Tokenizers;
+
+/// Writes the checkpoint read from `source_dir` (its config, tokenizers and module-named
+/// `tensors`) into `out` as a MarianMT directory.
+pub fn export_marian(
+    source_dir: &Path,
+    config: &Config,
+    tokenizers: &Tokenizers,
+    tensors: &HashMap<String, Tensor>,
+    out: &Path,
+) -> anyhow::Result<()> {
+    check_exportable(source_dir, config, tokenizers)?;
+    let specials = tokenizers.specials();
+    let m = &config.model;
+    let vocab = tokenizers.vocab_sizes();
+    let activation = match m.activation {
+        Activation::Swish => "swish",
+        Activation::Relu => "relu",
+        Activation::Gelu => "gelu",
+    };
+    let model_json = json!({
+        "architectures": ["MarianMTModel"],
+        "model_type": "marian",
+        "activation_function": activation,
+        "activation_dropout": m.ffn_dropout(),
+        "attention_dropout": m.attention_dropout,
+        "dropout": m.dropout,
+        "d_model": m.d_model,
+        "encoder_layers": m.layers,
+        "decoder_layers": m.decoder_layer_count(),
+        "encoder_attention_heads": m.heads,
+        "decoder_attention_heads": m.heads,
+        "encoder_ffn_dim": m.d_ff,
+        "decoder_ffn_dim": m.d_ff,
+        "encoder_layerdrop": 0.0,
+        "decoder_layerdrop": 0.0,
+        "max_position_embeddings": m.max_len,
+        "scale_embedding": m.scale_embeddings,
+        "share_encoder_decoder_embeddings": m.share_source_embeddings,
+        "tie_word_embeddings": m.share_embeddings,
+        "vocab_size": vocab.src,
+        "decoder_vocab_size": vocab.tgt,
+        "pad_token_id": specials.pad,
+        "eos_token_id": specials.eos,
+        "decoder_start_token_id": specials.decoder_start,
+        "forced_eos_token_id": specials.eos,
+        "is_encoder_decoder": true,
+        "init_std": 0.02,
+        "use_cache": true,
+        "dtype": "float32",
+    });
+    let d = &config.decode;
+    // transformers' max_length counts the decoder's start symbol; a model without a length
+    // limit of its own gets the position table's.
+    let max_length = d.max_len.unwrap_or(m.max_len - 1) + 1;
+    let generation_json = json!({
+        "bad_words_ids": [[specials.pad]],
+        "decoder_start_token_id": specials.decoder_start,
+        "eos_token_id": specials.eos,
+        "forced_eos_token_id": specials.eos,
+        "pad_token_id": specials.pad,
+        "max_length": max_length,
+        "num_beams": d.beam,
+        "length_penalty": d.length_penalty,
+    });
+    let tokenizer_json = json!({
+        "tokenizer_class": "MarianTokenizer",
+        "source_lang": config.data.source_lang,
+        "target_lang": config.data.target_lang,
+        "separate_vocabs": !tokenizers.joint,
+        "model_max_length": m.max_len,
+        "eos_token": "</s>",
+        "unk_token": "<unk>",
+        "pad_token": "<pad>",
+    });
+    let weights = hugging_face_tensors(config, tensors)?;
+    save_with(out, |dir| {
+        for (name, value) in [
+            (CONFIG_JSON, &model_json),
+            (GENERATION_CONFIG_JSON, &generation_json),
+            (TOKENIZER_CONFIG_JSON, &tokenizer_json),
+        ] {
+            write_synced(
+                &dir.join(name),
+                serde_json::to_string_pretty(value)?.as_bytes(),
+            )?;
+        }
+        for (name, bytes) in tokenizers.files()? {
+            write_synced(&dir.join(name), &bytes)?;
+        }
+        // safetensors writes through a private temporary file (mode 0600): the weights get
+        // the mode of the other files.
+        let mode = std::fs::metadata(dir.join(CONFIG_JSON))?.permissions();
+        write_tensors(&dir.join(SAFETENSORS_FILE), &weights)?;
+        std::fs::set_permissions(dir.join(SAFETENSORS_FILE), mode)?;
+        Ok(())
+    })
+}
+
+/// Why the checkpoint cannot be a MarianMT model, naming the setting, if it cannot.
+fn check_exportable(dir: &Path, config: &Config, tokenizers: &Tokenizers) -> anyhow::Result<()> {
+    let m = &config.model;
+    let refuse = |what: String| -> anyhow::Result<()> {
+        bail!(
+            "{} cannot be exported as a MarianMT model: {what}",
+            dir.display()
+        )
+    };
+    if !matches!(tokenizers.tgt, crate::data::TextTokenizer::Marian(_)) {
+        return refuse(format!(
+            "its tokenizer is data.tokenizer = \"{}\", and transformers' MarianTokenizer reads \
+             SentencePiece models (source.spm, target.spm); fine-tune a MarianMT model \
+             (training.init_from) to get one",
+            config.data.tokenizer
+        ));
+    }
+    let rules: [(bool, &str); 5] = [
+        (
+            m.arch == Architecture::EncoderDecoder,
+            "model.arch must be \"encoder-decoder\"",
+        ),
+        (m.norm == NormPlacement::Post, "model.norm must be \"post\""),
+        (
+            m.positions == PositionEncoding::SinusoidalHalves,
+            "model.positions must be \"sinusoidal-halves\"",
+        ),
+        (
+            m.attention_bias && m.ffn_bias,
+            "model.attention_bias and model.ffn_bias must be true",
+        ),
+        (
+            config.decode.length_normalization == LengthNormalization::Length,
+            "decode.length_normalization must be \"length\" (transformers' len^alpha)",
+        ),
+    ];
+    for (holds, rule) in rules {
+        if !holds {
+            return refuse(rule.to_string());
+        }
+    }
+    Ok(())
+}
+
+/// The module-named `tensors` under transformers' names, each tensor once: a shared
+/// embedding as `model.shared.weight`, a tied output matrix and the position tables (which
+/// transformers computes itself) left out, the output bias as `final_logits_bias` `(1, vocab)`.
+fn hugging_face_tensors(
+    config: &Config,
+    tensors: &HashMap<String, Tensor>,
+) -> anyhow::Result<Vec<(String, Tensor)>> {
+    let m = &config.model;
+    let format = MarianFormat {
+        shared: m.share_source_embeddings,
+    };
+    let mut named = Vec::with_capacity(tensors.len());
+    for (module, tensor) in tensors {
+        let skip = module.ends_with(".pe")
+            || (m.share_source_embeddings && module == "tgt_embed.0.lut.weight")
+            || (m.share_embeddings && module == "generator.proj.weight");
+        if skip {
+            continue;
+        }
+        let tensor = match module.as_str() {
+            "generator.proj.bias" => tensor.unsqueeze(0)?,
+            _ => tensor.clone(),
+        };
+        named.push((format.file_name(module).into_owned(), tensor));
+    }
+    named.sort_by(|a, b| a.0.cmp(&b.0));
+    Ok(named)
+}
