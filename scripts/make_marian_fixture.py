@@ -259,13 +259,13 @@ def build_bench(out, seed):
     """The speed benchmark's model (scripts/bench.sh): OPUS-MT's shape (6 + 6 layers, d_model
     512, d_ff 2048, 8 heads, swish, 58,101 tokens shared by both sides, 512 positions) with
     transformers' random initialisation, <pad> row zero as in OPUS-MT's checkpoints; its
-    SentencePiece models (8,000 pieces each side) learned on Multi30k, the vocabulary filled up
+    SentencePiece models (6,000 pieces each side) learned on Multi30k, the vocabulary filled up
     to OPUS-MT's size. Not in the repository (about 300 MB): bench.sh makes it once."""
     torch.manual_seed(seed)
     src_train, tgt_train = lines("train.de.gz"), lines("train.en.gz")
     work = tempfile.mkdtemp()
-    source_spm = train_spm(src_train, os.path.join(work, "source"), 8000, "nmt_nfkc")
-    target_spm = train_spm(tgt_train, os.path.join(work, "target"), 8000, "nmt_nfkc")
+    source_spm = train_spm(src_train, os.path.join(work, "source"), 6000, "nmt_nfkc")
+    target_spm = train_spm(tgt_train, os.path.join(work, "target"), 6000, "nmt_nfkc")
     if os.path.isdir(out):
         shutil.rmtree(out)
     os.makedirs(out)

@@ -7,6 +7,7 @@ mod bench;
 mod cli;
 mod commands;
 
+use std::io::Write;
 use std::process::ExitCode;
 
 use clap::Parser;
@@ -60,7 +61,9 @@ fn main() -> ExitCode {
         Err(e) => {
             // One line: candle appends a backtrace to its errors when RUST_BACKTRACE is set.
             let message = format!("{e:#}");
-            eprintln!("error: {}", message.lines().next().unwrap_or_default());
+            // Written, not `eprintln!`ed: a closed stderr must not turn an error into a panic.
+            let line = message.lines().next().unwrap_or_default();
+            let _ = writeln!(std::io::stderr(), "error: {line}");
             if let Some(interrupted) = e.downcast_ref::<commands::Interrupted>() {
                 ExitCode::from(interrupted.exit_code)
             } else if e.downcast_ref::<commands::UsageError>().is_some() {

@@ -126,3 +126,219 @@ fn greedy_and_beam_search_give_generates_ids_in_a_padded_batch() {
         assert_eq!(text.trim_end(), case["beam"]["text"][1].as_str().unwrap());
     }
 }
+
+/// `translate --checkpoint DIR` of one sentence: its stdout.
+fn translate(dir: &Path) -> String {
+    let out = succeeded(
+        transformer()
+            .args(["translate", "--checkpoint"])
+            .arg(dir)
+            .arg("Zwei Hunde spielen im Schnee."),
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// A copy of the shared fixture with `edit` applied to its directory.
+fn damaged_copy(edit: impl FnOnce(&Path)) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    for entry in std::fs::read_dir(MARIAN_FIXTURES[0]).unwrap() {
+        let path = entry.unwrap().path();
+        std::fs::copy(&path, dir.path().join(path.file_name().unwrap())).unwrap();
+    }
+    edit(dir.path());
+    dir
+}
+
+/// A change made to a copied fixture directory.
+type Edit = dyn FnOnce(&Path);
+
+/// Replaces `from` by `to` in the directory's file `name`.
+fn edited(name: &'static str, from: &'static str, to: &'static str) -> impl FnOnce(&Path) {
+    move |dir: &Path| {
+        let path = dir.join(name);
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(text.contains(from), "{name} lacks {from:?}");
+        std::fs::write(&path, text.replace(from, to)).unwrap();
+    }
+}
+
+#[test]
+fn damaged_directories_are_refused_in_one_line_naming_the_file_and_key() {
+    let cases: Vec<(Box<Edit>, &[&str])> = vec![
+        (
+            Box::new(edited("config.json", "\"marian\"", "\"bart\"")),
+            &["config.json", "\"bart\" model", "MarianMT"],
+        ),
+        (
+            Box::new(edited("config.json", "\"d_model\": 32", "\"d_model\": 0")),
+            &["config.json: d_model: must be at least 1"],
+        ),
+        (
+            Box::new(edited(
+                "config.json",
+                "\"encoder_layers\": 2",
+                "\"encoder_layers\": 900000000",
+            )),
+            &["encoder_layers = 900000000", "holds 2 encoder layers"],
+        ),
+        (
+            Box::new(edited("vocab.json", "\"n\": 4", "\"n\": 3")),
+            &["vocab.json", "both have id 3"],
+        ),
+        (
+            Box::new(edited(
+                "generation_config.json",
+                "\"num_beams\": 4",
+                "\"num_beams\": 0",
+            )),
+            &["generation_config.json: num_beams: must be at least 1"],
+        ),
+        (
+            Box::new(|dir: &Path| std::fs::remove_file(dir.join("config.json")).unwrap()),
+            &["has no config.json"],
+        ),
+        (
+            Box::new(|dir: &Path| std::fs::remove_file(dir.join("target.spm")).unwrap()),
+            &["target.spm"],
+        ),
+    ];
+    for (edit, needles) in cases {
+        let dir = damaged_copy(edit);
+        let out = transformer()
+            .args(["translate", "--checkpoint"])
+            .arg(dir.path())
+            .arg("Zwei Hunde.")
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8(out.stderr).unwrap();
+        assert_eq!(out.status.code(), Some(1), "{stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+        for needle in needles {
+            assert!(stderr.contains(needle), "{needle:?} not in {stderr}");
+        }
+    }
+}
+
+#[test]
+fn export_never_replaces_the_checkpoint_it_reads_or_a_folder_of_other_files() {
+    let work = tempfile::tempdir().unwrap();
+    let exported = work.path().join("hf");
+    succeeded(
+        transformer()
+            .args(["export", "--to", "hf", MARIAN_FIXTURES[1], "--out"])
+            .arg(&exported),
+    );
+    // The export reads back as the directory it came from: the same translation.
+    assert_eq!(
+        translate(&exported),
+        translate(Path::new(MARIAN_FIXTURES[1]))
+    );
+    for (out, needle) in [
+        (
+            exported.clone(),
+            "is or holds the checkpoint being exported",
+        ),
+        (
+            work.path().to_path_buf(),
+            "is or holds the checkpoint being exported",
+        ),
+    ] {
+        let status = transformer()
+            .args(["export", "--to", "hf", "--overwrite", "--out"])
+            .arg(&out)
+            .arg(&exported)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8(status.stderr).unwrap();
+        assert_eq!(status.status.code(), Some(1), "{stderr}");
+        assert!(stderr.contains(needle), "{stderr}");
+    }
+    let other = work.path().join("other");
+    std::fs::create_dir(&other).unwrap();
+    std::fs::write(other.join("notes.txt"), "mine").unwrap();
+    let status = transformer()
+        .args(["export", "--to", "hf", "--overwrite", "--out"])
+        .arg(&other)
+        .arg(&exported)
+        .output()
+        .unwrap();
+    assert_eq!(status.status.code(), Some(1));
+    assert_eq!(
+        std::fs::read_to_string(other.join("notes.txt")).unwrap(),
+        "mine"
+    );
+    assert!(exported.join("model.safetensors").is_file());
+}
+
+/// `train` from the shared fixture on a few Multi30k pairs, with `model` as the config's
+/// `[model]` section: the exit code, stderr and the run directory.
+fn fine_tune(model: &str) -> (Option<i32>, String, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let read = |name: &str| {
+        let file = std::fs::File::open(format!("data/multi30k/{name}")).unwrap();
+        let mut text = String::new();
+        std::io::Read::read_to_string(&mut flate2::read::GzDecoder::new(file), &mut text).unwrap();
+        text.lines()
+            .take(40)
+            .map(str::to_string)
+            .collect::<Vec<_>>()
+    };
+    let pairs: Vec<String> = read("train.de.gz")
+        .iter()
+        .zip(read("train.en.gz"))
+        .map(|(de, en)| format!("{de}\t{en}"))
+        .collect();
+    std::fs::write(dir.path().join("pairs.tsv"), pairs.join("\n") + "\n").unwrap();
+    let config = format!(
+        "{model}\n[data]\ntrain = \"{0}/pairs.tsv\"\nvalid = \"{0}/pairs.tsv\"\n\n[training]\n\
+         init_from = \"{1}\"\nepochs = 1\nmax_tokens = 512\n",
+        dir.path().display(),
+        MARIAN_FIXTURES[0]
+    );
+    std::fs::write(dir.path().join("tune.toml"), config).unwrap();
+    let out = transformer()
+        .args(["train", "--device", "cpu", "--config"])
+        .arg(dir.path().join("tune.toml"))
+        .arg("--out")
+        .arg(dir.path().join("run"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    (out.status.code(), stderr, dir)
+}
+
+#[test]
+fn fine_tuning_takes_the_checkpoints_model_and_refuses_a_stated_size_it_lacks() {
+    let (code, stderr, dir) = fine_tune("[model]\ndropout = 0.2\n");
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(stderr.contains("before training: valid loss"), "{stderr}");
+    let run = dir.path().join("run");
+    let saved = std::fs::read_to_string(run.join("last/config.toml")).unwrap();
+    for line in [
+        "dropout = 0.2",
+        "tokenizer = \"marian\"",
+        "norm = \"post\"",
+        "beam = 4",
+    ] {
+        assert!(saved.contains(line), "{line} not in {saved}");
+    }
+    for file in ["source.spm", "target.spm", "vocab.json"] {
+        assert!(run.join("last").join(file).is_file(), "{file}");
+    }
+    // The run translates, and exports as a directory that translates the same.
+    let exported = dir.path().join("hf");
+    succeeded(
+        transformer()
+            .args(["export", "--to", "hf"])
+            .arg(&run)
+            .arg("--out")
+            .arg(&exported),
+    );
+    assert_eq!(translate(&run), translate(&exported));
+    let (code, stderr, _) = fine_tune("[model]\nlayers = 3\n");
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(
+        stderr.contains("model.layers = 3") && stderr.contains("has 2"),
+        "{stderr}"
+    );
+}

@@ -12,7 +12,7 @@ use anyhow::{bail, Context};
 use candle_core::Tensor;
 use serde_json::Value;
 
-use super::format::WeightFormat;
+use super::format::{ByModule, WeightFormat};
 use crate::config::{
     Activation, Architecture, Config, DataConfig, DecodeConfig, LengthNormalization, ModelConfig,
     NormPlacement, PositionEncoding, TokenizerKind,
@@ -132,8 +132,8 @@ pub fn read_config(dir: &Path) -> anyhow::Result<Config> {
              (model_type \"marian\") checkpoints only"
         ),
         None => bail!(
-            "{path} has no model_type; a Hugging Face MarianMT config says model_type = \
-             \"marian\""
+            "{path} has no model_type (or not as text); a Hugging Face MarianMT config says \
+             model_type = \"marian\""
         ),
     }
     let model = model_config(&json)?;
@@ -144,7 +144,7 @@ pub fn read_config(dir: &Path) -> anyhow::Result<Config> {
         // Directories saved before generation_config.json kept these keys in config.json.
         JsonConfig::read(&dir.join(CONFIG_JSON))?
     };
-    let decode = decode_config(&generation, model.max_len)?;
+    let decode = decode_config(&generation)?;
     let (source_lang, target_lang) = languages(dir);
     let data = DataConfig {
         tokenizer: TokenizerKind::Marian,
@@ -153,13 +153,110 @@ pub fn read_config(dir: &Path) -> anyhow::Result<Config> {
         target_lang,
         ..DataConfig::default()
     };
-    Ok(Config {
+    let config = Config {
         model,
         data,
         decode,
         source_name: generation.path.display().to_string(),
         ..Config::default()
-    })
+    };
+    if let Some((key, rule)) = config.broken_rule() {
+        let (file, json_key) = JSON_KEYS.iter().find(|(ours, _, _)| *ours == key).map_or(
+            (&json.path, key.as_str()),
+            |(_, generation_key, model_key)| {
+                if key.starts_with("decode.") {
+                    (&generation.path, *generation_key)
+                } else {
+                    (&json.path, *model_key)
+                }
+            },
+        );
+        bail!(
+            "{}: {json_key}: {rule} (our model.{}); the file is damaged or not a MarianMT model's",
+            file.display(),
+            key.trim_start_matches("model.")
+                .trim_start_matches("decode.")
+        );
+    }
+    if config.model.max_len > MOST_POSITIONS {
+        bail!(
+            "{path}: max_position_embeddings = {} is more than this tool builds ({MOST_POSITIONS}); \
+             the file is damaged (OPUS-MT's models have 512)",
+            config.model.max_len
+        );
+    }
+    Ok(config)
+}
+
+/// The largest position table built (OPUS-MT's models have 512 positions): a damaged
+/// config's 10^12 would otherwise be allocated before the weights could disagree.
+const MOST_POSITIONS: usize = 1 << 16;
+
+/// Our config keys, as transformers' generation config and model config name them.
+const JSON_KEYS: &[(&str, &str, &str)] = &[
+    ("model.layers", "", "encoder_layers"),
+    ("model.decoder_layers", "", "decoder_layers"),
+    ("model.d_model", "", "d_model"),
+    ("model.d_ff", "", "encoder_ffn_dim"),
+    ("model.heads", "", "encoder_attention_heads"),
+    ("model.max_len", "", "max_position_embeddings"),
+    ("model.dropout", "", "dropout"),
+    ("model.attention_dropout", "", "attention_dropout"),
+    ("model.activation_dropout", "", "activation_dropout"),
+    ("decode.beam", "num_beams", ""),
+    ("decode.max_len", "max_length", ""),
+    ("decode.length_penalty", "length_penalty", ""),
+];
+
+/// Refuses a config whose sizes the weights do not have, before a model of those sizes is
+/// built (a damaged `d_model` of 10^12 would be allocated first): the embedding table's
+/// width, the feed-forward width and the number of layers of each stack.
+pub fn check_sizes(config: &Config, weights: &ByModule) -> anyhow::Result<()> {
+    let m = &config.model;
+    let file = weights.path.display();
+    let format = &weights.format;
+    let shape = |module: &str| weights.tensors.get(module).map(|t| t.dims().to_vec());
+    let expectations = [
+        ("src_embed.0.lut.weight", 1, m.d_model, "d_model"),
+        (
+            "encoder.layers.0.feed_forward.w_1.weight",
+            0,
+            m.d_ff,
+            "encoder_ffn_dim",
+        ),
+    ];
+    for (module, dim, wants, key) in expectations {
+        if let Some(has) = shape(module).and_then(|dims| dims.get(dim).copied()) {
+            if has != wants {
+                bail!(
+                    "config.json says {key} = {wants} but {file}'s {} is {:?}; the config and \
+                     the weights do not belong together",
+                    format.file_name(module),
+                    shape(module).unwrap_or_default()
+                );
+            }
+        }
+    }
+    for (stack, wants, key) in [
+        ("encoder", m.layers, "encoder_layers"),
+        ("decoder", m.decoder_layer_count(), "decoder_layers"),
+    ] {
+        let prefix = format!("{stack}.layers.");
+        let has = weights
+            .tensors
+            .keys()
+            .filter_map(|name| name.strip_prefix(&prefix)?.split('.').next()?.parse().ok())
+            .map(|layer: usize| layer + 1)
+            .max()
+            .unwrap_or(0);
+        if has != wants {
+            bail!(
+                "config.json says {key} = {wants} but {file} holds {has} {stack} layers; the \
+                 config and the weights do not belong together"
+            );
+        }
+    }
+    Ok(())
 }
 
 /// `[model]` from a MarianMT `config.json` (transformers' `modeling_marian.py`: post-norm
@@ -176,7 +273,15 @@ fn model_config(json: &JsonConfig) -> anyhow::Result<ModelConfig> {
             _ => Ok(a),
         }
     };
-    let activation = match json.text("activation_function").unwrap_or("swish") {
+    // transformers' MarianConfig defaults to gelu; a null is no activation at all.
+    if json
+        .values
+        .get("activation_function")
+        .is_some_and(Value::is_null)
+    {
+        bail!("{path}: activation_function is null; name one (swish, relu or gelu)");
+    }
+    let activation = match json.text("activation_function").unwrap_or("gelu") {
         "swish" | "silu" => Activation::Swish,
         "relu" => Activation::Relu,
         "gelu" => Activation::Gelu,
@@ -230,12 +335,19 @@ fn model_config(json: &JsonConfig) -> anyhow::Result<ModelConfig> {
 /// `[decode]` from transformers' generation settings: `num_beams`, `length_penalty` (over
 /// len^alpha), `max_length` (which counts the decoder's start symbol, so one more than the
 /// tokens generated; transformers' default is 20), `forced_eos_token_id`.
-fn decode_config(json: &JsonConfig, max_positions: usize) -> anyhow::Result<DecodeConfig> {
+fn decode_config(json: &JsonConfig) -> anyhow::Result<DecodeConfig> {
     let max_length = json.count("max_length")?.unwrap_or(20);
+    if max_length < 2 {
+        bail!(
+            "{}: max_length = {max_length} leaves no token to generate (it counts the decoder's \
+             start symbol); use at least 2",
+            json.path.display()
+        );
+    }
     Ok(DecodeConfig {
-        beam: json.count("num_beams")?.unwrap_or(1).max(1),
+        beam: json.count("num_beams")?.unwrap_or(1),
         length_penalty: json.number("length_penalty", 1.0)?,
-        max_len: Some(max_length.saturating_sub(1).clamp(1, max_positions.max(1))),
+        max_len: Some(max_length - 1),
         length_normalization: LengthNormalization::Length,
         end_at_max_len: json.get("forced_eos_token_id").is_some(),
     })
@@ -303,10 +415,10 @@ pub fn check_agreement(dir: &Path, config: &Config, tokenizers: &Tokenizers) -> 
     }
     if config.model.share_source_embeddings != tokenizers.joint {
         bail!(
-            "{path}: share_encoder_decoder_embeddings is {} but the directory {} a \
+            "{path}: share_encoder_decoder_embeddings is {} but the directory {} \
              target_vocab.json",
             config.model.share_source_embeddings,
-            if tokenizers.joint { "has no" } else { "has" }
+            if tokenizers.joint { "has no" } else { "has a" }
         );
     }
     let specials = tokenizers.specials();

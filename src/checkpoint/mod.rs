@@ -272,7 +272,9 @@ pub fn load_initial_weights(path: &Path, device: &Device) -> anyhow::Result<Init
 fn read_parts(dir: &Path, device: &Device) -> anyhow::Result<(Config, Tokenizers, ByModule)> {
     let (config, tokenizers) = read_config_and_tokenizers(dir)?;
     if marian::is_hugging_face_dir(dir) {
-        return read_marian_weights(dir, device).map(|w| (config, tokenizers, w));
+        let weights = read_marian_weights(dir, device)?;
+        marian::check_sizes(&config, &weights)?;
+        return Ok((config, tokenizers, weights));
     }
     let path = dir.join(MODEL_FILE);
     let tensors = read_tensors(&path, device)?;
@@ -293,6 +295,15 @@ fn read_config_and_tokenizers(dir: &Path) -> anyhow::Result<(Config, Tokenizers)
         let tokenizers = Tokenizers::load(dir, &config.data)?;
         marian::check_agreement(dir, &config, &tokenizers)?;
         return Ok((config, tokenizers));
+    }
+    let marian_files = [marian::SAFETENSORS_FILE, crate::data::marian::VOCAB_FILE];
+    if !dir.join(CONFIG_FILE).is_file() && marian_files.iter().all(|f| dir.join(f).is_file()) {
+        bail!(
+            "{} looks like a Hugging Face MarianMT directory but has no {}; download that \
+             file too (it holds the model's sizes)",
+            dir.display(),
+            marian::CONFIG_JSON
+        );
     }
     let config = Config::load_saved(&dir.join(CONFIG_FILE))?;
     let tokenizers = Tokenizers::load(dir, &config.data).with_context(|| {

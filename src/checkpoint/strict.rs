@@ -184,8 +184,8 @@ fn build_strictly<M>(
     if !unused.is_empty() {
         unused.sort();
         bail!(
-            "{} holds tensors that a model with its config.toml does not have: {}; the weights \
-             and the config do not belong together",
+            "{} holds tensors that a model of its config does not have: {}; the weights and the \
+             config do not belong together",
             weights_path.display(),
             unused
                 .iter()

@@ -1,7 +1,7 @@
 //! `transformer eval`: corpus BLEU and chrF of a checkpoint's translations, or of a hypothesis
 //! file, exactly as sacreBLEU computes them.
 
-use super::stdout::print_line;
+use super::stdout::{print_line, warn};
 use super::UsageError;
 use crate::atomic_file::write_atomic;
 use crate::cli::EvalArgs;
@@ -72,7 +72,9 @@ fn translate_all(args: &EvalArgs, sources: &[String]) -> anyhow::Result<Vec<Stri
         .iter()
         .find_map(|s| loaded.tokenizers.missing_language_token(s))
     {
-        eprintln!("warning: {unmarked} source lines lack a target-language token: {warning}");
+        warn(format_args!(
+            "{unmarked} source lines lack a target-language token: {warning}"
+        ));
     }
     let truncated: Vec<String> = translations
         .iter()

@@ -3,7 +3,9 @@
 
 use anyhow::bail;
 
-use crate::checkpoint::{self, marian_export};
+use std::path::Path;
+
+use crate::checkpoint::{self, marian, marian_export};
 use crate::cli::{ExportArgs, ExportFormat};
 
 pub fn run(args: ExportArgs) -> anyhow::Result<()> {
@@ -15,6 +17,7 @@ pub fn run(args: ExportArgs) -> anyhow::Result<()> {
     }
     // Weights are read and written on the CPU: no device is worth starting for a copy.
     let initial = checkpoint::load_initial_weights(&args.checkpoint, &candle_core::Device::Cpu)?;
+    check_replaceable(&args.out, &[&args.checkpoint, &initial.dir])?;
     match args.to {
         ExportFormat::Hf => marian_export::export_marian(
             &initial.dir,
@@ -28,5 +31,38 @@ pub fn run(args: ExportArgs) -> anyhow::Result<()> {
         "wrote {} (MarianMTModel.from_pretrained and ct2-transformers-converter read it)",
         args.out.display()
     );
+    Ok(())
+}
+
+/// Refuses an `--out` whose replacement would lose work: one that is, or holds, the
+/// checkpoint being exported, or an existing directory that is not a Hugging Face one (a
+/// run directory, a folder of other files).
+fn check_replaceable(out: &Path, sources: &[&Path]) -> anyhow::Result<()> {
+    let Ok(out_real) = out.canonicalize() else {
+        return Ok(());
+    };
+    for source in sources {
+        if let Ok(source) = source.canonicalize() {
+            if source.starts_with(&out_real) {
+                bail!(
+                    "--out {} is or holds the checkpoint being exported ({}); write the export \
+                     somewhere else",
+                    out.display(),
+                    source.display()
+                );
+            }
+        }
+    }
+    let empty = std::fs::read_dir(&out_real).is_ok_and(|mut entries| entries.next().is_none());
+    if out_real.is_dir() && !empty && !marian::is_hugging_face_dir(&out_real) {
+        bail!(
+            "--out {} holds files that are not a Hugging Face model directory; --overwrite \
+             replaces only an earlier export: choose another --out",
+            out.display()
+        );
+    }
+    if out_real.is_file() {
+        bail!("--out {} is a file; name a directory", out.display());
+    }
     Ok(())
 }

@@ -4,7 +4,7 @@
 use anyhow::Context;
 
 use super::stdin_lines::{BatchEnd, StdinLines};
-use super::stdout::print_line;
+use super::stdout::{print_line, warn};
 use crate::checkpoint::{self, Checkpoint, Task};
 use crate::cli::GenerateArgs;
 use crate::infer::sampling::Sampling;
@@ -78,15 +78,17 @@ fn continuation(args: &GenerateArgs, loaded: &Checkpoint) -> anyhow::Result<Cont
 /// Warns about unknown words and a cut prompt on stderr, prints the text on stdout.
 fn emit(continued: &Continued, prompt: &str, max_positions: usize) -> anyhow::Result<()> {
     for word in &continued.unknown_words {
-        eprintln!("warning: unknown prompt word {word:?} is read as <unk>");
+        warn(format_args!(
+            "unknown prompt word {word:?} is read as <unk>"
+        ));
     }
     if let Some(tokens) = continued.truncated_from {
-        eprintln!(
-            "warning: {:?} has {tokens} tokens, more than the model reads; it was continued \
-             from its last {} (model.max_len {max_positions}); shorten the prompt",
+        warn(format_args!(
+            "{:?} has {tokens} tokens, more than the model reads; it was continued from its \
+             last {} (model.max_len {max_positions}); shorten the prompt",
             super::truncate_chars(prompt, 40),
             max_positions.saturating_sub(1).max(1)
-        );
+        ));
     }
     print_line(&continued.text)
 }

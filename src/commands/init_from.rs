@@ -1,7 +1,8 @@
 //! `training.init_from`: a new run starts from a checkpoint's weights and tokenizers (ours, or
-//! a Hugging Face MarianMT directory's), once its `[model]` is the config's (a config without
-//! a `[model]` section takes the checkpoint's, and without `[decode]` its decoding settings);
-//! the training data's tokens that vocabulary lacks are counted.
+//! a Hugging Face MarianMT directory's) and its `[model]`, whose keys the config may state
+//! only as they are (dropout rates aside); without `[decode]` the config takes the
+//! checkpoint's decoding settings. The training data's tokens that vocabulary lacks are
+//! counted.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -53,26 +54,53 @@ pub(super) fn initial_weights(
         );
     }
     let initial = checkpoint::load_initial_weights(path, device).with_context(named)?;
-    // A config that leaves a section out takes the checkpoint's: a pretrained model's sizes
-    // and the way it is decoded need not be copied out by hand.
-    let stated = stated_sections(&config.source_name);
-    if !stated.iter().any(|s| s == "model") {
-        config.model = initial.config.model.clone();
+    // A config takes the checkpoint's [model], and its [decode] when it leaves that out: a
+    // pretrained model's sizes and the way it is decoded need not be copied out by hand. A
+    // [model] key the config states must agree with the checkpoint (dropout rates aside,
+    // which fine-tuning may change).
+    let stated = stated_tables(&config.source_name);
+    let saved_model = toml::Table::try_from(&initial.config.model)?;
+    let mut model = saved_model.clone();
+    let mut differences = Vec::new();
+    if let Some(Some(ours)) = stated
+        .as_ref()
+        .map(|t| t.get("model").and_then(|m| m.as_table()))
+    {
+        for (key, value) in ours {
+            let adjustable = matches!(
+                key.as_str(),
+                "dropout" | "attention_dropout" | "activation_dropout"
+            );
+            match saved_model.get(key) {
+                _ if adjustable => {
+                    model.insert(key.clone(), value.clone());
+                }
+                Some(theirs) if theirs == value => {}
+                theirs => differences.push((
+                    key.clone(),
+                    value.to_string(),
+                    theirs.map_or("nothing".into(), ToString::to_string),
+                )),
+            }
+        }
+    } else if stated.is_none() {
+        // The built-in config: its [model] is stated whole.
+        differences = model_differences(&config.model, &initial.config.model)?;
     }
-    if !stated.iter().any(|s| s == "decode") {
-        config.decode = initial.config.decode.clone();
-    }
-    let differences = model_differences(&config.model, &initial.config.model)?;
     if let Some((key, ours, theirs)) = differences.first() {
         bail!(
             "training.init_from: the config says model.{key} = {ours} but {} has {theirs}{}; \
-             make the [model] section match the checkpoint's config.toml",
+             leave the key out of [model] (the checkpoint's is used) or make it match",
             initial.dir.display(),
             match differences.len() {
                 1 => String::new(),
                 n => format!(" (and {} more difference(s))", n - 1),
             }
         );
+    }
+    config.model = model.try_into()?;
+    if stated.as_ref().is_some_and(|t| !t.contains_key("decode")) {
+        config.decode = initial.config.decode.clone();
     }
     let saved = &initial.config.data;
     config.data.tokenizer = saved.tokenizer;
@@ -86,16 +114,12 @@ pub(super) fn initial_weights(
     Ok((initial.tokenizers, initial.weights))
 }
 
-/// The top-level tables of the config file at `path`; every section when the file cannot be
-/// read again (the built-in config states them all).
-fn stated_sections(path: &str) -> Vec<String> {
-    let table = std::fs::read_to_string(path)
+/// The config file at `path` as TOML: what it states; none when it cannot be read again
+/// (the built-in config, which states every section).
+fn stated_tables(path: &str) -> Option<toml::Table> {
+    std::fs::read_to_string(path)
         .ok()
-        .and_then(|text| toml::from_str::<toml::Table>(&text).ok());
-    match table {
-        Some(table) => table.keys().cloned().collect(),
-        None => vec!["model".into(), "decode".into()],
-    }
+        .and_then(|text| toml::from_str::<toml::Table>(&text).ok())
 }
 
 /// The `[model]` keys whose values differ between `ours` and `theirs` (dropout rates aside),

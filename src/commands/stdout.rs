@@ -25,6 +25,12 @@ pub fn print_line(text: &str) -> anyhow::Result<()> {
         .map_err(write_error)
 }
 
+/// Writes `warning: MESSAGE` to stderr, and nothing when stderr is gone: a warning about one
+/// line must never end a stream whose stderr a reader closed (`eprintln!` would panic).
+pub fn warn(message: std::fmt::Arguments) {
+    let _ = writeln!(std::io::stderr().lock(), "warning: {message}");
+}
+
 fn write_error(e: std::io::Error) -> anyhow::Error {
     if e.kind() == std::io::ErrorKind::BrokenPipe {
         StdoutClosed.into()

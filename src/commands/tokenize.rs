@@ -4,7 +4,7 @@
 //! space-separated ids per input line; unknown pieces are warned about on stderr.
 
 use super::stdin_lines::{BatchEnd, StdinLines};
-use super::stdout::print_line;
+use super::stdout::{print_line, warn};
 use crate::checkpoint::{self, Task};
 use crate::cli::TokenizeArgs;
 use crate::data::Tokenizers;
@@ -51,7 +51,9 @@ fn tokenized(tokenizers: &Tokenizers, text: &str, args: &TokenizeArgs) -> anyhow
         )
     };
     for piece in &ids.unknown {
-        eprintln!("warning: {piece:?} is not in the vocabulary and becomes <unk>");
+        warn(format_args!(
+            "{piece:?} is not in the vocabulary and becomes <unk>"
+        ));
     }
     let words: Vec<String> = if args.pieces {
         ids.ids.iter().map(|&id| side.token(id)).collect()

@@ -5,7 +5,7 @@
 use anyhow::Context;
 
 use super::stdin_lines::{BatchEnd, StdinLines};
-use super::stdout::print_line;
+use super::stdout::{print_line, warn};
 use crate::cli::TranslateArgs;
 use crate::infer::translator::{Translation, Translator};
 use crate::progress::Verbosity;
@@ -69,19 +69,21 @@ impl Output<'_> {
     /// Warns about unknown words and cut sentences on stderr, prints the result on stdout.
     fn emit(&self, translation: &Translation) -> anyhow::Result<()> {
         if let Some(warning) = self.tokenizers.missing_language_token(&translation.source) {
-            eprintln!("warning: {warning}");
+            warn(format_args!("{warning}"));
         }
         for word in &translation.unknown_words {
-            eprintln!("warning: unknown source word {word:?} is translated as <unk>");
+            warn(format_args!(
+                "unknown source word {word:?} is translated as <unk>"
+            ));
         }
         if let Some(tokens) = translation.truncated_from {
-            eprintln!(
-                "warning: {:?} has {tokens} tokens, more than the model reads; only the first \
-                 {} were translated (model.max_len {}); split long sentences",
+            warn(format_args!(
+                "{:?} has {tokens} tokens, more than the model reads; only the first {} were \
+                 translated (model.max_len {}); split long sentences",
                 super::truncate_chars(&translation.source, 40),
                 self.max_positions - self.source_overhead,
                 self.max_positions
-            );
+            ));
         }
         if self.json {
             print_line(&serde_json::to_string(translation)?)

@@ -170,6 +170,12 @@ impl Config {
         Ok(config)
     }
 
+    /// The rules `parse` checks, for a config built otherwise (a Hugging Face directory's):
+    /// the offending key (as ours is dotted) and the rule it breaks.
+    pub fn broken_rule(&self) -> Option<(String, String)> {
+        self.validate().err()
+    }
+
     /// The resolved config as TOML, every value explicit; it travels with the weights.
     pub fn to_toml(&self) -> anyhow::Result<String> {
         Ok(toml::to_string(self)?)

@@ -30,6 +30,9 @@ impl Config {
 /// `<s>` and `</s>`.
 fn model_sizes(m: &ModelConfig) -> Check {
     positive("model.layers", m.layers)?;
+    if let Some(layers) = m.decoder_layers {
+        positive("model.decoder_layers", layers)?;
+    }
     positive("model.d_model", m.d_model)?;
     positive("model.d_ff", m.d_ff)?;
     positive("model.heads", m.heads)?;
@@ -85,6 +88,9 @@ fn architecture_fits_corpus(m: &ModelConfig, d: &DataConfig) -> Check {
 
 fn model_dropout(m: &ModelConfig) -> Check {
     probability("model.dropout", m.dropout)?;
+    if let Some(rate) = m.activation_dropout {
+        probability("model.activation_dropout", rate)?;
+    }
     probability("model.attention_dropout", m.attention_dropout)
 }
 

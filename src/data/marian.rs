@@ -209,12 +209,33 @@ fn language_code(text: &str) -> (Option<&str>, &str) {
 fn read_vocab(path: &Path) -> anyhow::Result<HashMap<String, u32>> {
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("cannot read the Marian vocabulary {}", path.display()))?;
-    serde_json::from_str(&text).with_context(|| {
+    let vocab: HashMap<String, u32> = serde_json::from_str(&text).with_context(|| {
         format!(
             "{} is not a Marian vocabulary (a JSON object of pieces and ids)",
             path.display()
         )
-    })
+    })?;
+    // Ids 0..n, each once: the rows of the embedding table, in order.
+    let mut seen = vec![None::<&str>; vocab.len()];
+    let mut pieces: Vec<(&String, &u32)> = vocab.iter().collect();
+    pieces.sort();
+    for (piece, &id) in pieces {
+        match seen.get_mut(id as usize) {
+            None => bail!(
+                "{}: {piece:?} has id {id}, but the vocabulary's {} pieces take ids 0 to {}; \
+                 the file is damaged",
+                path.display(),
+                vocab.len(),
+                vocab.len().saturating_sub(1)
+            ),
+            Some(Some(first)) => bail!(
+                "{}: {first:?} and {piece:?} both have id {id}; the file is damaged",
+                path.display()
+            ),
+            Some(slot) => *slot = Some(piece),
+        }
+    }
+    Ok(vocab)
 }
 
 #[cfg(test)]

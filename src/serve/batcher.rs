@@ -308,7 +308,7 @@ impl Worker {
                     self.metrics.record_abandoned(texts.len());
                     continue;
                 }
-                Err(e) => return Err(format!("{e:#}")),
+                Err(e) => return Err(one_line(&e)),
             };
             let tokens = translations.iter().map(|t| t.ids.len()).sum();
             self.metrics
@@ -325,7 +325,7 @@ impl Worker {
             model: self
                 .checkpoint
                 .model_for(Task::Translate)
-                .map_err(|e| format!("{e:#}"))?
+                .map_err(|e| one_line(&e))?
                 .decoding(),
             tokenizers: &self.checkpoint.tokenizers,
             device: &self.device,
@@ -337,7 +337,7 @@ impl Worker {
         if !job.reply.is_closed() {
             let answer = self
                 .attention_of(&job.sentence, &job.layers, job.options)
-                .map_err(|e| format!("{e:#}"));
+                .map_err(|e| one_line(&e));
             let _ = job.reply.send(answer);
         }
         self.release(1);
@@ -374,4 +374,14 @@ impl Worker {
     fn release(&self, size: usize) {
         self.queued.fetch_sub(size, Ordering::AcqRel);
     }
+}
+
+/// An error as one line for a client: its chain, without the backtrace candle's errors carry
+/// when RUST_BACKTRACE is set (server paths are nobody's business).
+fn one_line(error: &anyhow::Error) -> String {
+    format!("{error:#}")
+        .lines()
+        .next()
+        .unwrap_or("")
+        .to_string()
 }

@@ -157,7 +157,9 @@ pub async fn attention(
     let png = tokio::task::spawn_blocking(move || attention_heatmaps_png(&grids))
         .await
         .map_err(|e| ApiError::internal(format!("drawing the attention failed: {e}")))?
-        .map_err(|e| ApiError::internal(format!("{e:#}")))?;
+        .map_err(|e| {
+            ApiError::internal(format!("{e:#}").lines().next().unwrap_or("").to_string())
+        })?;
     Ok((
         [
             (header::CONTENT_TYPE, "image/png"),
