@@ -342,3 +342,30 @@ fn fine_tuning_takes_the_checkpoints_model_and_refuses_a_stated_size_it_lacks() 
         "{stderr}"
     );
 }
+
+#[test]
+fn a_served_marian_directory_answers_libretranslate_clients_for_its_language_pair() {
+    use common::server::{get, post_json, Server};
+    let dir = Path::new(MARIAN_FIXTURES[0]);
+    let case = &marian_expected(dir)["generate"];
+    let server = Server::start_with(dir, &[]);
+    // The pair comes from the directory's tokenizer_config.json.
+    let (status, languages) = get(&server.url("/languages"));
+    assert_eq!(status, 200);
+    let codes: Vec<String> = serde_json::from_slice::<Vec<serde_json::Value>>(&languages)
+        .unwrap()
+        .iter()
+        .map(|l| l["code"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(codes, ["de", "en"]);
+    let request = serde_json::json!({"q": case["sources"][1], "source": "de", "target": "en"});
+    let (status, answer) = post_json(&server.url("/translate"), &request);
+    assert_eq!(status, 200, "{answer}");
+    // The directory's own settings: num_beams 4, as generate() decoded.
+    assert_eq!(answer["translatedText"], case["beam"]["text"][1]);
+    drop(server);
+    // Flags name the pair otherwise.
+    let server = Server::start_with(dir, &["--source-lang", "gsw", "--target-lang", "en"]);
+    let request = serde_json::json!({"q": "Zwei Hunde.", "source": "gsw", "target": "en"});
+    assert_eq!(post_json(&server.url("/translate"), &request).0, 200);
+}

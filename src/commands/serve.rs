@@ -9,7 +9,15 @@ use crate::serve::{serve, BatchPolicy, ConnectionLimits, Limits, ServeSettings, 
 
 pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     let device = super::device_from(&args.device, Verbosity::Normal)?;
-    let loaded = super::load_translation_model(args.checkpoint.as_deref(), &device)?;
+    let mut loaded = super::load_translation_model(args.checkpoint.as_deref(), &device)?;
+    // The flags name the pair where the checkpoint does not (or names it otherwise).
+    let data = &mut loaded.config.data;
+    if let Some(code) = &args.source_lang {
+        data.source_lang = Some(code.clone());
+    }
+    if let Some(code) = &args.target_lang {
+        data.target_lang = Some(code.clone());
+    }
     let decode = super::decode_resolver(&args.decode, &loaded, Some(WIDEST_BEAM))?;
     let settings = ServeSettings {
         addr: SocketAddr::new(args.host, args.port),

@@ -139,9 +139,9 @@ fn language_pair(checkpoint: &Checkpoint) -> anyhow::Result<LanguagePair> {
             target: target.clone(),
         }),
         _ => anyhow::bail!(
-            "{} does not say which languages it translates; add data.source_lang and \
-             data.target_lang (e.g. \"de\" and \"en\") to its config.toml, or to the training \
-             config for new runs",
+            "{} does not say which languages it translates; pass --source-lang and \
+             --target-lang (e.g. de and en), or add data.source_lang and data.target_lang to its \
+             config.toml (or to the training config for new runs)",
             checkpoint.dir.display()
         ),
     }
