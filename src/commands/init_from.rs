@@ -10,6 +10,7 @@ use std::path::Path;
 use anyhow::{bail, Context};
 use candle_core::Tensor;
 
+use super::stdout::warn;
 use crate::checkpoint;
 use crate::config::Config;
 use crate::train::TrainingData;
@@ -103,6 +104,24 @@ pub(super) fn initial_weights(
         config.decode = initial.config.decode.clone();
     }
     let saved = &initial.config.data;
+    // The tokenizer is the checkpoint's: its ids are the rows of the embeddings. Settings the
+    // config states for a tokenizer of its own are said to be unused, not silently dropped.
+    let stated_data = stated
+        .as_ref()
+        .and_then(|t| t.get("data")?.as_table().cloned());
+    let unused: Vec<&str> = ["tokenizer", "vocab_size", "joint_vocab", "min_freq"]
+        .into_iter()
+        .filter(|key| stated_data.as_ref().is_some_and(|d| d.contains_key(*key)))
+        .collect();
+    if !unused.is_empty() {
+        warn(format_args!(
+            "data.{} not used: the run keeps the tokenizer of training.init_from ({}, \
+             data.tokenizer = \"{}\")",
+            unused.join(", data."),
+            initial.dir.display(),
+            saved.tokenizer
+        ));
+    }
     config.data.tokenizer = saved.tokenizer;
     config.data.joint_vocab = saved.joint_vocab;
     config.data.vocab_size = saved.vocab_size;
