@@ -369,3 +369,28 @@ fn a_served_marian_directory_answers_libretranslate_clients_for_its_language_pai
     let request = serde_json::json!({"q": "Zwei Hunde.", "source": "gsw", "target": "en"});
     assert_eq!(post_json(&server.url("/translate"), &request).0, 200);
 }
+
+#[test]
+fn a_multilingual_model_warns_of_a_source_without_its_target_language_token() {
+    // Two pieces the sentences below never use become target-language tokens.
+    let dir = damaged_copy(|dir: &Path| {
+        edited("vocab.json", "\"\\u2581Seve\": 510", "\">>fra<<\": 510")(dir);
+        edited("vocab.json", "\"\\u2581toward\": 511", "\">>spa<<\": 511")(dir);
+    });
+    let run = |text: &str| {
+        let out = transformer()
+            .args(["translate", "--checkpoint"])
+            .arg(dir.path())
+            .arg(text)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0));
+        String::from_utf8(out.stderr).unwrap()
+    };
+    let stderr = run("Zwei Hunde.");
+    assert!(
+        stderr.contains("translates into 2 languages") && stderr.contains(">>fra<<, >>spa<<"),
+        "{stderr}"
+    );
+    assert!(!run(">>fra<< Zwei Hunde.").contains("warning"));
+}
