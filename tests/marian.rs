@@ -394,3 +394,26 @@ fn a_multilingual_model_warns_of_a_source_without_its_target_language_token() {
     );
     assert!(!run(">>fra<< Zwei Hunde.").contains("warning"));
 }
+
+#[test]
+fn generation_settings_this_tool_does_not_apply_are_warned_about() {
+    let dir = damaged_copy(edited(
+        "generation_config.json",
+        "\"num_beams\": 4",
+        "\"num_beams\": 4,\n  \"renormalize_logits\": true,\n  \"no_repeat_ngram_size\": 3",
+    ));
+    let out = transformer()
+        .args(["translate", "--checkpoint"])
+        .arg(dir.path())
+        .arg("Zwei Hunde.")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    for key in ["renormalize_logits = true", "no_repeat_ngram_size = 3"] {
+        assert!(
+            stderr.contains(key) && stderr.contains("is not applied"),
+            "{stderr}"
+        );
+    }
+}

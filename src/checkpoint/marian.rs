@@ -158,6 +158,7 @@ pub fn read_config(dir: &Path) -> anyhow::Result<Config> {
         data,
         decode,
         source_name: generation.path.display().to_string(),
+        notes: unapplied_settings(&generation),
         ..Config::default()
     };
     if let Some((key, rule)) = config.broken_rule() {
@@ -351,6 +352,37 @@ fn decode_config(json: &JsonConfig) -> anyhow::Result<DecodeConfig> {
         length_normalization: LengthNormalization::Length,
         end_at_max_len: json.get("forced_eos_token_id").is_some(),
     })
+}
+
+/// transformers' generation settings this tool does not apply, each as a warning naming the
+/// file: its searches are greedy and beam search with the settings above.
+fn unapplied_settings(json: &JsonConfig) -> Vec<String> {
+    let file = json.path.display();
+    let mut notes = Vec::new();
+    let mut note = |key: &str, value: &Value| {
+        notes.push(format!(
+            "{file}: {key} = {value} is not applied; this tool decodes greedily or with beam \
+             search, so its output can differ from generate()'s"
+        ))
+    };
+    for key in ["do_sample", "renormalize_logits", "early_stopping"] {
+        if let Some(value) = json.get(key).filter(|v| v.as_bool() != Some(false)) {
+            note(key, value);
+        }
+    }
+    let neutral = [
+        ("no_repeat_ngram_size", 0.0),
+        ("repetition_penalty", 1.0),
+        ("min_length", 0.0),
+        ("num_beam_groups", 1.0),
+        ("diversity_penalty", 0.0),
+    ];
+    for (key, neutral) in neutral {
+        if let Some(value) = json.get(key).filter(|v| v.as_f64() != Some(neutral)) {
+            note(key, value);
+        }
+    }
+    notes
 }
 
 /// The language pair: `tokenizer_config.json`'s `source_lang` / `target_lang`, else the

@@ -137,6 +137,9 @@ fn load_translation_model(
     let dir = checkpoint_or_latest(given, Task::Translate)?;
     let loaded = checkpoint::load(&dir, device)?;
     loaded.model_for(Task::Translate)?;
+    for note in &loaded.config.notes {
+        stdout::warn(format_args!("{note}"));
+    }
     Ok(loaded)
 }
 

@@ -46,6 +46,10 @@ pub struct Config {
     /// after loading; not part of the config itself.
     #[serde(skip)]
     pub source_name: String,
+    /// What reading a foreign config found worth a warning, not an error (a generation
+    /// setting this tool does not apply); not part of the config itself.
+    #[serde(skip)]
+    pub notes: Vec<String>,
 }
 
 /// Where the run directory goes.
