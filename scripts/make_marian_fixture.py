@@ -47,11 +47,14 @@ DATA = os.path.join(ROOT, "data", "multi30k")
 # precompiled character map is most of an .spm file's 240 KB: one variant carries it).
 VARIANTS = {
     "shared": dict(separate=False, activation="swish", d_model=32, ffn=64, layers=(2, 2),
-                   heads=4, safetensors=True, vocab=(300, 300), normalizer="nmt_nfkc"),
+                   heads=4, safetensors=True, vocab=(300, 300), normalizer="nmt_nfkc",
+                   renormalize=True),
     "separate": dict(separate=True, activation="relu", d_model=48, ffn=96, layers=(2, 1),
-                     heads=4, safetensors=False, vocab=(260, 220), normalizer="identity"),
+                     heads=4, safetensors=False, vocab=(260, 220), normalizer="identity",
+                     renormalize=False),
     "gelu": dict(separate=False, activation="gelu", d_model=32, ffn=128, layers=(3, 3),
-                 heads=2, safetensors=True, vocab=(240, 240), normalizer="identity"),
+                 heads=2, safetensors=True, vocab=(240, 240), normalizer="identity",
+                 renormalize=True),
 }
 TRAIN_PAIRS = 4000
 TRAIN_STEPS = 800
@@ -166,9 +169,11 @@ def build(variant, out, seed):
                                          model.model.decoder.embed_tokens.weight]}.values():
             table[pad].zero_()
     model.eval()
+    # OPUS-MT's generation configs renormalise the scores after the bad-words processor.
     model.generation_config = GenerationConfig(
         num_beams=4, max_length=64, bad_words_ids=[[pad]], forced_eos_token_id=0,
         decoder_start_token_id=pad, pad_token_id=pad, eos_token_id=0, length_penalty=1.0,
+        renormalize_logits=spec["renormalize"],
     )
     model.save_pretrained(out)
     if not spec["safetensors"]:
@@ -294,6 +299,7 @@ def build_bench(out, seed):
     model.generation_config = GenerationConfig(
         num_beams=4, max_length=512, bad_words_ids=[[pad]], forced_eos_token_id=0,
         decoder_start_token_id=pad, pad_token_id=pad, eos_token_id=0, length_penalty=1.0,
+        renormalize_logits=True,
     )
     model.save_pretrained(out)
     tokenizer.save_pretrained(out)

@@ -124,6 +124,7 @@ fn search(
         length_penalty: alpha,
         n_best: N_BEST,
         normalization: transformer::config::LengthNormalization::Gnmt,
+        renormalize: false,
     };
     beam_search(model, &sources.input(Some(EOS_ID)), settings).unwrap()
 }

@@ -106,6 +106,7 @@ fn beam_one_is_greedy() {
             length_penalty: 0.6,
             n_best: 1,
             normalization: transformer::config::LengthNormalization::Gnmt,
+            renormalize: false,
         };
         let beam =
             best(beam_search(loaded.model.decoding(), &one.input(Some(EOS_ID)), settings).unwrap())
@@ -209,6 +210,7 @@ fn batched_beam_search_equals_the_search_sentence_by_sentence() {
             length_penalty,
             n_best: 1,
             normalization: transformer::config::LengthNormalization::Gnmt,
+            renormalize: false,
         };
         let model = loaded.model.decoding();
         let batched = best(beam_search(model, &sources.input(Some(EOS_ID)), settings).unwrap());

@@ -400,7 +400,7 @@ fn generation_settings_this_tool_does_not_apply_are_warned_about() {
     let dir = damaged_copy(edited(
         "generation_config.json",
         "\"num_beams\": 4",
-        "\"num_beams\": 4,\n  \"renormalize_logits\": true,\n  \"no_repeat_ngram_size\": 3",
+        "\"num_beams\": 4,\n  \"early_stopping\": true,\n  \"no_repeat_ngram_size\": 3",
     ));
     let out = transformer()
         .args(["translate", "--checkpoint"])
@@ -410,7 +410,7 @@ fn generation_settings_this_tool_does_not_apply_are_warned_about() {
         .unwrap();
     assert_eq!(out.status.code(), Some(0));
     let stderr = String::from_utf8(out.stderr).unwrap();
-    for key in ["renormalize_logits = true", "no_repeat_ngram_size = 3"] {
+    for key in ["early_stopping = true", "no_repeat_ngram_size = 3"] {
         assert!(
             stderr.contains(key) && stderr.contains("is not applied"),
             "{stderr}"

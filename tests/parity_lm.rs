@@ -166,6 +166,7 @@ fn greedy_generation_continues_as_the_reference_does() {
         length_penalty: 0.0,
         n_best: 1,
         normalization: transformer::config::LengthNormalization::Gnmt,
+        renormalize: false,
     };
     let beam = beam_search(f.model.decoding(), &input, one_beam).unwrap();
     assert_eq!(beam[0][0].ids, cached.ids);
@@ -204,6 +205,7 @@ fn batched_prompts_continue_as_each_does_alone() {
         length_penalty: 0.6,
         n_best: 2,
         normalization: transformer::config::LengthNormalization::Gnmt,
+        renormalize: false,
     };
     let model = f.model.decoding();
     let sampled = sample(model, &input(&prefix, &steps), drawn).unwrap();

@@ -115,6 +115,7 @@ fn decode_rows(
                 beam: 5,
                 length_penalty: 1.0,
                 normalization: LengthNormalization::Gnmt,
+                renormalize: false,
                 n_best: 1,
             }),
         ),

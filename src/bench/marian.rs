@@ -42,6 +42,7 @@ pub fn marian_decoding(
         max_len: Some(MARIAN_MAX_TOKENS),
         length_normalization: loaded.config.decode.length_normalization,
         end_at_max_len: loaded.config.decode.end_at_max_len,
+        renormalize: loaded.config.decode.renormalize,
         ..DecodeOptions::default()
     };
     let translator = Translator {

@@ -351,6 +351,7 @@ fn decode_config(json: &JsonConfig) -> anyhow::Result<DecodeConfig> {
         max_len: Some(max_length - 1),
         length_normalization: LengthNormalization::Length,
         end_at_max_len: json.get("forced_eos_token_id").is_some(),
+        renormalize: json.flag("renormalize_logits", false)?,
     })
 }
 
@@ -365,7 +366,7 @@ fn unapplied_settings(json: &JsonConfig) -> Vec<String> {
              search, so its output can differ from generate()'s"
         ))
     };
-    for key in ["do_sample", "renormalize_logits", "early_stopping"] {
+    for key in ["do_sample", "early_stopping"] {
         if let Some(value) = json.get(key).filter(|v| v.as_bool() != Some(false)) {
             note(key, value);
         }

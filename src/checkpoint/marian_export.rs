@@ -84,6 +84,7 @@ pub fn export_marian(
         "max_length": max_length,
         "num_beams": d.beam,
         "length_penalty": d.length_penalty,
+        "renormalize_logits": d.renormalize,
     });
     let tokenizer_json = json!({
         "tokenizer_class": "MarianTokenizer",

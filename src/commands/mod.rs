@@ -234,6 +234,7 @@ fn decode_bounds(loaded: &Checkpoint, door_beam: Option<usize>) -> DecodeBounds 
         door_beam,
         length_normalization: loaded.config.decode.length_normalization,
         end_at_max_len: loaded.config.decode.end_at_max_len,
+        renormalize: loaded.config.decode.renormalize,
     }
 }
 

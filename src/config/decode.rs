@@ -23,6 +23,10 @@ pub struct DecodeConfig {
     /// A row still open at the length limit is given `</s>` as its last token, as
     /// transformers' `forced_eos_token_id` does; otherwise it is cut there.
     pub end_at_max_len: bool,
+    /// Beam search renormalises each step's log-probabilities over the ids it may generate
+    /// (transformers' `renormalize_logits`), instead of leaving the never-generated ids' mass
+    /// out of the sum.
+    pub renormalize: bool,
 }
 
 /// What a hypothesis's summed log-probability is divided by in beam search.
@@ -62,6 +66,7 @@ impl Default for DecodeConfig {
             max_len: None,
             length_normalization: LengthNormalization::Gnmt,
             end_at_max_len: false,
+            renormalize: false,
         }
     }
 }

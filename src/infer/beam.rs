@@ -20,6 +20,9 @@ pub struct BeamSettings {
     pub length_penalty: f32,
     /// GNMT's ((5 + len) / 6)^alpha, or transformers' len^alpha.
     pub normalization: LengthNormalization,
+    /// Each step's log-probabilities renormalised over the ids the search may generate
+    /// (transformers' `renormalize_logits`).
+    pub renormalize: bool,
     /// Hypotheses kept per row (at most `beam`), best first.
     pub n_best: usize,
 }
@@ -107,8 +110,8 @@ fn step_candidates(
     model: &dyn DecodingModel,
     last: &Tensor,
     state: &mut dyn DecodingState,
-    count: usize,
-    never: &[u32],
+    (count, never): (usize, &[u32]),
+    renormalize: bool,
 ) -> Result<Vec<Vec<(u32, f32)>>> {
     let logits = model.step(last, state)?;
     let mut rows = top_log_probs(&logits, count + never.len())?;
@@ -119,11 +122,44 @@ fn step_candidates(
     {
         candle_core::bail!("{NOT_A_NUMBER}")
     }
+    if renormalize && !never.is_empty() {
+        renormalize_without(&logits, &mut rows, never)?;
+    }
     for row in &mut rows {
         row.retain(|(id, _)| !never.contains(id));
         row.truncate(count);
     }
     Ok(rows)
+}
+
+/// Shifts each row's log-probabilities so that they sum to one over the ids other than
+/// `never` (transformers' `renormalize_logits` after its bad-words processor): by
+/// -ln(1 - p(never)), where each never-generated id's probability comes from its logit and
+/// the row's log-sum-exp (read off the row's best id: its logit less its log-probability).
+fn renormalize_without(logits: &Tensor, rows: &mut [Vec<(u32, f32)>], never: &[u32]) -> Result<()> {
+    let width = 1 + never.len();
+    let ids: Vec<u32> = rows
+        .iter()
+        .flat_map(|row| std::iter::once(row[0].0).chain(never.iter().copied()))
+        .collect();
+    let ids = Tensor::from_vec(ids, (rows.len(), width), logits.device())?;
+    let picked = logits
+        .contiguous()?
+        .gather(&ids, 1)?
+        .to_dtype(candle_core::DType::F32)?
+        .to_vec2::<f32>()?;
+    for (row, picked) in rows.iter_mut().zip(picked) {
+        let log_sum_exp = f64::from(picked[0]) - f64::from(row[0].1);
+        let removed: f64 = picked[1..]
+            .iter()
+            .map(|&logit| (f64::from(logit) - log_sum_exp).exp())
+            .sum();
+        let shift = -(1.0 - removed).max(f64::MIN_POSITIVE).ln();
+        for entry in row.iter_mut() {
+            entry.1 = (f64::from(entry.1) + shift) as f32;
+        }
+    }
+    Ok(())
 }
 
 /// The last id of each beam, the start symbol for an empty one.
@@ -159,7 +195,13 @@ pub fn beam_search(
         }
         let ids = batch.last_ids();
         let last = Tensor::from_vec(ids, (batch.open_rows(), 1), prompt.prefix.device())?;
-        let mut candidates = step_candidates(model, &last, &mut *state, 2 * batch.k, input.never)?;
+        let mut candidates = step_candidates(
+            model,
+            &last,
+            &mut *state,
+            (2 * batch.k, input.never),
+            settings.renormalize,
+        )?;
         if let (true, Some(end)) = (input.end_at_limit, input.end) {
             batch.end_rows_at_their_limit(&mut candidates, end);
         }
@@ -370,6 +412,27 @@ fn best_candidates(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// transformers' `renormalize_logits`: once the never-generated ids are gone, the rest
+    /// sum to one again; ids the top list holds and the order are unchanged.
+    #[test]
+    fn renormalising_leaves_the_other_ids_summing_to_one() {
+        let logits = [0.5f32, 3.0, -1.0, 2.0];
+        let log_sum_exp = logits.iter().map(|l| l.exp()).sum::<f32>().ln();
+        let tensor = Tensor::new(&[logits], &candle_core::Device::Cpu).unwrap();
+        let mut rows = top_log_probs(&tensor, 4).unwrap();
+        assert_eq!(rows[0][0].0, 1);
+        renormalize_without(&tensor, &mut rows, &[3]).unwrap();
+        let kept: Vec<(u32, f32)> = rows[0].iter().copied().filter(|(id, _)| *id != 3).collect();
+        let total: f32 = kept.iter().map(|(_, lp)| lp.exp()).sum();
+        assert!((total - 1.0).abs() < 1e-6, "{total}");
+        let expected = logits[1] - log_sum_exp - (1.0 - (logits[3] - log_sum_exp).exp()).ln();
+        assert!((rows[0][0].1 - expected).abs() < 1e-6);
+        assert_eq!(
+            kept.iter().map(|(id, _)| *id).collect::<Vec<_>>(),
+            [1, 0, 2]
+        );
+    }
 
     #[test]
     fn the_length_penalty_is_one_at_length_one_and_grows() {

@@ -32,6 +32,8 @@ pub struct DecodeOptions {
     pub length_normalization: LengthNormalization,
     /// End a translation still open at the length limit with `</s>` (the checkpoint's).
     pub end_at_max_len: bool,
+    /// Beam search renormalises over the ids it may generate (the checkpoint's).
+    pub renormalize: bool,
 }
 
 impl DecodeOptions {
@@ -53,6 +55,7 @@ impl Default for DecodeOptions {
             n_best: 1,
             length_normalization: LengthNormalization::Gnmt,
             end_at_max_len: false,
+            renormalize: false,
         }
     }
 }

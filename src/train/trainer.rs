@@ -139,6 +139,7 @@ impl Trainer {
             door_beam: None,
             length_normalization: config.decode.length_normalization,
             end_at_max_len: config.decode.end_at_max_len,
+            renormalize: config.decode.renormalize,
         };
         let origin = match config.source_name.as_str() {
             "" => "the config",

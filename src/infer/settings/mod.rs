@@ -151,6 +151,7 @@ pub struct DecodeBounds {
     /// not a choice of the asker.
     pub length_normalization: LengthNormalization,
     pub end_at_max_len: bool,
+    pub renormalize: bool,
 }
 
 /// A setting refused: the message names it as its layer does, and the bound.
@@ -186,6 +187,7 @@ pub fn resolve(layers: &[Layer], bounds: &DecodeBounds) -> Result<DecodeOptions,
     let mut options = DecodeOptions {
         length_normalization: bounds.length_normalization,
         end_at_max_len: bounds.end_at_max_len,
+        renormalize: bounds.renormalize,
         ..DecodeOptions::default()
     };
     let mut length_penalty = f64::from(options.length_penalty);
@@ -271,6 +273,7 @@ impl DecodeOptions {
             beam: self.beam,
             length_penalty: self.length_penalty,
             normalization: self.length_normalization,
+            renormalize: self.renormalize,
             n_best: self.n_best,
         })
     }

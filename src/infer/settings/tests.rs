@@ -9,6 +9,7 @@ fn bounds() -> DecodeBounds {
         door_beam: None,
         length_normalization: crate::config::LengthNormalization::Gnmt,
         end_at_max_len: false,
+        renormalize: false,
     }
 }
 
