@@ -253,6 +253,49 @@ fn export_never_replaces_the_checkpoint_it_reads_or_a_folder_of_other_files() {
         assert_eq!(status.status.code(), Some(1), "{stderr}");
         assert!(stderr.contains(needle), "{stderr}");
     }
+    // Not a directory (a dangling link, a file): never replaced, --overwrite or not.
+    let dangling = work.path().join("dangling");
+    std::os::unix::fs::symlink(work.path().join("nowhere"), &dangling).unwrap();
+    let file = work.path().join("file");
+    std::fs::write(&file, "mine").unwrap();
+    for out in [&dangling, &file] {
+        let status = transformer()
+            .args(["export", "--to", "hf", "--overwrite", "--out"])
+            .arg(out)
+            .arg(&exported)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8(status.stderr).unwrap();
+        assert!(stderr.contains("is not a directory"), "{stderr}");
+    }
+    assert!(std::fs::symlink_metadata(&dangling).unwrap().is_symlink());
+    // An earlier export with a file of someone's added is not an export's to replace.
+    std::fs::write(exported.join("notes.txt"), "mine").unwrap();
+    let copy = work.path().join("copy");
+    succeeded(
+        transformer()
+            .args(["export", "--to", "hf", "--out"])
+            .arg(&copy)
+            .arg(MARIAN_FIXTURES[1]),
+    );
+    std::fs::write(copy.join("notes.txt"), "mine").unwrap();
+    let status = transformer()
+        .args(["export", "--to", "hf", "--overwrite", "--out"])
+        .arg(&copy)
+        .arg(MARIAN_FIXTURES[1])
+        .output()
+        .unwrap();
+    assert!(String::from_utf8(status.stderr)
+        .unwrap()
+        .contains("holds notes.txt, which an export does not write"));
+    // A bare name is a directory where the command runs.
+    succeeded(
+        transformer()
+            .current_dir(work.path())
+            .args(["export", "--to", "hf", "--out", "bare"])
+            .arg(std::fs::canonicalize(MARIAN_FIXTURES[1]).unwrap()),
+    );
+    assert!(work.path().join("bare/model.safetensors").is_file());
     let other = work.path().join("other");
     std::fs::create_dir(&other).unwrap();
     std::fs::write(other.join("notes.txt"), "mine").unwrap();

@@ -22,6 +22,18 @@ use crate::config::{
 };
 use crate::data::Tokenizers;
 
+/// The files an export writes (the vocabularies' as the tokenizer has them).
+pub const WRITTEN: &[&str] = &[
+    CONFIG_JSON,
+    GENERATION_CONFIG_JSON,
+    TOKENIZER_CONFIG_JSON,
+    SAFETENSORS_FILE,
+    crate::data::marian::SOURCE_SPM,
+    crate::data::marian::TARGET_SPM,
+    crate::data::marian::VOCAB_FILE,
+    crate::data::marian::TARGET_VOCAB_FILE,
+];
+
 /// Writes the checkpoint read from `source_dir` (its config, tokenizers and module-named
 /// `tensors`) into `out` as a MarianMT directory.
 pub fn export_marian(

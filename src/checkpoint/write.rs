@@ -59,9 +59,9 @@ pub(super) fn save_with(
         std::fs::rename(dir, &retired).with_context(context)?;
     }
     std::fs::rename(&staging, dir).with_context(context)?;
-    if let Some(parent) = dir.parent() {
-        sync_dir(parent)?;
-    }
+    // A bare name's parent is the empty path: the directory we run in.
+    let parent = dir.parent().filter(|p| !p.as_os_str().is_empty());
+    sync_dir(parent.unwrap_or(Path::new(".")))?;
     remove_leftover(&retired).with_context(|| leftover_context(&retired))?;
     Ok(())
 }

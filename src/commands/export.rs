@@ -5,15 +5,26 @@ use anyhow::bail;
 
 use std::path::Path;
 
-use crate::checkpoint::{self, marian, marian_export};
+use crate::checkpoint::{self, marian_export};
 use crate::cli::{ExportArgs, ExportFormat};
 
 pub fn run(args: ExportArgs) -> anyhow::Result<()> {
-    if args.out.exists() && !args.overwrite {
-        bail!(
-            "{} already exists; pass --overwrite to replace it, or --out DIR to write elsewhere",
-            args.out.display()
-        );
+    // symlink_metadata: a dangling link, a device or a pipe is there too, and none of them is
+    // ours to replace.
+    if let Ok(meta) = std::fs::symlink_metadata(&args.out) {
+        if !meta.is_dir() {
+            bail!(
+                "--out {} exists and is not a directory; name a new directory",
+                args.out.display()
+            );
+        }
+        if !args.overwrite {
+            bail!(
+                "{} already exists; pass --overwrite to replace it, or --out DIR to write \
+                 elsewhere",
+                args.out.display()
+            );
+        }
     }
     // Weights are read and written on the CPU: no device is worth starting for a copy.
     let initial = checkpoint::load_initial_weights(&args.checkpoint, &candle_core::Device::Cpu)?;
@@ -53,16 +64,24 @@ fn check_replaceable(out: &Path, sources: &[&Path]) -> anyhow::Result<()> {
             }
         }
     }
-    let empty = std::fs::read_dir(&out_real).is_ok_and(|mut entries| entries.next().is_none());
-    if out_real.is_dir() && !empty && !marian::is_hugging_face_dir(&out_real) {
-        bail!(
-            "--out {} holds files that are not a Hugging Face model directory; --overwrite \
-             replaces only an earlier export: choose another --out",
-            out.display()
-        );
-    }
-    if out_real.is_file() {
-        bail!("--out {} is a file; name a directory", out.display());
+    // Only what an export writes may be replaced: anything else in the directory is someone's.
+    let entries = std::fs::read_dir(&out_real)
+        .map_err(|e| anyhow::anyhow!("cannot read --out {}: {e}", out.display()))?;
+    for entry in entries {
+        let entry = entry?;
+        let name = entry.file_name();
+        let ours = entry.file_type()?.is_file()
+            && marian_export::WRITTEN
+                .iter()
+                .any(|written| name.to_str() == Some(*written));
+        if !ours {
+            bail!(
+                "--out {} holds {}, which an export does not write; --overwrite replaces only an \
+                 earlier export: choose another --out",
+                out.display(),
+                name.to_string_lossy()
+            );
+        }
     }
     Ok(())
 }

@@ -17,6 +17,7 @@ pub fn run(args: TranslateArgs) -> anyhow::Result<()> {
     let translator = super::translator(&loaded, &device, options)?;
     let output = Output {
         tokenizers: &loaded.tokenizers,
+        warned_of_language: std::cell::Cell::new(false),
         json: args.json,
         max_positions: loaded.config.model.max_len,
         source_overhead: loaded.tokenizers.specials().source_overhead(),
@@ -56,8 +57,10 @@ fn translate_stdin(
 
 /// How results are printed.
 struct Output<'a> {
-    /// For the warning a multilingual model's source without a target-language token gets.
+    /// For the warning a multilingual model's source without a target-language token gets,
+    /// and whether it was given.
     tokenizers: &'a crate::data::Tokenizers,
+    warned_of_language: std::cell::Cell<bool>,
     json: bool,
     /// The model's `max_len` and the positions a source's specials take, for the warning
     /// about cut sentences.
@@ -68,8 +71,12 @@ struct Output<'a> {
 impl Output<'_> {
     /// Warns about unknown words and cut sentences on stderr, prints the result on stdout.
     fn emit(&self, translation: &Translation) -> anyhow::Result<()> {
-        if let Some(warning) = self.tokenizers.missing_language_token(&translation.source) {
-            warn(format_args!("{warning}"));
+        // Once: a file of lines without the token would otherwise say it on every line.
+        if !self.warned_of_language.get() {
+            if let Some(warning) = self.tokenizers.missing_language_token(&translation.source) {
+                warn(format_args!("{warning} (said once)"));
+                self.warned_of_language.set(true);
+            }
         }
         for word in &translation.unknown_words {
             warn(format_args!(

@@ -105,7 +105,10 @@ impl MarianTokenizer {
 
     /// A target sentence's ids (teacher forcing, evaluation), `</s>` last.
     pub fn encode_target(&self, text: &str) -> anyhow::Result<MarianEncoding> {
-        let pieces = self.target.pieces(text)?;
+        // MarianTokenizer keeps a leading language code whole on this side too.
+        let (code, rest) = language_code(text);
+        let mut pieces: Vec<String> = code.map(str::to_string).into_iter().collect();
+        pieces.extend(self.target.pieces(rest)?);
         Ok(self.ids(pieces, &self.target_ids))
     }
 
