@@ -138,6 +138,16 @@ fn translate(dir: &Path) -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
+/// `translate --checkpoint DIR TEXT`, whatever its outcome.
+fn translate_output(dir: &Path, text: &str) -> std::process::Output {
+    transformer()
+        .args(["translate", "--checkpoint"])
+        .arg(dir)
+        .arg(text)
+        .output()
+        .unwrap()
+}
+
 /// A copy of the shared fixture with `edit` applied to its directory.
 fn damaged_copy(edit: impl FnOnce(&Path)) -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
@@ -204,12 +214,7 @@ fn damaged_directories_are_refused_in_one_line_naming_the_file_and_key() {
     ];
     for (edit, needles) in cases {
         let dir = damaged_copy(edit);
-        let out = transformer()
-            .args(["translate", "--checkpoint"])
-            .arg(dir.path())
-            .arg("Zwei Hunde.")
-            .output()
-            .unwrap();
+        let out = translate_output(dir.path(), "Zwei Hunde.");
         let stderr = String::from_utf8(out.stderr).unwrap();
         assert_eq!(out.status.code(), Some(1), "{stderr}");
         assert_eq!(stderr.lines().count(), 1, "{stderr}");
@@ -421,12 +426,7 @@ fn a_multilingual_model_warns_of_a_source_without_its_target_language_token() {
         edited("vocab.json", "\"\\u2581toward\": 511", "\">>spa<<\": 511")(dir);
     });
     let run = |text: &str| {
-        let out = transformer()
-            .args(["translate", "--checkpoint"])
-            .arg(dir.path())
-            .arg(text)
-            .output()
-            .unwrap();
+        let out = translate_output(dir.path(), text);
         assert_eq!(out.status.code(), Some(0));
         String::from_utf8(out.stderr).unwrap()
     };
@@ -445,12 +445,7 @@ fn generation_settings_this_tool_does_not_apply_are_warned_about() {
         "\"num_beams\": 4",
         "\"num_beams\": 4,\n  \"early_stopping\": true,\n  \"no_repeat_ngram_size\": 3",
     ));
-    let out = transformer()
-        .args(["translate", "--checkpoint"])
-        .arg(dir.path())
-        .arg("Zwei Hunde.")
-        .output()
-        .unwrap();
+    let out = translate_output(dir.path(), "Zwei Hunde.");
     assert_eq!(out.status.code(), Some(0));
     let stderr = String::from_utf8(out.stderr).unwrap();
     for key in ["early_stopping = true", "no_repeat_ngram_size = 3"] {

@@ -272,7 +272,7 @@ pub fn load_initial_weights(path: &Path, device: &Device) -> anyhow::Result<Init
 fn read_parts(dir: &Path, device: &Device) -> anyhow::Result<(Config, Tokenizers, ByModule)> {
     let (config, tokenizers) = read_config_and_tokenizers(dir)?;
     if marian::is_hugging_face_dir(dir) {
-        let weights = read_marian_weights(dir, device)?;
+        let weights = read_marian_weights(dir, &config, device)?;
         marian::check_sizes(&config, &weights)?;
         return Ok((config, tokenizers, weights));
     }
@@ -324,8 +324,7 @@ pub fn load_tokenizers(path: &Path) -> anyhow::Result<(PathBuf, Config, Tokenize
 }
 
 /// A Hugging Face MarianMT directory's weights, through [`marian::MarianFormat`].
-fn read_marian_weights(dir: &Path, device: &Device) -> anyhow::Result<ByModule> {
-    let config = marian::read_config(dir)?;
+fn read_marian_weights(dir: &Path, config: &Config, device: &Device) -> anyhow::Result<ByModule> {
     let path = marian::weights_file(dir)?;
     let tensors = if path.extension().is_some_and(|e| e == "bin") {
         read_pytorch_tensors(&path, device)?

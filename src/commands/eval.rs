@@ -64,14 +64,12 @@ fn translate_all(args: &EvalArgs, sources: &[String]) -> anyhow::Result<Vec<Stri
     let options = super::decode_options(&args.decode.settings, &loaded)?;
     let translator = super::translator(&loaded, &device, options)?;
     let translations = translator.translate_all(sources, args.decode.batch_size)?;
-    let unmarked = sources
+    let warnings: Vec<String> = sources
         .iter()
         .filter_map(|s| loaded.tokenizers.missing_language_token(s))
-        .count();
-    if let Some(warning) = sources
-        .iter()
-        .find_map(|s| loaded.tokenizers.missing_language_token(s))
-    {
+        .collect();
+    if let Some(warning) = warnings.first() {
+        let unmarked = warnings.len();
         warn(format_args!(
             "{unmarked} source lines lack a target-language token: {warning}"
         ));

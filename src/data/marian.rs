@@ -29,6 +29,9 @@ pub struct MarianTokenizer {
     target_pieces: HashMap<u32, String>,
     /// A `target_vocab.json` gave the target its own vocabulary.
     separate: bool,
+    /// The target-language tokens (`>>fra<<`) of a multilingual model's source vocabulary,
+    /// sorted; empty for a model of one target language.
+    language_tokens: Vec<String>,
     /// The files read, as read: a checkpoint of a model fine-tuned from this one carries them.
     files: Vec<(&'static str, Vec<u8>)>,
     pub eos: u32,
@@ -80,7 +83,14 @@ impl MarianTokenizer {
             ids.iter().map(|(piece, &id)| (id, piece.clone())).collect()
         };
         let (source_pieces, target_pieces) = (by_id(&source_ids), by_id(&target_ids));
+        let mut language_tokens: Vec<String> = source_ids
+            .keys()
+            .filter(|piece| language_code(piece).0 == Some(piece.as_str()))
+            .cloned()
+            .collect();
+        language_tokens.sort_unstable();
         Ok(Self {
+            language_tokens,
             source,
             target,
             source_ids,
@@ -160,32 +170,18 @@ impl MarianTokenizer {
         !self.separate
     }
 
-    /// The target-language tokens (`>>fra<<`) of a multilingual model's source vocabulary, a
-    /// few of them (sorted), and how many there are; none for a model of one target language.
-    pub fn language_tokens(&self) -> (Vec<&str>, usize) {
-        let mut tokens: Vec<&str> = self
-            .source_ids
-            .keys()
-            .map(String::as_str)
-            .filter(|piece| language_code(piece).0 == Some(*piece))
-            .collect();
-        tokens.sort_unstable();
-        let count = tokens.len();
-        tokens.truncate(3);
-        (tokens, count)
-    }
-
     /// The warning for a source `text` that a multilingual model cannot translate well: it
     /// does not start with a target-language token.
     pub fn missing_language_token(&self, text: &str) -> Option<String> {
-        let (examples, count) = self.language_tokens();
-        if count == 0 || language_code(text.trim_start()).0.is_some() {
+        let tokens = &self.language_tokens;
+        if tokens.is_empty() || language_code(text.trim_start()).0.is_some() {
             return None;
         }
         Some(format!(
-            "this model translates into {count} languages and the sentence does not say which: \
+            "this model translates into {} languages and the sentence does not say which: \
              start it with a target-language token, such as {} (every one is in vocab.json)",
-            examples.join(", ")
+            tokens.len(),
+            tokens[..tokens.len().min(3)].join(", ")
         ))
     }
 

@@ -196,9 +196,8 @@ impl Translator<'_> {
         })
     }
 
-    /// For a source of `src_len` ids, its specials included.
-    fn max_steps(&self, src_len: usize) -> usize {
-        let overhead = self.tokenizers.specials().source_overhead();
+    /// For a source of `src_len` ids, `overhead` of them its specials.
+    fn max_steps(&self, src_len: usize, overhead: usize) -> usize {
         self.options
             .max_steps(src_len.saturating_sub(overhead), self.model.max_positions())
     }
@@ -228,7 +227,7 @@ impl Translator<'_> {
         // Each sentence decodes for its own number of steps, as it would alone.
         let max_steps: Vec<usize> = sources
             .iter()
-            .map(|(_, ids)| self.max_steps(ids.len()))
+            .map(|(_, ids)| self.max_steps(ids.len(), specials.source_overhead()))
             .collect();
         let input = DecodeInput {
             prompt: Prompt {
