@@ -455,3 +455,36 @@ fn generation_settings_this_tool_does_not_apply_are_warned_about() {
         );
     }
 }
+
+#[test]
+fn eval_and_attention_take_a_marian_directory() {
+    let dir = Path::new(MARIAN_FIXTURES[2]);
+    let case = &marian_expected(dir)["generate"];
+    let work = tempfile::tempdir().unwrap();
+    let sources: Vec<String> = serde_json::from_value(case["sources"].clone()).unwrap();
+    let references: Vec<String> = serde_json::from_value(case["beam"]["text"].clone()).unwrap();
+    std::fs::write(work.path().join("src"), sources.join("\n") + "\n").unwrap();
+    std::fs::write(work.path().join("ref"), references.join("\n") + "\n").unwrap();
+    // The references are generate()'s own beam outputs: the directory's defaults score 100.
+    let out = succeeded(
+        transformer()
+            .args(["eval", "--json", "--checkpoint"])
+            .arg(dir)
+            .arg("--src")
+            .arg(work.path().join("src"))
+            .arg("--ref")
+            .arg(work.path().join("ref")),
+    );
+    let score: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(score["bleu"], 100.0, "{score}");
+    let picture = work.path().join("attention.png");
+    succeeded(
+        transformer()
+            .args(["attention", "--checkpoint"])
+            .arg(dir)
+            .arg(&sources[1])
+            .arg("--out")
+            .arg(&picture),
+    );
+    assert!(std::fs::metadata(&picture).unwrap().len() > 1000);
+}
