@@ -8,7 +8,8 @@
 #  3. the fine-tuned run, exported with `transformer export --to hf`, loads strictly into
 #     MarianMTModel, whose log-probabilities of our translations are ours within 1e-4, and
 #     whose generate() (greedy, and beam search with the directory's settings) gives our ids;
-#  4. CTranslate2's own converter converts the export, and CTranslate2 translates as we do.
+#  4. CTranslate2's own converter converts the export, and CTranslate2 translates as we do;
+#  5. models trained from scratch as Marian (model.arch = "marian") pass 1, 3 and 4 too.
 # Needs Multi30k in data/multi30k (scripts/get-multi30k.sh).
 #
 #   BIN=target/release/transformer scripts/test-marian.sh
@@ -66,3 +67,40 @@ fi
 head -n 60 "$work/val.de" > "$work/sources60"
 check export --run "$work/tuned" --exported "$work/exported" "$work/sources60"
 check ct2 --run "$work/tuned" --exported "$work/exported" "$work/sources60"
+
+# 5. A model trained here from scratch as Marian (model.arch = "marian": its SentencePiece
+#    models learned from the corpus, joint and separate vocabularies) exports to a directory
+#    whose tokenizer transformers' MarianTokenizer (Python SentencePiece reading our .spm
+#    files) runs as we do on every val and test2016 line, and which loads and converts as
+#    the fine-tuned export does.
+for joint in true false; do
+  cat > "$work/scratch-$joint.toml" <<TOML
+[model]
+arch = "marian"
+layers = 2
+d_model = 64
+d_ff = 128
+heads = 4
+# Generation runs to max_len - 1 tokens where this small model has not learned to stop.
+max_len = 128
+
+[data]
+train = { src = "$work/train.de", tgt = "$work/train.en" }
+valid = { src = "$work/val.de", tgt = "$work/val.en" }
+vocab_size = 1000
+joint_vocab = $joint
+
+[training]
+seed = 1
+epochs = 8
+max_tokens = 2048
+warmup = 200
+TOML
+  "$BIN" train --device cpu --config "$work/scratch-$joint.toml" --out "$work/scratch-$joint" \
+    2> "$work/scratch.log" > /dev/null
+  tail -n 1 "$work/scratch-$joint/metrics.jsonl"
+  "$BIN" export --to hf "$work/scratch-$joint" --out "$work/scratch-$joint-hf"
+  check tokenizer "$work/scratch-$joint-hf" "$work/sources" "$work/targets"
+  check export --run "$work/scratch-$joint" --exported "$work/scratch-$joint-hf" "$work/sources60"
+  check ct2 --run "$work/scratch-$joint" --exported "$work/scratch-$joint-hf" "$work/sources60"
+done

@@ -7,7 +7,7 @@ mod common;
 use std::path::Path;
 
 use common::server::{assert_error, post_json, tiny_checkpoint, Server};
-use common::{small_checkpoint, transformer, with_config};
+use common::{small_checkpoint, train_command, transformer, with_config};
 use serde_json::json;
 
 /// Runs `transformer args` and checks it failed with `status`, one `error:` line holding
@@ -143,19 +143,7 @@ fn training_refuses_a_decode_section_the_model_cannot_search_before_any_step() {
          [data]\ntrain = \"toy.tsv\"\n[training]\nepochs = 1\nmax_tokens = 64\n\
          [decode]\nbeam = 50\n",
     );
-    let output = transformer()
-        .current_dir(dir.path())
-        .args([
-            "train",
-            "--device",
-            "cpu",
-            "--quiet",
-            "--config",
-            "config.toml",
-        ])
-        .args(["--out", "run"])
-        .output()
-        .unwrap();
+    let output = train_command(dir.path()).output().unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(1), "{stderr}");
     assert!(

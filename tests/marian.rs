@@ -8,7 +8,10 @@ mod common;
 use std::path::Path;
 
 use candle_core::{Device, Tensor};
-use common::{largest_difference, marian_expected, succeeded, transformer, MARIAN_FIXTURES};
+use common::{
+    largest_difference, marian_expected, multi30k_lines, succeeded, transformer, translated_ids,
+    MARIAN_FIXTURES,
+};
 use serde_json::Value;
 use transformer::checkpoint::{self, Task};
 use transformer::infer::teacher_forced_log_probs;
@@ -75,25 +78,6 @@ fn generated(rows: &Value, pad: u32) -> Vec<Vec<u32>> {
 }
 
 /// `translate --json` on the fixture's batch: the ids of each line.
-fn translated_ids(dir: &Path, sources: &[String], flags: &[&str]) -> Vec<Vec<u32>> {
-    let out = succeeded(
-        transformer()
-            .args(["translate", "--json", "--checkpoint"])
-            .arg(dir)
-            .args(flags)
-            .arg("-")
-            .write_stdin(sources.join("\n") + "\n"),
-    );
-    String::from_utf8(out.stdout)
-        .unwrap()
-        .lines()
-        .map(|line| {
-            let value: Value = serde_json::from_str(line).unwrap();
-            serde_json::from_value(value["ids"].clone()).unwrap()
-        })
-        .collect()
-}
-
 #[test]
 fn greedy_and_beam_search_give_generates_ids_in_a_padded_batch() {
     for fixture in MARIAN_FIXTURES {
@@ -322,15 +306,7 @@ fn export_never_replaces_the_checkpoint_it_reads_or_a_folder_of_other_files() {
 /// `[model]` section: the exit code, stderr and the run directory.
 fn fine_tune(model: &str) -> (Option<i32>, String, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
-    let read = |name: &str| {
-        let file = std::fs::File::open(format!("data/multi30k/{name}")).unwrap();
-        let mut text = String::new();
-        std::io::Read::read_to_string(&mut flate2::read::GzDecoder::new(file), &mut text).unwrap();
-        text.lines()
-            .take(40)
-            .map(str::to_string)
-            .collect::<Vec<_>>()
-    };
+    let read = |name: &str| multi30k_lines(name, 40);
     let pairs: Vec<String> = read("train.de.gz")
         .iter()
         .zip(read("train.en.gz"))

@@ -144,7 +144,8 @@ fn check_exportable(dir: &Path, config: &Config, tokenizers: &Tokenizers) -> any
     if !matches!(tokenizers.tgt, crate::data::TextTokenizer::Marian(_)) {
         return refuse(format!(
             "its tokenizer is data.tokenizer = \"{}\", and transformers' MarianTokenizer reads \
-             SentencePiece models (source.spm, target.spm); fine-tune a MarianMT model \
+             SentencePiece models (source.spm, target.spm); train with model.arch = \
+             \"marian\" (data.tokenizer = \"marian\") or fine-tune a MarianMT model \
              (training.init_from) to get one",
             config.data.tokenizer
         ));

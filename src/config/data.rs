@@ -16,11 +16,13 @@ pub struct DataConfig {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub valid: Option<CorpusSource>,
     /// `word`: whitespace-separated words; `bpe`: subwords learned on the training split;
-    /// `marian`: a MarianMT model's SentencePiece tokenizer, from `training.init_from`.
+    /// `marian`: a MarianMT model's SentencePiece tokenizer, from `training.init_from`, or
+    /// without it learned on the training split (a unigram model per side, OPUS-MT's files).
     pub tokenizer: TokenizerKind,
-    /// Subword vocabulary size (bpe), specials included.
+    /// Subword vocabulary size, specials included: bpe's, or each side's SentencePiece model's
+    /// (marian; a joint vocabulary is then both models' pieces).
     pub vocab_size: usize,
-    /// One subword vocabulary for both languages (bpe) instead of one per side.
+    /// One subword vocabulary for both languages (bpe, marian) instead of one per side.
     pub joint_vocab: bool,
     /// Words (word) or merges (bpe) seen fewer times than this are left out.
     pub min_freq: usize,
@@ -105,11 +107,12 @@ pub enum TokenizerKind {
     Word,
     Bpe,
     /// A MarianMT model's SentencePiece models and vocabularies (`source.spm`, `target.spm`,
-    /// `vocab.json`), read from the checkpoint a run starts from (`training.init_from`).
+    /// `vocab.json`), read from the checkpoint a run starts from (`training.init_from`) or
+    /// learned on the training split.
     Marian,
 }
 
-/// As the config spells it: `word`, `bpe`.
+/// As the config spells it: `word`, `bpe`, `marian`.
 impl std::fmt::Display for TokenizerKind {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {

@@ -13,6 +13,7 @@ use toml_location::{key_at, line_of_key, line_of_offset, one_line};
 
 mod data;
 mod decode;
+mod marian_preset;
 mod model;
 mod toml_location;
 mod training;
@@ -164,6 +165,7 @@ impl Config {
                 message: one_line(e.message()),
             }
         })?;
+        marian_preset::resolve(&mut config, text);
         config.validate().map_err(|(key, message)| ConfigError {
             source_name: source_name.to_string(),
             line: line_of_key(text, &key),

@@ -84,6 +84,11 @@ pub enum Architecture {
     /// Token and position embeddings, N causal self-attention blocks (no cross-attention), a
     /// final norm when pre-norm, and a linear head: a next-token language model.
     DecoderOnly,
+    /// The encoder-decoder with MarianMT's conventions (post-norm, swish, sin|cos position
+    /// halves, tied embeddings, a SentencePiece tokenizer, transformers' length
+    /// normalisation): a preset that reading the config resolves into `EncoderDecoder` and
+    /// the settings it implies (config/marian_preset.rs), so no model is built as this.
+    Marian,
 }
 
 impl Architecture {
@@ -91,7 +96,7 @@ impl Architecture {
     /// continues target-side text (it trains on a `{ text = ... }` corpus).
     pub fn reads_source(self) -> bool {
         match self {
-            Self::EncoderDecoder => true,
+            Self::EncoderDecoder | Self::Marian => true,
             Self::DecoderOnly => false,
         }
     }

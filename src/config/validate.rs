@@ -112,10 +112,13 @@ fn training_loop(t: &TrainingConfig) -> Check {
 }
 
 fn bpe_vocabulary(d: &DataConfig) -> Check {
-    if d.tokenizer == TokenizerKind::Bpe && d.vocab_size < 16 {
+    if d.tokenizer != TokenizerKind::Word && d.vocab_size < 16 {
         return Err((
             "data.vocab_size".into(),
-            format!("must be at least 16 for bpe, got {}", d.vocab_size),
+            format!(
+                "must be at least 16 for {}, got {}",
+                d.tokenizer, d.vocab_size
+            ),
         ));
     }
     Ok(())

@@ -50,22 +50,50 @@ impl MarianTokenizer {
     /// Reads `dir`'s `source.spm`, `target.spm`, `vocab.json` and, when present,
     /// `target_vocab.json` (separate vocabularies); an error names the file.
     pub fn load(dir: &Path) -> anyhow::Result<Self> {
-        let source = SentencePiece::load(&dir.join(SOURCE_SPM))?;
-        let target = SentencePiece::load(&dir.join(TARGET_SPM))?;
-        let source_ids = read_vocab(&dir.join(VOCAB_FILE))?;
-        let separate = dir.join(TARGET_VOCAB_FILE);
-        let separate = separate.is_file();
+        let separate = dir.join(TARGET_VOCAB_FILE).is_file();
         let mut files = Vec::new();
         for name in [SOURCE_SPM, TARGET_SPM, VOCAB_FILE, TARGET_VOCAB_FILE] {
-            if name != TARGET_VOCAB_FILE || separate {
-                let path = dir.join(name);
-                let bytes = std::fs::read(&path)
-                    .with_context(|| format!("cannot read {}", path.display()))?;
-                files.push((name, bytes));
+            if name == TARGET_VOCAB_FILE && !separate {
+                continue;
             }
+            let path = dir.join(name);
+            let what = match name {
+                SOURCE_SPM | TARGET_SPM => "SentencePiece model",
+                _ => "the Marian vocabulary",
+            };
+            let bytes = std::fs::read(&path)
+                .with_context(|| format!("cannot read {what} {}", path.display()))?;
+            files.push((name, bytes));
         }
+        Self::from_files(files, &|name| dir.join(name).display().to_string())
+    }
+
+    /// The tokenizer of `files` (name, contents): `source.spm`, `target.spm`, `vocab.json`
+    /// and, for separate vocabularies, `target_vocab.json`. `shown` gives a file's name as
+    /// errors show it.
+    pub fn from_files(
+        files: Vec<(&'static str, Vec<u8>)>,
+        shown: &dyn Fn(&str) -> String,
+    ) -> anyhow::Result<Self> {
+        let file = |name: &str| -> anyhow::Result<&[u8]> {
+            match files.iter().find(|(n, _)| *n == name) {
+                Some((_, bytes)) => Ok(bytes),
+                None => bail!("{} is missing", shown(name)),
+            }
+        };
+        let spm = |name: &str| -> anyhow::Result<SentencePiece> {
+            SentencePiece::from_bytes(file(name)?).with_context(|| {
+                format!(
+                    "{} is not a SentencePiece model (.spm) this tool can read",
+                    shown(name)
+                )
+            })
+        };
+        let (source, target) = (spm(SOURCE_SPM)?, spm(TARGET_SPM)?);
+        let source_ids = read_vocab(file(VOCAB_FILE)?, &shown(VOCAB_FILE))?;
+        let separate = files.iter().any(|(n, _)| *n == TARGET_VOCAB_FILE);
         let target_ids = if separate {
-            read_vocab(&dir.join(TARGET_VOCAB_FILE))?
+            read_vocab(file(TARGET_VOCAB_FILE)?, &shown(TARGET_VOCAB_FILE))?
         } else {
             source_ids.clone()
         };
@@ -74,7 +102,7 @@ impl MarianTokenizer {
                 Some(&id) => Ok(id),
                 None => bail!(
                     "{} has no {name} entry, which a Marian vocabulary must have",
-                    dir.join(VOCAB_FILE).display()
+                    shown(VOCAB_FILE)
                 ),
             }
         };
@@ -205,14 +233,9 @@ fn language_code(text: &str) -> (Option<&str>, &str) {
     (None, text)
 }
 
-fn read_vocab(path: &Path) -> anyhow::Result<HashMap<String, u32>> {
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("cannot read the Marian vocabulary {}", path.display()))?;
-    let vocab: HashMap<String, u32> = serde_json::from_str(&text).with_context(|| {
-        format!(
-            "{} is not a Marian vocabulary (a JSON object of pieces and ids)",
-            path.display()
-        )
+fn read_vocab(bytes: &[u8], path: &str) -> anyhow::Result<HashMap<String, u32>> {
+    let vocab: HashMap<String, u32> = serde_json::from_slice(bytes).with_context(|| {
+        format!("{path} is not a Marian vocabulary (a JSON object of pieces and ids)")
     })?;
     // Ids 0..n, each once: the rows of the embedding table, in order.
     let mut seen = vec![None::<&str>; vocab.len()];
@@ -221,16 +244,14 @@ fn read_vocab(path: &Path) -> anyhow::Result<HashMap<String, u32>> {
     for (piece, &id) in pieces {
         match seen.get_mut(id as usize) {
             None => bail!(
-                "{}: {piece:?} has id {id}, but the vocabulary's {} pieces take ids 0 to {}; \
+                "{path}: {piece:?} has id {id}, but the vocabulary's {} pieces take ids 0 to {}; \
                  the file is damaged",
-                path.display(),
                 vocab.len(),
                 vocab.len().saturating_sub(1)
             ),
-            Some(Some(first)) => bail!(
-                "{}: {first:?} and {piece:?} both have id {id}; the file is damaged",
-                path.display()
-            ),
+            Some(Some(first)) => {
+                bail!("{path}: {first:?} and {piece:?} both have id {id}; the file is damaged")
+            }
             Some(slot) => *slot = Some(piece),
         }
     }

@@ -3,7 +3,9 @@
 pub mod batch;
 pub mod corpus;
 pub mod marian;
+mod marian_learn;
 pub mod sentencepiece;
+mod sentencepiece_learn;
 pub mod specials;
 pub mod tokenizer;
 pub mod vocab;

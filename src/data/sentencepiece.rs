@@ -33,10 +33,10 @@ pub struct SentencePiece {
 }
 
 /// The fields of `NormalizerSpec` that change encoding.
-struct NormalizerSpec {
-    charsmap: Vec<u8>,
-    add_dummy_prefix: bool,
-    remove_extra_whitespaces: bool,
+pub(super) struct NormalizerSpec {
+    pub charsmap: Vec<u8>,
+    pub add_dummy_prefix: bool,
+    pub remove_extra_whitespaces: bool,
 }
 
 /// SentencePiece's defaults for a spec (or a model) that leaves them out.
@@ -63,7 +63,8 @@ impl SentencePiece {
         })
     }
 
-    fn from_bytes(bytes: &[u8]) -> anyhow::Result<Self> {
+    /// Reads a model from its file's bytes.
+    pub fn from_bytes(bytes: &[u8]) -> anyhow::Result<Self> {
         let mut pieces = Vec::new();
         let mut normalizer = NormalizerSpec::default();
         for field in Fields::new(bytes) {
@@ -110,6 +111,16 @@ fn segmenter(
     let model = Unigram::from(vocab, unk, false)
         .map_err(|e| anyhow::anyhow!("its pieces do not make a unigram model: {e}"))?;
     let mut tokenizer = Tokenizer::new(model);
+    prepare_text_as(spec, &mut tokenizer)?;
+    Ok(tokenizer)
+}
+
+/// Gives `tokenizer` the normaliser and pre-tokenizer that read text as a model of `spec`
+/// reads it, so that a model learned through it segments as SentencePiece will.
+pub(super) fn prepare_text_as(
+    spec: &NormalizerSpec,
+    tokenizer: &mut Tokenizer,
+) -> anyhow::Result<()> {
     let mut normalizers: Vec<NormalizerWrapper> = Vec::new();
     if !spec.charsmap.is_empty() {
         let precompiled = Precompiled::from(&spec.charsmap)
@@ -134,7 +145,7 @@ fn segmenter(
         PrependScheme::Never
     };
     tokenizer.with_pre_tokenizer(Some(Metaspace::new('▁', prepend, true)));
-    Ok(tokenizer)
+    Ok(())
 }
 
 fn read_piece(bytes: &[u8]) -> anyhow::Result<(String, f32, PieceKind)> {

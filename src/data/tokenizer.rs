@@ -12,6 +12,7 @@ use tokenizers::{AddedToken, Tokenizer};
 
 use super::corpus::{normalize_sentence, SentencePair};
 use super::marian::MarianTokenizer;
+use super::marian_learn::learn_marian;
 use super::specials::SpecialIds;
 use super::vocab::{tokenize, Encoded, Vocab, BOS, EOS, PAD, UNK, UNK_ID};
 use crate::config::{DataConfig, TokenizerKind};
@@ -203,7 +204,12 @@ impl Tokenizers {
                 tgt: learn_bpe(targets(), cfg)?,
                 joint: false,
             }),
-            TokenizerKind::Marian => Err(marian_is_not_learned()),
+            TokenizerKind::Marian => Ok(Self::marian(learn_marian(
+                sources(),
+                targets(),
+                cfg.vocab_size,
+                cfg.joint_vocab,
+            )?)),
         }
     }
 
@@ -219,7 +225,7 @@ impl Tokenizers {
                 TextTokenizer::Word(Vocab::build(words.iter().map(Vec::as_slice), cfg.min_freq))
             }
             TokenizerKind::Bpe => learn_bpe(texts, cfg)?,
-            TokenizerKind::Marian => return Err(marian_is_not_learned()),
+            TokenizerKind::Marian => return Err(marian_is_for_translation()),
         };
         Ok(Self {
             src: tgt.clone(),
@@ -289,11 +295,10 @@ impl Tokenizers {
     }
 }
 
-fn marian_is_not_learned() -> anyhow::Error {
+fn marian_is_for_translation() -> anyhow::Error {
     anyhow!(
-        "data.tokenizer = \"marian\" is a MarianMT model's own tokenizer: it comes with the \
-         checkpoint training.init_from names, and is not learned from a corpus; set \
-         training.init_from, or use data.tokenizer = \"bpe\""
+        "data.tokenizer = \"marian\" is a translation model's tokenizer (source.spm and \
+         target.spm), and this corpus is a language model's text; use data.tokenizer = \"bpe\""
     )
 }
 

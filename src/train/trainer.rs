@@ -23,51 +23,11 @@ use crate::infer::Inference;
 use crate::metrics::{corpus_bleu, MetricRecord};
 use crate::model::{DropoutRng, Mode, Model, TrainedWeights};
 
+mod frozen_row;
 pub mod resume;
 mod step;
 
-/// A row of an embedding table that training leaves as it is: its gradient is zeroed before
-/// clipping and the optimiser (Adam then never moves it).
-pub(crate) struct FrozenRow {
-    /// The variable's index in the optimiser's order.
-    pub var: usize,
-    /// `(vocab, 1)`: 1 everywhere but the frozen row.
-    pub keep: Tensor,
-}
-
-impl FrozenRow {
-    /// The `<pad>` row of every token table, when the decoder starts from `<pad>` (a MarianMT
-    /// model): transformers builds those tables with `padding_idx`, so that row gets no
-    /// gradient there. Our own vocabularies start from `<s>`, and `<pad>` gets none anyway.
-    fn padding_rows(
-        weights: &TrainedWeights,
-        specials: &SpecialIds,
-        device: &Device,
-    ) -> candle_core::Result<Vec<Self>> {
-        if specials.decoder_start != specials.pad {
-            return Ok(Vec::new());
-        }
-        let mut rows = Vec::new();
-        for (var, name) in weights.names().iter().enumerate() {
-            if !name.ends_with("_embed.0.lut.weight") {
-                continue;
-            }
-            let vocab = weights.vars()[var].dim(0)?;
-            let keep: Vec<f32> = (0..vocab)
-                .map(|id| {
-                    if id == specials.pad as usize {
-                        0.0
-                    } else {
-                        1.0
-                    }
-                })
-                .collect();
-            let keep = Tensor::from_vec(keep, (vocab, 1), device)?;
-            rows.push(Self { var, keep });
-        }
-        Ok(rows)
-    }
-}
+use frozen_row::FrozenRow;
 
 /// Sentences per batch when translating the validation set for BLEU.
 const VALIDATION_DECODE_BATCH: usize = 64;
@@ -156,6 +116,11 @@ impl Trainer {
         };
         let optimizer = Adam::new(weights.vars().to_vec(), settings)?;
         let frozen_rows = FrozenRow::padding_rows(&weights, &specials, device)?;
+        // A model trained from scratch starts that row at zero too (the decoder's first input
+        // then is the zero vector, as in transformers); init_from's weights replace it.
+        for row in &frozen_rows {
+            row.clear(&weights)?;
+        }
         let batches_per_epoch =
             epoch_batches(&data.pairs, t.max_tokens, (t.seed, 0), specials.pad).len();
         let group = t.accumulate * collective.world();

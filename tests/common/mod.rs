@@ -90,14 +90,50 @@ pub fn small_checkpoint() -> TempDir {
 #[allow(dead_code)]
 pub fn trained_in(config_text: &str, extra: &[&str]) -> TempDir {
     let dir = with_config(config_text);
-    succeeded(
-        transformer()
-            .current_dir(dir.path())
-            .args(["train", "--device", "cpu", "--quiet"])
-            .args(["--config", "config.toml", "--out", "run"])
-            .args(extra),
-    );
+    succeeded(train_command(dir.path()).args(extra));
     dir
+}
+
+/// `train --device cpu --quiet --config config.toml --out run`, run in `dir`.
+#[allow(dead_code)]
+pub fn train_command(dir: &Path) -> Command {
+    let mut command = transformer();
+    command
+        .current_dir(dir)
+        .args(["train", "--device", "cpu", "--quiet"])
+        .args(["--config", "config.toml", "--out", "run"]);
+    command
+}
+
+/// `translate --json --checkpoint DIR FLAGS -` of `sources`: each line's generated ids.
+#[allow(dead_code)]
+pub fn translated_ids(checkpoint: &Path, sources: &[String], flags: &[&str]) -> Vec<Vec<u32>> {
+    let out = succeeded(
+        transformer()
+            .args(["translate", "--json", "--checkpoint"])
+            .arg(checkpoint)
+            .args(flags)
+            .arg("-")
+            .write_stdin(sources.join("\n") + "\n"),
+    );
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|line| {
+            let value: serde_json::Value = serde_json::from_str(line).unwrap();
+            serde_json::from_value(value["ids"].clone()).unwrap()
+        })
+        .collect()
+}
+
+/// The first `count` lines of `data/multi30k/NAME` (gzipped; scripts/get-multi30k.sh).
+#[allow(dead_code)]
+pub fn multi30k_lines(name: &str, count: usize) -> Vec<String> {
+    let file = std::fs::File::open(format!("data/multi30k/{name}"))
+        .unwrap_or_else(|e| panic!("data/multi30k/{name}: {e}; run scripts/get-multi30k.sh"));
+    let mut text = String::new();
+    std::io::Read::read_to_string(&mut flate2::read::GzDecoder::new(file), &mut text).unwrap();
+    text.lines().take(count).map(str::to_string).collect()
 }
 
 /// The largest absolute difference between two tensors of one shape.
