@@ -333,7 +333,8 @@ fn fine_tune(model: &str) -> (Option<i32>, String, tempfile::TempDir) {
 
 #[test]
 fn fine_tuning_takes_the_checkpoints_model_and_refuses_a_stated_size_it_lacks() {
-    let (code, stderr, dir) = fine_tune("[model]\ndropout = 0.2\n");
+    // arch = "marian" is the preset every MarianMT directory agrees with.
+    let (code, stderr, dir) = fine_tune("[model]\narch = \"marian\"\ndropout = 0.2\n");
     assert_eq!(code, Some(0), "{stderr}");
     assert!(stderr.contains("before training: valid loss"), "{stderr}");
     let run = dir.path().join("run");
@@ -359,10 +360,11 @@ fn fine_tuning_takes_the_checkpoints_model_and_refuses_a_stated_size_it_lacks() 
             .arg(&exported),
     );
     assert_eq!(translate(&run), translate(&exported));
-    let (code, stderr, _) = fine_tune("[model]\nlayers = 3\n");
+    let (code, stderr, _) = fine_tune("[model]\nlayers = 3\nheads = 2\n");
     assert_eq!(code, Some(1), "{stderr}");
     assert!(
-        stderr.contains("model.layers = 3") && stderr.contains("has 2"),
+        stderr.contains("model.layers = 3 but it has 2")
+            && stderr.contains("model.heads = 2 but it has 4"),
         "{stderr}"
     );
 }

@@ -20,6 +20,7 @@ use super::write::{save_with, write_synced, write_tensors};
 use crate::config::{
     Activation, Architecture, Config, LengthNormalization, NormPlacement, PositionEncoding,
 };
+use crate::data::marian::{TARGET_VOCAB_FILE, VOCAB_FILE};
 use crate::data::Tokenizers;
 
 /// The files an export writes (the vocabularies' as the tokenizer has them).
@@ -30,8 +31,8 @@ pub const WRITTEN: &[&str] = &[
     SAFETENSORS_FILE,
     crate::data::marian::SOURCE_SPM,
     crate::data::marian::TARGET_SPM,
-    crate::data::marian::VOCAB_FILE,
-    crate::data::marian::TARGET_VOCAB_FILE,
+    VOCAB_FILE,
+    TARGET_VOCAB_FILE,
 ];
 
 /// Writes the checkpoint read from `source_dir` (its config, tokenizers and module-named
@@ -98,11 +99,21 @@ pub fn export_marian(
         "length_penalty": d.length_penalty,
         "renormalize_logits": d.renormalize,
     });
+    // transformers reads separate embedding tables with their own vocabularies only: one
+    // vocabulary under separate tables is written once per side.
+    let mut tokenizer_files = tokenizers.files()?;
+    let copied_vocab = tokenizers.joint && !m.share_source_embeddings;
+    if copied_vocab {
+        if let Some((_, vocab)) = tokenizer_files.iter().find(|(name, _)| *name == VOCAB_FILE) {
+            let vocab = vocab.clone();
+            tokenizer_files.push((TARGET_VOCAB_FILE, vocab));
+        }
+    }
     let tokenizer_json = json!({
         "tokenizer_class": "MarianTokenizer",
         "source_lang": config.data.source_lang,
         "target_lang": config.data.target_lang,
-        "separate_vocabs": !tokenizers.joint,
+        "separate_vocabs": !tokenizers.joint || copied_vocab,
         "model_max_length": m.max_len,
         "eos_token": "</s>",
         "unk_token": "<unk>",
@@ -120,8 +131,8 @@ pub fn export_marian(
                 serde_json::to_string_pretty(value)?.as_bytes(),
             )?;
         }
-        for (name, bytes) in tokenizers.files()? {
-            write_synced(&dir.join(name), &bytes)?;
+        for (name, bytes) in &tokenizer_files {
+            write_synced(&dir.join(name), bytes)?;
         }
         // safetensors writes through a private temporary file (mode 0600): the weights get
         // the mode of the other files.
@@ -150,28 +161,40 @@ fn check_exportable(dir: &Path, config: &Config, tokenizers: &Tokenizers) -> any
             config.data.tokenizer
         ));
     }
-    let rules: [(bool, &str); 5] = [
+    // The model's settings are its weights' meaning: a new run chooses them.
+    let weights = "as in every MarianMT model (model.arch = \"marian\" sets it for a new run; a \
+                   trained model cannot change it)";
+    let rules: [(bool, &str, &str); 5] = [
         (
             m.arch == Architecture::EncoderDecoder,
             "model.arch must be \"encoder-decoder\"",
+            weights,
         ),
-        (m.norm == NormPlacement::Post, "model.norm must be \"post\""),
+        (
+            m.norm == NormPlacement::Post,
+            "model.norm must be \"post\"",
+            weights,
+        ),
         (
             m.positions == PositionEncoding::SinusoidalHalves,
             "model.positions must be \"sinusoidal-halves\"",
+            weights,
         ),
         (
             m.attention_bias && m.ffn_bias,
             "model.attention_bias and model.ffn_bias must be true",
+            weights,
         ),
         (
             config.decode.length_normalization == LengthNormalization::Length,
             "decode.length_normalization must be \"length\" (transformers' len^alpha)",
+            "set it in the checkpoint's config.toml [decode]: it changes how beam search ranks \
+             hypotheses, not the weights",
         ),
     ];
-    for (holds, rule) in rules {
+    for (holds, rule, remedy) in rules {
         if !holds {
-            return refuse(rule.to_string());
+            return refuse(format!("{rule}, {remedy}"));
         }
     }
     Ok(())

@@ -72,11 +72,15 @@ pub(super) fn initial_weights(
                 key.as_str(),
                 "dropout" | "attention_dropout" | "activation_dropout"
             );
+            // `arch = "marian"` is a preset, which a checkpoint saves resolved: the model's
+            // own keys still have to agree.
+            let marian_preset = key == "arch" && value.as_str() == Some("marian");
             match saved_model.get(key) {
                 _ if adjustable => {
                     model.insert(key.clone(), value.clone());
                 }
                 Some(theirs) if theirs == value => {}
+                Some(theirs) if marian_preset && theirs.as_str() == Some("encoder-decoder") => {}
                 theirs => differences.push((
                     key.clone(),
                     value.to_string(),
@@ -88,15 +92,22 @@ pub(super) fn initial_weights(
         // The built-in config: its [model] is stated whole.
         differences = model_differences(&config.model, &initial.config.model)?;
     }
-    if let Some((key, ours, theirs)) = differences.first() {
+    if !differences.is_empty() {
+        let each: Vec<String> = differences
+            .iter()
+            .map(|(key, ours, theirs)| format!("model.{key} = {ours} but it has {theirs}"))
+            .collect();
         bail!(
-            "training.init_from: the config says model.{key} = {ours} but {} has {theirs}{}; \
-             leave the key out of [model] (the checkpoint's is used) or make it match",
+            "training.init_from = {}: the config says {}; leave {} out of [model] (the \
+             checkpoint's is used) or make {} match",
             initial.dir.display(),
-            match differences.len() {
-                1 => String::new(),
-                n => format!(" (and {} more difference(s))", n - 1),
-            }
+            each.join(", "),
+            if each.len() == 1 {
+                "the key"
+            } else {
+                "these keys"
+            },
+            if each.len() == 1 { "it" } else { "them" },
         );
     }
     config.model = model.try_into()?;

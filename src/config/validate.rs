@@ -19,6 +19,7 @@ impl Config {
         data_counts_and_languages(d)?;
         training_loop(t)?;
         bpe_vocabulary(d)?;
+        shared_source_embeddings(m, d)?;
         training_schedule_and_checkpoints(t)?;
         training_patience(t, d)?;
         decode(&self.decode)?;
@@ -118,6 +119,22 @@ fn bpe_vocabulary(d: &DataConfig) -> Check {
             format!(
                 "must be at least 16 for {}, got {}",
                 d.tokenizer, d.vocab_size
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// One embedding table for both sides reads one vocabulary.
+fn shared_source_embeddings(m: &ModelConfig, d: &DataConfig) -> Check {
+    if m.share_source_embeddings && !(d.joint_vocab && d.tokenizer != TokenizerKind::Word) {
+        return Err((
+            "model.share_source_embeddings".into(),
+            format!(
+                "one embedding table for both sides needs one vocabulary for both, and \
+                 data.tokenizer = \"{}\" with data.joint_vocab = {} gives each side its own; \
+                 set data.joint_vocab = true (bpe or marian) or leave this key false",
+                d.tokenizer, d.joint_vocab
             ),
         ));
     }
@@ -247,6 +264,15 @@ mod tests {
         assert_eq!(err.key.as_deref(), Some("training.warmup"));
         let err = parse("[model]\nlayers = -3\n").unwrap_err();
         assert_eq!(err.key.as_deref(), Some("model.layers"));
+    }
+
+    #[test]
+    fn one_embedding_table_for_both_sides_needs_one_vocabulary() {
+        let shared_but_separate = "[model]\nshare_source_embeddings = true\n\
+                                   [data]\ntokenizer = \"bpe\"\njoint_vocab = false\n";
+        let error = parse(shared_but_separate).unwrap_err();
+        assert_eq!(error.key.as_deref(), Some("model.share_source_embeddings"));
+        assert!(error.message.contains("joint_vocab = false"), "{error}");
     }
 
     #[test]

@@ -1,4 +1,5 @@
-//! Data: reading and cleaning sentence pairs, tokenizers (words or BPE), padded batches.
+//! Data: reading and cleaning sentence pairs, tokenizers (words, BPE, MarianMT's
+//! SentencePiece), padded batches.
 
 pub mod batch;
 pub mod corpus;
@@ -12,6 +13,7 @@ pub mod vocab;
 
 pub use batch::{encode_pairs, epoch_batches, ordered_batches, EncodedPair, PaddedBatch};
 pub use corpus::{read_corpus, read_text, CleaningReport, PathOrigin, SentencePair};
+pub use sentencepiece_learn::MAX_SENTENCE_BYTES as SENTENCEPIECE_MAX_SENTENCE_BYTES;
 pub use specials::SpecialIds;
 pub use tokenizer::{TextTokenizer, Tokenizers};
 pub use vocab::{tokenize, Vocab};

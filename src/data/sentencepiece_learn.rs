@@ -21,6 +21,16 @@ const NMT_NFKC_CHARSMAP: &[u8] = include_bytes!("../../assets/sentencepiece/nmt_
 /// The unknown piece, id 0 of every model this writes (as `spm_train`'s `--unk_id=0`).
 const UNK_PIECE: &str = "<unk>";
 
+/// Sentences longer than this (in bytes) are left out of learning, as SentencePiece's trainer
+/// leaves them out (`--max_sentence_length`): the seed pieces come from a suffix array of each
+/// sentence, whose cost grows faster than its length (a 300,000-character line overflowed the
+/// stack).
+pub const MAX_SENTENCE_BYTES: usize = 4192;
+
+/// Pieces SentencePiece reserves and a Marian vocabulary gives its own ids: one learned from a
+/// corpus that holds the text `<pad>` would take a second id, or end a sentence (`</s>`).
+const RESERVED: [&str; 4] = [UNK_PIECE, "<s>", "</s>", "<pad>"];
+
 /// `SentencePiece.Type` values.
 const NORMAL: u64 = 1;
 const UNKNOWN: u64 = 2;
@@ -45,14 +55,63 @@ pub fn learn_unigram<'a>(
         .build()
         .map_err(|e| anyhow!("{e}"))?
         .into();
-    tokenizer
-        .train(&mut trainer, texts)
-        .map_err(|e| anyhow!("{e}"))?;
+    let texts = texts.filter(|text| text.len() <= MAX_SENTENCE_BYTES);
+    tokenizer.train(&mut trainer, texts).map_err(|e| {
+        let e = e.to_string();
+        if e.contains("not large enough") {
+            anyhow!("there are more distinct characters than that, and each needs a piece")
+        } else {
+            anyhow!("{e}")
+        }
+    })?;
     let ModelWrapper::Unigram(model) = tokenizer.get_model() else {
         unreachable!("the tokenizer was built on a unigram model")
     };
-    let pieces: Vec<(String, f64)> = model.iter().cloned().collect();
+    let pieces = canonical(model.iter().cloned().collect());
     Ok(model_proto(&pieces, &spec, vocab_size))
+}
+
+/// The trainer's pieces as a file that depends on nothing but the corpus: `<unk>` first,
+/// reserved strings learned as pieces dropped, then by score (best first) and text. The
+/// trainer gives characters the model did not keep scores just above its lowest, in the order
+/// of a hash set that changes from run to run: those scores are given again in character order.
+fn canonical(pieces: Vec<(String, f64)>) -> Vec<(String, f64)> {
+    let mut learned: Vec<(String, f64)> = pieces
+        .into_iter()
+        .filter(|(piece, _)| !RESERVED.contains(&piece.as_str()))
+        .collect();
+    // The trainer scores the k-th character it adds (the first one the lowest) at exactly
+    // k steps above the lowest score.
+    const STEP: f64 = 0.0001;
+    let lowest = learned
+        .iter()
+        .map(|(_, s)| *s)
+        .fold(f64::INFINITY, f64::min);
+    let characters = learned
+        .iter()
+        .filter(|(p, _)| p.chars().count() == 1)
+        .count();
+    let is_added = |score: f64| {
+        let k = (score - lowest) / STEP;
+        (k.round() - k).abs() < 1e-6 && k.round() < characters as f64
+    };
+    let mut added: Vec<&mut (String, f64)> = learned
+        .iter_mut()
+        .filter(|(piece, score)| piece.chars().count() == 1 && is_added(*score))
+        .collect();
+    added.sort_by(|a, b| a.0.cmp(&b.0));
+    for (i, entry) in added.into_iter().enumerate() {
+        entry.1 = lowest + STEP * i as f64;
+    }
+    // EM's sums run in an order that changes from run to run, moving scores in their last
+    // bits: rounded to a millionth (far finer than the trainer's 1e-4 steps), ties are ties.
+    for (_, score) in &mut learned {
+        *score = (*score * 1e6).round() / 1e6;
+    }
+    learned.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    std::iter::once((UNK_PIECE.to_string(), 0.0))
+        .chain(learned)
+        .collect()
 }
 
 /// nmt_nfkc's normaliser spec, with SentencePiece's defaults for the rest.
@@ -159,6 +218,38 @@ mod tests {
     #[test]
     fn too_few_pieces_for_the_corpus_characters_is_an_error() {
         let error = learn_unigram(LINES.iter().copied(), 5).unwrap_err();
-        assert!(error.to_string().contains("vocab"), "{error}");
+        assert!(error.to_string().contains("distinct characters"), "{error}");
+    }
+
+    #[test]
+    fn learning_twice_writes_the_same_file_and_reserved_strings_are_never_pieces() {
+        let mut lines: Vec<String> = LINES.iter().map(|l| l.to_string()).collect();
+        lines.push("Zwei Hunde.<pad><pad></s><unk> Ein Mann<s>".into());
+        lines.push("Ω ß ø æ å ð þ ł".into());
+        let learn = || learn_unigram(lines.iter().map(String::as_str), 80).unwrap();
+        let first = learn();
+        for _ in 0..3 {
+            let again = learn();
+            assert!(again == first, "learning is not reproducible");
+        }
+        let model = SentencePiece::from_bytes(&first).unwrap();
+        let pieces: Vec<&str> = model
+            .vocabulary()
+            .iter()
+            .map(|(p, _, _)| p.as_str())
+            .collect();
+        assert_eq!(pieces.iter().filter(|p| **p == UNK_PIECE).count(), 1);
+        for reserved in &RESERVED[1..] {
+            assert!(!pieces.contains(reserved), "{reserved} learned as a piece");
+        }
+    }
+
+    #[test]
+    fn a_line_too_long_for_the_trainer_is_left_out() {
+        let long = "x".repeat(MAX_SENTENCE_BYTES * 50);
+        let lines = LINES.iter().copied().chain(std::iter::once(long.as_str()));
+        let model = SentencePiece::from_bytes(&learn_unigram(lines, 60).unwrap()).unwrap();
+        // Learned from the other lines alone, which have no "x".
+        assert!(model.vocabulary().iter().all(|(p, _, _)| !p.contains('x')));
     }
 }

@@ -138,6 +138,12 @@ fn language_pair(checkpoint: &Checkpoint) -> anyhow::Result<LanguagePair> {
             source: source.clone(),
             target: target.clone(),
         }),
+        _ if crate::checkpoint::marian::is_hugging_face_dir(&checkpoint.dir) => anyhow::bail!(
+            "{} does not say which languages it translates; pass --source-lang and \
+             --target-lang (e.g. de and en), or add source_lang and target_lang to its \
+             tokenizer_config.json",
+            checkpoint.dir.display()
+        ),
         _ => anyhow::bail!(
             "{} does not say which languages it translates; pass --source-lang and \
              --target-lang (e.g. de and en), or add data.source_lang and data.target_lang to its \

@@ -2,7 +2,7 @@
 //! the validation split (encoded for the loss, as text for BLEU), prepared from the config's
 //! corpora.
 
-use crate::config::Config;
+use crate::config::{Config, TokenizerKind};
 use crate::data::{encode_pairs, read_corpus, EncodedPair, SentencePair, Tokenizers};
 
 /// Everything the loop trains on.
@@ -34,11 +34,25 @@ impl TrainingData {
         note(format!("train data {}: {report}", config.data.train));
         let tokenizers = match tokenizers {
             Some(saved) => saved,
-            None => Tokenizers::learn(&config.data, &pairs)?,
+            None => {
+                if config.data.tokenizer == TokenizerKind::Marian {
+                    note_lines_left_out_of_sentencepiece(&pairs, &mut note);
+                }
+                Tokenizers::learn(&config.data, &pairs)?
+            }
         };
         let max_positions = config.model.max_len;
         let (encoded, kept) = encode_pairs(&pairs, &tokenizers, max_positions)?;
         let too_long = pairs.len() - kept.len();
+        if encoded.is_empty() && !pairs.is_empty() {
+            anyhow::bail!(
+                "every one of the {} training pairs is longer than model.max_len = {} lets the \
+                 model read (the framing tokens count too), so nothing would train; raise \
+                 model.max_len",
+                pairs.len(),
+                max_positions
+            );
+        }
         note(format!(
             "tokenizer: {}, {} source / {} target tokens in the vocabulary{}",
             config.data.tokenizer,
@@ -89,5 +103,22 @@ impl ValidationData {
             sources: kept.iter().map(|&i| pairs[i].src.clone()).collect(),
             references: kept.iter().map(|&i| pairs[i].tgt.clone()).collect(),
         })
+    }
+}
+
+/// Says how many sentences learning the SentencePiece models leaves out for their length
+/// (they still train, segmented by the models learned from the rest).
+fn note_lines_left_out_of_sentencepiece(pairs: &[SentencePair], note: &mut impl FnMut(String)) {
+    let limit = crate::data::SENTENCEPIECE_MAX_SENTENCE_BYTES;
+    let long = pairs
+        .iter()
+        .flat_map(|p| [&p.src, &p.tgt])
+        .filter(|text| text.len() > limit)
+        .count();
+    if long > 0 {
+        note(format!(
+            "tokenizer: {long} sentences longer than {limit} bytes left out of learning the \
+             SentencePiece models, as SentencePiece's trainer leaves them out"
+        ));
     }
 }
