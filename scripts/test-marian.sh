@@ -9,7 +9,8 @@
 #     MarianMTModel, whose log-probabilities of our translations are ours within 1e-4, and
 #     whose generate() (greedy, and beam search with the directory's settings) gives our ids;
 #  4. CTranslate2's own converter converts the export, and CTranslate2 translates as we do;
-#  5. models trained from scratch as Marian (model.arch = "marian") pass 1, 3 and 4 too.
+#  5. models trained from scratch as Marian (model.arch = "marian") pass 1 and 3 too, and 4
+#     with a joint vocabulary (CTranslate2 does not convert separate ones faithfully).
 # Needs Multi30k in data/multi30k (scripts/get-multi30k.sh).
 #
 #   BIN=target/release/transformer scripts/test-marian.sh
@@ -102,5 +103,10 @@ TOML
   "$BIN" export --to hf "$work/scratch-$joint" --out "$work/scratch-$joint-hf"
   check tokenizer "$work/scratch-$joint-hf" "$work/sources" "$work/targets"
   check export --run "$work/scratch-$joint" --exported "$work/scratch-$joint-hf" "$work/sources60"
-  check ct2 --run "$work/scratch-$joint" --exported "$work/scratch-$joint-hf" "$work/sources60"
+  # CTranslate2's converter registers the source vocabulary for both sides and does not
+  # reproduce transformers on separate vocabularies (transformers' own marian-separate
+  # fixture: 10 of 58 sentences alike), so that check is for the joint vocabulary only.
+  if [ "$joint" = true ]; then
+    check ct2 --run "$work/scratch-$joint" --exported "$work/scratch-$joint-hf" "$work/sources60"
+  fi
 done
