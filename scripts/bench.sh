@@ -10,6 +10,7 @@
 #   REPS=9 THREADS=2 scripts/bench.sh
 #   WORKLOADS="greedy1:5 greedy32:1 beam5:1" scripts/bench.sh   # a subset (workload:steps)
 #   WORKLOADS=" " MARIAN_WORKLOADS="greedy32:1" scripts/bench.sh # MarianMT only
+#   MARIAN_HF=none scripts/bench.sh              # MarianMT without transformers' generate()
 #   scripts/bench.sh --quick         # this tool's side only, one step of each, untimed:
 #                                    # that every workload still runs (.ci/run uses it)
 #   BASELINE=/tmp/transformer-old PEERS=none scripts/bench.sh
@@ -135,6 +136,13 @@ if [ -n "$marian_workloads" ]; then
         --checkpoint "$MARIAN_DIR"
       run ctranslate2 "$PYTHON" scripts/bench_marian.py ct2 "$workload" --model "$MARIAN_DIR" \
         --ct2-model "$MARIAN_CT2" --steps "$steps" --threads "$THREADS"
+      # int8 on both sides: ours quantizes at load, CTranslate2 converts at load as well.
+      run candle-int8 "$BIN" bench "marian-$workload" --device cpu --steps "$steps" \
+        --checkpoint "$MARIAN_DIR" --compute-type int8
+      run ctranslate2-int8 "$PYTHON" scripts/bench_marian.py ct2 "$workload" \
+        --model "$MARIAN_DIR" --ct2-model "$MARIAN_CT2" --steps "$steps" --threads "$THREADS" \
+        --compute-type int8
+      [ "${MARIAN_HF:-}" = none ] && continue
       run transformers "$PYTHON" scripts/bench_marian.py hf "$workload" --model "$MARIAN_DIR" \
         --steps "$steps" --threads "$THREADS"
     done

@@ -35,7 +35,8 @@ def ct2(args, texts):
     import ctranslate2
     from transformers import MarianTokenizer
     tokenizer = MarianTokenizer.from_pretrained(args.model)
-    translator = ctranslate2.Translator(args.ct2_model, device="cpu", compute_type="float32",
+    translator = ctranslate2.Translator(args.ct2_model, device="cpu",
+                                        compute_type=args.compute_type,
                                         intra_threads=args.threads)
     batches = [[t] for t in texts] if args.workload == "greedy1" else [texts]
     beam = 4 if args.workload == "beam4" else 1
@@ -86,6 +87,8 @@ def main():
     parser.add_argument("--ct2-model")
     parser.add_argument("--steps", type=int, default=8, help="sentences for greedy1")
     parser.add_argument("--threads", type=int, default=os.cpu_count())
+    parser.add_argument("--compute-type", default="float32", choices=["float32", "int8"],
+                        help="CTranslate2's compute type (ct2 only)")
     args = parser.parse_args()
     texts = sources(args.steps if args.workload == "greedy1" else 32)
     {"ct2": ct2, "hf": hf}[args.engine](args, texts)

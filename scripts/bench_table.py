@@ -132,6 +132,22 @@ def marian_table(runs):
               f"{cell(ct2, lambda r: f'**{rate(ours) / rate(r):.2f}x**')} | "
               f"{cell(hf, lambda r: f'{rate(ours) / rate(r):.2f}x')} | {rss_gb(ours):.2f} GB | "
               f"{cell(ct2, lambda r: f'{rss_gb(r):.2f} GB')} | {cell(hf, lambda r: f'{rss_gb(r):.2f} GB')} |")
+    int8 = [(w, n) for w, n in rows if runs.get((w, "candle-int8"))]
+    if not int8:
+        return
+    print("\nThe same in int8 (`--compute-type int8`; CTranslate2's `compute_type=\"int8\"`), both "
+          "quantizing the float32 weights when they load:\n")
+    print("| workload | ours int8 | CTranslate2 int8 | ours / CTranslate2 | ours int8 / ours float32 "
+          "| peak RSS ours | peak RSS CTranslate2 |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    for workload, name in int8:
+        ours, float_ours = runs[(workload, "candle-int8")], runs[(workload, "candle")]
+        ct2 = runs.get((workload, "ctranslate2-int8"))
+        cell = lambda r, f: f(r) if r else "-"  # noqa: E731
+        print(f"| {name} | {rate(ours):.4g} tokens/s | {cell(ct2, lambda r: f'{rate(r):.4g}')} | "
+              f"{cell(ct2, lambda r: f'**{rate(ours) / rate(r):.2f}x**')} | "
+              f"{rate(ours) / rate(float_ours):.2f}x | {rss_gb(ours):.2f} GB | "
+              f"{cell(ct2, lambda r: f'{rss_gb(r):.2f} GB')} |")
 
 
 if __name__ == "__main__":

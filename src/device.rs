@@ -56,6 +56,12 @@ pub fn multiplies_bf16(device: &Device) -> bool {
     !device.is_cpu()
 }
 
+/// Whether `device` has int8 products (`--compute-type int8`): the CPU's kernels
+/// (`kernels::int8`); a GPU decodes in float32.
+pub fn multiplies_int8(device: &Device) -> bool {
+    device.is_cpu()
+}
+
 /// Decoding steps between checks whether every sentence has ended: a check reads a flag back
 /// to the host, which costs a GPU a synchronisation and the CPU nothing.
 pub fn steps_between_end_checks(device: &Device) -> usize {

@@ -14,6 +14,7 @@ use candle_core::Device;
 
 use super::Measurement;
 use crate::checkpoint;
+use crate::config::ComputeType;
 use crate::infer::translator::{DecodeOptions, Translator};
 
 /// Most tokens each translation generates, `</s>` included.
@@ -34,8 +35,9 @@ pub fn marian_decoding(
     sentences: usize,
     dir: &Path,
     device: &Device,
+    compute: ComputeType,
 ) -> anyhow::Result<Measurement> {
-    let loaded = checkpoint::load(dir, device)?;
+    let loaded = checkpoint::load_as(dir, device, Some(compute))?;
     let sources = test2016_sources(sentences)?;
     let options = DecodeOptions {
         beam: if kind == MarianWorkload::Beam4 { 4 } else { 1 },

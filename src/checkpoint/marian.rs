@@ -14,8 +14,8 @@ use serde_json::Value;
 
 use super::format::{ByModule, WeightFormat};
 use crate::config::{
-    Activation, Architecture, Config, DataConfig, DecodeConfig, LengthNormalization, ModelConfig,
-    NormPlacement, PositionEncoding, TokenizerKind,
+    Activation, Architecture, ComputeType, Config, DataConfig, DecodeConfig, LengthNormalization,
+    ModelConfig, NormPlacement, PositionEncoding, TokenizerKind,
 };
 use crate::data::Tokenizers;
 
@@ -352,6 +352,7 @@ fn decode_config(json: &JsonConfig) -> anyhow::Result<DecodeConfig> {
         length_normalization: LengthNormalization::Length,
         end_at_max_len: json.get("forced_eos_token_id").is_some(),
         renormalize: json.flag("renormalize_logits", false)?,
+        compute_type: ComputeType::Float32,
     })
 }
 

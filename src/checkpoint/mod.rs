@@ -24,6 +24,7 @@ pub mod history;
 pub mod marian;
 pub mod marian_export;
 mod strict;
+mod tensor_file;
 mod write;
 
 use std::collections::HashMap;
@@ -34,13 +35,13 @@ use std::time::SystemTime;
 use anyhow::{bail, Context};
 use candle_core::{DType, Device, Tensor};
 
-use crate::config::Config;
+use crate::config::{ComputeType, Config};
 use crate::data::Tokenizers;
 use crate::metrics::MetricRecord;
 use crate::model::Model;
 use crate::train::{ResumePoint, TrainingState, STATE_FORMAT};
 use format::ByModule;
-use strict::build_model;
+use strict::{build_model, build_model_as};
 pub use write::{save, save_metrics, CheckpointContents};
 
 /// Clears what interrupted saves left in `run_dir` (beside `last/` and `best/`, and among the
@@ -172,11 +173,32 @@ pub fn resolve(path: &Path) -> anyhow::Result<PathBuf> {
         })
 }
 
-/// Loads the checkpoint at `path` (see `resolve`) onto `device`.
+/// Loads the checkpoint at `path` (see `resolve`) onto `device`, in float32.
 pub fn load(path: &Path, device: &Device) -> anyhow::Result<Checkpoint> {
+    load_as(path, device, Some(ComputeType::Float32))
+}
+
+/// Loads the checkpoint at `path` onto `device` for decoding in `compute`, or without it in
+/// the checkpoint's `decode.compute_type`: int8 quantizes every linear layer's weight as the
+/// model is built. A device without int8 products decodes in float32, with a note saying so
+/// (in `config.notes`); `config.decode.compute_type` is what the model computes in.
+pub fn load_as(
+    path: &Path,
+    device: &Device,
+    compute: Option<ComputeType>,
+) -> anyhow::Result<Checkpoint> {
     let dir = resolve(path)?;
-    let (config, tokenizers, weights) = read_parts(&dir, device)?;
-    let model = build_model(&config, &tokenizers, weights, device)?;
+    let (mut config, tokenizers, weights) = read_parts(&dir, device)?;
+    let mut compute = compute.unwrap_or(config.decode.compute_type);
+    if compute == ComputeType::Int8 && !crate::device::multiplies_int8(device) {
+        config.notes.push(format!(
+            "int8 products run on the CPU only: decoding in float32 on {}",
+            crate::device::describe(device)
+        ));
+        compute = ComputeType::Float32;
+    }
+    let model = build_model_as(&config, &tokenizers, weights, device, compute)?;
+    config.decode.compute_type = compute;
     Ok(Checkpoint {
         dir,
         config,
@@ -360,9 +382,9 @@ fn read_pytorch_tensors(path: &Path, device: &Device) -> anyhow::Result<HashMap<
 /// would be converted or used silently: integer weights truncated, F64 rounded, NaN weights
 /// translating every line to nothing.
 fn read_tensors(path: &Path, device: &Device) -> anyhow::Result<HashMap<String, Tensor>> {
-    let tensors = candle_core::safetensors::load(path, device).map_err(|e| {
+    let tensors = tensor_file::read(path, device).map_err(|e| {
         anyhow::anyhow!(
-            "cannot read {}: {e}; the file is damaged, train again or pick another run",
+            "cannot read {}: {e:#}; the file is damaged, train again or pick another run",
             path.display()
         )
     })?;
@@ -394,18 +416,32 @@ fn check_tensor(tensor: &Tensor) -> Result<(), String> {
             tensor.dtype()
         ));
     }
-    // 0 x is 0 for every finite x and NaN for NaN and the infinities, so the sum is finite
-    // exactly when every value is.
-    let finite = tensor
-        .to_dtype(DType::F32)
-        .and_then(|t| t.affine(0.0, 0.0)?.sum_all()?.to_scalar::<f32>())
-        .map_err(|e| format!("cannot be read: {e}"))?
-        .is_finite();
+    let finite = all_finite(tensor).map_err(|e| format!("cannot be read: {e}"))?;
     if finite {
         Ok(())
     } else {
         Err("holds NaN or infinite values".into())
     }
+}
+
+/// Whether every value of `tensor` is finite: read in place for an f32 tensor on the CPU (a
+/// copy of OPUS-MT's output layer, 119 MB, would raise the load's peak), else through
+/// `0 x`, which is 0 for every finite x and NaN for NaN and the infinities.
+fn all_finite(tensor: &Tensor) -> candle_core::Result<bool> {
+    let tensor = tensor.contiguous()?;
+    let (storage, layout) = tensor.storage_and_layout();
+    if let (candle_core::Storage::Cpu(cpu), DType::F32) = (&*storage, tensor.dtype()) {
+        let start = layout.start_offset();
+        let values = &cpu.as_slice::<f32>()?[start..start + tensor.elem_count()];
+        return Ok(values.iter().all(|v| v.is_finite()));
+    }
+    drop(storage);
+    let sum = tensor
+        .to_dtype(DType::F32)?
+        .affine(0.0, 0.0)?
+        .sum_all()?
+        .to_scalar::<f32>()?;
+    Ok(sum.is_finite())
 }
 
 /// The run under `root` whose model can do `task` and whose weights were written last.

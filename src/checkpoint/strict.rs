@@ -11,18 +11,21 @@ use candle_nn::var_builder::SimpleBackend;
 use candle_nn::{Init, VarBuilder, VarMap};
 
 use super::format::{ByModule, WeightFormat};
-use crate::config::Config;
+use crate::config::{ComputeType, Config};
 use crate::data::Tokenizers;
-use crate::model::Model;
+use crate::model::{Model, INT8_MARKER};
 
 /// Serves a checkpoint's tensors to a `VarBuilder` and remembers which names the model asked
 /// for, so that tensors nobody asked for can be reported (PyTorch's strict loading).
 struct RecordingBackend {
-    /// By module name.
-    tensors: HashMap<String, Tensor>,
+    /// By module name. Built for int8, a tensor leaves once fetched, so that each f32 weight
+    /// is freed as soon as its layer has quantized it.
+    tensors: Mutex<HashMap<String, Tensor>>,
     /// How the file names them, for errors.
     format: Arc<dyn WeightFormat>,
     requested: Arc<Mutex<HashSet<String>>>,
+    /// Answers for every linear layer's [`INT8_MARKER`]: the model is built for int8.
+    int8: bool,
 }
 
 impl RecordingBackend {
@@ -32,18 +35,28 @@ impl RecordingBackend {
     ) -> (Self, Arc<Mutex<HashSet<String>>>) {
         let requested = Arc::new(Mutex::new(HashSet::new()));
         let backend = Self {
-            tensors,
+            tensors: Mutex::new(tensors),
             format,
             requested: requested.clone(),
+            int8: false,
         };
         (backend, requested)
     }
 
-    fn fetch(&self, name: &str) -> candle_core::Result<&Tensor> {
+    fn fetch(&self, name: &str) -> candle_core::Result<Tensor> {
         if let Ok(mut requested) = self.requested.lock() {
             requested.insert(name.to_string());
         }
-        self.tensors.get(name).ok_or_else(|| {
+        let mut tensors = self
+            .tensors
+            .lock()
+            .map_err(|_| candle_core::Error::Msg("lock poisoned".into()))?;
+        let tensor = if self.int8 {
+            tensors.remove(name)
+        } else {
+            tensors.get(name).cloned()
+        };
+        tensor.ok_or_else(|| {
             candle_core::Error::Msg(format!("tensor {} is missing", self.format.file_name(name)))
         })
     }
@@ -80,7 +93,14 @@ impl SimpleBackend for RecordingBackend {
     }
 
     fn contains_tensor(&self, name: &str) -> bool {
-        self.tensors.contains_key(name)
+        let marker = name
+            .strip_suffix(INT8_MARKER)
+            .is_some_and(|prefix| prefix.is_empty() || prefix.ends_with('.'));
+        (self.int8 && marker)
+            || self
+                .tensors
+                .lock()
+                .is_ok_and(|tensors| tensors.contains_key(name))
     }
 }
 
@@ -92,12 +112,25 @@ pub(super) fn build_model(
     weights: ByModule,
     device: &Device,
 ) -> anyhow::Result<Model> {
+    build_model_as(config, tokenizers, weights, device, ComputeType::Float32)
+}
+
+/// As [`build_model`], its linear layers built for `compute` (int8: see
+/// [`crate::model::INT8_MARKER`]).
+pub(super) fn build_model_as(
+    config: &Config,
+    tokenizers: &Tokenizers,
+    weights: ByModule,
+    device: &Device,
+    compute: ComputeType,
+) -> anyhow::Result<Model> {
     let vocab = tokenizers.vocab_sizes();
     let module_names: Vec<String> = weights.tensors.keys().cloned().collect();
     let format = weights.format.clone();
     build_strictly(
         weights,
         device,
+        compute,
         |vb| Model::new(&config.model, vocab, vb),
         || names_apart(config, tokenizers, &module_names, &*format),
     )
@@ -155,13 +188,15 @@ fn names_apart(
 fn build_strictly<M>(
     weights: ByModule,
     device: &Device,
+    compute: ComputeType,
     build: impl FnOnce(VarBuilder) -> candle_core::Result<M>,
     explain_failure: impl FnOnce() -> Option<String>,
 ) -> anyhow::Result<M> {
     let weights_path = weights.path.clone();
     let format = weights.format.clone();
     let module_names: Vec<String> = weights.tensors.keys().cloned().collect();
-    let (backend, requested) = RecordingBackend::new(weights.tensors, format.clone());
+    let (mut backend, requested) = RecordingBackend::new(weights.tensors, format.clone());
+    backend.int8 = compute == ComputeType::Int8;
     let vb = VarBuilder::from_backend(Box::new(backend), DType::F32, device.clone());
     // The first tensor the build missed, or the whole account of what is missing and left
     // over when there is more to say.

@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 use clap::{ArgGroup, Args, Parser, Subcommand};
 
+use crate::config::ComputeType;
 use crate::device::DeviceRequest;
 
 mod serve;
@@ -175,6 +176,11 @@ pub struct DecodeSettingsArgs {
     /// decode.max_len, else source length + 50]
     #[arg(long, value_name = "N", value_parser = at_least_one)]
     pub max_len: Option<usize>,
+    /// What the linear layers compute in: float32, or int8 (weights quantized per output
+    /// row when the checkpoint loads, CPU only) [default: the checkpoint's
+    /// decode.compute_type, else float32]
+    #[arg(long, value_name = "TYPE", value_parser = ComputeType::parse)]
+    pub compute_type: Option<ComputeType>,
 }
 
 #[derive(Debug, Args)]
@@ -392,6 +398,9 @@ pub struct BenchArgs {
     /// The MarianMT directory the marian-* workloads translate with
     #[arg(long, value_name = "DIR")]
     pub checkpoint: Option<PathBuf>,
+    /// What the marian-* workloads' linear layers compute in: float32 or int8
+    #[arg(long, value_name = "TYPE", value_parser = ComputeType::parse)]
+    pub compute_type: Option<ComputeType>,
     /// Batches each rank sums per optimiser step (multi30k): one process with
     /// --accumulate R trains on the same batches per step as R ranks under mpirun
     #[arg(long, default_value_t = 1, value_name = "N", value_parser = at_least_one)]

@@ -61,7 +61,8 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
                 BenchWorkload::MarianGreedy32 => (MarianWorkload::GreedyBatch, BATCH_SENTENCES),
                 _ => (MarianWorkload::Beam4, BATCH_SENTENCES),
             };
-            bench::marian_decoding(kind, sentences, dir, &device)?
+            let compute = args.compute_type.unwrap_or_default();
+            bench::marian_decoding(kind, sentences, dir, &device, compute)?
         }
     };
     if !lead {

@@ -60,7 +60,11 @@ pub fn run(args: EvalArgs) -> anyhow::Result<()> {
 
 fn translate_all(args: &EvalArgs, sources: &[String]) -> anyhow::Result<Vec<String>> {
     let device = super::device_from(&args.device, Verbosity::Normal)?;
-    let loaded = super::load_translation_model(args.checkpoint.as_deref(), &device)?;
+    let loaded = super::load_translation_model(
+        args.checkpoint.as_deref(),
+        &device,
+        args.decode.settings.compute_type,
+    )?;
     let options = super::decode_options(&args.decode.settings, &loaded)?;
     let translator = super::translator(&loaded, &device, options)?;
     let translations = translator.translate_all(sources, args.decode.batch_size)?;

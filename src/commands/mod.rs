@@ -21,6 +21,7 @@ use std::path::{Path, PathBuf};
 
 use crate::checkpoint::{self, Checkpoint, Task, RUNS_ROOT};
 use crate::cli::{Command, DecodeSettingsArgs, DeviceArgs};
+use crate::config::ComputeType;
 use crate::device::select;
 use crate::infer::settings::{
     self, DecodeBounds, DecodeRequest, Layer, Refused, Resolver, GENERATION_CONFIG_KEYS,
@@ -129,13 +130,15 @@ fn checkpoint_or_latest(given: Option<&Path>, task: Task) -> anyhow::Result<Path
 }
 
 /// The translation checkpoint at `given`, or the newest one under runs/ (see
-/// `checkpoint_or_latest`), loaded onto `device`; a language model is refused here, by name.
+/// `checkpoint_or_latest`), loaded onto `device` for decoding in `compute` (the checkpoint's
+/// `decode.compute_type` when `None`); a language model is refused here, by name.
 fn load_translation_model(
     given: Option<&Path>,
     device: &candle_core::Device,
+    compute: Option<ComputeType>,
 ) -> anyhow::Result<Checkpoint> {
     let dir = checkpoint_or_latest(given, Task::Translate)?;
-    let loaded = checkpoint::load(&dir, device)?;
+    let loaded = checkpoint::load_as(&dir, device, compute)?;
     loaded.model_for(Task::Translate)?;
     for note in &loaded.config.notes {
         stdout::warn(format_args!("{note}"));

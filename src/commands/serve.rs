@@ -9,7 +9,11 @@ use crate::serve::{serve, BatchPolicy, ConnectionLimits, Limits, ServeSettings, 
 
 pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     let device = super::device_from(&args.device, Verbosity::Normal)?;
-    let mut loaded = super::load_translation_model(args.checkpoint.as_deref(), &device)?;
+    let mut loaded = super::load_translation_model(
+        args.checkpoint.as_deref(),
+        &device,
+        args.decode.compute_type,
+    )?;
     // The flags name the pair where the checkpoint does not (or names it otherwise).
     let data = &mut loaded.config.data;
     if let Some(code) = &args.source_lang {

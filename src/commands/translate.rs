@@ -12,7 +12,11 @@ use crate::progress::Verbosity;
 
 pub fn run(args: TranslateArgs) -> anyhow::Result<()> {
     let device = super::device_from(&args.device, Verbosity::Normal)?;
-    let loaded = super::load_translation_model(args.checkpoint.as_deref(), &device)?;
+    let loaded = super::load_translation_model(
+        args.checkpoint.as_deref(),
+        &device,
+        args.decode.settings.compute_type,
+    )?;
     let options = super::decode_options(&args.decode.settings, &loaded)?;
     let translator = super::translator(&loaded, &device, options)?;
     let output = Output {

@@ -27,6 +27,37 @@ pub struct DecodeConfig {
     /// (transformers' `renormalize_logits`), instead of leaving the never-generated ids' mass
     /// out of the sum.
     pub renormalize: bool,
+    /// The numbers the linear layers multiply in: `float32`, or `int8` (weights quantized
+    /// once per output row, inputs per row as they come; CPU only).
+    pub compute_type: ComputeType,
+}
+
+/// What decoding's linear layers compute in (CTranslate2's `compute_type`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ComputeType {
+    #[default]
+    Float32,
+    Int8,
+}
+
+impl ComputeType {
+    /// As configs and flags spell it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Float32 => "float32",
+            Self::Int8 => "int8",
+        }
+    }
+
+    /// From a flag's text; the error names the choices.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        match text {
+            "float32" => Ok(Self::Float32),
+            "int8" => Ok(Self::Int8),
+            other => Err(format!("{other:?} is not a compute type: float32 or int8")),
+        }
+    }
 }
 
 /// What a hypothesis's summed log-probability is divided by in beam search.
@@ -67,6 +98,7 @@ impl Default for DecodeConfig {
             length_normalization: LengthNormalization::Gnmt,
             end_at_max_len: false,
             renormalize: false,
+            compute_type: ComputeType::Float32,
         }
     }
 }

@@ -20,7 +20,7 @@ mod training;
 mod validate;
 
 pub use data::{BuiltinCorpus, CorpusSource, DataConfig, TokenizerKind};
-pub use decode::{DecodeConfig, LengthNormalization};
+pub use decode::{ComputeType, DecodeConfig, LengthNormalization};
 pub use model::{
     Activation, Architecture, ModelConfig, NormPlacement, PositionEncoding, VocabSizes,
 };

@@ -31,6 +31,7 @@ mod attention_fused;
 mod attention_step;
 pub mod dropout;
 mod few_rows;
+pub mod int8;
 pub mod layer_norm;
 mod layer_norm_fused;
 pub mod linear;

@@ -5,17 +5,25 @@
 //! A weight being trained is read as it is: it changes after every optimiser step. A fixed
 //! weight (a loaded checkpoint, a frozen view for validation) keeps the forms decoding reads
 //! faster, made on first use: its transpose, and (in a [`LinearGroup`]) the concatenation
-//! of layers that read the same input. Model code calls `forward` and never knows which
-//! form answered; a new form (int8) is a new [`Weight`] variant here.
+//! of layers that read the same input. A checkpoint loaded for int8 decoding
+//! (`--compute-type int8`) says so through its `VarBuilder` ([`INT8_MARKER`]), and each layer
+//! then keeps its weight quantized and nothing else. Model code calls `forward` and never
+//! knows which form answered.
 
 use std::borrow::Cow;
 use std::ops::Range;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 use candle_core::{Result, Tensor, D};
 use candle_nn::{Init, VarBuilder};
 
 use crate::kernels;
+use crate::kernels::int8::QuantizedMatrix;
+
+/// The name (under a layer's prefix) whose presence in a `VarBuilder` asks the layer to keep
+/// its weight as int8: the checkpoint loader answers for it when decoding in int8, and no
+/// file holds it.
+pub const INT8_MARKER: &str = "weight.int8";
 
 /// The forms a linear layer's weight `(out, in)` takes.
 #[derive(Clone)]
@@ -26,6 +34,11 @@ enum Weight {
     Fixed {
         matrix: Tensor,
         transposed: OnceLock<Tensor>,
+    },
+    /// int8, one scale per output row, with the bias's values: the f32 weight is not kept.
+    Int8 {
+        matrix: Arc<QuantizedMatrix>,
+        bias: Option<Arc<[f32]>>,
     },
 }
 
@@ -41,10 +54,39 @@ impl Weight {
         }
     }
 
-    fn matrix(&self) -> &Tensor {
+    /// The f32 matrix, for forms that keep one.
+    fn matrix(&self) -> Option<&Tensor> {
         match self {
-            Self::Trained(matrix) | Self::Fixed { matrix, .. } => matrix,
+            Self::Trained(matrix) | Self::Fixed { matrix, .. } => Some(matrix),
+            Self::Int8 { .. } => None,
         }
+    }
+
+    fn out_features(&self) -> Result<usize> {
+        match self {
+            Self::Trained(matrix) | Self::Fixed { matrix, .. } => matrix.dim(0),
+            Self::Int8 { matrix, .. } => Ok(matrix.out_features()),
+        }
+    }
+
+    /// `matrix` `(out, in)` and `bias` quantized (CPU tensors), read in place.
+    fn int8(matrix: &Tensor, bias: Option<&Tensor>) -> Result<Self> {
+        let (out, inp) = matrix.dims2()?;
+        let matrix = matrix.to_dtype(candle_core::DType::F32)?.contiguous()?;
+        let (storage, layout) = matrix.storage_and_layout();
+        let candle_core::Storage::Cpu(storage) = &*storage else {
+            candle_core::bail!("linear: int8 weights are quantized on the CPU")
+        };
+        let start = layout.start_offset();
+        let values = &storage.as_slice::<f32>()?[start..start + out * inp];
+        let quantized = QuantizedMatrix::quantize(values, out, inp);
+        let bias = bias
+            .map(|b| Ok::<_, candle_core::Error>(Arc::from(b.to_vec1::<f32>()?)))
+            .transpose()?;
+        Ok(Self::Int8 {
+            matrix: Arc::new(quantized),
+            bias,
+        })
     }
 }
 
@@ -81,20 +123,44 @@ impl Linear {
         } else {
             None
         };
-        Ok(Self {
-            weight: Weight::new(weight),
-            bias,
-        })
+        let weight = if !weight.track_op() && vb.contains_tensor(INT8_MARKER) {
+            Weight::int8(&weight, bias.as_ref())?
+        } else {
+            Weight::new(weight)
+        };
+        Ok(Self { weight, bias })
     }
 
     /// `layers` of one input size as one layer whose outputs lie side by side in that order
     /// (their weights and biases concatenated): one product instead of several.
     fn concatenated(layers: &[Linear]) -> Result<Self> {
-        let weights: Vec<&Tensor> = layers.iter().map(|l| l.weight.matrix()).collect();
         let biases: Option<Vec<&Tensor>> = layers.iter().map(|l| l.bias.as_ref()).collect();
+        let bias = biases.map(|b| Tensor::cat(&b, 0)).transpose()?;
+        let quantized: Option<Vec<&QuantizedMatrix>> = layers
+            .iter()
+            .map(|l| match &l.weight {
+                Weight::Int8 { matrix, .. } => Some(&**matrix),
+                _ => None,
+            })
+            .collect();
+        if let Some(parts) = quantized {
+            let values = bias
+                .as_ref()
+                .map(|b| Ok::<_, candle_core::Error>(Arc::from(b.to_vec1::<f32>()?)))
+                .transpose()?;
+            let weight = Weight::Int8 {
+                matrix: Arc::new(QuantizedMatrix::concatenated(&parts)),
+                bias: values,
+            };
+            return Ok(Self { weight, bias });
+        }
+        let weights: Option<Vec<&Tensor>> = layers.iter().map(|l| l.weight.matrix()).collect();
+        let Some(weights) = weights else {
+            candle_core::bail!("linear: cannot join int8 and float layers")
+        };
         Ok(Self {
             weight: Weight::new(Tensor::cat(&weights, 0)?),
-            bias: biases.map(|b| Tensor::cat(&b, 0)).transpose()?,
+            bias,
         })
     }
 
@@ -110,7 +176,7 @@ impl Linear {
         let in_features = xs.dim(D::Minus1)?;
         let rows = xs.elem_count() / in_features.max(1);
         if let Some(last) = dims.last_mut() {
-            *last = self.weight.matrix().dim(0)?;
+            *last = self.weight.out_features()?;
         }
         let xs = xs.reshape((rows, in_features))?;
         let bias = self.bias.as_ref();
@@ -118,6 +184,9 @@ impl Linear {
             Weight::Trained(matrix) => kernels::linear::linear(&xs, matrix, bias)?,
             Weight::Fixed { matrix, transposed } => {
                 kernels::linear::linear_fixed(&xs, matrix, transposed, bias)?
+            }
+            Weight::Int8 { matrix, bias } => {
+                kernels::linear::linear_int8(&xs, matrix, bias.as_deref())?
             }
         };
         ys.reshape(dims)

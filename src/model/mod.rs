@@ -28,4 +28,5 @@ pub use decoding::{DecodingModel, DecodingState, Prompt, Source};
 pub use families::Model;
 pub use family::{ModelFamily, TeacherForced};
 pub use init::named_vars;
+pub use linear::INT8_MARKER;
 pub use weights::TrainedWeights;

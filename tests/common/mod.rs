@@ -105,9 +105,13 @@ pub fn train_command(dir: &Path) -> Command {
     command
 }
 
-/// `translate --json --checkpoint DIR FLAGS -` of `sources`: each line's generated ids.
+/// `translate --json --checkpoint DIR FLAGS -` of `sources`: each line's object.
 #[allow(dead_code)]
-pub fn translated_ids(checkpoint: &Path, sources: &[String], flags: &[&str]) -> Vec<Vec<u32>> {
+pub fn translated_json(
+    checkpoint: &Path,
+    sources: &[String],
+    flags: &[&str],
+) -> Vec<serde_json::Value> {
     let out = succeeded(
         transformer()
             .args(["translate", "--json", "--checkpoint"])
@@ -119,10 +123,16 @@ pub fn translated_ids(checkpoint: &Path, sources: &[String], flags: &[&str]) -> 
     String::from_utf8(out.stdout)
         .unwrap()
         .lines()
-        .map(|line| {
-            let value: serde_json::Value = serde_json::from_str(line).unwrap();
-            serde_json::from_value(value["ids"].clone()).unwrap()
-        })
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect()
+}
+
+/// As [`translated_json`]: each line's generated ids.
+#[allow(dead_code)]
+pub fn translated_ids(checkpoint: &Path, sources: &[String], flags: &[&str]) -> Vec<Vec<u32>> {
+    translated_json(checkpoint, sources, flags)
+        .into_iter()
+        .map(|value| serde_json::from_value(value["ids"].clone()).unwrap())
         .collect()
 }
 

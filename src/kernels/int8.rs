@@ -1,0 +1,501 @@
+//! int8 products for decoding on the CPU (`--compute-type int8`, CTranslate2's scheme): the
+//! weight `W` `(out, in)` is quantized once, one symmetric scale per output row; each input
+//! row is quantized when it arrives, one scale per row; the products are summed in i32 and
+//! scaled back: `y[r][j] = b[j] + s_x[r] s_w[j] sum_k q_x[r][k] q_w[j][k]`.
+//!
+//! The integer dot products run on the best instructions the CPU has, chosen at run time:
+//! AVX-512 VNNI (`vpdpbusd`, 64 bytes a step), AVX-VNNI (the same on 32 bytes), AVX2
+//! (`vpmaddubsw` then `vpmaddwd`), or plain Rust. The VNNI instructions multiply unsigned by
+//! signed bytes, so there the input is shifted by 128 and `128 sum_k q_w[j][k]` taken off
+//! again; AVX2's `vpmaddubsw` would saturate on that, so it multiplies `|q_x|` by `q_w` with
+//! `q_x`'s sign instead. Both give exactly the integer sums the plain loop gives, which the
+//! tests check. Values are kept in [-127, 127] so that no path overflows.
+
+use std::ops::Range;
+
+use rayon::prelude::*;
+
+/// Bytes a row is padded to: one AVX-512 register. The padding is zeros, which add nothing.
+const ALIGN: usize = 64;
+
+/// Output rows per parallel task.
+const CHUNK: usize = 64;
+
+/// A weight `(out, in)` quantized per output row.
+pub struct QuantizedMatrix {
+    out: usize,
+    inp: usize,
+    /// Row length in memory: `inp` rounded up to [`ALIGN`].
+    stride: usize,
+    /// Row-major, each row `stride` long, zero-padded.
+    data: Vec<i8>,
+    /// Row `j` is `scales[j] * data[j]`.
+    scales: Vec<f32>,
+    /// `128 sum_k data[j][k]`: what the VNNI paths take off their shifted sums.
+    offsets: Vec<i32>,
+}
+
+impl QuantizedMatrix {
+    /// Quantizes `w`, `(out, inp)` row-major: each row by its largest magnitude over 127.
+    pub fn quantize(w: &[f32], out: usize, inp: usize) -> Self {
+        assert_eq!(
+            w.len(),
+            out * inp,
+            "quantize: {out} x {inp} weight of {}",
+            w.len()
+        );
+        let stride = inp.div_ceil(ALIGN) * ALIGN;
+        let mut data = vec![0i8; out * stride];
+        let mut scales = Vec::with_capacity(out);
+        let mut offsets = Vec::with_capacity(out);
+        for (j, row) in w.chunks_exact(inp.max(1)).take(out).enumerate() {
+            let scale = quantize_into(row, &mut data[j * stride..j * stride + inp]);
+            scales.push(scale);
+            let sum: i32 = data[j * stride..(j + 1) * stride]
+                .iter()
+                .map(|&q| i32::from(q))
+                .sum();
+            offsets.push(128 * sum);
+        }
+        Self {
+            out,
+            inp,
+            stride,
+            data,
+            scales,
+            offsets,
+        }
+    }
+
+    /// The rows of `parts`, one after another, as one matrix (their input sizes must agree).
+    pub fn concatenated(parts: &[&Self]) -> Self {
+        let (inp, stride) = (parts[0].inp, parts[0].stride);
+        assert!(
+            parts.iter().all(|p| p.inp == inp),
+            "concatenated: input sizes differ"
+        );
+        let mut joined = Self {
+            out: parts.iter().map(|p| p.out).sum(),
+            inp,
+            stride,
+            data: Vec::new(),
+            scales: Vec::new(),
+            offsets: Vec::new(),
+        };
+        for part in parts {
+            joined.data.extend_from_slice(&part.data);
+            joined.scales.extend_from_slice(&part.scales);
+            joined.offsets.extend_from_slice(&part.offsets);
+        }
+        joined
+    }
+
+    /// Output features.
+    pub fn out_features(&self) -> usize {
+        self.out
+    }
+
+    /// Input features.
+    pub fn in_features(&self) -> usize {
+        self.inp
+    }
+
+    /// Bytes held.
+    pub fn bytes(&self) -> usize {
+        self.data.len() + 8 * self.out
+    }
+
+    /// The weight back in f32, `(out, inp)` row-major.
+    pub fn dequantized(&self) -> Vec<f32> {
+        let mut w = Vec::with_capacity(self.out * self.inp);
+        for j in 0..self.out {
+            let row = &self.data[j * self.stride..j * self.stride + self.inp];
+            w.extend(row.iter().map(|&q| f32::from(q) * self.scales[j]));
+        }
+        w
+    }
+
+    /// `x W^T + b` for `x` `(rows, inp)` row-major: `(rows, out)`.
+    pub fn product(&self, x: &[f32], rows: usize, bias: Option<&[f32]>) -> Vec<f32> {
+        let inputs = QuantizedRows::of(x, rows, self.inp, self.stride);
+        let blocks: Vec<(Range<usize>, Vec<f32>)> = (0..self.out.div_ceil(CHUNK))
+            .into_par_iter()
+            .map(|c| {
+                let range = c * CHUNK..((c + 1) * CHUNK).min(self.out);
+                let sums = integer_dots(&inputs, self, range.clone());
+                (range.clone(), self.rescaled(&inputs, &sums, range, bias))
+            })
+            .collect();
+        let mut y = Vec::with_capacity(rows * self.out);
+        for r in 0..rows {
+            for (range, block) in &blocks {
+                y.extend_from_slice(&block[r * range.len()..(r + 1) * range.len()]);
+            }
+        }
+        y
+    }
+
+    /// A block of integer sums `(rows, range)` as floats, scaled, plus the bias.
+    fn rescaled(
+        &self,
+        inputs: &QuantizedRows,
+        sums: &[i32],
+        range: Range<usize>,
+        bias: Option<&[f32]>,
+    ) -> Vec<f32> {
+        let width = range.len();
+        let mut block = Vec::with_capacity(sums.len());
+        for r in 0..inputs.rows {
+            for (i, j) in range.clone().enumerate() {
+                let b = bias.map_or(0.0, |b| b[j]);
+                let sum = sums[r * width + i] as f32;
+                block.push(sum * inputs.scales[r] * self.scales[j] + b);
+            }
+        }
+        block
+    }
+}
+
+/// `row` quantized into `q` by its largest magnitude: returns the scale (1 for a zero row).
+fn quantize_into(row: &[f32], q: &mut [i8]) -> f32 {
+    let largest = row.iter().fold(0f32, |m, v| m.max(v.abs()));
+    let scale = if largest > 0.0 && largest.is_finite() {
+        largest / 127.0
+    } else {
+        1.0
+    };
+    for (q, &v) in q.iter_mut().zip(row) {
+        *q = (v / scale).round().clamp(-127.0, 127.0) as i8;
+    }
+    scale
+}
+
+/// Input rows quantized for one product: signed (AVX2, plain) and shifted by 128 (VNNI).
+struct QuantizedRows {
+    rows: usize,
+    stride: usize,
+    signed: Vec<i8>,
+    shifted: Vec<u8>,
+    scales: Vec<f32>,
+}
+
+impl QuantizedRows {
+    fn of(x: &[f32], rows: usize, inp: usize, stride: usize) -> Self {
+        let mut signed = vec![0i8; rows * stride];
+        let scales = (0..rows)
+            .map(|r| {
+                quantize_into(
+                    &x[r * inp..(r + 1) * inp],
+                    &mut signed[r * stride..r * stride + inp],
+                )
+            })
+            .collect();
+        let shifted = signed.iter().map(|&q| (q as u8) ^ 0x80).collect();
+        Self {
+            rows,
+            stride,
+            signed,
+            shifted,
+            scales,
+        }
+    }
+}
+
+/// Which instructions the integer dot products run on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DotKernel {
+    Avx512Vnni,
+    AvxVnni,
+    Avx2,
+    Portable,
+}
+
+impl DotKernel {
+    /// The best this CPU has.
+    pub fn best() -> Self {
+        #[cfg(target_arch = "x86_64")]
+        {
+            use std::arch::is_x86_feature_detected as has;
+            if has!("avx512f") && has!("avx512bw") && has!("avx512vnni") {
+                return Self::Avx512Vnni;
+            }
+            if has!("avx2") && has!("avxvnni") {
+                return Self::AvxVnni;
+            }
+            if has!("avx2") {
+                return Self::Avx2;
+            }
+        }
+        Self::Portable
+    }
+
+    /// Every kernel this CPU can run (for the tests).
+    pub fn available() -> Vec<Self> {
+        let mut kernels = vec![Self::Portable];
+        #[cfg(target_arch = "x86_64")]
+        {
+            use std::arch::is_x86_feature_detected as has;
+            if has!("avx2") {
+                kernels.push(Self::Avx2);
+            }
+            if has!("avx2") && has!("avxvnni") {
+                kernels.push(Self::AvxVnni);
+            }
+            if has!("avx512f") && has!("avx512bw") && has!("avx512vnni") {
+                kernels.push(Self::Avx512Vnni);
+            }
+        }
+        kernels
+    }
+
+    /// For tables of measurements: the instructions' name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Avx512Vnni => "avx512-vnni",
+            Self::AvxVnni => "avx-vnni",
+            Self::Avx2 => "avx2",
+            Self::Portable => "portable",
+        }
+    }
+}
+
+/// `sum_k q_x[r][k] q_w[j][k]` for every row and every `j` in `range`, `(rows, range)`.
+fn integer_dots(inputs: &QuantizedRows, w: &QuantizedMatrix, range: Range<usize>) -> Vec<i32> {
+    integer_dots_with(DotKernel::best(), inputs, w, range)
+}
+
+fn integer_dots_with(
+    kernel: DotKernel,
+    inputs: &QuantizedRows,
+    w: &QuantizedMatrix,
+    range: Range<usize>,
+) -> Vec<i32> {
+    let mut sums = vec![0i32; inputs.rows * range.len()];
+    match kernel {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: `best` and `available` offer a kernel only where the CPU has its features.
+        DotKernel::Avx512Vnni => unsafe { x86::dots_avx512_vnni(inputs, w, range, &mut sums) },
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: as above.
+        DotKernel::AvxVnni => unsafe { x86::dots_avx_vnni(inputs, w, range, &mut sums) },
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: as above.
+        DotKernel::Avx2 => unsafe { x86::dots_avx2(inputs, w, range, &mut sums) },
+        _ => dots_portable(inputs, w, range, &mut sums),
+    }
+    sums
+}
+
+fn dots_portable(
+    inputs: &QuantizedRows,
+    w: &QuantizedMatrix,
+    range: Range<usize>,
+    sums: &mut [i32],
+) {
+    let width = range.len();
+    for (i, j) in range.enumerate() {
+        let row = &w.data[j * w.stride..(j + 1) * w.stride];
+        for r in 0..inputs.rows {
+            let x = &inputs.signed[r * inputs.stride..(r + 1) * inputs.stride];
+            sums[r * width + i] = x
+                .iter()
+                .zip(row)
+                .map(|(&a, &b)| i32::from(a) * i32::from(b))
+                .sum();
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    use std::arch::x86_64::*;
+    use std::ops::Range;
+
+    use super::{QuantizedMatrix, QuantizedRows};
+
+    /// Defines a kernel that fills `sums` `(rows, range)`: outputs outer and input rows inner,
+    /// so that each weight row is read from memory once and then from L1. Per output and row,
+    /// `$step` adds one register's worth (`$bytes`) of products of the `$inputs` bytes (shifted
+    /// or signed) and the weight row into an i32 accumulator, which `$sum` totals; `$offset`
+    /// subtracts the shift's share (`128 sum_k w`) or not.
+    macro_rules! dot_kernel {
+        ($name:ident, $features:literal, $bytes:literal, $load:path, $inputs:ident,
+         $offset:literal, $zero:expr, |$acc:ident, $x:ident, $w:ident| $step:expr, |$total:ident| $sum:expr) => {
+            #[target_feature(enable = $features)]
+            pub(crate) unsafe fn $name(
+                inputs: &QuantizedRows,
+                w: &QuantizedMatrix,
+                range: Range<usize>,
+                sums: &mut [i32],
+            ) {
+                let width = range.len();
+                for (i, j) in range.enumerate() {
+                    let row = w.data.as_ptr().add(j * w.stride);
+                    for r in 0..inputs.rows {
+                        let x = inputs.$inputs.as_ptr().add(r * inputs.stride);
+                        let mut $acc = $zero;
+                        for k in (0..w.stride).step_by($bytes) {
+                            let $x = $load(x.add(k).cast());
+                            let $w = $load(row.add(k).cast());
+                            $acc = $step;
+                        }
+                        let $total = $acc;
+                        let offset = if $offset { w.offsets[j] } else { 0 };
+                        sums[r * width + i] = $sum - offset;
+                    }
+                }
+            }
+        };
+    }
+
+    mod avx512 {
+        use super::*;
+        dot_kernel!(
+            dots,
+            "avx512f,avx512bw,avx512vnni",
+            64,
+            _mm512_loadu_si512,
+            shifted,
+            true,
+            _mm512_setzero_si512(),
+            |acc, x, w| _mm512_dpbusd_epi32(acc, x, w),
+            |acc| _mm512_reduce_add_epi32(acc)
+        );
+    }
+
+    mod avx_vnni {
+        use super::*;
+        dot_kernel!(
+            dots,
+            "avx2,avxvnni",
+            32,
+            _mm256_loadu_si256,
+            shifted,
+            true,
+            _mm256_setzero_si256(),
+            |acc, x, w| _mm256_dpbusd_avx_epi32(acc, x, w),
+            |acc| horizontal_sum(acc)
+        );
+    }
+
+    mod avx2 {
+        use super::*;
+        // |x| (unsigned) times w with x's sign: at most 2 * 127 * 127 per pair, inside i16.
+        dot_kernel!(
+            dots,
+            "avx2",
+            32,
+            _mm256_loadu_si256,
+            signed,
+            false,
+            _mm256_setzero_si256(),
+            |acc, x, w| _mm256_add_epi32(
+                acc,
+                _mm256_madd_epi16(
+                    _mm256_maddubs_epi16(_mm256_sign_epi8(x, x), _mm256_sign_epi8(w, x)),
+                    _mm256_set1_epi16(1),
+                ),
+            ),
+            |acc| horizontal_sum(acc)
+        );
+    }
+
+    pub(super) use avx2::dots as dots_avx2;
+    pub(super) use avx512::dots as dots_avx512_vnni;
+    pub(super) use avx_vnni::dots as dots_avx_vnni;
+
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    unsafe fn horizontal_sum(v: __m256i) -> i32 {
+        let halves = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256::<1>(v));
+        let pairs = _mm_add_epi32(halves, _mm_shuffle_epi32::<0b01_00_11_10>(halves));
+        let one = _mm_add_epi32(pairs, _mm_shuffle_epi32::<0b10_11_00_01>(pairs));
+        _mm_cvtsi128_si32(one)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn values(n: usize, seed: u32) -> Vec<f32> {
+        (0..n)
+            .map(|i| {
+                ((i as u32).wrapping_mul(2_654_435_761).wrapping_add(seed) % 2001) as f32 / 1000.0
+                    - 1.0
+            })
+            .collect()
+    }
+
+    /// Every kernel this CPU has gives the plain loop's integer sums exactly, for sizes that
+    /// are and are not multiples of a register, and for the extreme values -127 and 127.
+    #[test]
+    fn every_kernel_gives_the_plain_integer_sums() {
+        for (rows, inp, out) in [(1, 512, 70), (3, 37, 130), (5, 100, 64)] {
+            let mut w = values(out * inp, 1);
+            w[0] = -5.0; // row 0 reaches -127
+            let mut x = values(rows * inp, 2);
+            x[1] = 9.0; // row 0 reaches 127
+            let matrix = QuantizedMatrix::quantize(&w, out, inp);
+            let inputs = QuantizedRows::of(&x, rows, inp, matrix.stride);
+            let want = integer_dots_with(DotKernel::Portable, &inputs, &matrix, 0..out);
+            for kernel in DotKernel::available() {
+                let got = integer_dots_with(kernel, &inputs, &matrix, 3..out);
+                let width = out - 3;
+                for r in 0..rows {
+                    assert_eq!(
+                        got[r * width..(r + 1) * width],
+                        want[r * out + 3..(r + 1) * out],
+                        "{kernel:?}, {rows} x {inp} x {out}"
+                    );
+                }
+            }
+        }
+    }
+
+    /// The int8 product is the float one to within what 8 bits can say: each term is off by at
+    /// most half a step of either operand.
+    #[test]
+    fn the_int8_product_is_the_float_product_within_quantization_error() {
+        let (rows, inp, out) = (4, 300, 90);
+        let w = values(out * inp, 3);
+        let x = values(rows * inp, 4);
+        let bias = values(out, 5);
+        let matrix = QuantizedMatrix::quantize(&w, out, inp);
+        let y = matrix.product(&x, rows, Some(&bias));
+        for r in 0..rows {
+            for j in 0..out {
+                let exact: f32 = (0..inp)
+                    .map(|k| x[r * inp + k] * w[j * inp + k])
+                    .sum::<f32>()
+                    + bias[j];
+                // |x|, |w| <= 1: each product is off by at most (1/127) * 1 (both halves).
+                let bound = inp as f32 / 127.0;
+                let error = (y[r * out + j] - exact).abs();
+                assert!(error < bound * 0.1, "{error} at ({r}, {j}), exact {exact}");
+            }
+        }
+        let back = matrix.dequantized();
+        assert!(back
+            .iter()
+            .zip(&w)
+            .all(|(a, b)| (a - b).abs() <= 0.5 / 127.0 + 1e-6));
+    }
+
+    #[test]
+    fn concatenated_matrices_multiply_as_their_parts() {
+        let (a, b) = (values(20 * 64, 6), values(30 * 64, 7));
+        let (qa, qb) = (
+            QuantizedMatrix::quantize(&a, 20, 64),
+            QuantizedMatrix::quantize(&b, 30, 64),
+        );
+        let joined = QuantizedMatrix::concatenated(&[&qa, &qb]);
+        let x = values(2 * 64, 8);
+        let y = joined.product(&x, 2, None);
+        let (ya, yb) = (qa.product(&x, 2, None), qb.product(&x, 2, None));
+        for r in 0..2 {
+            assert_eq!(y[r * 50..r * 50 + 20], ya[r * 20..(r + 1) * 20]);
+            assert_eq!(y[r * 50 + 20..(r + 1) * 50], yb[r * 30..(r + 1) * 30]);
+        }
+    }
+}
