@@ -384,7 +384,7 @@ fn read_pytorch_tensors(path: &Path, device: &Device) -> anyhow::Result<HashMap<
 fn read_tensors(path: &Path, device: &Device) -> anyhow::Result<HashMap<String, Tensor>> {
     let tensors = tensor_file::read(path, device).map_err(|e| {
         anyhow::anyhow!(
-            "cannot read {}: {e:#}; the file is damaged, train again or pick another run",
+            "cannot read {}: {e:#}; the file is damaged: copy it again from where it came from, train again, or pick another checkpoint",
             path.display()
         )
     })?;

@@ -40,12 +40,47 @@ pub fn read(path: &Path, device: &Device) -> anyhow::Result<HashMap<String, Tens
     file.read_exact(&mut header)?;
     let mut entries: HashMap<String, serde_json::Value> =
         serde_json::from_slice(&header).context("its header is not safetensors' JSON")?;
-    entries.remove("__metadata__");
+    if let Some(metadata) = entries.remove("__metadata__") {
+        let strings = metadata
+            .as_object()
+            .is_some_and(|m| m.values().all(serde_json::Value::is_string));
+        if !strings {
+            bail!("its header's __metadata__ is not an object of strings");
+        }
+    }
+    let mut entries = entries
+        .into_iter()
+        .map(|(name, entry)| {
+            let entry: Entry = serde_json::from_value(entry)
+                .with_context(|| format!("its header's entry for {name} is malformed"))?;
+            Ok((name, entry))
+        })
+        .collect::<anyhow::Result<Vec<(String, Entry)>>>()?;
+    // The tensors' bytes must tile the data exactly, as safetensors writes them: an overlap,
+    // a gap (where a duplicate name hid an entry) or bytes after the last tensor mean the
+    // header does not describe the file; a cut file is told here, before anything is read.
+    entries.sort_by_key(|(_, entry)| entry.data_offsets);
     let data_start = 8 + header_bytes;
+    let mut covered = 0;
+    for (name, entry) in &entries {
+        if entry.data_offsets.0 != covered {
+            bail!(
+                "its header puts tensor {name} at byte {} of the data, where {covered} was \
+                 expected (tensors overlap, or leave a gap)",
+                entry.data_offsets.0
+            );
+        }
+        covered = entry.data_offsets.1.max(covered);
+    }
+    if data_start + covered != length {
+        bail!(
+            "its header describes {covered} bytes of tensors, and the file holds {} after the \
+             header (it was cut, or something was appended)",
+            length - data_start
+        );
+    }
     let mut tensors = HashMap::with_capacity(entries.len());
     for (name, entry) in entries {
-        let entry: Entry = serde_json::from_value(entry)
-            .with_context(|| format!("its header's entry for {name} is malformed"))?;
         let tensor = read_one(&file, &entry, data_start, length, device)
             .with_context(|| format!("tensor {name}"))?;
         tensors.insert(name, tensor);
@@ -79,6 +114,17 @@ fn read_one(
             entry.shape,
             entry.dtype
         );
+    }
+    if dtype == DType::F32 && cfg!(target_endian = "little") {
+        // Straight into the tensor's own buffer: no second copy of a large weight.
+        let mut values = vec![0f32; elements];
+        // SAFETY: the bytes of `values` (elements * 4 of them), which any bit pattern fills
+        // with a valid f32; on a little-endian CPU they are the file's layout.
+        let bytes = unsafe {
+            std::slice::from_raw_parts_mut(values.as_mut_ptr().cast::<u8>(), elements * 4)
+        };
+        file.read_exact_at(bytes, data_start + start)?;
+        return Ok(Tensor::from_vec(values, entry.shape.as_slice(), device)?);
     }
     let mut bytes = vec![0u8; (end - start) as usize];
     file.read_exact_at(&mut bytes, data_start + start)?;
@@ -120,7 +166,19 @@ mod tests {
         let bytes = std::fs::read(&path).unwrap();
         std::fs::write(&path, &bytes[..bytes.len() - 3]).unwrap();
         let error = format!("{:#}", read_err(&path));
-        assert!(error.contains("do not hold"), "{error}");
+        assert!(error.contains("it was cut"), "{error}");
+        let mut appended = bytes.clone();
+        appended.extend_from_slice(&[0; 8]);
+        std::fs::write(&path, &appended).unwrap();
+        let error = format!("{:#}", read_err(&path));
+        assert!(error.contains("something was appended"), "{error}");
+        // Two tensors over the same bytes (a's 48 bytes come first: b at 48..50).
+        let text = String::from_utf8_lossy(&bytes).into_owned();
+        let overlapped = text.replacen("[48,50]", "[ 0, 2]", 1);
+        assert_ne!(overlapped, text, "the header's offsets are not as expected");
+        std::fs::write(&path, overlapped.as_bytes()).unwrap();
+        let error = format!("{:#}", read_err(&path));
+        assert!(error.contains("overlap"), "{error}");
         std::fs::write(&path, &bytes[..5]).unwrap();
         let error = format!("{:#}", read_err(&path));
         assert!(

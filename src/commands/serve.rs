@@ -54,10 +54,11 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     let open_to_others = !args.host.is_loopback();
     let policy = settings.policy;
     let key = settings.api_key.is_some();
+    let compute = loaded.config.decode.compute_type.name();
     serve(loaded, device, settings, move |addr| {
         eprintln!(
-            "serving {dir} ({source} -> {target}) on http://{addr} (batches of up to {} \
-             sentences, waiting up to {} ms; queue {}{}); Ctrl-C stops",
+            "serving {dir} ({source} -> {target}, {compute}) on http://{addr} (batches of up to \
+             {} sentences, waiting up to {} ms; queue {}{}); Ctrl-C stops",
             policy.max_batch,
             policy.max_wait.as_millis(),
             policy.capacity,

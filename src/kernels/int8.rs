@@ -21,13 +21,21 @@ const ALIGN: usize = 64;
 /// Output rows per parallel task.
 const CHUNK: usize = 64;
 
-/// A weight `(out, in)` quantized per output row.
+/// Outputs per block of the packed layout: one AVX-512 register of i32 sums.
+const BLOCK: usize = 16;
+
+/// A weight `(out, in)` quantized per output row, laid out for the kernel that reads it.
 pub struct QuantizedMatrix {
     out: usize,
     inp: usize,
-    /// Row length in memory: `inp` rounded up to [`ALIGN`].
+    /// Row length: `inp` rounded up to [`ALIGN`].
     stride: usize,
-    /// Row-major, each row `stride` long, zero-padded.
+    /// The kernel `data` is laid out for.
+    kernel: DotKernel,
+    /// Row-major, each row `stride` long, zero-padded; for AVX-512 VNNI packed instead: for
+    /// each block of [`BLOCK`] outputs (the last one padded with zero rows) and each group of
+    /// 4 inputs, the 16 outputs' 4 bytes side by side, so that one 64-byte load feeds one
+    /// `vpdpbusd` that adds to all 16 outputs' sums at once (no horizontal sums).
     data: Vec<i8>,
     /// Row `j` is `scales[j] * data[j]`.
     scales: Vec<f32>,
@@ -36,8 +44,14 @@ pub struct QuantizedMatrix {
 }
 
 impl QuantizedMatrix {
-    /// Quantizes `w`, `(out, inp)` row-major: each row by its largest magnitude over 127.
+    /// Quantizes `w`, `(out, inp)` row-major, for the best kernel this CPU has.
     pub fn quantize(w: &[f32], out: usize, inp: usize) -> Self {
+        Self::quantize_for(DotKernel::best(), w, out, inp)
+    }
+
+    /// Quantizes `w`, `(out, inp)` row-major, each row by its largest magnitude over 127, in
+    /// the layout `kernel` reads.
+    pub fn quantize_for(kernel: DotKernel, w: &[f32], out: usize, inp: usize) -> Self {
         assert_eq!(
             w.len(),
             out * inp,
@@ -57,37 +71,78 @@ impl QuantizedMatrix {
                 .sum();
             offsets.push(128 * sum);
         }
+        Self::laid_out(kernel, out, inp, data, scales, offsets)
+    }
+
+    /// From row-major `rows`, in the layout `kernel` reads.
+    fn laid_out(
+        kernel: DotKernel,
+        out: usize,
+        inp: usize,
+        rows: Vec<i8>,
+        scales: Vec<f32>,
+        offsets: Vec<i32>,
+    ) -> Self {
+        let stride = inp.div_ceil(ALIGN) * ALIGN;
+        let data = if kernel == DotKernel::Avx512Vnni {
+            let groups = stride / 4;
+            let mut packed = vec![0i8; out.div_ceil(BLOCK) * BLOCK * stride];
+            for j in 0..out {
+                let (block, lane) = (j / BLOCK, j % BLOCK);
+                for g in 0..groups {
+                    let at = (block * groups + g) * 4 * BLOCK + lane * 4;
+                    packed[at..at + 4].copy_from_slice(&rows[j * stride + g * 4..][..4]);
+                }
+            }
+            packed
+        } else {
+            rows
+        };
         Self {
             out,
             inp,
             stride,
+            kernel,
             data,
             scales,
             offsets,
         }
     }
 
+    /// The quantized rows, row-major with rows `stride` long, whatever the layout.
+    fn rows(&self) -> Vec<i8> {
+        if self.kernel != DotKernel::Avx512Vnni {
+            return self.data[..self.out * self.stride].to_vec();
+        }
+        let groups = self.stride / 4;
+        let mut rows = vec![0i8; self.out * self.stride];
+        for j in 0..self.out {
+            let (block, lane) = (j / BLOCK, j % BLOCK);
+            for g in 0..groups {
+                let at = (block * groups + g) * 4 * BLOCK + lane * 4;
+                rows[j * self.stride + g * 4..][..4].copy_from_slice(&self.data[at..at + 4]);
+            }
+        }
+        rows
+    }
+
     /// The rows of `parts`, one after another, as one matrix (their input sizes must agree).
     pub fn concatenated(parts: &[&Self]) -> Self {
-        let (inp, stride) = (parts[0].inp, parts[0].stride);
+        let inp = parts[0].inp;
         assert!(
-            parts.iter().all(|p| p.inp == inp),
-            "concatenated: input sizes differ"
+            parts
+                .iter()
+                .all(|p| p.inp == inp && p.kernel == parts[0].kernel),
+            "concatenated: input sizes or layouts differ"
         );
-        let mut joined = Self {
-            out: parts.iter().map(|p| p.out).sum(),
-            inp,
-            stride,
-            data: Vec::new(),
-            scales: Vec::new(),
-            offsets: Vec::new(),
-        };
+        let (mut rows, mut scales, mut offsets) = (Vec::new(), Vec::new(), Vec::new());
         for part in parts {
-            joined.data.extend_from_slice(&part.data);
-            joined.scales.extend_from_slice(&part.scales);
-            joined.offsets.extend_from_slice(&part.offsets);
+            rows.extend(part.rows());
+            scales.extend_from_slice(&part.scales);
+            offsets.extend_from_slice(&part.offsets);
         }
-        joined
+        let out = parts.iter().map(|p| p.out).sum();
+        Self::laid_out(parts[0].kernel, out, inp, rows, scales, offsets)
     }
 
     /// Output features.
@@ -107,9 +162,10 @@ impl QuantizedMatrix {
 
     /// The weight back in f32, `(out, inp)` row-major.
     pub fn dequantized(&self) -> Vec<f32> {
+        let rows = self.rows();
         let mut w = Vec::with_capacity(self.out * self.inp);
         for j in 0..self.out {
-            let row = &self.data[j * self.stride..j * self.stride + self.inp];
+            let row = &rows[j * self.stride..j * self.stride + self.inp];
             w.extend(row.iter().map(|&q| f32::from(q) * self.scales[j]));
         }
         w
@@ -156,14 +212,15 @@ impl QuantizedMatrix {
     }
 }
 
-/// `row` quantized into `q` by its largest magnitude: returns the scale (1 for a zero row).
+/// `row` quantized into `q` by its largest magnitude: returns the scale (1 for a zero row,
+/// NaN for a row holding NaN or an infinity, so that the product says so as float32's would
+/// instead of turning an overflow into plausible numbers).
 fn quantize_into(row: &[f32], q: &mut [i8]) -> f32 {
+    if row.iter().any(|v| !v.is_finite()) {
+        return f32::NAN;
+    }
     let largest = row.iter().fold(0f32, |m, v| m.max(v.abs()));
-    let scale = if largest > 0.0 && largest.is_finite() {
-        largest / 127.0
-    } else {
-        1.0
-    };
+    let scale = if largest > 0.0 { largest / 127.0 } else { 1.0 };
     for (q, &v) in q.iter_mut().zip(row) {
         *q = (v / scale).round().clamp(-127.0, 127.0) as i8;
     }
@@ -259,22 +316,14 @@ impl DotKernel {
     }
 }
 
-/// `sum_k q_x[r][k] q_w[j][k]` for every row and every `j` in `range`, `(rows, range)`.
+/// `sum_k q_x[r][k] q_w[j][k]` for every row and every `j` in `range`, `(rows, range)`, by the
+/// kernel `w` is laid out for.
 fn integer_dots(inputs: &QuantizedRows, w: &QuantizedMatrix, range: Range<usize>) -> Vec<i32> {
-    integer_dots_with(DotKernel::best(), inputs, w, range)
-}
-
-fn integer_dots_with(
-    kernel: DotKernel,
-    inputs: &QuantizedRows,
-    w: &QuantizedMatrix,
-    range: Range<usize>,
-) -> Vec<i32> {
     let mut sums = vec![0i32; inputs.rows * range.len()];
-    match kernel {
+    match w.kernel {
         #[cfg(target_arch = "x86_64")]
         // SAFETY: `best` and `available` offer a kernel only where the CPU has its features.
-        DotKernel::Avx512Vnni => unsafe { x86::dots_avx512_vnni(inputs, w, range, &mut sums) },
+        DotKernel::Avx512Vnni => unsafe { x86::dots_packed(inputs, w, range, &mut sums) },
         #[cfg(target_arch = "x86_64")]
         // SAFETY: as above.
         DotKernel::AvxVnni => unsafe { x86::dots_avx_vnni(inputs, w, range, &mut sums) },
@@ -311,7 +360,71 @@ mod x86 {
     use std::arch::x86_64::*;
     use std::ops::Range;
 
-    use super::{QuantizedMatrix, QuantizedRows};
+    use super::{QuantizedMatrix, QuantizedRows, BLOCK};
+
+    /// The packed layout's kernel (see [`QuantizedMatrix`]): for each block of 16 outputs and
+    /// each tile of up to 8 input rows, 8 accumulators of 16 sums; per group of 4 inputs, one
+    /// load of the block's 64 bytes and, per row, a broadcast of its 4 bytes and a `vpdpbusd`.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+    pub(super) unsafe fn dots_packed(
+        inputs: &QuantizedRows,
+        w: &QuantizedMatrix,
+        range: Range<usize>,
+        sums: &mut [i32],
+    ) {
+        let mut r0 = 0;
+        while r0 < inputs.rows {
+            match inputs.rows - r0 {
+                1 => packed_tile::<1>(inputs, w, &range, r0, sums),
+                2 => packed_tile::<2>(inputs, w, &range, r0, sums),
+                3 => packed_tile::<3>(inputs, w, &range, r0, sums),
+                4 => packed_tile::<4>(inputs, w, &range, r0, sums),
+                5 => packed_tile::<5>(inputs, w, &range, r0, sums),
+                6 => packed_tile::<6>(inputs, w, &range, r0, sums),
+                7 => packed_tile::<7>(inputs, w, &range, r0, sums),
+                _ => packed_tile::<8>(inputs, w, &range, r0, sums),
+            }
+            r0 += (inputs.rows - r0).min(8);
+        }
+    }
+
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+    unsafe fn packed_tile<const T: usize>(
+        inputs: &QuantizedRows,
+        w: &QuantizedMatrix,
+        range: &Range<usize>,
+        r0: usize,
+        sums: &mut [i32],
+    ) {
+        let width = range.len();
+        let groups = w.stride / 4;
+        for block in range.start / BLOCK..range.end.div_ceil(BLOCK) {
+            let weights = w.data.as_ptr().add(block * groups * 4 * BLOCK);
+            let mut acc = [_mm512_setzero_si512(); T];
+            for g in 0..groups {
+                let wv = _mm512_loadu_si512(weights.add(g * 4 * BLOCK).cast());
+                for (t, acc) in acc.iter_mut().enumerate() {
+                    let x = inputs
+                        .shifted
+                        .as_ptr()
+                        .add((r0 + t) * inputs.stride + g * 4);
+                    let xb = _mm512_set1_epi32(x.cast::<i32>().read_unaligned());
+                    *acc = _mm512_dpbusd_epi32(*acc, xb, wv);
+                }
+            }
+            for (t, acc) in acc.iter().enumerate() {
+                let mut lanes = [0i32; BLOCK];
+                _mm512_storeu_si512(lanes.as_mut_ptr().cast(), *acc);
+                for (lane, sum) in lanes.iter().enumerate() {
+                    let j = block * BLOCK + lane;
+                    if range.contains(&j) {
+                        sums[(r0 + t) * width + j - range.start] = sum - w.offsets[j];
+                    }
+                }
+            }
+        }
+    }
 
     /// Defines a kernel that fills `sums` `(rows, range)`: outputs outer and input rows inner,
     /// so that each weight row is read from memory once and then from L1. Per output and row,
@@ -346,21 +459,6 @@ mod x86 {
                 }
             }
         };
-    }
-
-    mod avx512 {
-        use super::*;
-        dot_kernel!(
-            dots,
-            "avx512f,avx512bw,avx512vnni",
-            64,
-            _mm512_loadu_si512,
-            shifted,
-            true,
-            _mm512_setzero_si512(),
-            |acc, x, w| _mm512_dpbusd_epi32(acc, x, w),
-            |acc| _mm512_reduce_add_epi32(acc)
-        );
     }
 
     mod avx_vnni {
@@ -401,7 +499,6 @@ mod x86 {
     }
 
     pub(super) use avx2::dots as dots_avx2;
-    pub(super) use avx512::dots as dots_avx512_vnni;
     pub(super) use avx_vnni::dots as dots_avx_vnni;
 
     #[inline]
@@ -427,20 +524,23 @@ mod tests {
             .collect()
     }
 
-    /// Every kernel this CPU has gives the plain loop's integer sums exactly, for sizes that
-    /// are and are not multiples of a register, and for the extreme values -127 and 127.
+    /// Every kernel this CPU has, each on its own layout, gives the plain loop's integer sums
+    /// exactly, for sizes that are and are not multiples of a register or a block, for tiles
+    /// of rows full and partial, and for the extreme values -127 and 127.
     #[test]
     fn every_kernel_gives_the_plain_integer_sums() {
-        for (rows, inp, out) in [(1, 512, 70), (3, 37, 130), (5, 100, 64)] {
+        for (rows, inp, out) in [(1, 512, 70), (3, 37, 130), (11, 100, 64), (17, 64, 21)] {
             let mut w = values(out * inp, 1);
             w[0] = -5.0; // row 0 reaches -127
             let mut x = values(rows * inp, 2);
             x[1] = 9.0; // row 0 reaches 127
-            let matrix = QuantizedMatrix::quantize(&w, out, inp);
-            let inputs = QuantizedRows::of(&x, rows, inp, matrix.stride);
-            let want = integer_dots_with(DotKernel::Portable, &inputs, &matrix, 0..out);
+            let plain = QuantizedMatrix::quantize_for(DotKernel::Portable, &w, out, inp);
+            let inputs = QuantizedRows::of(&x, rows, inp, plain.stride);
+            let want = integer_dots(&inputs, &plain, 0..out);
             for kernel in DotKernel::available() {
-                let got = integer_dots_with(kernel, &inputs, &matrix, 3..out);
+                let matrix = QuantizedMatrix::quantize_for(kernel, &w, out, inp);
+                assert_eq!(matrix.dequantized(), plain.dequantized(), "{kernel:?}");
+                let got = integer_dots(&inputs, &matrix, 3..out);
                 let width = out - 3;
                 for r in 0..rows {
                     assert_eq!(
@@ -482,20 +582,42 @@ mod tests {
             .all(|(a, b)| (a - b).abs() <= 0.5 / 127.0 + 1e-6));
     }
 
+    /// An input row that overflowed gives NaN, as float32's product would, so that decoding
+    /// reports damaged weights instead of translating garbage.
+    #[test]
+    fn a_row_holding_an_infinity_gives_nan_not_numbers() {
+        let matrix = QuantizedMatrix::quantize(&values(8 * 64, 9), 8, 64);
+        let mut x = values(2 * 64, 10);
+        x[70] = f32::INFINITY;
+        let y = matrix.product(&x, 2, None);
+        assert!(y[..8].iter().all(|v| v.is_finite()));
+        assert!(y[8..].iter().all(|v| v.is_nan()));
+    }
+
     #[test]
     fn concatenated_matrices_multiply_as_their_parts() {
         let (a, b) = (values(20 * 64, 6), values(30 * 64, 7));
-        let (qa, qb) = (
-            QuantizedMatrix::quantize(&a, 20, 64),
-            QuantizedMatrix::quantize(&b, 30, 64),
-        );
-        let joined = QuantizedMatrix::concatenated(&[&qa, &qb]);
-        let x = values(2 * 64, 8);
-        let y = joined.product(&x, 2, None);
-        let (ya, yb) = (qa.product(&x, 2, None), qb.product(&x, 2, None));
-        for r in 0..2 {
-            assert_eq!(y[r * 50..r * 50 + 20], ya[r * 20..(r + 1) * 20]);
-            assert_eq!(y[r * 50 + 20..(r + 1) * 50], yb[r * 30..(r + 1) * 30]);
+        for kernel in DotKernel::available() {
+            let (qa, qb) = (
+                QuantizedMatrix::quantize_for(kernel, &a, 20, 64),
+                QuantizedMatrix::quantize_for(kernel, &b, 30, 64),
+            );
+            let joined = QuantizedMatrix::concatenated(&[&qa, &qb]);
+            let x = values(2 * 64, 8);
+            let y = joined.product(&x, 2, None);
+            let (ya, yb) = (qa.product(&x, 2, None), qb.product(&x, 2, None));
+            for r in 0..2 {
+                assert_eq!(
+                    y[r * 50..r * 50 + 20],
+                    ya[r * 20..(r + 1) * 20],
+                    "{kernel:?}"
+                );
+                assert_eq!(
+                    y[r * 50 + 20..(r + 1) * 50],
+                    yb[r * 30..(r + 1) * 30],
+                    "{kernel:?}"
+                );
+            }
         }
     }
 }
