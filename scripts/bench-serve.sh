@@ -4,6 +4,8 @@
 # nothing else running.
 #
 #   CHECKPOINT=runs/multi30k-cpu/averaged scripts/bench-serve.sh      # test2016's sentences
+#   COMPUTE_TYPE=int8 scripts/bench-serve.sh                          # serve --compute-type int8
+#   CHECKPOINT=target/bench/marian-bench MAX_LEN=64 scripts/bench-serve.sh  # OPUS-MT's shape
 #   scripts/bench-serve.sh --quick                                    # tiny model, one pass
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -25,4 +27,5 @@ CHECKPOINT="${CHECKPOINT:-runs/multi30k-cpu/averaged}"
 SOURCE="${SOURCE:-data/multi30k/test2016.de.gz}"
 zcat -f "$SOURCE" > "$work/de.txt"
 python3 scripts/bench_serve.py --bin "$BIN" --load "$LOAD" --checkpoint "$CHECKPOINT" \
-  --sentences "$work/de.txt" --count "${COUNT:-256}" --reps "${REPS:-3}" --beam "${BEAM:-1}"
+  --sentences "$work/de.txt" --count "${COUNT:-256}" --reps "${REPS:-3}" --beam "${BEAM:-1}" \
+  --compute-type "${COMPUTE_TYPE:-float32}" ${MAX_LEN:+--max-len "$MAX_LEN"}

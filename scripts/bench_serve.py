@@ -91,8 +91,13 @@ def main():
     parser.add_argument("--count", type=int, default=256)
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--beam", type=int, default=1)
+    parser.add_argument("--compute-type", default="float32", choices=["float32", "int8"],
+                        help="what serve and translate multiply in")
+    parser.add_argument("--max-len", type=int, help="most tokens per translation")
     args = parser.parse_args()
-    args.decode = ["--beam", str(args.beam)]
+    args.decode = ["--beam", str(args.beam), "--compute-type", args.compute_type]
+    if args.max_len:
+        args.decode += ["--max-len", str(args.max_len)]
     with open(args.sentences) as f:
         sentences = [line.rstrip("\n") for line in f if line.strip()][: args.count]
     offline, served = [], {c: [] for c in CLIENTS}
@@ -110,6 +115,7 @@ def main():
     base = statistics.median(offline)
     share = (lambda rate: f"{100 * rate / base:.0f}%") if base == base else (lambda _: "n/a")
     print(f"\n{cpu_description()}, {len(sentences)} sentences, beam {args.beam}, "
+          f"{args.compute_type}, "
           f"medians of {args.reps} interleaved repetitions\n")
     print("| clients | sentences/s | p50 latency | p99 latency | share of offline |")
     print("|---:|---:|---:|---:|---:|")

@@ -16,9 +16,10 @@ use super::simd::{dot, fma};
 /// 12-16 rows: 1.2x faster steps).
 pub const MAX_ROWS: usize = 16;
 
-/// Up to this many rows `x_times_wt` beats gemm: one row (greedy decoding of one sentence,
-/// 1.4x faster); at five (beam 5) it was 1.2-1.4x slower, its accumulators no longer fitting
-/// in registers.
+/// Up to this many rows `x_times_wt` beats gemm on `W^T`: one row (1.4x faster); at five
+/// (beam 5) it was 1.2-1.4x slower, its accumulators no longer fitting in registers. Decoding
+/// no longer comes here with one row: `linear_fixed` reads `W` in place for that
+/// (`x_times_w_t`, twice as fast again on AMD, which streams rows better than segments).
 pub const MAX_ROWS_TRANSPOSED: usize = 1;
 
 /// Output features (or input features, for the column-split kernels) per parallel task.
