@@ -51,13 +51,18 @@ fn axpy<const FUSED: bool>(y: &mut [f32], alpha: f32, x: &[f32]) {
 
 type Range = std::ops::Range<usize>;
 
-/// Runs `task` on each range of `0..n` in parallel and lays the tasks' `(rows, width)` blocks
-/// side by side into one `(rows, n)` matrix.
-fn by_column_ranges(rows: usize, n: usize, task: impl Fn(Range) -> Vec<f32> + Sync) -> Vec<f32> {
-    let blocks: Vec<(Range, Vec<f32>)> = (0..n.div_ceil(CHUNK))
+/// Runs `task` on each range of `chunk` columns of `0..n` in parallel and lays the tasks'
+/// `(rows, width)` blocks side by side into one `(rows, n)` matrix.
+pub(super) fn by_column_ranges(
+    rows: usize,
+    n: usize,
+    chunk: usize,
+    task: impl Fn(Range) -> Vec<f32> + Sync,
+) -> Vec<f32> {
+    let blocks: Vec<(Range, Vec<f32>)> = (0..n.div_ceil(chunk))
         .into_par_iter()
         .map(|c| {
-            let range = c * CHUNK..((c + 1) * CHUNK).min(n);
+            let range = c * chunk..((c + 1) * chunk).min(n);
             (range.clone(), task(range))
         })
         .collect();
@@ -118,13 +123,15 @@ vectorized!(
 /// `x W^T + b` for `x` `(rows, in)` and `W` `(out, in)`.
 pub fn x_times_w_t(x: Rows, w: &[f32], bias: Option<&[f32]>) -> Vec<f32> {
     let out = w.len() / x.cols.max(1);
-    by_column_ranges(x.rows, out, |range| dots_with_rows(x, w, bias, range))
+    by_column_ranges(x.rows, out, CHUNK, |range| {
+        dots_with_rows(x, w, bias, range)
+    })
 }
 
 /// `x WT + b` for `x` `(rows, in)` and `WT` `(in, out)`.
 pub fn x_times_wt(x: Rows, wt: &[f32], bias: Option<&[f32]>) -> Vec<f32> {
     let out = wt.len() / x.cols.max(1);
-    by_column_ranges(x.rows, out, |range| {
+    by_column_ranges(x.rows, out, CHUNK, |range| {
         sums_of_row_segments(x, wt, bias, range)
     })
 }

@@ -13,7 +13,7 @@
 
 use std::ops::Range;
 
-use rayon::prelude::*;
+use super::few_rows::by_column_ranges;
 
 /// Bytes a row is padded to: one AVX-512 register. The padding is zeros, which add nothing.
 const ALIGN: usize = 64;
@@ -173,22 +173,13 @@ impl QuantizedMatrix {
 
     /// `x W^T + b` for `x` `(rows, inp)` row-major: `(rows, out)`.
     pub fn product(&self, x: &[f32], rows: usize, bias: Option<&[f32]>) -> Vec<f32> {
-        let inputs = QuantizedRows::of(x, rows, self.inp, self.stride);
-        let blocks: Vec<(Range<usize>, Vec<f32>)> = (0..self.out.div_ceil(CHUNK))
-            .into_par_iter()
-            .map(|c| {
-                let range = c * CHUNK..((c + 1) * CHUNK).min(self.out);
-                let sums = integer_dots(&inputs, self, range.clone());
-                (range.clone(), self.rescaled(&inputs, &sums, range, bias))
-            })
-            .collect();
-        let mut y = Vec::with_capacity(rows * self.out);
-        for r in 0..rows {
-            for (range, block) in &blocks {
-                y.extend_from_slice(&block[r * range.len()..(r + 1) * range.len()]);
-            }
-        }
-        y
+        // The VNNI kernels read the input shifted by 128, the others signed.
+        let shifted = matches!(self.kernel, DotKernel::Avx512Vnni | DotKernel::AvxVnni);
+        let inputs = QuantizedRows::of(x, rows, self.inp, self.stride, shifted);
+        by_column_ranges(rows, self.out, CHUNK, |range| {
+            let sums = integer_dots(&inputs, self, range.clone());
+            self.rescaled(&inputs, &sums, range, bias)
+        })
     }
 
     /// A block of integer sums `(rows, range)` as floats, scaled, plus the bias.
@@ -237,7 +228,9 @@ struct QuantizedRows {
 }
 
 impl QuantizedRows {
-    fn of(x: &[f32], rows: usize, inp: usize, stride: usize) -> Self {
+    /// `x`'s rows quantized, and shifted by 128 as well when the kernel reads them so (the
+    /// signed bytes are then not read again).
+    fn of(x: &[f32], rows: usize, inp: usize, stride: usize, shift: bool) -> Self {
         let mut signed = vec![0i8; rows * stride];
         let scales = (0..rows)
             .map(|r| {
@@ -247,7 +240,11 @@ impl QuantizedRows {
                 )
             })
             .collect();
-        let shifted = signed.iter().map(|&q| (q as u8) ^ 0x80).collect();
+        let shifted = if shift {
+            signed.iter().map(|&q| (q as u8) ^ 0x80).collect()
+        } else {
+            Vec::new()
+        };
         Self {
             rows,
             stride,
@@ -535,7 +532,7 @@ mod tests {
             let mut x = values(rows * inp, 2);
             x[1] = 9.0; // row 0 reaches 127
             let plain = QuantizedMatrix::quantize_for(DotKernel::Portable, &w, out, inp);
-            let inputs = QuantizedRows::of(&x, rows, inp, plain.stride);
+            let inputs = QuantizedRows::of(&x, rows, inp, plain.stride, true);
             let want = integer_dots(&inputs, &plain, 0..out);
             for kernel in DotKernel::available() {
                 let matrix = QuantizedMatrix::quantize_for(kernel, &w, out, inp);

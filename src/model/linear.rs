@@ -79,12 +79,16 @@ impl Weight {
         };
         let start = layout.start_offset();
         let values = &storage.as_slice::<f32>()?[start..start + out * inp];
-        let quantized = QuantizedMatrix::quantize(values, out, inp);
+        Self::int8_of(QuantizedMatrix::quantize(values, out, inp), bias)
+    }
+
+    /// The int8 form of `matrix`, with the bias's values read once.
+    fn int8_of(matrix: QuantizedMatrix, bias: Option<&Tensor>) -> Result<Self> {
         let bias = bias
             .map(|b| Ok::<_, candle_core::Error>(Arc::from(b.to_vec1::<f32>()?)))
             .transpose()?;
         Ok(Self::Int8 {
-            matrix: Arc::new(quantized),
+            matrix: Arc::new(matrix),
             bias,
         })
     }
@@ -144,14 +148,7 @@ impl Linear {
             })
             .collect();
         if let Some(parts) = quantized {
-            let values = bias
-                .as_ref()
-                .map(|b| Ok::<_, candle_core::Error>(Arc::from(b.to_vec1::<f32>()?)))
-                .transpose()?;
-            let weight = Weight::Int8 {
-                matrix: Arc::new(QuantizedMatrix::concatenated(&parts)),
-                bias: values,
-            };
+            let weight = Weight::int8_of(QuantizedMatrix::concatenated(&parts), bias.as_ref())?;
             return Ok(Self { weight, bias });
         }
         let weights: Option<Vec<&Tensor>> = layers.iter().map(|l| l.weight.matrix()).collect();
