@@ -127,6 +127,17 @@ if [ -n "$marian_workloads" ]; then
     "$(dirname "$PYTHON")/ct2-transformers-converter" --model "$MARIAN_DIR" \
       --output_dir "$MARIAN_CT2" --force > /dev/null 2>&1
   fi
+  # The int8 models as each engine stores them: `transformer quantize`, and CTranslate2's
+  # converter with --quantization int8 (remade whenever the float model is newer).
+  MARIAN_INT8="$OUT/marian-bench-int8"
+  MARIAN_CT2_INT8="$OUT/marian-bench-ct2-int8"
+  if [ ! "$MARIAN_INT8/model.safetensors" -nt "$MARIAN_DIR/model.safetensors" ]; then
+    "$BIN" quantize "$MARIAN_DIR" --out "$MARIAN_INT8" --overwrite >&2
+  fi
+  if [ ! "$MARIAN_CT2_INT8/model.bin" -nt "$MARIAN_DIR/model.safetensors" ]; then
+    "$(dirname "$PYTHON")/ct2-transformers-converter" --model "$MARIAN_DIR" \
+      --output_dir "$MARIAN_CT2_INT8" --quantization int8 --force > /dev/null 2>&1
+  fi
   for entry in $marian_workloads; do
     workload="${entry%%:*}"
     steps="${entry##*:}"
@@ -136,12 +147,12 @@ if [ -n "$marian_workloads" ]; then
         --checkpoint "$MARIAN_DIR"
       run ctranslate2 "$PYTHON" scripts/bench_marian.py ct2 "$workload" --model "$MARIAN_DIR" \
         --ct2-model "$MARIAN_CT2" --steps "$steps" --threads "$THREADS"
-      # int8 on both sides: ours quantizes at load, CTranslate2 converts at load as well.
+      # int8 on both sides, each from its own int8 model on disk.
       run candle-int8 "$BIN" bench "marian-$workload" --device cpu --steps "$steps" \
-        --checkpoint "$MARIAN_DIR" --compute-type int8
+        --checkpoint "$MARIAN_INT8" --compute-type int8
       run ctranslate2-int8 "$PYTHON" scripts/bench_marian.py ct2 "$workload" \
-        --model "$MARIAN_DIR" --ct2-model "$MARIAN_CT2" --steps "$steps" --threads "$THREADS" \
-        --compute-type int8
+        --model "$MARIAN_DIR" --ct2-model "$MARIAN_CT2_INT8" --steps "$steps" \
+        --threads "$THREADS" --compute-type int8
       [ "${MARIAN_HF:-}" = none ] && continue
       run transformers "$PYTHON" scripts/bench_marian.py hf "$workload" --model "$MARIAN_DIR" \
         --steps "$steps" --threads "$THREADS"

@@ -9,7 +9,7 @@ mod common;
 use std::path::Path;
 
 use common::server::{post_json, Server};
-use common::{multi30k_lines, succeeded, train_tiny, transformer, translated_json};
+use common::{fails_naming, multi30k_lines, succeeded, train_tiny, transformer, translated_json};
 use serde_json::json;
 
 /// `translate --json` of `sources` with `flags`: (ids, log-probs) per line.
@@ -128,4 +128,175 @@ fn an_unknown_compute_type_is_a_usage_error_naming_the_choices() {
     assert_eq!(out.status.code(), Some(2));
     let stderr = String::from_utf8(out.stderr).unwrap();
     assert!(stderr.contains("float32 or int8"), "{stderr}");
+}
+
+/// `transformer quantize DIR --out Q`: a quarter of the weights' bytes (int8 matrices and
+/// tables, F32 scales, biases and norms), loaded directly and decoding exactly as
+/// `--compute-type int8` does from the float checkpoint.
+#[test]
+fn a_quantized_checkpoint_is_a_quarter_of_the_size_and_decodes_as_int8_from_float_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let float_dir = Path::new("tests/fixtures/marian-gelu");
+    let int8_dir = dir.path().join("int8");
+    let out = succeeded(
+        transformer()
+            .args(["quantize"])
+            .arg(float_dir)
+            .arg("--out")
+            .arg(&int8_dir),
+    );
+    let said = String::from_utf8(out.stderr).unwrap();
+    assert!(said.contains("49 matrices in int8"), "{said}");
+    let size = |path: &Path| std::fs::metadata(path).unwrap().len() as f64;
+    let ratio =
+        size(&int8_dir.join("model.safetensors")) / size(&float_dir.join("model.safetensors"));
+    assert!(
+        ratio < 0.35,
+        "int8 weights are {ratio:.2} of the float ones"
+    );
+    let config = std::fs::read_to_string(int8_dir.join("config.toml")).unwrap();
+    assert!(config.contains("compute_type = \"int8\""), "{config}");
+
+    let sources = multi30k_lines("val.de.gz", 20);
+    let on_load = translated(float_dir, &sources, &["--compute-type", "int8"]);
+    let from_disk = translated(&int8_dir, &sources, &[]);
+    assert_eq!(on_load, from_disk);
+    // float32 from int8 weights: the same weights scaled back, decoded in float32 (this
+    // fixture's long tails are fragile: 12 of 20 alike measured).
+    let scaled_back = translated(&int8_dir, &sources, &["--compute-type", "float32"]);
+    let alike = scaled_back
+        .iter()
+        .zip(&from_disk)
+        .filter(|(a, b)| a.0 == b.0)
+        .count();
+    assert!(
+        alike * 10 >= sources.len() * 5,
+        "{alike} of {} alike",
+        sources.len()
+    );
+
+    // A model of ours with tied embeddings: the shared table is stored once, the tiny
+    // model still says what it learned.
+    let tiny = train_tiny(&[]);
+    let tiny_int8 = tiny.path().join("int8");
+    succeeded(
+        transformer()
+            .arg("quantize")
+            .arg(tiny.path().join("run"))
+            .arg("--out")
+            .arg(&tiny_int8),
+    );
+    let out = succeeded(
+        transformer()
+            .args(["translate", "--checkpoint"])
+            .arg(&tiny_int8)
+            .arg("ich mochte ein bier"),
+    );
+    assert_eq!(String::from_utf8(out.stdout).unwrap(), "i want a beer .\n");
+}
+
+#[test]
+fn an_int8_checkpoint_is_refused_for_training_export_and_quantizing_naming_its_source() {
+    let dir = tempfile::tempdir().unwrap();
+    let float_dir = std::fs::canonicalize("tests/fixtures/marian-shared").unwrap();
+    let int8_dir = dir.path().join("int8");
+    succeeded(
+        transformer()
+            .arg("quantize")
+            .arg(&float_dir)
+            .arg("--out")
+            .arg(&int8_dir),
+    );
+    let source = float_dir.display().to_string();
+    let int8 = int8_dir.display().to_string();
+    fails_naming(
+        dir.path(),
+        &["quantize", &int8, "--out", "again"],
+        &["holds int8 weights", "is quantized already", &source],
+    );
+    fails_naming(
+        dir.path(),
+        &["export", "--to", "hf", &int8, "--out", "hf"],
+        &["holds int8 weights", "cannot be exported", &source],
+    );
+    std::fs::copy("data/toy.tsv", dir.path().join("toy.tsv")).unwrap();
+    std::fs::write(
+        dir.path().join("config.toml"),
+        format!("[data]\ntrain = \"toy.tsv\"\n[training]\ninit_from = \"{int8}\"\nepochs = 1\n"),
+    )
+    .unwrap();
+    fails_naming(
+        dir.path(),
+        &["train", "--config", "config.toml", "--out", "run"],
+        &["holds int8 weights", "cannot be trained", &source],
+    );
+    // --out may not be the source, nor an existing directory without --overwrite.
+    fails_naming(
+        dir.path(),
+        &["quantize", &source, "--out", &source, "--overwrite"],
+        &["is or holds the checkpoint being quantized"],
+    );
+    fails_naming(
+        dir.path(),
+        &["quantize", &source, "--out", &int8],
+        &["already exists", "--overwrite"],
+    );
+    succeeded(
+        transformer()
+            .args(["quantize", &source, "--out", &int8, "--overwrite"])
+            .current_dir(dir.path()),
+    );
+}
+
+#[test]
+fn a_damaged_int8_checkpoint_is_refused_naming_the_tensor() {
+    let dir = tempfile::tempdir().unwrap();
+    let int8_dir = dir.path().join("int8");
+    succeeded(
+        transformer()
+            .args(["quantize", "tests/fixtures/marian-shared", "--out"])
+            .arg(&int8_dir),
+    );
+    let path = int8_dir.join("model.safetensors");
+    let original = std::fs::read(&path).unwrap();
+    let name = "encoder.layers.0.feed_forward.w_1.weight";
+    // Its scales gone (the header renamed, so the file still tiles).
+    let renamed = replace_once(
+        &original,
+        &format!("\"{name}_scale\""),
+        &format!("\"{name}_scalx\""),
+    );
+    std::fs::write(&path, renamed).unwrap();
+    let q = int8_dir.display().to_string();
+    fails_naming(
+        dir.path(),
+        &["translate", "--checkpoint", &q, "Hallo"],
+        &[&format!(
+            "tensor {name} is int8 but its row scales {name}_scale are missing"
+        )],
+    );
+    // A value of -128, which no quantizer writes.
+    let header = u64::from_le_bytes(original[..8].try_into().unwrap()) as usize;
+    let entries: serde_json::Value = serde_json::from_slice(&original[8..8 + header]).unwrap();
+    let start = entries[name]["data_offsets"][0].as_u64().unwrap() as usize;
+    let mut bad = original.clone();
+    bad[8 + header + start] = 0x80;
+    std::fs::write(&path, bad).unwrap();
+    fails_naming(
+        dir.path(),
+        &["translate", "--checkpoint", &q, "Hallo"],
+        &[&format!("tensor {name} holds -128")],
+    );
+}
+
+/// `bytes` with the first `from` replaced by `to` (of the same length).
+fn replace_once(bytes: &[u8], from: &str, to: &str) -> Vec<u8> {
+    assert_eq!(from.len(), to.len());
+    let at = bytes
+        .windows(from.len())
+        .position(|w| w == from.as_bytes())
+        .unwrap_or_else(|| panic!("{from} not in the file"));
+    let mut out = bytes.to_vec();
+    out[at..at + to.len()].copy_from_slice(to.as_bytes());
+    out
 }

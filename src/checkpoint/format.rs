@@ -67,6 +67,8 @@ pub const OURS: &AnnotatedTransformer = &AnnotatedTransformer;
 pub struct ByModule {
     pub tensors: HashMap<String, Tensor>,
     pub unplaced: Vec<String>,
+    /// For an int8 checkpoint, the checkpoint it was quantized from (as its metadata says).
+    pub quantized_from: Option<String>,
     pub format: Arc<dyn WeightFormat>,
     pub path: PathBuf,
 }
@@ -114,9 +116,36 @@ pub fn to_modules(
     Ok(ByModule {
         tensors: by_module,
         unplaced,
+        quantized_from: None,
         format,
         path,
     })
+}
+
+impl ByModule {
+    /// Whether these are an int8 checkpoint's weights (`transformer quantize`).
+    pub fn is_int8(&self) -> bool {
+        self.tensors
+            .values()
+            .any(|t| t.dtype() == candle_core::DType::U8)
+    }
+
+    /// Refuses int8 weights for `purpose` (what cannot be done with them), naming the way
+    /// back to the float checkpoint.
+    pub fn refuse_int8(&self, purpose: &str) -> anyhow::Result<()> {
+        if !self.is_int8() {
+            return Ok(());
+        }
+        let source = self.quantized_from.as_deref().map_or_else(
+            || "the float checkpoint it was quantized from".to_string(),
+            |from| format!("the float checkpoint it was quantized from ({from})"),
+        );
+        anyhow::bail!(
+            "{} holds int8 weights (made by `transformer quantize`), which {purpose}; use {source} \
+             instead",
+            self.path.display()
+        )
+    }
 }
 
 /// Whether two tensors have one shape and equal values.

@@ -93,6 +93,7 @@ pub fn average(run_dir: &Path, last: usize, out: &Path) -> anyhow::Result<Vec<us
     let mut newest = None;
     for (step, dir) in chosen {
         let (config, tokenizers, weights) = read_parts(dir, &device)?;
+        weights.refuse_int8("cannot be averaged")?;
         let tensors = weights.tensors;
         if !sums.is_empty() && sums.len() != tensors.len() {
             anyhow::bail!(

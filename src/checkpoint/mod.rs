@@ -21,13 +21,15 @@
 
 pub mod format;
 pub mod history;
+pub mod int8_file;
 pub mod marian;
 pub mod marian_export;
+pub mod quantize;
 mod strict;
 mod tensor_file;
 mod write;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::SystemTime;
@@ -192,8 +194,13 @@ pub fn load_as(
     let mut compute = compute.unwrap_or(config.decode.compute_type);
     if compute == ComputeType::Int8 && !crate::device::multiplies_int8(device) {
         config.notes.push(format!(
-            "int8 products run on the CPU only: decoding in float32 on {}",
-            crate::device::describe(device)
+            "int8 products run on the CPU only: decoding in float32 on {}{}",
+            crate::device::describe(device),
+            if weights.is_int8() {
+                " from the int8 weights scaled back"
+            } else {
+                ""
+            }
         ));
         compute = ComputeType::Float32;
     }
@@ -251,6 +258,7 @@ pub fn load_for_resume(run_dir: &Path, device: &Device) -> anyhow::Result<Resume
         );
     }
     let (config, tokenizers, weights) = read_parts(&dir, device)?;
+    weights.refuse_int8("cannot be trained")?;
     let weights =
         build_model(&config, &tokenizers, weights.clone(), device).map(|_| weights.tensors)?;
     let moments = read_tensors(&dir.join(OPTIMIZER_FILE), device)?;
@@ -275,10 +283,16 @@ pub struct InitialWeights {
     pub weights: HashMap<String, Tensor>,
 }
 
-/// Reads the checkpoint at `path` (see `resolve`) for `training.init_from`.
-pub fn load_initial_weights(path: &Path, device: &Device) -> anyhow::Result<InitialWeights> {
+/// Reads the checkpoint at `path` (see `resolve`) for `training.init_from` or an export,
+/// which `purpose` names in the refusal of an int8 checkpoint ("cannot be ...").
+pub fn load_initial_weights(
+    path: &Path,
+    device: &Device,
+    purpose: &str,
+) -> anyhow::Result<InitialWeights> {
     let dir = resolve(path)?;
     let (config, tokenizers, weights) = read_parts(&dir, device)?;
+    weights.refuse_int8(purpose)?;
     let weights =
         build_model(&config, &tokenizers, weights.clone(), device).map(|_| weights.tensors)?;
     Ok(InitialWeights {
@@ -299,13 +313,14 @@ fn read_parts(dir: &Path, device: &Device) -> anyhow::Result<(Config, Tokenizers
         return Ok((config, tokenizers, weights));
     }
     let path = dir.join(MODEL_FILE);
-    let tensors = read_tensors(&path, device)?;
-    let weights = format::to_modules(
+    let file = read_weights_file(&path, device, true)?;
+    let mut weights = format::to_modules(
         Arc::new(format::AnnotatedTransformer),
-        tensors,
+        file.tensors,
         path.clone(),
     )
     .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+    weights.quantized_from = file.metadata.get(int8_file::QUANTIZED_FROM).cloned();
     Ok((config, tokenizers, weights))
 }
 
@@ -373,7 +388,7 @@ fn read_pytorch_tensors(path: &Path, device: &Device) -> anyhow::Result<HashMap<
         .into_iter()
         .map(|(name, tensor)| Ok((name, tensor.to_device(device)?)))
         .collect::<candle_core::Result<HashMap<_, _>>>()?;
-    check_tensors(path, &tensors)?;
+    check_tensors(path, &tensors, &HashSet::new())?;
     Ok(tensors)
 }
 
@@ -382,19 +397,40 @@ fn read_pytorch_tensors(path: &Path, device: &Device) -> anyhow::Result<HashMap<
 /// would be converted or used silently: integer weights truncated, F64 rounded, NaN weights
 /// translating every line to nothing.
 fn read_tensors(path: &Path, device: &Device) -> anyhow::Result<HashMap<String, Tensor>> {
-    let tensors = tensor_file::read(path, device).map_err(|e| {
+    Ok(read_weights_file(path, device, false)?.tensors)
+}
+
+/// As [`read_tensors`], and, with `int8_allowed`, an int8 checkpoint's int8 matrices (see
+/// [`int8_file`]), checked.
+fn read_weights_file(
+    path: &Path,
+    device: &Device,
+    int8_allowed: bool,
+) -> anyhow::Result<tensor_file::TensorFile> {
+    let file = tensor_file::read(path, device).map_err(|e| {
         anyhow::anyhow!(
             "cannot read {}: {e:#}; the file is damaged: copy it again from where it came from, train again, or pick another checkpoint",
             path.display()
         )
     })?;
-    check_tensors(path, &tensors)?;
-    Ok(tensors)
+    let int8 = if int8_allowed {
+        int8_file::check(path, &file.tensors, &file.int8)?;
+        file.int8.clone()
+    } else {
+        HashSet::new()
+    };
+    check_tensors(path, &file.tensors, &int8)?;
+    Ok(file)
 }
 
-/// Refuses a weights file with a tensor that cannot be a weight (see [`check_tensor`]).
-fn check_tensors(path: &Path, tensors: &HashMap<String, Tensor>) -> anyhow::Result<()> {
-    let mut names: Vec<&String> = tensors.keys().collect();
+/// Refuses a weights file with a tensor that cannot be a weight (see [`check_tensor`]);
+/// the `int8` ones are checked apart.
+fn check_tensors(
+    path: &Path,
+    tensors: &HashMap<String, Tensor>,
+    int8: &HashSet<String>,
+) -> anyhow::Result<()> {
+    let mut names: Vec<&String> = tensors.keys().filter(|n| !int8.contains(*n)).collect();
     names.sort();
     for name in names {
         check_tensor(&tensors[name]).map_err(|problem| {

@@ -11,9 +11,14 @@ use candle_nn::var_builder::SimpleBackend;
 use candle_nn::{Init, VarBuilder, VarMap};
 
 use super::format::{ByModule, WeightFormat};
+use super::int8_file;
 use crate::config::{ComputeType, Config};
 use crate::data::Tokenizers;
+use crate::model::linear::scale_name;
 use crate::model::{Model, INT8_MARKER};
+
+/// Every tensor a backend served, as served, by module name.
+type ServedLog = Arc<Mutex<Vec<(String, Tensor)>>>;
 
 /// Serves a checkpoint's tensors to a `VarBuilder` and remembers which names the model asked
 /// for, so that tensors nobody asked for can be reported (PyTorch's strict loading).
@@ -26,6 +31,10 @@ struct RecordingBackend {
     requested: Arc<Mutex<HashSet<String>>>,
     /// Answers for every linear layer's [`INT8_MARKER`]: the model is built for int8.
     int8: bool,
+    /// The row scales of float matrices quantized here, until their layer asks for them.
+    scales: Mutex<HashMap<String, Tensor>>,
+    /// Every tensor served, as served, when asked to keep them (`transformer quantize`).
+    served: Option<ServedLog>,
 }
 
 impl RecordingBackend {
@@ -39,8 +48,44 @@ impl RecordingBackend {
             format,
             requested: requested.clone(),
             int8: false,
+            scales: Mutex::new(HashMap::new()),
+            served: None,
         };
         (backend, requested)
+    }
+
+    /// `name` as `dtype` asks: int8 (`U8`: a matrix's values, quantized here when the file
+    /// holds floats, its scales then kept for [`scale_name`]), or float (an int8 matrix's
+    /// values scaled back).
+    fn serve(&self, name: &str, dtype: DType) -> candle_core::Result<Tensor> {
+        let pending = self.scales.lock().ok().and_then(|mut s| s.remove(name));
+        let tensor = match pending {
+            Some(scales) => scales,
+            None => {
+                let tensor = self.fetch(name)?;
+                match (dtype, tensor.dtype()) {
+                    (DType::U8, DType::U8) => tensor,
+                    (DType::U8, _) => {
+                        let (values, scales) = int8_file::quantized(&tensor)?;
+                        if let Ok(mut pending) = self.scales.lock() {
+                            pending.insert(scale_name(name), scales);
+                        }
+                        values
+                    }
+                    (_, DType::U8) => {
+                        let scales = self.fetch(&scale_name(name))?;
+                        int8_file::dequantized(&tensor, &scales)?.to_dtype(dtype)?
+                    }
+                    _ => tensor.to_dtype(dtype)?,
+                }
+            }
+        };
+        if let Some(served) = &self.served {
+            if let Ok(mut served) = served.lock() {
+                served.push((name.to_string(), tensor.clone()));
+            }
+        }
+        Ok(tensor)
     }
 
     fn fetch(&self, name: &str) -> candle_core::Result<Tensor> {
@@ -71,7 +116,7 @@ impl SimpleBackend for RecordingBackend {
         dtype: DType,
         device: &Device,
     ) -> candle_core::Result<Tensor> {
-        let tensor = self.fetch(name)?;
+        let tensor = self.serve(name, dtype)?;
         if tensor.shape() != &shape {
             let name = self.format.file_name(name);
             candle_core::bail!(
@@ -80,7 +125,7 @@ impl SimpleBackend for RecordingBackend {
                 shape.dims()
             )
         }
-        tensor.to_device(device)?.to_dtype(dtype)
+        tensor.to_device(device)
     }
 
     fn get_unchecked(
@@ -89,7 +134,7 @@ impl SimpleBackend for RecordingBackend {
         dtype: DType,
         device: &Device,
     ) -> candle_core::Result<Tensor> {
-        self.fetch(name)?.to_device(device)?.to_dtype(dtype)
+        self.serve(name, dtype)?.to_device(device)
     }
 
     fn contains_tensor(&self, name: &str) -> bool {
@@ -134,6 +179,35 @@ pub(super) fn build_model_as(
         |vb| Model::new(&config.model, vocab, vb),
         || names_apart(config, tokenizers, &module_names, &*format),
     )
+}
+
+/// As [`build_model_as`] for int8, with every tensor the model was served, as served: the
+/// int8 matrices' values (in `U8` tensors) and row scales, and the float tensors, under
+/// their module names.
+pub(super) fn build_model_int8_served(
+    config: &Config,
+    tokenizers: &Tokenizers,
+    weights: ByModule,
+    device: &Device,
+) -> anyhow::Result<(Model, Vec<(String, Tensor)>)> {
+    let vocab = tokenizers.vocab_sizes();
+    let module_names: Vec<String> = weights.tensors.keys().cloned().collect();
+    let format = weights.format.clone();
+    let served = Arc::new(Mutex::new(Vec::new()));
+    let model = build_strictly_with(
+        weights,
+        device,
+        ComputeType::Int8,
+        Some(served.clone()),
+        |vb| Model::new(&config.model, vocab, vb),
+        || names_apart(config, tokenizers, &module_names, &*format),
+    )?;
+    let served = std::mem::take(
+        &mut *served
+            .lock()
+            .map_err(|_| anyhow::anyhow!("lock poisoned"))?,
+    );
+    Ok((model, served))
 }
 
 /// Every tensor the file lacks and every one the model does not have, by the file's names,
@@ -192,11 +266,24 @@ fn build_strictly<M>(
     build: impl FnOnce(VarBuilder) -> candle_core::Result<M>,
     explain_failure: impl FnOnce() -> Option<String>,
 ) -> anyhow::Result<M> {
+    build_strictly_with(weights, device, compute, None, build, explain_failure)
+}
+
+/// As [`build_strictly`], keeping every tensor served in `served` when given.
+fn build_strictly_with<M>(
+    weights: ByModule,
+    device: &Device,
+    compute: ComputeType,
+    served: Option<ServedLog>,
+    build: impl FnOnce(VarBuilder) -> candle_core::Result<M>,
+    explain_failure: impl FnOnce() -> Option<String>,
+) -> anyhow::Result<M> {
     let weights_path = weights.path.clone();
     let format = weights.format.clone();
     let module_names: Vec<String> = weights.tensors.keys().cloned().collect();
     let (mut backend, requested) = RecordingBackend::new(weights.tensors, format.clone());
     backend.int8 = compute == ComputeType::Int8;
+    backend.served = served;
     let vb = VarBuilder::from_backend(Box::new(backend), DType::F32, device.clone());
     // The first tensor the build missed, or the whole account of what is missing and left
     // over when there is more to say.

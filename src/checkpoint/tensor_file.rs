@@ -3,7 +3,7 @@
 //! load peaked at twice the weights (0.6 GB for OPUS-MT's 74M parameters, which set the
 //! process's peak: int8 decoding keeps a quarter of that).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fs::File;
 use std::io::Read;
 use std::os::unix::fs::FileExt;
@@ -24,9 +24,17 @@ struct Entry {
     data_offsets: (u64, u64),
 }
 
+/// A safetensors file's tensors, which of them the file stores as `I8` (held here in `U8`
+/// tensors: candle has no `i8`), and its `__metadata__`.
+pub struct TensorFile {
+    pub tensors: HashMap<String, Tensor>,
+    pub int8: HashSet<String>,
+    pub metadata: HashMap<String, String>,
+}
+
 /// Every tensor of the safetensors file at `path`, on `device`; the error says what is wrong
 /// with the file.
-pub fn read(path: &Path, device: &Device) -> anyhow::Result<HashMap<String, Tensor>> {
+pub fn read(path: &Path, device: &Device) -> anyhow::Result<TensorFile> {
     let mut file = File::open(path)?;
     let length = file.metadata()?.len();
     let mut size = [0u8; 8];
@@ -40,14 +48,11 @@ pub fn read(path: &Path, device: &Device) -> anyhow::Result<HashMap<String, Tens
     file.read_exact(&mut header)?;
     let mut entries: HashMap<String, serde_json::Value> =
         serde_json::from_slice(&header).context("its header is not safetensors' JSON")?;
-    if let Some(metadata) = entries.remove("__metadata__") {
-        let strings = metadata
-            .as_object()
-            .is_some_and(|m| m.values().all(serde_json::Value::is_string));
-        if !strings {
-            bail!("its header's __metadata__ is not an object of strings");
-        }
-    }
+    let metadata = match entries.remove("__metadata__") {
+        Some(metadata) => serde_json::from_value(metadata)
+            .context("its header's __metadata__ is not an object of strings")?,
+        None => HashMap::new(),
+    };
     let mut entries = entries
         .into_iter()
         .map(|(name, entry)| {
@@ -80,12 +85,20 @@ pub fn read(path: &Path, device: &Device) -> anyhow::Result<HashMap<String, Tens
         );
     }
     let mut tensors = HashMap::with_capacity(entries.len());
+    let mut int8 = HashSet::new();
     for (name, entry) in entries {
         let tensor = read_one(&file, &entry, data_start, device)
             .with_context(|| format!("tensor {name}"))?;
+        if entry.dtype == "I8" {
+            int8.insert(name.clone());
+        }
         tensors.insert(name, tensor);
     }
-    Ok(tensors)
+    Ok(TensorFile {
+        tensors,
+        int8,
+        metadata,
+    })
 }
 
 fn read_one(
@@ -100,7 +113,7 @@ fn read_one(
         "BF16" => (DType::BF16, 2),
         "F64" => (DType::F64, 8),
         "I64" => (DType::I64, 8),
-        "U8" => (DType::U8, 1),
+        "U8" | "I8" => (DType::U8, 1),
         "U32" => (DType::U32, 4),
         other => bail!("has dtype {other}, which no checkpoint holds"),
     };
@@ -157,7 +170,7 @@ mod tests {
             &path,
         )
         .unwrap();
-        let read = read(&path, &Device::Cpu).unwrap();
+        let read = read(&path, &Device::Cpu).unwrap().tensors;
         assert_eq!(
             read["a"].to_vec2::<f32>().unwrap(),
             a.to_vec2::<f32>().unwrap()

@@ -161,7 +161,7 @@ fn create_synced(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
 }
 
 /// Makes a directory's entries (new files, renames) durable.
-fn sync_dir(dir: &Path) -> anyhow::Result<()> {
+pub(super) fn sync_dir(dir: &Path) -> anyhow::Result<()> {
     File::open(dir)
         .and_then(|d| d.sync_all())
         .with_context(|| format!("cannot sync directory {}", dir.display()))

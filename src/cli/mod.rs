@@ -67,6 +67,16 @@ pub enum Command {
                       fine-tuned from one (training.init_from)."
     )]
     Export(ExportArgs),
+    /// Write a checkpoint's int8 copy (a quarter of the size), which every command loads directly
+    #[command(
+        after_help = "Example:\n  transformer quantize runs/multi30k-cpu/averaged --out runs/multi30k-cpu/int8\n  \
+                      transformer translate --checkpoint runs/multi30k-cpu/int8 \"Zwei Hunde spielen.\"\n\n\
+                      Every linear layer and embedding table is stored as int8 with one scale per \
+                      row; it decodes as --compute-type int8 does from the float checkpoint, with the \
+                      same translations. An int8 checkpoint cannot be trained, averaged or exported: \
+                      keep the float one."
+    )]
+    Quantize(QuantizeArgs),
     /// Redraw a run's loss.png from its metrics.jsonl
     #[command(after_help = "Example:\n  transformer plot runs/base --out base-loss.png")]
     Plot(PlotArgs),
@@ -299,6 +309,18 @@ pub struct TokenizeArgs {
     /// Print the pieces instead of their ids
     #[arg(long)]
     pub pieces: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct QuantizeArgs {
+    /// Checkpoint or run directory to quantize (ours, or a Hugging Face MarianMT directory)
+    pub checkpoint: PathBuf,
+    /// The checkpoint directory to write
+    #[arg(long, value_name = "DIR")]
+    pub out: PathBuf,
+    /// Replace DIR when it is an earlier quantized checkpoint
+    #[arg(long)]
+    pub overwrite: bool,
 }
 
 #[derive(Debug, Args)]

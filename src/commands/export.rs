@@ -27,7 +27,11 @@ pub fn run(args: ExportArgs) -> anyhow::Result<()> {
         }
     }
     // Weights are read and written on the CPU: no device is worth starting for a copy.
-    let initial = checkpoint::load_initial_weights(&args.checkpoint, &candle_core::Device::Cpu)?;
+    let initial = checkpoint::load_initial_weights(
+        &args.checkpoint,
+        &candle_core::Device::Cpu,
+        "cannot be exported (other tools read float weights)",
+    )?;
     check_replaceable(&args.out, &[&args.checkpoint, &initial.dir])?;
     match args.to {
         ExportFormat::Hf => marian_export::export_marian(

@@ -54,7 +54,9 @@ pub(super) fn initial_weights(
             named()
         );
     }
-    let initial = checkpoint::load_initial_weights(path, device).with_context(named)?;
+    let initial =
+        checkpoint::load_initial_weights(path, device, "cannot be trained (training.init_from)")
+            .with_context(named)?;
     // A config takes the checkpoint's [model], and its [decode] when it leaves that out: a
     // pretrained model's sizes and the way it is decoded need not be copied out by hand. A
     // [model] key the config states must agree with the checkpoint (dropout rates aside,

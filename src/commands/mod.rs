@@ -9,6 +9,7 @@ mod generate;
 mod infer_test;
 mod init_from;
 mod plot;
+mod quantize;
 mod serve;
 mod stdin_lines;
 mod stdout;
@@ -45,6 +46,7 @@ pub fn run(command: Command) -> anyhow::Result<()> {
         Command::Eval(args) => eval::run(args),
         Command::Average(args) => average::run(args),
         Command::Export(args) => export::run(args),
+        Command::Quantize(args) => quantize::run(args),
         Command::Tokenize(args) => tokenize::run(args),
         Command::Plot(args) => plot::run(args),
         Command::Attention(args) => attention::run(args),

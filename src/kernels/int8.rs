@@ -52,24 +52,36 @@ impl QuantizedMatrix {
     /// Quantizes `w`, `(out, inp)` row-major, each row by its largest magnitude over 127, in
     /// the layout `kernel` reads.
     pub fn quantize_for(kernel: DotKernel, w: &[f32], out: usize, inp: usize) -> Self {
-        assert_eq!(
-            w.len(),
-            out * inp,
-            "quantize: {out} x {inp} weight of {}",
-            w.len()
+        let (values, scales) = quantize_rows(w, out, inp);
+        Self::from_rows_for(kernel, &values, scales, out, inp)
+    }
+
+    /// From int8 `values` `(out, inp)` row-major and one scale per row (what
+    /// [`quantize_rows`] gives and an int8 checkpoint holds), for the best kernel this CPU has.
+    pub fn from_rows(values: &[i8], scales: Vec<f32>, out: usize, inp: usize) -> Self {
+        Self::from_rows_for(DotKernel::best(), values, scales, out, inp)
+    }
+
+    fn from_rows_for(
+        kernel: DotKernel,
+        values: &[i8],
+        scales: Vec<f32>,
+        out: usize,
+        inp: usize,
+    ) -> Self {
+        assert!(
+            values.len() == out * inp && scales.len() == out,
+            "from_rows: {out} x {inp} weight of {} values and {} scales",
+            values.len(),
+            scales.len()
         );
         let stride = inp.div_ceil(ALIGN) * ALIGN;
         let mut data = vec![0i8; out * stride];
-        let mut scales = Vec::with_capacity(out);
         let mut offsets = Vec::with_capacity(out);
-        for (j, row) in w.chunks_exact(inp.max(1)).take(out).enumerate() {
-            let scale = quantize_into(row, &mut data[j * stride..j * stride + inp]);
-            scales.push(scale);
-            let sum: i32 = data[j * stride..(j + 1) * stride]
-                .iter()
-                .map(|&q| i32::from(q))
-                .sum();
-            offsets.push(128 * sum);
+        for j in 0..out {
+            let row = &values[j * inp..(j + 1) * inp];
+            data[j * stride..j * stride + inp].copy_from_slice(row);
+            offsets.push(128 * row.iter().map(|&q| i32::from(q)).sum::<i32>());
         }
         Self::laid_out(kernel, out, inp, data, scales, offsets)
     }
@@ -145,6 +157,40 @@ impl QuantizedMatrix {
         Self::laid_out(parts[0].kernel, out, inp, rows, scales, offsets)
     }
 
+    /// The int8 values `(out, inp)` row-major and the row scales: what an int8 checkpoint
+    /// holds.
+    pub fn to_rows(&self) -> (Vec<i8>, Vec<f32>) {
+        let rows = self.rows();
+        let mut values = Vec::with_capacity(self.out * self.inp);
+        for j in 0..self.out {
+            values.extend_from_slice(&rows[j * self.stride..j * self.stride + self.inp]);
+        }
+        (values, self.scales.clone())
+    }
+
+    /// Rows `ids` back in f32, each times `factor`, one after another: an int8 embedding
+    /// table's lookup. `None` when an id is not a row.
+    pub fn rows_dequantized(&self, ids: &[u32], factor: f32) -> Option<Vec<f32>> {
+        let mut out = Vec::with_capacity(ids.len() * self.inp);
+        let groups = self.stride / 4;
+        for &id in ids {
+            let j = usize::try_from(id).ok().filter(|&j| j < self.out)?;
+            let scale = self.scales[j] * factor;
+            if self.kernel == DotKernel::Avx512Vnni {
+                let (block, lane) = (j / BLOCK, j % BLOCK);
+                let base = block * groups * 4 * BLOCK + lane * 4;
+                out.extend(
+                    (0..self.inp)
+                        .map(|k| f32::from(self.data[base + (k / 4) * 4 * BLOCK + k % 4]) * scale),
+                );
+            } else {
+                let row = &self.data[j * self.stride..j * self.stride + self.inp];
+                out.extend(row.iter().map(|&q| f32::from(q) * scale));
+            }
+        }
+        Some(out)
+    }
+
     /// Output features.
     pub fn out_features(&self) -> usize {
         self.out
@@ -201,6 +247,33 @@ impl QuantizedMatrix {
         }
         block
     }
+}
+
+/// Bytes read as the `i8`s they hold (an int8 tensor is carried in a `U8` one).
+pub fn as_signed(bytes: &[u8]) -> &[i8] {
+    // SAFETY: u8 and i8 have one size and alignment, and every bit pattern is valid for both.
+    unsafe { std::slice::from_raw_parts(bytes.as_ptr().cast::<i8>(), bytes.len()) }
+}
+
+/// `w` `(out, inp)` row-major quantized row by row (see [`quantize_into`]): the int8 values,
+/// row-major, and one scale per row.
+pub fn quantize_rows(w: &[f32], out: usize, inp: usize) -> (Vec<i8>, Vec<f32>) {
+    assert_eq!(
+        w.len(),
+        out * inp,
+        "quantize: {out} x {inp} weight of {}",
+        w.len()
+    );
+    let mut values = vec![0i8; out * inp];
+    let scales = if inp == 0 {
+        vec![1.0; out]
+    } else {
+        w.chunks_exact(inp)
+            .zip(values.chunks_exact_mut(inp))
+            .map(|(row, q)| quantize_into(row, q))
+            .collect()
+    };
+    (values, scales)
 }
 
 /// `row` quantized into `q` by its largest magnitude: returns the scale (1 for a zero row,

@@ -70,6 +70,10 @@ impl ModelFamily for DecoderOnly {
             .chain(self.generator.tied_copy())
             .collect()
     }
+
+    fn tied_names(&self) -> Vec<String> {
+        self.generator.tied_name().into_iter().collect()
+    }
 }
 
 impl DecodingModel for DecoderOnly {

@@ -1,7 +1,9 @@
 //! Embeddings scaled by sqrt(d_model) and the sinusoidal PositionalEncoding (paper 3.4, 3.5).
 
 use candle_core::{DType, Device, Result, Tensor};
-use candle_nn::{Embedding, Module, VarBuilder};
+use candle_nn::VarBuilder;
+
+use super::table::Table;
 
 use crate::config::{ModelConfig, PositionEncoding};
 use crate::kernels::dropout::{dropout, Mode};
@@ -9,24 +11,24 @@ use crate::kernels::dropout::{dropout, Mode};
 /// A learned lookup table whose output is multiplied by sqrt(d_model) (unless
 /// `scale_embeddings` is off).
 pub struct Embeddings {
-    lut: Embedding,
+    lut: Table,
     scale: f64,
 }
 
 impl Embeddings {
     pub fn new(cfg: &ModelConfig, vocab: usize, vb: VarBuilder) -> Result<Self> {
         Ok(Self::over(
-            candle_nn::embedding(vocab, cfg.d_model, vb.pp("lut"))?,
+            Table::new(vocab, cfg.d_model, vb.pp("lut"))?,
             cfg,
         ))
     }
 
     /// Embeddings reading `table` `(vocab, d_model)`, another side's (a joint vocabulary).
-    pub fn sharing(table: &Tensor, cfg: &ModelConfig) -> Self {
-        Self::over(Embedding::new(table.clone(), cfg.d_model), cfg)
+    pub fn sharing(table: &Table, cfg: &ModelConfig) -> Self {
+        Self::over(table.clone(), cfg)
     }
 
-    fn over(lut: Embedding, cfg: &ModelConfig) -> Self {
+    fn over(lut: Table, cfg: &ModelConfig) -> Self {
         Self {
             lut,
             // The paper scales embeddings up so they are not drowned by the position signal.
@@ -40,16 +42,12 @@ impl Embeddings {
 
     /// Token ids `(batch, len)` -> `(batch, len, d_model)`.
     pub fn forward(&self, ids: &Tensor) -> Result<Tensor> {
-        let xs = self.lut.forward(ids)?;
-        if self.scale == 1.0 {
-            return Ok(xs);
-        }
-        xs * self.scale
+        self.lut.lookup(ids, self.scale)
     }
 
     /// The table `(vocab, d_model)`, for a generator that shares it.
-    pub fn table(&self) -> &Tensor {
-        self.lut.embeddings()
+    pub fn table(&self) -> &Table {
+        &self.lut
     }
 }
 

@@ -10,6 +10,7 @@ use super::embeddings::{Embeddings, PositionalEncoding};
 use super::encoder::Encoder;
 use super::family::{ModelFamily, TeacherForced};
 use super::linear::Linear;
+use super::table::Table;
 use crate::config::{ModelConfig, VocabSizes};
 use crate::kernels::dropout::Mode;
 use crate::kernels::log_softmax::log_softmax_last_dim;
@@ -21,7 +22,7 @@ pub struct EmbeddingStack {
     positions: PositionalEncoding,
     /// Another stack's table under this stack's own name, when it reads that table
     /// (`share_source_embeddings`).
-    shared: Option<(String, Tensor)>,
+    shared: Option<(String, Table)>,
 }
 
 impl EmbeddingStack {
@@ -42,7 +43,7 @@ impl EmbeddingStack {
         // stack's name too, which is accepted (and so marked as read) when present.
         let lut = vb.pp(0).pp("lut");
         if lut.contains_tensor("weight") {
-            lut.get(table.shape(), "weight")?;
+            lut.get(table.dims()?, "weight")?;
         }
         Ok(Self {
             embeddings: Embeddings::sharing(table, cfg),
@@ -52,9 +53,15 @@ impl EmbeddingStack {
     }
 
     /// The shared table under this stack's own name, for checkpoints; none when the table
-    /// is the stack's own.
+    /// is the stack's own (or int8, which no checkpoint lists twice).
     pub fn tied_copy(&self) -> Option<(String, Tensor)> {
-        self.shared.clone()
+        let (name, table) = self.shared.as_ref()?;
+        Some((name.clone(), table.float()?.clone()))
+    }
+
+    /// The name the shared table is listed under again, if it is shared.
+    pub fn tied_name(&self) -> Option<String> {
+        self.shared.as_ref().map(|(name, _)| name.clone())
     }
 
     /// The fixed position table under its name, for checkpoints; none when positions are
@@ -69,7 +76,7 @@ impl EmbeddingStack {
     }
 
     /// The token embedding matrix `(vocab, d_model)`, for a generator that shares it.
-    pub fn table(&self) -> &Tensor {
+    pub fn table(&self) -> &Table {
         self.embeddings.table()
     }
 
@@ -86,7 +93,7 @@ pub struct Generator {
     proj: Linear,
     /// The target embedding's matrix under the projection's own weight name, when the
     /// projection shares it (`share_embeddings`).
-    shared: Option<(String, Tensor)>,
+    shared: Option<(String, Table)>,
 }
 
 impl Generator {
@@ -102,21 +109,21 @@ impl Generator {
         if cfg.share_embeddings {
             Self::sharing(embed.table(), vb)
         } else {
-            Self::new(cfg.d_model, embed.table().dim(0)?, vb)
+            Self::new(cfg.d_model, embed.table().dims()?.0, vb)
         }
     }
 
     /// A generator whose matrix is `table` `(vocab, d_model)`, the target embedding's
     /// (`share_embeddings`); only its bias `proj.bias` is its own.
-    fn sharing(table: &Tensor, vb: VarBuilder) -> Result<Self> {
+    fn sharing(table: &Table, vb: VarBuilder) -> Result<Self> {
         // PyTorch's state_dict lists a tied matrix under both names: accept (and so mark as
         // read, for strict loading) the generator's copy when a checkpoint has it.
         if vb.contains_tensor("proj.weight") {
-            vb.get(table.shape(), "proj.weight")?;
+            vb.get(table.dims()?, "proj.weight")?;
         }
         Ok(Self {
             shared: Some((vb.pp("proj").pp("weight").prefix(), table.clone())),
-            proj: Linear::from_weight(table.clone(), true, vb.pp("proj"))?,
+            proj: Linear::over_table(table, true, vb.pp("proj"))?,
         })
     }
 
@@ -124,7 +131,13 @@ impl Generator {
     /// tied matrix twice (`generator.proj.weight` beside the embedding's): a checkpoint
     /// carries it so that `load_state_dict(strict=True)` reads it unchanged.
     pub fn tied_copy(&self) -> Option<(String, Tensor)> {
-        self.shared.clone()
+        let (name, table) = self.shared.as_ref()?;
+        Some((name.clone(), table.float()?.clone()))
+    }
+
+    /// The name the shared matrix is listed under again, if it is shared.
+    pub fn tied_name(&self) -> Option<String> {
+        self.shared.as_ref().map(|(name, _)| name.clone())
     }
 
     /// `(..., d_model)` -> log-probabilities `(..., tgt_vocab)`.
@@ -265,6 +278,14 @@ impl ModelFamily for EncoderDecoder {
             .filter_map(EmbeddingStack::position_buffer)
             .chain(self.tgt_embed.tied_copy())
             .chain(self.generator.tied_copy())
+            .collect()
+    }
+
+    fn tied_names(&self) -> Vec<String> {
+        self.tgt_embed
+            .tied_name()
+            .into_iter()
+            .chain(self.generator.tied_name())
             .collect()
     }
 

@@ -105,6 +105,10 @@ pub trait ModelFamily: DecodingModel {
     /// position tables, a shared matrix's second name).
     fn buffers(&self) -> Vec<(String, Tensor)>;
 
+    /// The module names a shared matrix is listed under again (beside its own), which an
+    /// int8 checkpoint leaves out.
+    fn tied_names(&self) -> Vec<String>;
+
     /// Every attention's probabilities for one teacher-forced pair (batch 1).
     fn attention_maps(&self, _batch: &TeacherForced) -> Result<AttentionMaps> {
         candle_core::bail!("this model family draws no attention maps")

@@ -7,23 +7,53 @@
 //! faster, made on first use: its transpose, and (in a [`LinearGroup`]) the concatenation
 //! of layers that read the same input. A checkpoint loaded for int8 decoding
 //! (`--compute-type int8`) says so through its `VarBuilder` ([`INT8_MARKER`]), and each layer
-//! then keeps its weight quantized and nothing else. Model code calls `forward` and never
-//! knows which form answered.
+//! then asks for its weight as int8 values and row scales ([`fetch_int8`]: the loader
+//! quantizes a float weight, or reads an int8 checkpoint's) and keeps nothing else. Model
+//! code calls `forward` and never knows which form answered.
 
 use std::borrow::Cow;
 use std::ops::Range;
 use std::sync::{Arc, OnceLock};
 
-use candle_core::{Result, Tensor, D};
+use candle_core::{DType, Result, Tensor, D};
 use candle_nn::{Init, VarBuilder};
 
+use super::table::Table;
 use crate::kernels;
-use crate::kernels::int8::QuantizedMatrix;
+use crate::kernels::int8::{self, QuantizedMatrix};
 
 /// The name (under a layer's prefix) whose presence in a `VarBuilder` asks the layer to keep
 /// its weight as int8: the checkpoint loader answers for it when decoding in int8, and no
 /// file holds it.
 pub const INT8_MARKER: &str = "weight.int8";
+
+/// The name of the row scales beside an int8 matrix `name` (CTranslate2's naming).
+pub fn scale_name(name: &str) -> String {
+    format!("{name}_scale")
+}
+
+/// The matrix `name` `(out, inp)` as int8: its values (asked for as `U8`, the bytes of
+/// `i8`s) and its row scales ([`scale_name`]), which the checkpoint loader serves for a
+/// layer under [`INT8_MARKER`].
+pub fn fetch_int8(vb: &VarBuilder, name: &str, out: usize, inp: usize) -> Result<QuantizedMatrix> {
+    let values = vb.get_with_hints_dtype((out, inp), name, Init::Const(0.), DType::U8)?;
+    let scales = vb
+        .get_with_hints_dtype(out, &scale_name(name), Init::Const(1.), DType::F32)?
+        .to_vec1::<f32>()?;
+    let values = values.contiguous()?;
+    let (storage, layout) = values.storage_and_layout();
+    let candle_core::Storage::Cpu(storage) = &*storage else {
+        candle_core::bail!("linear: int8 weights live on the CPU")
+    };
+    let start = layout.start_offset();
+    let bytes = &storage.as_slice::<u8>()?[start..start + out * inp];
+    Ok(QuantizedMatrix::from_rows(
+        int8::as_signed(bytes),
+        scales,
+        out,
+        inp,
+    ))
+}
 
 /// The forms a linear layer's weight `(out, in)` takes.
 #[derive(Clone)]
@@ -69,28 +99,12 @@ impl Weight {
         }
     }
 
-    /// `matrix` `(out, in)` and `bias` quantized (CPU tensors), read in place.
-    fn int8(matrix: &Tensor, bias: Option<&Tensor>) -> Result<Self> {
-        let (out, inp) = matrix.dims2()?;
-        let matrix = matrix.to_dtype(candle_core::DType::F32)?.contiguous()?;
-        let (storage, layout) = matrix.storage_and_layout();
-        let candle_core::Storage::Cpu(storage) = &*storage else {
-            candle_core::bail!("linear: int8 weights are quantized on the CPU")
-        };
-        let start = layout.start_offset();
-        let values = &storage.as_slice::<f32>()?[start..start + out * inp];
-        Self::int8_of(QuantizedMatrix::quantize(values, out, inp), bias)
-    }
-
     /// The int8 form of `matrix`, with the bias's values read once.
-    fn int8_of(matrix: QuantizedMatrix, bias: Option<&Tensor>) -> Result<Self> {
+    fn int8_of(matrix: Arc<QuantizedMatrix>, bias: Option<&Tensor>) -> Result<Self> {
         let bias = bias
             .map(|b| Ok::<_, candle_core::Error>(Arc::from(b.to_vec1::<f32>()?)))
             .transpose()?;
-        Ok(Self::Int8 {
-            matrix: Arc::new(matrix),
-            bias,
-        })
+        Ok(Self::Int8 { matrix, bias })
     }
 }
 
@@ -115,8 +129,24 @@ impl Linear {
         bias: bool,
         vb: VarBuilder,
     ) -> Result<Self> {
+        if vb.contains_tensor(INT8_MARKER) {
+            let matrix = fetch_int8(&vb, "weight", out_features, in_features)?;
+            return Self::over_int8(Arc::new(matrix), bias, vb);
+        }
         let weight = vb.get_with_hints((out_features, in_features), "weight", Init::Const(0.))?;
         Self::from_weight(weight, bias, vb)
+    }
+
+    /// A layer over the int8 `matrix` (its own, or a table it shares) and, with `bias`, its
+    /// own bias.
+    pub fn over_int8(matrix: Arc<QuantizedMatrix>, bias: bool, vb: VarBuilder) -> Result<Self> {
+        let bias = if bias {
+            Some(vb.get_with_hints(matrix.out_features(), "bias", Init::Const(0.))?)
+        } else {
+            None
+        };
+        let weight = Weight::int8_of(matrix, bias.as_ref())?;
+        Ok(Self { weight, bias })
     }
 
     /// A layer over an existing `weight` `(out, in)` (shared with another module) and, with
@@ -127,12 +157,19 @@ impl Linear {
         } else {
             None
         };
-        let weight = if !weight.track_op() && vb.contains_tensor(INT8_MARKER) {
-            Weight::int8(&weight, bias.as_ref())?
-        } else {
-            Weight::new(weight)
-        };
-        Ok(Self { weight, bias })
+        Ok(Self {
+            weight: Weight::new(weight),
+            bias,
+        })
+    }
+
+    /// A layer over an embedding table it shares (`share_embeddings`), in the table's form,
+    /// and, with `bias`, its own bias.
+    pub fn over_table(table: &Table, bias: bool, vb: VarBuilder) -> Result<Self> {
+        match table {
+            Table::Float(matrix) => Self::from_weight(matrix.clone(), bias, vb),
+            Table::Int8(matrix) => Self::over_int8(matrix.clone(), bias, vb),
+        }
     }
 
     /// `layers` of one input size as one layer whose outputs lie side by side in that order
@@ -148,7 +185,8 @@ impl Linear {
             })
             .collect();
         if let Some(parts) = quantized {
-            let weight = Weight::int8_of(QuantizedMatrix::concatenated(&parts), bias.as_ref())?;
+            let joined = Arc::new(QuantizedMatrix::concatenated(&parts));
+            let weight = Weight::int8_of(joined, bias.as_ref())?;
             return Ok(Self { weight, bias });
         }
         let weights: Option<Vec<&Tensor>> = layers.iter().map(|l| l.weight.matrix()).collect();

@@ -19,6 +19,7 @@ pub mod init;
 pub mod layers;
 pub mod linear;
 pub mod masks;
+pub mod table;
 pub mod weights;
 
 pub use crate::config::VocabSizes;

@@ -1,0 +1,123 @@
+//! `transformer quantize`: a checkpoint's int8 copy (see [`super::int8_file`]), about a
+//! quarter of the float one, which every command loads directly and decodes in int8.
+
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+
+use anyhow::bail;
+use candle_core::{DType, Device};
+
+use super::strict::build_model_int8_served;
+use super::write::{save_with, sync_dir, write_synced};
+use super::{int8_file, read_parts, resolve, CONFIG_FILE, MODEL_FILE, OPTIMIZER_FILE, STATE_FILE};
+use crate::config::ComputeType;
+
+/// What a quantization wrote.
+pub struct Quantized {
+    /// The checkpoint read.
+    pub source: PathBuf,
+    /// Matrices stored as int8, and the bytes of the weights before and after.
+    pub int8_matrices: usize,
+    pub bytes_before: u64,
+    pub bytes_after: u64,
+}
+
+/// Writes the int8 copy of the checkpoint at `source` (ours, or a Hugging Face MarianMT
+/// directory, written in our layout) as the checkpoint directory `out`; an existing `out` is
+/// replaced only with `overwrite`, and only when it is an earlier quantized or averaged
+/// checkpoint, never the source or a checkpoint training resumes from.
+pub fn quantize(source: &Path, out: &Path, overwrite: bool) -> anyhow::Result<Quantized> {
+    let dir = resolve(source)?;
+    check_replaceable(out, &dir, overwrite)?;
+    let device = Device::Cpu;
+    let (mut config, tokenizers, weights) = read_parts(&dir, &device)?;
+    weights.refuse_int8("is quantized already")?;
+    let bytes_before = std::fs::metadata(&weights.path).map_or(0, |m| m.len());
+    let (model, served) = build_model_int8_served(&config, &tokenizers, weights, &device)?;
+    // A shared matrix is stored once; its other names are left out, as the loader expects.
+    let tied: HashSet<String> = model.tied_names().into_iter().collect();
+    let mut seen = HashSet::new();
+    let mut tensors: Vec<_> = served
+        .into_iter()
+        .filter(|(name, _)| !tied.contains(name) && seen.insert(name.clone()))
+        .collect();
+    tensors.sort_by(|a, b| a.0.cmp(&b.0));
+    let int8_matrices = tensors
+        .iter()
+        .filter(|(_, t)| t.dtype() == DType::U8)
+        .count();
+    config.decode.compute_type = ComputeType::Int8;
+    let metadata = HashMap::from([
+        ("format".to_string(), "pt".to_string()),
+        (
+            int8_file::QUANTIZED_FROM.to_string(),
+            dir.canonicalize()
+                .unwrap_or(dir.clone())
+                .display()
+                .to_string(),
+        ),
+    ]);
+    save_with(out, |staging| {
+        write_synced(&staging.join(CONFIG_FILE), config.to_toml()?.as_bytes())?;
+        for (name, bytes) in tokenizers.files()? {
+            write_synced(&staging.join(name), &bytes)?;
+        }
+        let model_file = staging.join(MODEL_FILE);
+        int8_file::write(&model_file, &tensors, metadata)?;
+        // As every checkpoint's: safetensors writes through a private (0600) temporary file.
+        let mode = std::fs::metadata(staging.join(CONFIG_FILE))?.permissions();
+        std::fs::set_permissions(&model_file, mode)?;
+        sync_dir(staging)
+    })?;
+    let bytes_after = std::fs::metadata(out.join(MODEL_FILE)).map_or(0, |m| m.len());
+    Ok(Quantized {
+        source: dir,
+        int8_matrices,
+        bytes_before,
+        bytes_after,
+    })
+}
+
+/// Refuses an `out` whose replacement would lose work.
+fn check_replaceable(out: &Path, source: &Path, overwrite: bool) -> anyhow::Result<()> {
+    if std::fs::symlink_metadata(out).is_err() {
+        return Ok(());
+    }
+    if !out.is_dir() {
+        bail!(
+            "--out {} exists and is not a directory; name a new directory",
+            out.display()
+        );
+    }
+    if let (Ok(out_real), Ok(source_real)) = (out.canonicalize(), source.canonicalize()) {
+        if source_real.starts_with(&out_real) {
+            bail!(
+                "--out {} is or holds the checkpoint being quantized ({}); write the int8 copy \
+                 somewhere else",
+                out.display(),
+                source.display()
+            );
+        }
+    }
+    if !overwrite {
+        bail!(
+            "{} already exists; pass --overwrite to replace it, or --out DIR to write elsewhere",
+            out.display()
+        );
+    }
+    let checkpoint = out.join(MODEL_FILE).is_file() && out.join(CONFIG_FILE).is_file();
+    let resumable = out.join(OPTIMIZER_FILE).exists() || out.join(STATE_FILE).exists();
+    if !checkpoint || resumable {
+        bail!(
+            "--out {} is not an earlier int8 or averaged checkpoint ({}); --overwrite replaces \
+             only such a directory: choose another --out",
+            out.display(),
+            if resumable {
+                "it holds a training run's resume state"
+            } else {
+                "it holds no config.toml and model.safetensors"
+            }
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,19 @@
+//! `transformer quantize CHECKPOINT --out DIR`: an int8 checkpoint (see
+//! [`crate::checkpoint::quantize`]).
+
+use crate::checkpoint::quantize::quantize;
+use crate::cli::QuantizeArgs;
+
+pub fn run(args: QuantizeArgs) -> anyhow::Result<()> {
+    let done = quantize(&args.checkpoint, &args.out, args.overwrite)?;
+    let mb = |bytes: u64| bytes as f64 / 1e6;
+    eprintln!(
+        "wrote {} from {}: {} matrices in int8, weights {:.1} MB -> {:.1} MB",
+        args.out.display(),
+        done.source.display(),
+        done.int8_matrices,
+        mb(done.bytes_before),
+        mb(done.bytes_after)
+    );
+    Ok(())
+}

@@ -1,0 +1,83 @@
+//! An embedding table `(vocab, d_model)` and the forms it takes: float (a variable being
+//! trained, or a loaded checkpoint's tensor), or int8 with one scale per row when the
+//! checkpoint is loaded for int8 decoding (see [`super::linear::INT8_MARKER`]). A generator
+//! that shares the table (`share_embeddings`) shares whichever form it is.
+
+use std::sync::Arc;
+
+use candle_core::{DType, Result, Tensor};
+use candle_nn::{Init, VarBuilder};
+
+use super::linear::{fetch_int8, INT8_MARKER};
+use crate::kernels::int8::QuantizedMatrix;
+
+#[derive(Clone)]
+pub enum Table {
+    Float(Tensor),
+    Int8(Arc<QuantizedMatrix>),
+}
+
+impl Table {
+    /// The table `weight` under `vb` (an `nn.Embedding`'s prefix), initialised as
+    /// torch.nn.Embedding is (N(0, 1)) when it is made afresh.
+    pub fn new(vocab: usize, d_model: usize, vb: VarBuilder) -> Result<Self> {
+        if vb.contains_tensor(INT8_MARKER) {
+            return Ok(Self::Int8(Arc::new(fetch_int8(
+                &vb, "weight", vocab, d_model,
+            )?)));
+        }
+        let init = Init::Randn {
+            mean: 0.,
+            stdev: 1.,
+        };
+        Ok(Self::Float(vb.get_with_hints(
+            (vocab, d_model),
+            "weight",
+            init,
+        )?))
+    }
+
+    /// `(vocab, d_model)`.
+    pub fn dims(&self) -> Result<(usize, usize)> {
+        match self {
+            Self::Float(table) => table.dims2(),
+            Self::Int8(matrix) => Ok((matrix.out_features(), matrix.in_features())),
+        }
+    }
+
+    /// The float tensor, for a table that is one (what a checkpoint saves).
+    pub fn float(&self) -> Option<&Tensor> {
+        match self {
+            Self::Float(table) => Some(table),
+            Self::Int8(_) => None,
+        }
+    }
+
+    /// Rows `ids` (any shape) times `factor`: `(..ids, d_model)`.
+    pub fn lookup(&self, ids: &Tensor, factor: f64) -> Result<Tensor> {
+        let mut dims = ids.dims().to_vec();
+        let (_, d_model) = self.dims()?;
+        dims.push(d_model);
+        let rows = match self {
+            Self::Float(table) => {
+                let rows = table.index_select(&ids.flatten_all()?, 0)?;
+                if factor == 1.0 {
+                    rows
+                } else {
+                    (rows * factor)?
+                }
+            }
+            Self::Int8(matrix) => {
+                let flat = ids.flatten_all()?.to_dtype(DType::U32)?.to_vec1::<u32>()?;
+                let Some(values) = matrix.rows_dequantized(&flat, factor as f32) else {
+                    candle_core::bail!(
+                        "embedding: an id is past the table's {} rows",
+                        matrix.out_features()
+                    )
+                };
+                Tensor::from_vec(values, (flat.len(), d_model), ids.device())?
+            }
+        };
+        rows.reshape(dims)
+    }
+}
