@@ -170,6 +170,10 @@ def main():
     with open(os.path.join(ckpt, "config.toml"), "rb") as f:
         config = tomllib.load(f)
     tensors = load_file(os.path.join(ckpt, "model.safetensors"))
+    if any(t.dtype.name == "int8" for t in tensors.values()):
+        sys.exit(f"error: {ckpt} holds int8 weights (made by `transformer quantize`); export "
+                 "the float checkpoint it was quantized from (CTranslate2 quantizes on its own: "
+                 "ct2's compute_type int8)")
     src_tokens, tgt_tokens = vocabularies(ckpt)
     export(tensors, config.get("model", {}), src_tokens, tgt_tokens, args.out)
     print(f"wrote {args.out} from {ckpt}")

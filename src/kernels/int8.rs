@@ -228,7 +228,8 @@ impl QuantizedMatrix {
         })
     }
 
-    /// A block of integer sums `(rows, range)` as floats, scaled, plus the bias.
+    /// A block of integer sums `(rows, range)` as floats, scaled, plus the bias: one plain
+    /// loop per row over slices, which the compiler vectorizes.
     fn rescaled(
         &self,
         inputs: &QuantizedRows,
@@ -237,12 +238,27 @@ impl QuantizedMatrix {
         bias: Option<&[f32]>,
     ) -> Vec<f32> {
         let width = range.len();
-        let mut block = Vec::with_capacity(sums.len());
-        for r in 0..inputs.rows {
-            for (i, j) in range.clone().enumerate() {
-                let b = bias.map_or(0.0, |b| b[j]);
-                let sum = sums[r * width + i] as f32;
-                block.push(sum * inputs.scales[r] * self.scales[j] + b);
+        let mut block = vec![0f32; sums.len()];
+        let scales = &self.scales[range.clone()];
+        let bias = bias.map(|b| &b[range]);
+        for ((out, sums), &x_scale) in block
+            .chunks_exact_mut(width.max(1))
+            .zip(sums.chunks_exact(width.max(1)))
+            .zip(&inputs.scales)
+        {
+            match bias {
+                Some(bias) => {
+                    for (((y, &sum), &w_scale), &b) in
+                        out.iter_mut().zip(sums).zip(scales).zip(bias)
+                    {
+                        *y = sum as f32 * (x_scale * w_scale) + b;
+                    }
+                }
+                None => {
+                    for ((y, &sum), &w_scale) in out.iter_mut().zip(sums).zip(scales) {
+                        *y = sum as f32 * (x_scale * w_scale);
+                    }
+                }
             }
         }
         block
@@ -280,15 +296,44 @@ pub fn quantize_rows(w: &[f32], out: usize, inp: usize) -> (Vec<i8>, Vec<f32>) {
 /// NaN for a row holding NaN or an infinity, so that the product says so as float32's would
 /// instead of turning an overflow into plausible numbers).
 fn quantize_into(row: &[f32], q: &mut [i8]) -> f32 {
-    if row.iter().any(|v| !v.is_finite()) {
+    const ROUNDING: f32 = 12_582_912.0;
+    // Plain maps over slices, which the compiler vectorizes: rounding to nearest (even) by
+    // adding and taking off 1.5 * 2^23, which leaves no fraction bits, where `round` and
+    // `round_ties_even` are library calls without SSE4.1.
+    let (largest, finite) = largest_magnitude(row);
+    if !finite {
         return f32::NAN;
     }
-    let largest = row.iter().fold(0f32, |m, v| m.max(v.abs()));
     let scale = if largest > 0.0 { largest / 127.0 } else { 1.0 };
+    let inverse = 1.0 / scale;
     for (q, &v) in q.iter_mut().zip(row) {
-        *q = (v / scale).round().clamp(-127.0, 127.0) as i8;
+        *q = (((v * inverse).clamp(-127.0, 127.0) + ROUNDING) - ROUNDING) as i32 as i8;
     }
     scale
+}
+
+/// The largest `|v|` of `row`, and whether every value is finite: 16 lanes side by side
+/// (one register), because a float fold over one accumulator is not reordered (so not
+/// vectorized) by the compiler.
+fn largest_magnitude(row: &[f32]) -> (f32, bool) {
+    const LANES: usize = 16;
+    let mut largest = [0f32; LANES];
+    // v - v is 0 for a finite v and NaN for NaN and the infinities.
+    let mut zeros = [0f32; LANES];
+    let chunks = row.chunks_exact(LANES);
+    let tail = chunks.remainder();
+    for chunk in chunks {
+        for i in 0..LANES {
+            largest[i] = largest[i].max(chunk[i].abs());
+            zeros[i] += chunk[i] - chunk[i];
+        }
+    }
+    for (i, &v) in tail.iter().enumerate() {
+        largest[i] = largest[i].max(v.abs());
+        zeros[i] += v - v;
+    }
+    let finite = zeros.iter().all(|&z| z == 0.0);
+    (largest.iter().fold(0f32, |m, &v| m.max(v)), finite)
 }
 
 /// Input rows quantized for one product: signed (AVX2, plain) and shifted by 128 (VNNI).
@@ -432,9 +477,11 @@ mod x86 {
 
     use super::{QuantizedMatrix, QuantizedRows, BLOCK};
 
-    /// The packed layout's kernel (see [`QuantizedMatrix`]): for each block of 16 outputs and
-    /// each tile of up to 8 input rows, 8 accumulators of 16 sums; per group of 4 inputs, one
-    /// load of the block's 64 bytes and, per row, a broadcast of its 4 bytes and a `vpdpbusd`.
+    /// The packed layout's kernel (see [`QuantizedMatrix`]): for each tile of up to 8 input
+    /// rows and each step of `B` blocks of 16 outputs, `T x B` accumulators of 16 sums; per
+    /// group of 4 inputs, one 64-byte load per block and, per row, a broadcast of its 4 bytes
+    /// and `B` `vpdpbusd`s. Several blocks a step keep enough independent sums in flight to
+    /// hide `vpdpbusd`'s latency when the tile has few rows (one row: four blocks).
     #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
     pub(super) unsafe fn dots_packed(
         inputs: &QuantizedRows,
@@ -445,49 +492,79 @@ mod x86 {
         let mut r0 = 0;
         while r0 < inputs.rows {
             match inputs.rows - r0 {
-                1 => packed_tile::<1>(inputs, w, &range, r0, sums),
-                2 => packed_tile::<2>(inputs, w, &range, r0, sums),
-                3 => packed_tile::<3>(inputs, w, &range, r0, sums),
-                4 => packed_tile::<4>(inputs, w, &range, r0, sums),
-                5 => packed_tile::<5>(inputs, w, &range, r0, sums),
-                6 => packed_tile::<6>(inputs, w, &range, r0, sums),
-                7 => packed_tile::<7>(inputs, w, &range, r0, sums),
-                _ => packed_tile::<8>(inputs, w, &range, r0, sums),
+                1 => packed_tile::<1, 4>(inputs, w, &range, r0, sums),
+                2 => packed_tile::<2, 4>(inputs, w, &range, r0, sums),
+                3 => packed_tile::<3, 4>(inputs, w, &range, r0, sums),
+                4 => packed_tile::<4, 2>(inputs, w, &range, r0, sums),
+                5 => packed_tile::<5, 2>(inputs, w, &range, r0, sums),
+                6 => packed_tile::<6, 2>(inputs, w, &range, r0, sums),
+                7 => packed_tile::<7, 2>(inputs, w, &range, r0, sums),
+                _ => packed_tile::<8, 2>(inputs, w, &range, r0, sums),
             }
             r0 += (inputs.rows - r0).min(8);
         }
     }
 
+    /// Rows `r0..r0 + T` against every block of `range`, `B` blocks a step (one at a time
+    /// for the blocks left over).
     #[inline]
     #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
-    unsafe fn packed_tile<const T: usize>(
+    unsafe fn packed_tile<const T: usize, const B: usize>(
         inputs: &QuantizedRows,
         w: &QuantizedMatrix,
         range: &Range<usize>,
         r0: usize,
         sums: &mut [i32],
     ) {
+        let last = range.end.div_ceil(BLOCK);
+        let mut block = range.start / BLOCK;
+        while block + B <= last {
+            packed_blocks::<T, B>(inputs, w, range, r0, block, sums);
+            block += B;
+        }
+        while block < last {
+            packed_blocks::<T, 1>(inputs, w, range, r0, block, sums);
+            block += 1;
+        }
+    }
+
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+    unsafe fn packed_blocks<const T: usize, const B: usize>(
+        inputs: &QuantizedRows,
+        w: &QuantizedMatrix,
+        range: &Range<usize>,
+        r0: usize,
+        first_block: usize,
+        sums: &mut [i32],
+    ) {
         let width = range.len();
         let groups = w.stride / 4;
-        for block in range.start / BLOCK..range.end.div_ceil(BLOCK) {
-            let weights = w.data.as_ptr().add(block * groups * 4 * BLOCK);
-            let mut acc = [_mm512_setzero_si512(); T];
-            for g in 0..groups {
-                let wv = _mm512_loadu_si512(weights.add(g * 4 * BLOCK).cast());
-                for (t, acc) in acc.iter_mut().enumerate() {
-                    let x = inputs
-                        .shifted
-                        .as_ptr()
-                        .add((r0 + t) * inputs.stride + g * 4);
-                    let xb = _mm512_set1_epi32(x.cast::<i32>().read_unaligned());
-                    *acc = _mm512_dpbusd_epi32(*acc, xb, wv);
+        let block_bytes = groups * 4 * BLOCK;
+        let weights = w.data.as_ptr().add(first_block * block_bytes);
+        let mut acc = [[_mm512_setzero_si512(); B]; T];
+        for g in 0..groups {
+            let mut wv = [_mm512_setzero_si512(); B];
+            for (b, wv) in wv.iter_mut().enumerate() {
+                *wv = _mm512_loadu_si512(weights.add(b * block_bytes + g * 4 * BLOCK).cast());
+            }
+            for (t, acc) in acc.iter_mut().enumerate() {
+                let x = inputs
+                    .shifted
+                    .as_ptr()
+                    .add((r0 + t) * inputs.stride + g * 4);
+                let xb = _mm512_set1_epi32(x.cast::<i32>().read_unaligned());
+                for (acc, wv) in acc.iter_mut().zip(&wv) {
+                    *acc = _mm512_dpbusd_epi32(*acc, xb, *wv);
                 }
             }
-            for (t, acc) in acc.iter().enumerate() {
+        }
+        for (t, acc) in acc.iter().enumerate() {
+            for (b, acc) in acc.iter().enumerate() {
                 let mut lanes = [0i32; BLOCK];
                 _mm512_storeu_si512(lanes.as_mut_ptr().cast(), *acc);
                 for (lane, sum) in lanes.iter().enumerate() {
-                    let j = block * BLOCK + lane;
+                    let j = (first_block + b) * BLOCK + lane;
                     if range.contains(&j) {
                         sums[(r0 + t) * width + j - range.start] = sum - w.offsets[j];
                     }
