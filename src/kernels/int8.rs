@@ -318,19 +318,19 @@ fn quantize_into(row: &[f32], q: &mut [i8]) -> f32 {
 fn largest_magnitude(row: &[f32]) -> (f32, bool) {
     const LANES: usize = 16;
     let mut largest = [0f32; LANES];
-    // v - v is 0 for a finite v and NaN for NaN and the infinities.
+    // 0 v is 0 for a finite v and NaN for NaN and the infinities.
     let mut zeros = [0f32; LANES];
     let chunks = row.chunks_exact(LANES);
     let tail = chunks.remainder();
     for chunk in chunks {
         for i in 0..LANES {
             largest[i] = largest[i].max(chunk[i].abs());
-            zeros[i] += chunk[i] - chunk[i];
+            zeros[i] += chunk[i] * 0.0;
         }
     }
     for (i, &v) in tail.iter().enumerate() {
         largest[i] = largest[i].max(v.abs());
-        zeros[i] += v - v;
+        zeros[i] += v * 0.0;
     }
     let finite = zeros.iter().all(|&z| z == 0.0);
     (largest.iter().fold(0f32, |m, &v| m.max(v)), finite)
