@@ -30,7 +30,7 @@ def cpu_peak(threads):
     mhz = float(next(l for l in info.splitlines() if l.startswith("cpu MHz")).split(":")[1])
     model = next(l for l in info.splitlines() if l.startswith("model name")).split(":")[1].strip()
     per_cycle = 64 if "avx512f" in flags else 32 if "fma" in flags else 8
-    vectors = [name for name in ("avx512f", "avx2", "fma") if name in flags] or ["no AVX2"]
+    vectors = [name for name in ("avx512f", "avx512_vnni", "avx512_bf16", "avx_vnni", "amx_int8", "avx2", "fma") if name in flags] or ["no AVX2"]
     return threads * mhz * 1e6 * per_cycle, model, mhz, per_cycle, vectors
 
 
@@ -135,8 +135,9 @@ def marian_table(runs):
     int8 = [(w, n) for w, n in rows if runs.get((w, "candle-int8"))]
     if not int8:
         return
-    print("\nThe same in int8 (`--compute-type int8`; CTranslate2's `compute_type=\"int8\"`), both "
-          "quantizing the float32 weights when they load:\n")
+    print("\nThe same in int8 (`--compute-type int8`; CTranslate2's `compute_type=\"int8\"`), each "
+          "from its own int8 model on disk (`transformer quantize`; `ct2-transformers-converter "
+          "--quantization int8`):\n")
     print("| workload | ours int8 | CTranslate2 int8 | ours / CTranslate2 | ours int8 / ours float32 "
           "| peak RSS ours | peak RSS CTranslate2 |")
     print("|---|---:|---:|---:|---:|---:|---:|")

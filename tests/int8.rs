@@ -234,12 +234,20 @@ fn an_int8_checkpoint_is_refused_for_training_export_and_quantizing_naming_its_s
     fails_naming(
         dir.path(),
         &["quantize", &source, "--out", &source, "--overwrite"],
-        &["is or holds the checkpoint being quantized"],
+        &["is or holds", "which is being read"],
     );
     fails_naming(
         dir.path(),
         &["quantize", &source, "--out", &int8],
         &["already exists", "--overwrite"],
+    );
+    // --overwrite replaces an earlier int8 checkpoint, never a float one or other files.
+    std::fs::create_dir(dir.path().join("notes")).unwrap();
+    std::fs::write(dir.path().join("notes/todo.md"), "mine").unwrap();
+    fails_naming(
+        dir.path(),
+        &["quantize", &source, "--out", "notes", "--overwrite"],
+        &["holds todo.md, which no checkpoint has"],
     );
     succeeded(
         transformer()

@@ -417,3 +417,38 @@ fn an_overwrite_refused_for_a_leftover_it_cannot_remove_leaves_the_old_run_whole
     assert!(run.join("best/model.safetensors").is_file());
     assert!(run.join("averaged/model.safetensors").is_file());
 }
+
+#[test]
+fn average_replaces_only_an_earlier_averaged_checkpoint_never_the_run_or_other_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_averaging_config(dir.path(), 20);
+    let run = dir.path().join("run");
+    train(&config, &run);
+    let average_into = |out: &Path| {
+        transformer()
+            .args(["average", "--last", "1", "--out"])
+            .arg(out)
+            .arg(&run)
+            .output()
+            .unwrap()
+    };
+    let refused = |out: &Path, needle: &str| {
+        let output = average_into(out);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(1), "{stderr}");
+        assert!(stderr.contains(needle), "{needle:?} not in {stderr}");
+    };
+    // The run itself, and the folder that holds it, were replaced (and so deleted) before.
+    refused(&run, "which is being read");
+    refused(dir.path(), "which is being read");
+    refused(&run.join("last"), "resume state");
+    let other = dir.path().join("notes");
+    std::fs::create_dir(&other).unwrap();
+    std::fs::write(other.join("todo.md"), "mine").unwrap();
+    refused(&other, "holds todo.md, which no checkpoint has");
+    assert!(other.join("todo.md").is_file() && run.join("last/model.safetensors").is_file());
+    // An earlier average is replaced.
+    let averaged = dir.path().join("averaged");
+    assert!(average_into(&averaged).status.success());
+    assert!(average_into(&averaged).status.success());
+}

@@ -88,6 +88,9 @@ pub fn average(run_dir: &Path, last: usize, out: &Path) -> anyhow::Result<Vec<us
         );
     }
     let chosen = &history[history.len() - last..];
+    let mut sources: Vec<&Path> = chosen.iter().map(|(_, dir)| dir.as_path()).collect();
+    sources.push(run_dir);
+    super::replace::check(out, "--out", &sources, super::replace::Kind::Float)?;
     let device = Device::Cpu;
     let mut sums: HashMap<String, Tensor> = HashMap::new();
     let mut newest = None;

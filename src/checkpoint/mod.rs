@@ -25,6 +25,7 @@ pub mod int8_file;
 pub mod marian;
 pub mod marian_export;
 pub mod quantize;
+mod replace;
 mod strict;
 mod tensor_file;
 mod write;
@@ -191,7 +192,13 @@ pub fn load_as(
 ) -> anyhow::Result<Checkpoint> {
     let dir = resolve(path)?;
     let (mut config, tokenizers, weights) = read_parts(&dir, device)?;
-    let mut compute = compute.unwrap_or(config.decode.compute_type);
+    // An int8 checkpoint decodes in int8 unless asked otherwise, whatever its config says.
+    let default = if weights.is_int8() {
+        ComputeType::Int8
+    } else {
+        config.decode.compute_type
+    };
+    let mut compute = compute.unwrap_or(default);
     if compute == ComputeType::Int8 && !crate::device::multiplies_int8(device) {
         config.notes.push(format!(
             "int8 products run on the CPU only: decoding in float32 on {}{}",

@@ -7,9 +7,10 @@ use std::path::{Path, PathBuf};
 use anyhow::bail;
 use candle_core::{DType, Device};
 
+use super::replace::{self, Kind};
 use super::strict::build_model_int8_served;
 use super::write::{save_with, sync_dir, write_synced};
-use super::{int8_file, read_parts, resolve, CONFIG_FILE, MODEL_FILE, OPTIMIZER_FILE, STATE_FILE};
+use super::{int8_file, read_parts, resolve, CONFIG_FILE, MODEL_FILE};
 use crate::config::ComputeType;
 
 /// What a quantization wrote.
@@ -28,14 +29,26 @@ pub struct Quantized {
 /// checkpoint, never the source or a checkpoint training resumes from.
 pub fn quantize(source: &Path, out: &Path, overwrite: bool) -> anyhow::Result<Quantized> {
     let dir = resolve(source)?;
-    check_replaceable(out, &dir, overwrite)?;
+    if !overwrite && std::fs::symlink_metadata(out).is_ok() {
+        replace::check(out, "--out", &[source, &dir], Kind::Int8)?;
+        bail!(
+            "{} already exists; pass --overwrite to replace it, or --out DIR to write elsewhere",
+            out.display()
+        );
+    }
+    replace::check(out, "--out", &[source, &dir], Kind::Int8)?;
     let device = Device::Cpu;
     let (mut config, tokenizers, weights) = read_parts(&dir, &device)?;
     weights.refuse_int8("is quantized already")?;
     let bytes_before = std::fs::metadata(&weights.path).map_or(0, |m| m.len());
     let (model, served) = build_model_int8_served(&config, &tokenizers, weights, &device)?;
-    // A shared matrix is stored once; its other names are left out, as the loader expects.
-    let tied: HashSet<String> = model.tied_names().into_iter().collect();
+    // A shared matrix is stored once (its other names left out, as the loader expects), and
+    // the fixed position tables not at all: the loader computes them.
+    let tied: HashSet<String> = model
+        .tied_names()
+        .into_iter()
+        .chain(model.buffers().into_iter().map(|(name, _)| name))
+        .collect();
     let mut seen = HashSet::new();
     let mut tensors: Vec<_> = served
         .into_iter()
@@ -76,48 +89,4 @@ pub fn quantize(source: &Path, out: &Path, overwrite: bool) -> anyhow::Result<Qu
         bytes_before,
         bytes_after,
     })
-}
-
-/// Refuses an `out` whose replacement would lose work.
-fn check_replaceable(out: &Path, source: &Path, overwrite: bool) -> anyhow::Result<()> {
-    if std::fs::symlink_metadata(out).is_err() {
-        return Ok(());
-    }
-    if !out.is_dir() {
-        bail!(
-            "--out {} exists and is not a directory; name a new directory",
-            out.display()
-        );
-    }
-    if let (Ok(out_real), Ok(source_real)) = (out.canonicalize(), source.canonicalize()) {
-        if source_real.starts_with(&out_real) {
-            bail!(
-                "--out {} is or holds the checkpoint being quantized ({}); write the int8 copy \
-                 somewhere else",
-                out.display(),
-                source.display()
-            );
-        }
-    }
-    if !overwrite {
-        bail!(
-            "{} already exists; pass --overwrite to replace it, or --out DIR to write elsewhere",
-            out.display()
-        );
-    }
-    let checkpoint = out.join(MODEL_FILE).is_file() && out.join(CONFIG_FILE).is_file();
-    let resumable = out.join(OPTIMIZER_FILE).exists() || out.join(STATE_FILE).exists();
-    if !checkpoint || resumable {
-        bail!(
-            "--out {} is not an earlier int8 or averaged checkpoint ({}); --overwrite replaces \
-             only such a directory: choose another --out",
-            out.display(),
-            if resumable {
-                "it holds a training run's resume state"
-            } else {
-                "it holds no config.toml and model.safetensors"
-            }
-        );
-    }
-    Ok(())
 }

@@ -101,6 +101,22 @@ pub fn read(path: &Path, device: &Device) -> anyhow::Result<TensorFile> {
     })
 }
 
+/// Whether the safetensors file at `path` holds an `I8` tensor, from its header alone; `None`
+/// when the header cannot be read.
+pub fn holds_int8(path: &Path) -> Option<bool> {
+    let mut file = File::open(path).ok()?;
+    let mut size = [0u8; 8];
+    file.read_exact(&mut size).ok()?;
+    let header_bytes = u64::from_le_bytes(size);
+    if header_bytes > MOST_HEADER_BYTES {
+        return None;
+    }
+    let mut header = vec![0u8; header_bytes as usize];
+    file.read_exact(&mut header).ok()?;
+    let entries: HashMap<String, serde_json::Value> = serde_json::from_slice(&header).ok()?;
+    Some(entries.values().any(|entry| entry["dtype"] == "I8"))
+}
+
 fn read_one(
     file: &File,
     entry: &Entry,

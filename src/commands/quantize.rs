@@ -6,9 +6,12 @@ use crate::cli::QuantizeArgs;
 
 pub fn run(args: QuantizeArgs) -> anyhow::Result<()> {
     let done = quantize(&args.checkpoint, &args.out, args.overwrite)?;
-    let mb = |bytes: u64| bytes as f64 / 1e6;
+    let mb = |bytes: u64| match bytes {
+        0..1_000_000 => format!("{:.1} kB", bytes as f64 / 1e3),
+        _ => format!("{:.1} MB", bytes as f64 / 1e6),
+    };
     eprintln!(
-        "wrote {} from {}: {} matrices in int8, weights {:.1} MB -> {:.1} MB",
+        "wrote {} from {}: {} matrices in int8, weights {} -> {}",
         args.out.display(),
         done.source.display(),
         done.int8_matrices,

@@ -304,7 +304,14 @@ fn quantize_into(row: &[f32], q: &mut [i8]) -> f32 {
     if !finite {
         return f32::NAN;
     }
-    let scale = if largest > 0.0 { largest / 127.0 } else { 1.0 };
+    // A zero row, or one so small that its scale would not be a normal float (and its
+    // inverse overflow), is stored as zeros with scale 1.
+    let scale = largest / 127.0;
+    let scale = if scale >= f32::MIN_POSITIVE {
+        scale
+    } else {
+        1.0
+    };
     let inverse = 1.0 / scale;
     for (q, &v) in q.iter_mut().zip(row) {
         *q = (((v * inverse).clamp(-127.0, 127.0) + ROUNDING) - ROUNDING) as i32 as i8;
@@ -669,6 +676,19 @@ mod tests {
                     - 1.0
             })
             .collect()
+    }
+
+    /// A row too small for a normal scale is stored as zeros with scale 1 (a scale of 0
+    /// would make the checkpoint unloadable), and a non-finite row gets a NaN scale.
+    #[test]
+    fn tiny_and_non_finite_rows_get_usable_scales() {
+        let (values, scales) = quantize_rows(&[5e-45, 0.0, 1e-40, -1e-39, 0.5, 1.0], 3, 2);
+        assert_eq!(&values[..4], &[0, 0, 0, 0]);
+        assert_eq!(&scales[..2], &[1.0, 1.0]);
+        assert_eq!(&values[4..], &[64, 127]);
+        assert!(scales[2] > 0.0);
+        let (_, scales) = quantize_rows(&[f32::INFINITY, 1.0], 1, 2);
+        assert!(scales[0].is_nan());
     }
 
     /// Every kernel this CPU has, each on its own layout, gives the plain loop's integer sums
