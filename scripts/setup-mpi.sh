@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # OpenMPI for `--features mpi` builds and their tests: Debian's libopenmpi-dev and openmpi-bin,
-# and libclang-dev for the `mpi` crate's bindgen. Installs only what is missing (apt-get, as
-# root or through sudo); prints the mpirun version.
+# libclang-dev for the `mpi` crate's bindgen, and iproute2 (`ip netns`) for the two-host test.
+# Installs only what is missing (apt-get, as root or through sudo); prints the mpirun version.
 set -euo pipefail
 
-packages=(libopenmpi-dev openmpi-bin libclang-dev)
+packages=(libopenmpi-dev openmpi-bin libclang-dev iproute2)
 missing=()
 for package in "${packages[@]}"; do
   if ! dpkg -s "$package" > /dev/null 2>&1; then

@@ -111,3 +111,73 @@ fn plain_line(report: &StepReport) -> String {
         eta
     )
 }
+
+/// Progress through a long pass over a corpus on disk (reading, learning a tokenizer,
+/// encoding): a bar of the file bytes read so far, with rate and ETA, on a terminal; nothing
+/// otherwise (the pass's summary line says what it did). Finishes when dropped.
+pub struct DataProgress {
+    bar: Option<ProgressBar>,
+    ticker: Option<std::thread::JoinHandle<()>>,
+    done: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl DataProgress {
+    /// A bar labelled `what` that follows `read()` (bytes) towards `total` bytes.
+    pub fn new(
+        what: &str,
+        total: u64,
+        read: impl Fn() -> u64 + Send + 'static,
+        verbosity: Verbosity,
+    ) -> Self {
+        let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        if verbosity == Verbosity::Quiet || !std::io::stderr().is_terminal() || total == 0 {
+            return Self {
+                bar: None,
+                ticker: None,
+                done,
+            };
+        }
+        let bar = ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::stderr());
+        let style = ProgressStyle::with_template(
+            "{elapsed_precise} [{bar:30.cyan/blue}] {msg} {bytes}/{total_bytes} \
+             {bytes_per_sec} ETA {eta}",
+        )
+        .unwrap_or_else(|_| ProgressStyle::default_bar())
+        .progress_chars("=> ");
+        bar.set_style(style);
+        bar.set_message(what.to_string());
+        let (ticking, stop) = (bar.clone(), done.clone());
+        let ticker = std::thread::spawn(move || {
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                ticking.set_position(read());
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        });
+        Self {
+            bar: Some(bar),
+            ticker: Some(ticker),
+            done,
+        }
+    }
+}
+
+impl DataProgress {
+    /// Says what the pass does now (after the reading, say).
+    pub fn set_message(&self, what: &str) {
+        if let Some(bar) = &self.bar {
+            bar.set_message(what.to_string());
+        }
+    }
+}
+
+impl Drop for DataProgress {
+    fn drop(&mut self) {
+        self.done.store(true, std::sync::atomic::Ordering::Relaxed);
+        if let Some(ticker) = self.ticker.take() {
+            let _ = ticker.join();
+        }
+        if let Some(bar) = &self.bar {
+            bar.finish_and_clear();
+        }
+    }
+}

@@ -8,11 +8,12 @@
 mod common;
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::path::Path;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use candle_core::{Device, Tensor};
+use common::data_parallel::{ran, step_losses, train_args, write_config, write_pairs};
 use common::{succeeded, transformer};
 
 /// `mpirun -np RANKS transformer ...`, one thread per rank, as CI (root, 2 cores) can run it.
@@ -26,91 +27,6 @@ fn mpirun(ranks: usize) -> Command {
         .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
         .arg(assert_cmd::cargo::cargo_bin("transformer"));
     command
-}
-
-fn ran(command: &mut Command) -> Output {
-    let output = command.output().expect("mpirun runs (install openmpi-bin)");
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    output
-}
-
-/// 25 short pairs over a small vocabulary, so that a token budget of 24 makes an odd number
-/// of batches (the last step of each epoch has one batch, and rank 1 none).
-fn write_pairs(dir: &Path) -> PathBuf {
-    let de = [
-        "ich", "du", "er", "wir", "haus", "bier", "hund", "katze", "ball",
-    ];
-    let en = [
-        "i", "you", "he", "we", "house", "beer", "dog", "cat", "ball",
-    ];
-    let mut text = String::new();
-    for i in 0..25usize {
-        let words: Vec<usize> = (0..2 + i % 5).map(|j| (i * 7 + j * 3) % de.len()).collect();
-        let side = |vocab: &[&str]| -> Vec<String> {
-            words.iter().map(|&w| vocab[w].to_string()).collect()
-        };
-        text.push_str(&format!(
-            "{}\t{}\n",
-            side(&de).join(" "),
-            side(&en).join(" ")
-        ));
-    }
-    let path = dir.join("pairs.tsv");
-    std::fs::write(&path, text).unwrap();
-    path
-}
-
-/// A one-layer model without dropout over `pairs`, accumulating `accumulate` batches a step.
-fn write_config(dir: &Path, pairs: &Path, accumulate: usize, epochs: usize) -> PathBuf {
-    let path = dir.join(format!("a{accumulate}-e{epochs}.toml"));
-    std::fs::write(
-        &path,
-        format!(
-            r#"[model]
-layers = 1
-d_model = 32
-d_ff = 64
-heads = 4
-dropout = 0.0
-attention_dropout = 0.0
-
-[data]
-train = "{}"
-
-[training]
-seed = 1
-epochs = {epochs}
-max_tokens = 24
-accumulate = {accumulate}
-warmup = 10
-log_every = 1
-checkpoint_every = 4
-"#,
-            pairs.display()
-        ),
-    )
-    .unwrap();
-    path
-}
-
-/// The loss of every step, from a run's metrics.jsonl.
-fn step_losses(run: &Path) -> Vec<(u64, f64)> {
-    std::fs::read_to_string(run.join("metrics.jsonl"))
-        .unwrap()
-        .lines()
-        .map(|line| serde_json::from_str::<serde_json::Value>(line).unwrap())
-        .filter(|record| record.get("lr").is_some())
-        .map(|record| {
-            (
-                record["step"].as_u64().unwrap(),
-                record["loss"].as_f64().unwrap(),
-            )
-        })
-        .collect()
 }
 
 fn weights(run: &Path) -> HashMap<String, Tensor> {
@@ -130,15 +46,6 @@ fn largest_difference(a: &HashMap<String, Tensor>, b: &HashMap<String, Tensor>) 
             diff.max(0).unwrap().to_scalar::<f32>().unwrap()
         })
         .fold(0.0, f32::max)
-}
-
-fn train_args(config: &Path, run: &Path) -> Vec<String> {
-    ["train", "--device", "cpu", "--config"]
-        .iter()
-        .map(|s| s.to_string())
-        .chain([config.display().to_string(), "--out".into()])
-        .chain([run.display().to_string()])
-        .collect()
 }
 
 #[test]
@@ -356,4 +263,64 @@ fn children_named(parent: u32, name: &str) -> Vec<i32> {
         .collect();
     pids.sort_unstable();
     pids
+}
+
+#[test]
+fn two_ranks_split_validation_and_score_the_bleu_one_process_scores() {
+    let dir = tempfile::tempdir().unwrap();
+    let pairs = write_pairs(dir.path());
+    // 150 validation pairs: three blocks of decoding (64, 64, 22), two for rank 0, one for
+    // rank 1; and an odd number of loss batches.
+    let (valid_de, valid_en) = (dir.path().join("valid.de"), dir.path().join("valid.en"));
+    let lines: Vec<String> = std::fs::read_to_string(&pairs)
+        .unwrap()
+        .lines()
+        .map(str::to_string)
+        .collect();
+    let (mut de, mut en) = (String::new(), String::new());
+    for i in 0..150 {
+        let (src, tgt) = lines[i % lines.len()].split_once('\t').unwrap();
+        de.push_str(&format!("{src}\n"));
+        en.push_str(&format!("{tgt}\n"));
+    }
+    std::fs::write(&valid_de, de).unwrap();
+    std::fs::write(&valid_en, en).unwrap();
+    let config = write_config(dir.path(), &pairs, 1, 2);
+    let text = std::fs::read_to_string(&config).unwrap().replace(
+        "[training]",
+        &format!(
+            "valid = {{ src = \"{}\", tgt = \"{}\" }}\n\n[training]",
+            valid_de.display(),
+            valid_en.display()
+        ),
+    );
+    std::fs::write(&config, text).unwrap();
+    let run = dir.path().join("run");
+    ran(mpirun(2).args(train_args(&config, &run)).arg("--quiet"));
+    let epochs: Vec<serde_json::Value> = std::fs::read_to_string(run.join("metrics.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str::<serde_json::Value>(line).unwrap())
+        .filter(|record| record.get("valid_bleu").is_some())
+        .collect();
+    assert_eq!(epochs.len(), 2, "{epochs:?}");
+    let split_bleu = epochs[1]["valid_bleu"].as_f64().unwrap();
+    let split_loss = epochs[1]["valid_loss"].as_f64().unwrap();
+    assert!(split_bleu > 0.0, "{epochs:?}");
+    // One process scores the same weights (the run's last/, written after the last
+    // validation) on the whole set.
+    let output = succeeded(
+        transformer()
+            .args(["eval", "--device", "cpu", "--json", "--checkpoint"])
+            .arg(run.join("last"))
+            .arg("--src")
+            .arg(&valid_de)
+            .arg("--ref")
+            .arg(&valid_en),
+    );
+    let report: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let alone = report["bleu"].as_f64().unwrap();
+    assert_eq!((split_bleu * 1e4).round() / 1e4, alone, "{report}");
+    // The loss sums add in another order over two ranks: equal to rounding.
+    assert!(split_loss.is_finite() && split_loss > 0.0);
 }

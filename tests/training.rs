@@ -12,7 +12,7 @@ use transformer::config::{
     Activation, ComputeDtype, Config, ModelConfig, NormPlacement, PositionEncoding,
 };
 use transformer::data::vocab::PAD_ID;
-use transformer::data::{encode_pairs, read_corpus, Tokenizers};
+use transformer::data::{encode_pairs, read_corpus, EncodedCorpus, IdWidth, Tokenizers};
 use transformer::infer::teacher_forced_log_probs;
 use transformer::model::{DropoutRng, Mode};
 use transformer::train::loss::LabelSmoothing;
@@ -32,7 +32,10 @@ fn try_toy_trainer(config: Config) -> anyhow::Result<Trainer> {
     let (pairs, _) = read_corpus(&source).unwrap();
     let tokenizers = Tokenizers::learn(&config.data, &pairs).unwrap();
     let data = TrainingData {
-        pairs: encode_pairs(&pairs, &tokenizers, 64).unwrap().0,
+        pairs: EncodedCorpus::from_pairs(
+            &encode_pairs(&pairs, &tokenizers, 64).unwrap().0,
+            IdWidth::U32,
+        ),
         tokenizers,
         valid: None,
     };
@@ -50,10 +53,16 @@ fn small_model() -> ModelConfig {
     }
 }
 
+/// Every training pair of `trainer` in one batch.
+fn whole_batch(trainer: &Trainer) -> transformer::data::PaddedBatch {
+    let pairs = &trainer.data().pairs;
+    let all: Vec<u32> = (0..pairs.len() as u32).collect();
+    transformer::data::PaddedBatch::from_corpus(pairs, &all, PAD_ID)
+}
+
 /// The toy pairs as one batch: (src, tgt_in, tgt_out).
 fn toy_batch(trainer: &Trainer) -> (Tensor, Tensor, Tensor) {
-    let pairs: Vec<_> = trainer.data().pairs.iter().collect();
-    let batch = transformer::data::PaddedBatch::new(&pairs);
+    let batch = whole_batch(trainer);
     let dev = Device::Cpu;
     (
         Tensor::from_slice(&batch.src, (batch.size, batch.src_len), &dev).unwrap(),
@@ -128,8 +137,7 @@ fn every_variant_trains() {
         edit(&mut config.model);
         config.training.warmup = 10;
         let mut trainer = try_toy_trainer(config.clone()).unwrap();
-        let pairs: Vec<_> = trainer.data().pairs.iter().collect();
-        let batch = transformer::data::PaddedBatch::new(&pairs);
+        let batch = whole_batch(&trainer);
         let losses: Vec<f64> = (0..30)
             .map(|_| trainer.step_on(std::slice::from_ref(&batch)).unwrap())
             .collect();
@@ -277,8 +285,7 @@ fn toy_trainer_in(dtype: ComputeDtype) -> Trainer {
 fn half_precision_training_keeps_f32_master_weights_and_follows_the_f32_losses() {
     let mut full = toy_trainer_in(ComputeDtype::F32);
     let mut half = toy_trainer_in(ComputeDtype::F16);
-    let pairs: Vec<_> = full.data().pairs.iter().collect();
-    let batch = transformer::data::PaddedBatch::new(&pairs);
+    let batch = whole_batch(&full);
     let mut losses = (Vec::new(), Vec::new());
     for _ in 0..30 {
         losses
@@ -405,8 +412,7 @@ fn training_through_the_composed_kernels_follows_the_fused_run() {
     let losses = |composed: bool| {
         let _path = composed.then(transformer::kernels::composed_only);
         let mut trainer = try_toy_trainer(config.clone()).unwrap();
-        let pairs: Vec<_> = trainer.data().pairs.iter().collect();
-        let batch = transformer::data::PaddedBatch::new(&pairs);
+        let batch = whole_batch(&trainer);
         (0..30)
             .map(|_| trainer.step_on(std::slice::from_ref(&batch)).unwrap())
             .collect::<Vec<f64>>()

@@ -25,7 +25,8 @@ pub fn export_multi30k_batches(path: &Path, count: usize) -> anyhow::Result<()> 
     let tokenizers = Tokenizers::learn(&config.data, &pairs)?;
     let (encoded, _) = encode_pairs(&pairs, &tokenizers, config.model.max_len)?;
     let t = &config.training;
-    let batches = crate::data::epoch_batches(&encoded, t.max_tokens, (t.seed, 0), PAD_ID);
+    let corpus = crate::data::EncodedCorpus::from_pairs(&encoded, crate::data::IdWidth::U32);
+    let batches = crate::data::epoch_batches(&corpus, t.max_tokens, (t.seed, 0), PAD_ID);
     let mut tensors = Vec::new();
     for (i, batch) in batches.iter().take(count).enumerate() {
         let as_i64 = |ids: &[u32], cols: usize| -> anyhow::Result<Tensor> {

@@ -22,7 +22,10 @@ pub use marian::{marian_decoding, MarianWorkload};
 
 use crate::config::{Config, ModelConfig};
 use crate::data::vocab::BOS_ID;
-use crate::data::{encode_pairs, read_corpus, EncodedPair, PaddedBatch, SentencePair, Tokenizers};
+use crate::data::{
+    encode_pairs, read_corpus, EncodedCorpus, EncodedPair, IdWidth, PaddedBatch, SentencePair,
+    Tokenizers,
+};
 use crate::distributed::{Collective, SingleProcess};
 use crate::model::{TrainedWeights, VocabSizes};
 use crate::train::{Trainer, TrainingData};
@@ -83,7 +86,7 @@ fn trainer(
     collective: Box<dyn Collective>,
 ) -> anyhow::Result<Trainer> {
     let data = TrainingData {
-        pairs: Vec::new(),
+        pairs: EncodedCorpus::from_pairs(&[], IdWidth::U32),
         tokenizers: synthetic_tokenizers(vocab)?,
         valid: None,
     };
@@ -145,7 +148,7 @@ pub fn toy_training(steps: usize, device: &Device) -> anyhow::Result<Measurement
     let tokenizers = Tokenizers::learn(&config.data, &pairs)?;
     let (encoded, _) = encode_pairs(&pairs, &tokenizers, config.model.max_len)?;
     let data = TrainingData {
-        pairs: encoded.clone(),
+        pairs: EncodedCorpus::from_pairs(&encoded, IdWidth::U32),
         tokenizers,
         valid: None,
     };

@@ -19,8 +19,8 @@ use crate::train::TrainingData;
 /// does not cover: those tokens train as `<unk>`.
 pub(super) fn warn_of_unknown_tokens(data: &TrainingData, config: &Config) {
     let unk = data.tokenizers.specials().unk;
-    let ids = data.pairs.iter().flat_map(|p| p.src.iter().chain(&p.tgt));
-    let (unknown, total) = ids.fold((0usize, 0usize), |(unknown, total), &id| {
+    let ids = data.pairs.all_ids();
+    let (unknown, total) = ids.fold((0usize, 0usize), |(unknown, total), id| {
         (unknown + usize::from(id == unk), total + 1)
     });
     if unknown > 0 {

@@ -42,8 +42,8 @@ pub fn run(args: TrainArgs) -> anyhow::Result<()> {
     let device = super::device_from(&device_args, verbosity)?;
     let started = Instant::now();
     let (mut trainer, run_dir, samples) = match &args.resume {
-        Some(run_dir) => resumed_trainer(run_dir, &device, collective)?,
-        None => new_trainer(&args, &device, collective)?,
+        Some(run_dir) => resumed_trainer(run_dir, &device, collective, verbosity)?,
+        None => new_trainer(&args, &device, collective, verbosity)?,
     };
     let position = trainer.position().clone();
     if !still_to_train(&trainer, &run_dir, args.stop_at_step)? {
@@ -251,6 +251,7 @@ fn new_trainer(
     args: &TrainArgs,
     device: &candle_core::Device,
     collective: Box<dyn Collective>,
+    verbosity: Verbosity,
 ) -> anyhow::Result<(Trainer, PathBuf, Vec<String>)> {
     let (mut config, name) = match &args.config {
         Some(path) => (Config::load(path)?, config_name(path)),
@@ -279,12 +280,17 @@ fn new_trainer(
     };
     let (tokenizers, weights) = initial.unzip();
     let inherited = tokenizers.is_some();
-    let (data, samples) =
-        TrainingData::prepare(&config, tokenizers, SAMPLE_TRANSLATIONS, |line| {
+    let (data, samples) = TrainingData::prepare(
+        &config,
+        tokenizers,
+        SAMPLE_TRANSLATIONS,
+        verbosity,
+        |line| {
             if lead {
                 eprintln!("{line}")
             }
-        })?;
+        },
+    )?;
     if inherited && lead {
         init_from::warn_of_unknown_tokens(&data, &config);
     }
@@ -330,6 +336,7 @@ fn resumed_trainer(
     run_dir: &Path,
     device: &candle_core::Device,
     collective: Box<dyn Collective>,
+    verbosity: Verbosity,
 ) -> anyhow::Result<(Trainer, PathBuf, Vec<String>)> {
     let lead = collective.rank() == 0;
     let saved = checkpoint::load_for_resume(run_dir, device)?;
@@ -339,6 +346,7 @@ fn resumed_trainer(
         &config,
         Some(saved.tokenizers),
         SAMPLE_TRANSLATIONS,
+        verbosity,
         |line| {
             if lead {
                 eprintln!("{line}")

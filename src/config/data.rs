@@ -33,6 +33,28 @@ pub struct DataConfig {
     /// The target language's code (`en`), as `source_lang`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub target_lang: Option<String>,
+    /// Whether the encoded training corpus (and a tokenizer learned from it) is cached on
+    /// disk, memory-mapped and reused by a resume or any run over the same files.
+    pub cache: CorpusCacheMode,
+    /// Where the cache lives; default `$TRANSFORMER_CACHE`, else `$XDG_CACHE_HOME/transformer`,
+    /// else `~/.cache/transformer` (each with `corpora/` under it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cache_dir: Option<PathBuf>,
+}
+
+/// `data.cache`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CorpusCacheMode {
+    /// Corpora of [`CorpusCacheMode::AUTO_BYTES`] or more on disk: re-encoding them takes
+    /// seconds; smaller ones encode faster than a cache is checked.
+    Auto,
+    On,
+    Off,
+}
+
+impl CorpusCacheMode {
+    pub const AUTO_BYTES: u64 = 16 << 20;
 }
 
 impl Default for DataConfig {
@@ -46,6 +68,8 @@ impl Default for DataConfig {
             min_freq: 1,
             source_lang: None,
             target_lang: None,
+            cache: CorpusCacheMode::Auto,
+            cache_dir: None,
         }
     }
 }

@@ -19,7 +19,7 @@ mod toml_location;
 mod training;
 mod validate;
 
-pub use data::{BuiltinCorpus, CorpusSource, DataConfig, TokenizerKind};
+pub use data::{BuiltinCorpus, CorpusCacheMode, CorpusSource, DataConfig, TokenizerKind};
 pub use decode::{ComputeType, DecodeConfig, LengthNormalization};
 pub use model::{
     Activation, Architecture, ModelConfig, NormPlacement, PositionEncoding, VocabSizes,

@@ -1,10 +1,7 @@
 //! Turning sentence pairs into padded id matrices, in a seeded order per epoch.
 
-use rand::seq::SliceRandom;
-use rand::SeedableRng;
-use rand_chacha::ChaCha8Rng;
-
 use super::corpus::SentencePair;
+use super::encoded_corpus::{EncodedCorpus, EpochPlan};
 use super::tokenizer::Tokenizers;
 use super::vocab::{BOS_ID, EOS_ID, PAD_ID};
 
@@ -95,46 +92,53 @@ impl PaddedBatch {
     }
 }
 
+impl PaddedBatch {
+    /// The pairs `indices` of `corpus`, padded with `pad`.
+    pub fn from_corpus(corpus: &EncodedCorpus, indices: &[u32], pad: u32) -> Self {
+        let lens: Vec<(usize, usize)> = indices.iter().map(|&i| corpus.lens(i as usize)).collect();
+        let src_len = lens.iter().map(|l| l.0).max().unwrap_or(0);
+        let tgt_len = lens.iter().map(|l| l.1 - 1).max().unwrap_or(0);
+        let mut batch = Self {
+            size: indices.len(),
+            src: Vec::with_capacity(indices.len() * src_len),
+            src_len,
+            tgt_in: Vec::with_capacity(indices.len() * tgt_len),
+            tgt_out: Vec::with_capacity(indices.len() * tgt_len),
+            tgt_len,
+            ntokens: 0,
+        };
+        let mut tgt = Vec::new();
+        for (&i, &(s, t)) in indices.iter().zip(&lens) {
+            corpus.extend(i as usize, false, &mut batch.src);
+            batch.src.extend(std::iter::repeat_n(pad, src_len - s));
+            tgt.clear();
+            corpus.extend(i as usize, true, &mut tgt);
+            let last = t - 1;
+            push_padded(&mut batch.tgt_in, &tgt[..last], tgt_len, pad);
+            push_padded(&mut batch.tgt_out, &tgt[1..], tgt_len, pad);
+            batch.ntokens += last;
+        }
+        batch
+    }
+}
+
 fn push_padded(out: &mut Vec<u32>, ids: &[u32], len: usize, pad: u32) {
     out.extend_from_slice(ids);
     out.extend(std::iter::repeat_n(pad, len - ids.len()));
 }
 
-/// The batches of one epoch: every pair exactly once, pairs of similar length together (less
-/// padding), each batch within `max_tokens` (sentences x the longer padded side; a pair longer
-/// than that gets a batch of its own), in an order drawn from `seed` and `epoch`; padded
-/// with `pad`.
+/// The batches of one epoch (see [`EpochPlan`]), all padded at once: for small corpora and
+/// the benchmark; training cuts them one step at a time.
 pub fn epoch_batches(
-    pairs: &[EncodedPair],
+    corpus: &EncodedCorpus,
     max_tokens: usize,
     (seed, epoch): (u64, usize),
     pad: u32,
 ) -> Vec<PaddedBatch> {
-    let mut rng =
-        ChaCha8Rng::seed_from_u64(seed ^ (epoch as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15));
-    let mut order: Vec<&EncodedPair> = pairs.iter().collect();
-    // Shuffle, then a stable sort by length: equal lengths stay in random order.
-    order.shuffle(&mut rng);
-    order.sort_by_key(|p| p.src.len().max(p.tgt.len()));
-    let mut batches = Vec::new();
-    let mut current: Vec<&EncodedPair> = Vec::new();
-    let (mut src_len, mut tgt_len) = (0, 0);
-    for pair in order {
-        let (s, t) = (src_len.max(pair.src.len()), tgt_len.max(pair.tgt.len()));
-        if !current.is_empty() && (current.len() + 1) * s.max(t) > max_tokens {
-            batches.push(PaddedBatch::padded_with(&current, pad));
-            current.clear();
-            (src_len, tgt_len) = (pair.src.len(), pair.tgt.len());
-        } else {
-            (src_len, tgt_len) = (s, t);
-        }
-        current.push(pair);
-    }
-    if !current.is_empty() {
-        batches.push(PaddedBatch::padded_with(&current, pad));
-    }
-    batches.shuffle(&mut rng);
-    batches
+    let plan = EpochPlan::new(corpus, max_tokens, (seed, epoch));
+    (0..plan.len())
+        .map(|i| PaddedBatch::from_corpus(corpus, plan.batch_pairs(i), pad))
+        .collect()
 }
 
 /// Batches in input order (no shuffling, no sorting), for evaluation; padded with `pad`.
@@ -187,7 +191,8 @@ mod tests {
         let pairs: Vec<EncodedPair> = (1..=40u32)
             .map(|i| pair(&vec![i + 3; (i % 8 + 1) as usize], &[i + 3]))
             .collect();
-        let batches = epoch_batches(&pairs, 30, (9, 0), PAD_ID);
+        let corpus = EncodedCorpus::from_pairs(&pairs, super::super::encoded_corpus::IdWidth::U16);
+        let batches = epoch_batches(&corpus, 30, (9, 0), PAD_ID);
         let mut seen: Vec<u32> = Vec::new();
         for b in &batches {
             assert!(b.size * b.src_len.max(b.tgt_len) <= 30);
@@ -195,8 +200,8 @@ mod tests {
         }
         seen.sort();
         assert_eq!(seen, (4..=43).collect::<Vec<_>>());
-        assert_eq!(epoch_batches(&pairs, 30, (9, 0), PAD_ID), batches);
-        assert_ne!(epoch_batches(&pairs, 30, (9, 1), PAD_ID), batches);
+        assert_eq!(epoch_batches(&corpus, 30, (9, 0), PAD_ID), batches);
+        assert_ne!(epoch_batches(&corpus, 30, (9, 1), PAD_ID), batches);
     }
 
     #[test]

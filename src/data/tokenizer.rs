@@ -6,7 +6,6 @@ use std::sync::Arc;
 
 use anyhow::{anyhow, Context};
 use tokenizers::models::bpe::{BpeTrainerBuilder, BPE};
-use tokenizers::models::TrainerWrapper;
 use tokenizers::pre_tokenizers::metaspace::{Metaspace, PrependScheme};
 use tokenizers::{AddedToken, Tokenizer};
 
@@ -302,34 +301,149 @@ fn marian_is_for_translation() -> anyhow::Error {
     )
 }
 
+/// The pre-tokenizer of our BPE: SentencePiece-style words, `▁` marking a word start.
+fn metaspace() -> Metaspace {
+    Metaspace::new('▁', PrependScheme::Always, true)
+}
+
 /// Byte-pair encoding over SentencePiece-style words (`▁` marks a word start), with our four
 /// specials first so that they get ids 0-3.
 fn learn_bpe<'a>(
     texts: impl Iterator<Item = &'a str> + Send,
     cfg: &DataConfig,
 ) -> anyhow::Result<TextTokenizer> {
+    let mut counts = BpeWordCounts::default();
+    texts.for_each(|text| counts.add(text));
+    learn_bpe_from_counts(&counts, cfg)
+}
+
+/// How often each pre-tokenized word occurs in a text: what the BPE trainer learns merges
+/// from. Counted per block of a corpus on every core, then added up.
+#[derive(Default)]
+pub struct BpeWordCounts(ahash::AHashMap<compact_str::CompactString, u64>);
+
+impl BpeWordCounts {
+    /// Counts the words of one (normalised) sentence, split as the pre-tokenizer splits it:
+    /// `▁` + each space-separated word; a sentence holding `▁` itself goes through the
+    /// pre-tokenizer.
+    pub fn add(&mut self, text: &str) {
+        if text.is_empty() {
+            return;
+        }
+        if text.contains('▁') {
+            let mut split = tokenizers::PreTokenizedString::from(text);
+            if tokenizers::PreTokenizer::pre_tokenize(&metaspace(), &mut split).is_ok() {
+                for (word, _, _) in split.get_splits(
+                    tokenizers::OffsetReferential::Original,
+                    tokenizers::OffsetType::Byte,
+                ) {
+                    *self.0.entry(word.into()).or_default() += 1;
+                }
+            }
+            return;
+        }
+        let mut word = compact_str::CompactString::default();
+        for piece in text.split(' ') {
+            word.clear();
+            word.push('▁');
+            word.push_str(piece);
+            match self.0.get_mut(&word) {
+                Some(count) => *count += 1,
+                None => {
+                    self.0.insert(word.clone(), 1);
+                }
+            }
+        }
+    }
+
+    /// Adds another block's counts.
+    pub fn merge(&mut self, other: Self) {
+        if self.0.len() < other.0.len() {
+            let mine = std::mem::replace(&mut self.0, other.0);
+            return self.merge(Self(mine));
+        }
+        for (word, count) in other.0 {
+            *self.0.entry(word).or_default() += count;
+        }
+    }
+}
+
+/// A BPE tokenizer learned from word counts, exactly as `Tokenizer::train` learns it from the
+/// text those counts came from.
+pub fn learn_bpe_from_counts(
+    counts: &BpeWordCounts,
+    cfg: &DataConfig,
+) -> anyhow::Result<TextTokenizer> {
     let specials = [PAD, BOS, EOS, UNK]
         .map(|s| AddedToken::from(s, true))
         .to_vec();
-    let model = BPE::builder()
+    let mut model = BPE::builder()
         .unk_token(UNK.into())
         .build()
         .map_err(|e| anyhow!("cannot build a BPE model: {e}"))?;
-    let mut tokenizer = Tokenizer::new(model);
-    let metaspace = Metaspace::new('▁', PrependScheme::Always, true);
-    tokenizer.with_pre_tokenizer(Some(metaspace.clone()));
-    tokenizer.with_decoder(Some(metaspace));
-    let mut trainer: TrainerWrapper = BpeTrainerBuilder::new()
+    let trainer = BpeTrainerBuilder::new()
         .vocab_size(cfg.vocab_size)
         .min_frequency(cfg.min_freq as u64)
         .special_tokens(specials)
         .show_progress(false)
-        .build()
-        .into();
-    tokenizer
-        .train(&mut trainer, texts)
+        .build();
+    let added = trainer
+        .do_train(&counts.0, &mut model)
         .map_err(|e| anyhow!("cannot learn BPE merges: {e}"))?;
+    let mut tokenizer = Tokenizer::new(model);
+    tokenizer.with_pre_tokenizer(Some(metaspace()));
+    tokenizer.with_decoder(Some(metaspace()));
+    tokenizer
+        .add_special_tokens(added)
+        .map_err(|e| anyhow!("cannot add the special tokens: {e}"))?;
     Ok(TextTokenizer::Bpe(Box::new(tokenizer)))
+}
+
+/// Words already split into BPE ids, kept per worker thread while a corpus is encoded: a
+/// corpus repeats its words millions of times, tokenizers' own cache holds 10,000.
+#[derive(Default)]
+pub struct WordIdsCache(ahash::AHashMap<String, Vec<u32>>);
+
+/// Words the cache holds before it starts over (a few hundred megabytes at most).
+const WORD_CACHE_WORDS: usize = 1 << 20;
+
+impl TextTokenizer {
+    /// The ids of a sentence already normalised ([`normalize_sentence`], as the corpus reader
+    /// leaves it), as [`Self::encode`] gives them, faster for BPE: word by word through
+    /// `cache`. A sentence the shortcut might read otherwise (holding `▁` or `<`, which could
+    /// start a special token) takes the full path.
+    pub fn encode_normalized(
+        &self,
+        text: &str,
+        cache: &mut WordIdsCache,
+    ) -> anyhow::Result<Vec<u32>> {
+        let Self::Bpe(tokenizer) = self else {
+            return Ok(self.encode(text)?.ids);
+        };
+        if text.is_empty() || text.contains(['▁', '<']) {
+            return Ok(self.encode(text)?.ids);
+        }
+        let mut ids = Vec::with_capacity(text.len() / 3);
+        let mut word = String::new();
+        for piece in text.split(' ') {
+            if let Some(known) = cache.0.get(piece) {
+                ids.extend_from_slice(known);
+                continue;
+            }
+            word.clear();
+            word.push('▁');
+            word.push_str(piece);
+            let tokens = tokenizers::Model::tokenize(tokenizer.get_model(), &word)
+                .map_err(|e| anyhow!("cannot tokenize {text:?}: {e}"))?;
+            let word_ids: Vec<u32> = tokens.iter().map(|t| t.id).collect();
+            ids.extend_from_slice(&word_ids);
+            if cache.0.len() >= WORD_CACHE_WORDS {
+                cache.0.clear();
+            }
+            cache.0.insert(piece.to_string(), word_ids);
+        }
+        Ok(ids)
+    }
 }
 
 fn bpe_json(tokenizer: &Tokenizer) -> anyhow::Result<String> {
@@ -428,6 +542,58 @@ mod tests {
                 learned.src.encode(text).unwrap()
             );
             assert_eq!(loaded.tgt.vocab_size(), learned.tgt.vocab_size());
+        }
+    }
+
+    #[test]
+    fn bpe_learned_from_counted_words_is_the_trainer_s_own() {
+        let mut pairs = pairs();
+        pairs.push(SentencePair {
+            src: "ein ▁komisches Wort <s> hier".into(),
+            tgt: "a ▁strange word".into(),
+        });
+        let cfg = bpe_config(true);
+        let texts = pairs.iter().flat_map(|p| [p.src.as_str(), p.tgt.as_str()]);
+        // The trainer fed the text itself, as tokenizers' `Tokenizer::train` does.
+        let specials = [PAD, BOS, EOS, UNK]
+            .map(|s| AddedToken::from(s, true))
+            .to_vec();
+        let mut reference = Tokenizer::new(BPE::builder().unk_token(UNK.into()).build().unwrap());
+        reference.with_pre_tokenizer(Some(metaspace()));
+        reference.with_decoder(Some(metaspace()));
+        let mut trainer: tokenizers::models::TrainerWrapper = BpeTrainerBuilder::new()
+            .vocab_size(cfg.vocab_size)
+            .special_tokens(specials)
+            .show_progress(false)
+            .build()
+            .into();
+        reference.train(&mut trainer, texts.clone()).unwrap();
+        let TextTokenizer::Bpe(ours) = learn_bpe(texts, &cfg).unwrap() else {
+            panic!("a BPE tokenizer");
+        };
+        assert_eq!(bpe_json(&ours).unwrap(), bpe_json(&reference).unwrap());
+    }
+
+    #[test]
+    fn the_word_by_word_bpe_shortcut_gives_the_tokenizer_s_ids() {
+        let tokenizers = Tokenizers::learn(&bpe_config(true), &pairs()).unwrap();
+        let mut cache = WordIdsCache::default();
+        for text in [
+            "Zwei Männer spielen im Schnee.",
+            "Zwei Männer spielen im Schnee.",
+            "Q x Zwei",
+            "",
+            "ein <s> hier",
+            "ein ▁Wort",
+            "a</s>",
+            "Two dogs",
+        ] {
+            let text = normalize_sentence(text);
+            assert_eq!(
+                tokenizers.src.encode_normalized(&text, &mut cache).unwrap(),
+                tokenizers.src.encode(&text).unwrap().ids,
+                "{text:?}"
+            );
         }
     }
 }

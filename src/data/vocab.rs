@@ -33,21 +33,25 @@ impl Vocab {
     /// Builds a vocabulary from tokenised sentences: the specials, then every word seen at least
     /// `min_freq` times, most frequent first (ties in alphabetical order, for reproducibility).
     pub fn build<'a>(sentences: impl IntoIterator<Item = &'a [String]>, min_freq: usize) -> Self {
-        let mut counts: HashMap<&str, usize> = HashMap::new();
+        let mut counts: HashMap<String, usize> = HashMap::new();
         for sentence in sentences {
-            for word in sentence {
-                *counts.entry(word.as_str()).or_default() += 1;
-            }
+            count_words(sentence, &mut counts);
         }
-        let mut words: Vec<(&str, usize)> = counts
+        Self::from_counts(counts, min_freq)
+    }
+
+    /// The vocabulary of words counted `counts` times (rarer than `min_freq` left out): the
+    /// specials first, then by count, ties in byte order.
+    pub fn from_counts(counts: HashMap<String, usize>, min_freq: usize) -> Self {
+        let mut words: Vec<(String, usize)> = counts
             .into_iter()
-            .filter(|(word, count)| *count >= min_freq && !SPECIALS.contains(word))
+            .filter(|(word, count)| *count >= min_freq && !SPECIALS.contains(&word.as_str()))
             .collect();
-        words.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+        words.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
         let tokens = SPECIALS
             .iter()
             .map(|s| s.to_string())
-            .chain(words.into_iter().map(|(w, _)| w.to_string()))
+            .chain(words.into_iter().map(|(w, _)| w))
             .collect();
         Self::from_tokens(tokens)
     }
@@ -140,6 +144,18 @@ impl Vocab {
 }
 
 /// Splits a sentence into words at whitespace.
+/// Adds one tokenized sentence's words to `counts`.
+pub fn count_words(words: &[String], counts: &mut HashMap<String, usize>) {
+    for word in words {
+        match counts.get_mut(word) {
+            Some(count) => *count += 1,
+            None => {
+                counts.insert(word.clone(), 1);
+            }
+        }
+    }
+}
+
 pub fn tokenize(sentence: &str) -> Vec<String> {
     sentence.split_whitespace().map(str::to_string).collect()
 }

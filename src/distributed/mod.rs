@@ -5,7 +5,11 @@
 //! Without `mpirun` a process is [`SingleProcess`] and nothing changes. Under `mpirun`, a build
 //! with `--features mpi` joins MPI's world (OpenMPI through the `mpi` crate) and sums on MPI
 //! (a GPU's gradients through host memory); with `--features nccl`, a GPU run sums on NCCL,
-//! bootstrapped with an MPI broadcast of NCCL's unique id as nccl-tests does.
+//! bootstrapped with an MPI broadcast of NCCL's unique id as nccl-tests does. Under MPI every
+//! collective call has a deadline (`watchdog.rs`): a rank that waits longer for the others
+//! (a host or the network between hosts gone) says so and ends, and so does the job.
+
+use std::time::Duration;
 
 use candle_core::Tensor;
 
@@ -13,6 +17,20 @@ use candle_core::Tensor;
 mod mpi_world;
 #[cfg(feature = "nccl")]
 mod nccl;
+// Plain std, built without MPI too, so that the default `cargo test` runs its tests.
+#[cfg_attr(not(feature = "mpi"), allow(dead_code))]
+mod watchdog;
+
+/// How long a collective call waits for the other ranks when neither the environment nor the
+/// trainer says. Longer than OpenMPI's own detection of a lost daemon on its defaults (300 s
+/// of silence, then 9 keepalive probes 20 s apart): where the network between the hosts is
+/// gone, mpirun notices first and ends the job on every host, whereas a rank that quits first
+/// leaves mpirun waiting on a dead connection for as long as TCP retransmits.
+pub const DEFAULT_COLLECTIVE_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// The environment variable that sets the collective timeout, in seconds, over any other
+/// setting.
+pub const COLLECTIVE_TIMEOUT_VARIABLE: &str = "TRANSFORMER_COLLECTIVE_TIMEOUT_S";
 
 /// The collective operations of data-parallel training. Every rank must call the same ones
 /// in the same order (they block until all ranks have).
@@ -30,6 +48,13 @@ pub trait Collective {
     fn any(&self, flag: bool) -> anyhow::Result<bool>;
     /// The smallest and largest of `value` over the ranks.
     fn min_max(&self, value: u64) -> anyhow::Result<(u64, u64)>;
+    /// `values` (the same length on every rank) summed over the ranks, in f64: counts up to
+    /// 2^53 sum exactly (validation's BLEU statistics), and loss sums keep their precision.
+    fn sum_f64(&self, values: &[f64]) -> anyhow::Result<Vec<f64>>;
+    /// How long one collective call may wait for the other ranks before this rank gives up
+    /// (one line on stderr, exit status 1). `TRANSFORMER_COLLECTIVE_TIMEOUT_S`, where set,
+    /// wins over this. Nothing to wait for in one process.
+    fn set_timeout(&self, _timeout: Duration) {}
 }
 
 /// One process training alone: every collective is the identity.
@@ -58,6 +83,10 @@ impl Collective for SingleProcess {
 
     fn min_max(&self, value: u64) -> anyhow::Result<(u64, u64)> {
         Ok((value, value))
+    }
+
+    fn sum_f64(&self, values: &[f64]) -> anyhow::Result<Vec<f64>> {
+        Ok(values.to_vec())
     }
 }
 

@@ -55,26 +55,75 @@ impl BleuScore {
 
 /// Corpus BLEU of `hypotheses` against one reference each (same length, same order).
 pub fn corpus_bleu(hypotheses: &[String], references: &[String]) -> BleuScore {
-    let mut correct = [0usize; MAX_ORDER];
-    let mut total = [0usize; MAX_ORDER];
-    let (mut hyp_len, mut ref_len) = (0usize, 0usize);
-    for (hyp, reference) in hypotheses.iter().zip(references) {
-        let hyp = tokenize_13a(python_rstrip(hyp));
-        let reference = tokenize_13a(python_rstrip(reference));
-        let hyp_tokens = python_split(&hyp);
-        let ref_tokens = python_split(&reference);
-        hyp_len += hyp_tokens.len();
-        ref_len += ref_tokens.len();
-        let ref_counts = ngram_counts(&ref_tokens);
-        for (ngram, count) in ngram_counts(&hyp_tokens) {
-            let n = ngram.len() - 1;
-            total[n] += count;
-            if let Some(&in_ref) = ref_counts.get(&ngram) {
-                correct[n] += count.min(in_ref);
+    BleuStatistics::of(hypotheses, references).score()
+}
+
+/// The counts corpus BLEU is computed from. They add up over parts of a corpus, so that the
+/// ranks of a distributed run can each score their share and sum them: the score of the sum
+/// is the whole corpus's, exactly.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct BleuStatistics {
+    pub correct: [usize; MAX_ORDER],
+    pub total: [usize; MAX_ORDER],
+    pub hyp_len: usize,
+    pub ref_len: usize,
+}
+
+impl BleuStatistics {
+    /// How many numbers [`Self::to_counts`] gives.
+    pub const COUNTS: usize = 2 * MAX_ORDER + 2;
+
+    /// The statistics of `hypotheses` against one reference each (same length, same order).
+    pub fn of(hypotheses: &[String], references: &[String]) -> Self {
+        let mut stats = Self::default();
+        for (hyp, reference) in hypotheses.iter().zip(references) {
+            let hyp = tokenize_13a(python_rstrip(hyp));
+            let reference = tokenize_13a(python_rstrip(reference));
+            let hyp_tokens = python_split(&hyp);
+            let ref_tokens = python_split(&reference);
+            stats.hyp_len += hyp_tokens.len();
+            stats.ref_len += ref_tokens.len();
+            let ref_counts = ngram_counts(&ref_tokens);
+            for (ngram, count) in ngram_counts(&hyp_tokens) {
+                let n = ngram.len() - 1;
+                stats.total[n] += count;
+                if let Some(&in_ref) = ref_counts.get(&ngram) {
+                    stats.correct[n] += count.min(in_ref);
+                }
             }
         }
+        stats
     }
-    score_from_statistics(correct, total, hyp_len, ref_len)
+
+    /// The counts in a fixed order, as f64 (exact below 2^53), to be summed over ranks.
+    pub fn to_counts(&self) -> Vec<f64> {
+        let mut counts: Vec<f64> = self.correct.iter().map(|&c| c as f64).collect();
+        counts.extend(self.total.iter().map(|&t| t as f64));
+        counts.extend([self.hyp_len as f64, self.ref_len as f64]);
+        counts
+    }
+
+    /// Back from [`Self::to_counts`] (or a sum of them).
+    pub fn from_counts(counts: &[f64]) -> anyhow::Result<Self> {
+        anyhow::ensure!(
+            counts.len() == Self::COUNTS,
+            "BLEU statistics need {} counts, got {}",
+            Self::COUNTS,
+            counts.len()
+        );
+        let count = |i: usize| counts[i] as usize;
+        Ok(Self {
+            correct: std::array::from_fn(count),
+            total: std::array::from_fn(|n| count(MAX_ORDER + n)),
+            hyp_len: count(2 * MAX_ORDER),
+            ref_len: count(2 * MAX_ORDER + 1),
+        })
+    }
+
+    /// sacreBLEU's score of these counts.
+    pub fn score(&self) -> BleuScore {
+        score_from_statistics(self.correct, self.total, self.hyp_len, self.ref_len)
+    }
 }
 
 fn ngram_counts<'a>(tokens: &[&'a str]) -> HashMap<Vec<&'a str>, usize> {
@@ -163,5 +212,33 @@ mod tests {
         assert_eq!(score.score, 0.0);
         let score = corpus_bleu(&lines(&[""]), &lines(&["a b"]));
         assert_eq!((score.score, score.brevity_penalty), (0.0, 0.0));
+    }
+
+    #[test]
+    fn statistics_of_parts_sum_to_the_whole_corpus_score_exactly() {
+        let hyps = lines(&[
+            "the cat sat on a mat .",
+            "a dog runs",
+            "x y",
+            "the park is big",
+        ]);
+        let refs = lines(&[
+            "the cat sat on the mat .",
+            "a dog runs in the park",
+            "x y z",
+            "a big park",
+        ]);
+        let whole = corpus_bleu(&hyps, &refs);
+        let parts = [
+            BleuStatistics::of(&hyps[..1], &refs[..1]),
+            BleuStatistics::of(&hyps[1..3], &refs[1..3]),
+            BleuStatistics::of(&hyps[3..], &refs[3..]),
+        ];
+        let summed: Vec<f64> = (0..BleuStatistics::COUNTS)
+            .map(|i| parts.iter().map(|p| p.to_counts()[i]).sum())
+            .collect();
+        let score = BleuStatistics::from_counts(&summed).unwrap().score();
+        assert_eq!(score, whole);
+        assert!(score.score > 0.0 && score.score < 100.0);
     }
 }

@@ -6,7 +6,7 @@ pub mod chrf;
 pub mod record;
 pub mod tokenizer_13a;
 
-pub use bleu::{corpus_bleu, BleuScore};
+pub use bleu::{corpus_bleu, BleuScore, BleuStatistics};
 pub use chrf::{chrf_signature, corpus_chrf};
 pub use record::MetricRecord;
 

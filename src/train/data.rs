@@ -2,12 +2,19 @@
 //! the validation split (encoded for the loss, as text for BLEU), prepared from the config's
 //! corpora.
 
-use crate::config::{Config, TokenizerKind};
-use crate::data::{encode_pairs, read_corpus, EncodedPair, SentencePair, Tokenizers};
+use crate::config::Config;
+use crate::data::training_corpus::{
+    encode_training_corpus, learn_tokenizers, CacheUse, CorpusCache,
+};
+use crate::data::{
+    encode_pairs, read_corpus, EncodedCorpus, EncodedPair, SentencePair, Tokenizers,
+};
+use crate::progress::Verbosity;
 
 /// Everything the loop trains on.
 pub struct TrainingData {
-    pub pairs: Vec<EncodedPair>,
+    /// The training pairs as ids: in memory, or mapped from the corpus cache.
+    pub pairs: EncodedCorpus,
     pub tokenizers: Tokenizers,
     pub valid: Option<ValidationData>,
 }
@@ -22,34 +29,52 @@ pub struct ValidationData {
 impl TrainingData {
     /// Reads and cleans the config's corpora, learns the tokenizers (a resumed run passes
     /// those it was trained with), encodes everything; says what it did through `note`, one
-    /// line at a time. Also returns the first `samples` training sources, to show translations
-    /// of at the end.
+    /// line at a time, and shows progress bars on a terminal unless `verbosity` is quiet.
+    /// A large training corpus streams through in blocks and is cached encoded (see
+    /// `data::training_corpus`). Also returns the first `samples` training sources, to show
+    /// translations of at the end.
     pub fn prepare(
         config: &Config,
         tokenizers: Option<Tokenizers>,
         samples: usize,
+        verbosity: Verbosity,
         mut note: impl FnMut(String),
     ) -> anyhow::Result<(Self, Vec<String>)> {
-        let (pairs, report) = read_corpus(&config.data.train)?;
-        note(format!("train data {}: {report}", config.data.train));
+        let started = std::time::Instant::now();
+        let cache = CorpusCache::for_training(&config.data, verbosity)?;
         let tokenizers = match tokenizers {
             Some(saved) => saved,
-            None => {
-                if config.data.tokenizer == TokenizerKind::Marian {
-                    note_lines_left_out_of_sentencepiece(&pairs, &mut note);
-                }
-                Tokenizers::learn(&config.data, &pairs)?
-            }
+            None => learn_tokenizers(&config.data, cache.as_ref(), verbosity, &mut note)?,
         };
         let max_positions = config.model.max_len;
-        let (encoded, kept) = encode_pairs(&pairs, &tokenizers, max_positions)?;
-        let too_long = pairs.len() - kept.len();
-        if encoded.is_empty() && !pairs.is_empty() {
+        let prepared = encode_training_corpus(
+            &config.data,
+            &tokenizers,
+            max_positions,
+            samples,
+            cache.as_ref(),
+            verbosity,
+        )?;
+        let how = match &prepared.cache {
+            CacheUse::Reused(dir) => {
+                format!("; encoded by an earlier run, mapped from {}", dir.display())
+            }
+            CacheUse::Written(dir) => format!("; encoded and cached in {}", dir.display()),
+            CacheUse::Unused => String::new(),
+        };
+        note(format!(
+            "train data {}: {}{how} ({:.1}s)",
+            config.data.train,
+            prepared.report,
+            started.elapsed().as_secs_f64()
+        ));
+        let too_long = prepared.too_long;
+        if prepared.corpus.is_empty() {
             anyhow::bail!(
                 "every one of the {} training pairs is longer than model.max_len = {} lets the \
                  model read (the framing tokens count too), so nothing would train; raise \
                  model.max_len",
-                pairs.len(),
+                prepared.report.kept,
                 max_positions
             );
         }
@@ -79,13 +104,12 @@ impl TrainingData {
             }
             None => None,
         };
-        let samples = pairs.iter().take(samples).map(|p| p.src.clone()).collect();
         let data = Self {
-            pairs: encoded,
+            pairs: prepared.corpus,
             tokenizers,
             valid,
         };
-        Ok((data, samples))
+        Ok((data, prepared.samples))
     }
 }
 
@@ -103,22 +127,5 @@ impl ValidationData {
             sources: kept.iter().map(|&i| pairs[i].src.clone()).collect(),
             references: kept.iter().map(|&i| pairs[i].tgt.clone()).collect(),
         })
-    }
-}
-
-/// Says how many sentences learning the SentencePiece models leaves out for their length
-/// (they still train, segmented by the models learned from the rest).
-fn note_lines_left_out_of_sentencepiece(pairs: &[SentencePair], note: &mut impl FnMut(String)) {
-    let limit = crate::data::SENTENCEPIECE_MAX_SENTENCE_BYTES;
-    let long = pairs
-        .iter()
-        .flat_map(|p| [&p.src, &p.tgt])
-        .filter(|text| text.len() > limit)
-        .count();
-    if long > 0 {
-        note(format!(
-            "tokenizer: {long} sentences longer than {limit} bytes left out of learning the \
-             SentencePiece models, as SentencePiece's trainer leaves them out"
-        ));
     }
 }

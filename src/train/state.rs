@@ -7,7 +7,8 @@ use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
-use crate::data::EncodedPair;
+use crate::data::EncodedCorpus;
+pub(super) use crate::data::Fnv1a;
 use crate::metrics::MetricRecord;
 
 /// Bumped when the file's meaning changes, so that an old checkpoint is refused by name.
@@ -69,38 +70,11 @@ pub struct DataFingerprint {
     pub hash: String,
 }
 
-/// FNV-1a (64-bit) over 32-bit words, little-endian: the data fingerprint's hash, and the
-/// weight checksum the ranks of a distributed run compare.
-pub(super) struct Fnv1a(u64);
-
-impl Fnv1a {
-    pub(super) fn new() -> Self {
-        Self(0xcbf2_9ce4_8422_2325)
-    }
-
-    pub(super) fn feed(&mut self, word: u32) {
-        for byte in word.to_le_bytes() {
-            self.0 = (self.0 ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3);
-        }
-    }
-
-    pub(super) fn finish(&self) -> u64 {
-        self.0
-    }
-}
-
 impl DataFingerprint {
-    pub fn of(pairs: &[EncodedPair]) -> Self {
-        let mut hasher = Fnv1a::new();
-        for pair in pairs {
-            pair.src.iter().for_each(|&id| hasher.feed(id));
-            hasher.feed(u32::MAX);
-            pair.tgt.iter().for_each(|&id| hasher.feed(id));
-            hasher.feed(u32::MAX);
-        }
+    pub fn of(corpus: &EncodedCorpus) -> Self {
         Self {
-            pairs: pairs.len(),
-            hash: format!("{:016x}", hasher.finish()),
+            pairs: corpus.len(),
+            hash: format!("{:016x}", corpus.id_hash()),
         }
     }
 }
@@ -152,6 +126,8 @@ impl RunClock {
 mod tests {
     use super::*;
 
+    use crate::data::{EncodedPair, IdWidth};
+
     fn pair(src: &[u32], tgt: &[u32]) -> EncodedPair {
         EncodedPair {
             src: src.to_vec(),
@@ -159,15 +135,16 @@ mod tests {
         }
     }
 
+    fn of(pairs: &[EncodedPair]) -> DataFingerprint {
+        DataFingerprint::of(&EncodedCorpus::from_pairs(pairs, IdWidth::U16))
+    }
+
     #[test]
     fn the_fingerprint_sees_order_and_the_boundary_between_source_and_target() {
-        let a = DataFingerprint::of(&[pair(&[1, 2], &[3]), pair(&[4], &[5])]);
-        let swapped = DataFingerprint::of(&[pair(&[4], &[5]), pair(&[1, 2], &[3])]);
-        let moved = DataFingerprint::of(&[pair(&[1], &[2, 3]), pair(&[4], &[5])]);
-        assert_eq!(
-            a,
-            DataFingerprint::of(&[pair(&[1, 2], &[3]), pair(&[4], &[5])])
-        );
+        let a = of(&[pair(&[1, 2], &[3]), pair(&[4], &[5])]);
+        let swapped = of(&[pair(&[4], &[5]), pair(&[1, 2], &[3])]);
+        let moved = of(&[pair(&[1], &[2, 3]), pair(&[4], &[5])]);
+        assert_eq!(a, of(&[pair(&[1, 2], &[3]), pair(&[4], &[5])]));
         assert_ne!(a.hash, swapped.hash);
         assert_ne!(a.hash, moved.hash);
     }

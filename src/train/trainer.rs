@@ -15,12 +15,12 @@ use super::optimizer::{Adam, AdamSettings};
 use super::outcome::{finite_loss, RunOutcome};
 use super::state::{DataFingerprint, RunClock, RunPosition};
 use crate::config::{ComputeDtype, Config};
-use crate::data::{epoch_batches, ordered_batches, EncodedPair, PaddedBatch, SpecialIds};
+use crate::data::{ordered_batches, EncodedPair, EpochPlan, PaddedBatch, SpecialIds};
 use crate::distributed::{Collective, SingleProcess};
 use crate::infer::settings::{self, DecodeBounds, Layer};
 use crate::infer::translator::DecodeOptions;
 use crate::infer::Inference;
-use crate::metrics::{corpus_bleu, MetricRecord};
+use crate::metrics::{BleuStatistics, MetricRecord};
 use crate::model::{DropoutRng, Mode, Model, TrainedWeights};
 
 mod frozen_row;
@@ -121,8 +121,7 @@ impl Trainer {
         for row in &frozen_rows {
             row.clear(&weights)?;
         }
-        let batches_per_epoch =
-            epoch_batches(&data.pairs, t.max_tokens, (t.seed, 0), specials.pad).len();
+        let batches_per_epoch = EpochPlan::new(&data.pairs, t.max_tokens, (t.seed, 0)).len();
         let group = t.accumulate * collective.world();
         // Dropout draws from its own stream so that changing the init does not shift it; the
         // ranks of a distributed run each draw their own masks.
@@ -187,16 +186,20 @@ impl Trainer {
         let clock = RunClock::new(self.position.elapsed_s);
         while self.position.epoch <= t.epochs {
             let epoch = self.position.epoch;
-            let batches = epoch_batches(
-                &self.data.pairs,
-                t.max_tokens,
-                (t.seed, epoch - 1),
-                self.specials.pad,
-            );
+            // The epoch's batches are cut from the corpus one step's group at a time, so that
+            // memory holds one group whatever the corpus's size.
+            let plan = EpochPlan::new(&self.data.pairs, t.max_tokens, (t.seed, epoch - 1));
             let group_size = t.accumulate * self.collective.world();
-            let groups: Vec<&[PaddedBatch]> = batches.chunks(group_size).collect();
-            while let Some(group) = groups.get(self.position.steps_in_epoch) {
-                let report = self.train_step(group, total_steps, &clock)?;
+            let groups = plan.len().div_ceil(group_size);
+            while self.position.steps_in_epoch < groups {
+                let first = self.position.steps_in_epoch * group_size;
+                let group: Vec<PaddedBatch> = (first..(first + group_size).min(plan.len()))
+                    .map(|i| {
+                        let pairs = plan.batch_pairs(i);
+                        PaddedBatch::from_corpus(&self.data.pairs, pairs, self.specials.pad)
+                    })
+                    .collect();
+                let report = self.train_step(&group, total_steps, &clock)?;
                 observer.on_step(&report);
                 if self.position.step.is_multiple_of(t.checkpoint_every) {
                     self.check_ranks_agree()?;
@@ -293,33 +296,53 @@ impl Trainer {
         Ok(())
     }
 
-    /// Loss per target token over the validation pairs, dropout off.
+    /// Loss per target token over the validation pairs, dropout off. Under `mpirun` each rank
+    /// takes every `world`-th batch and the sums are added over the ranks.
     fn validation_loss(&self, pairs: &[EncodedPair]) -> anyhow::Result<f64> {
         let (mut sum, mut tokens) = (0.0, 0usize);
         let model = self.weights.for_step(self.config.training.dtype.candle())?;
-        for batch in ordered_batches(pairs, self.config.training.max_tokens, self.specials.pad) {
+        let batches = ordered_batches(pairs, self.config.training.max_tokens, self.specials.pad);
+        let (rank, world) = (self.collective.rank(), self.collective.world());
+        for batch in batches.iter().skip(rank).step_by(world) {
             sum += f64::from(
-                self.batch_loss_sum(&model, &batch, Mode::Eval)?
+                self.batch_loss_sum(&model, batch, Mode::Eval)?
                     .to_scalar::<f32>()?,
             );
             tokens += batch.ntokens;
         }
-        Ok(sum / tokens.max(1) as f64)
+        let summed = self.collective.sum_f64(&[sum, tokens as f64])?;
+        Ok(summed[0] / summed[1].max(1.0))
     }
 
     /// Corpus BLEU of the validation sources decoded as `[decode]` says (what `translate` and
     /// `eval` will use by default); none for a language model, which translates nothing.
+    /// Under `mpirun` each rank decodes every `world`-th block of sentences (the blocks one
+    /// process would decode, so each sentence is decoded in the same company) and the BLEU
+    /// statistics are summed: the score is one process's, exactly.
     fn validation_bleu(&self, valid: &ValidationData) -> anyhow::Result<Option<f64>> {
         let frozen = self.weights.frozen()?;
         let Inference::Translation(translator) = self.inference_over(&frozen, self.decode) else {
             return Ok(None);
         };
-        let hypotheses: Vec<String> = translator
-            .translate_all(&valid.sources, VALIDATION_DECODE_BATCH)?
-            .into_iter()
-            .map(|t| t.translation)
-            .collect();
-        Ok(Some(corpus_bleu(&hypotheses, &valid.references).score))
+        let (rank, world) = (self.collective.rank(), self.collective.world());
+        let mut statistics = BleuStatistics::default().to_counts();
+        let blocks = valid
+            .sources
+            .chunks(VALIDATION_DECODE_BATCH)
+            .zip(valid.references.chunks(VALIDATION_DECODE_BATCH));
+        for (sources, references) in blocks.skip(rank).step_by(world) {
+            let hypotheses: Vec<String> = translator
+                .translate_batch(sources)?
+                .into_iter()
+                .map(|t| t.translation)
+                .collect();
+            let block = BleuStatistics::of(&hypotheses, references).to_counts();
+            for (total, count) in statistics.iter_mut().zip(block) {
+                *total += count;
+            }
+        }
+        let summed = self.collective.sum_f64(&statistics)?;
+        Ok(Some(BleuStatistics::from_counts(&summed)?.score().score))
     }
 
     /// The translator or text generator over the model as it is now.

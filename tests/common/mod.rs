@@ -1,5 +1,6 @@
 //! Helpers shared by the tests that run the binary.
 
+pub mod data_parallel;
 pub mod server;
 
 use std::path::Path;

@@ -9,7 +9,7 @@ use candle_core::{Device, Tensor};
 
 use super::Trainer;
 use crate::config::Config;
-use crate::data::epoch_batches;
+use crate::data::EpochPlan;
 use crate::distributed::{Collective, SingleProcess};
 use crate::model::DropoutRng;
 use crate::train::data::TrainingData;
@@ -108,13 +108,7 @@ impl Trainer {
     fn check_saved_position(&self, state: &TrainingState) -> anyhow::Result<()> {
         let t = &self.config.training;
         let p = &state.position;
-        let batches = epoch_batches(
-            &self.data.pairs,
-            t.max_tokens,
-            (t.seed, 0),
-            self.specials.pad,
-        )
-        .len();
+        let batches = EpochPlan::new(&self.data.pairs, t.max_tokens, (t.seed, 0)).len();
         let per_epoch = |world: usize| batches.div_ceil(t.accumulate * world.max(1));
         let reachable = p
             .epoch
@@ -181,12 +175,7 @@ impl Trainer {
             return Ok(position);
         }
         let t = &self.config.training;
-        let batches = epoch_batches(
-            &self.data.pairs,
-            t.max_tokens,
-            (t.seed, position.epoch - 1),
-            self.specials.pad,
-        );
+        let batches = EpochPlan::new(&self.data.pairs, t.max_tokens, (t.seed, position.epoch - 1));
         if position.steps_in_epoch < batches.len().div_ceil(t.accumulate * saved_world) {
             anyhow::bail!(
                 "the run was saved by {saved_world} process(es) and is resumed by {world}, {} \

@@ -1,0 +1,414 @@
+//! A training corpus as token ids, flat: every pair's source then target ids in one array
+//! (16-bit where both vocabularies fit, else 32-bit) and the offsets between them. It lives
+//! in memory or is memory-mapped from the cache (`corpus_cache.rs`), so that millions of
+//! pairs cost their ids and nothing per pair; batches are cut from it one step at a time.
+
+use std::io::Write;
+
+use super::batch::EncodedPair;
+
+/// How wide each stored id is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum IdWidth {
+    U16,
+    U32,
+}
+
+impl IdWidth {
+    /// The narrowest width that holds every id of vocabularies this large.
+    pub fn for_vocab(largest: usize) -> Self {
+        if largest <= 1 << 16 {
+            Self::U16
+        } else {
+            Self::U32
+        }
+    }
+
+    pub fn bytes(self) -> usize {
+        match self {
+            Self::U16 => 2,
+            Self::U32 => 4,
+        }
+    }
+
+    /// Appends `ids` in this width, little-endian.
+    pub fn put(self, ids: &[u32], out: &mut Vec<u8>) {
+        match self {
+            Self::U16 => ids
+                .iter()
+                .for_each(|&id| out.extend_from_slice(&(id as u16).to_le_bytes())),
+            Self::U32 => ids
+                .iter()
+                .for_each(|&id| out.extend_from_slice(&id.to_le_bytes())),
+        }
+    }
+}
+
+/// Bytes that are either owned or a read-only memory map of a cache file.
+pub enum Bytes {
+    Owned(Vec<u8>),
+    Mapped(memmap2::Mmap),
+}
+
+impl std::ops::Deref for Bytes {
+    type Target = [u8];
+
+    fn deref(&self) -> &[u8] {
+        match self {
+            Self::Owned(bytes) => bytes,
+            Self::Mapped(map) => map,
+        }
+    }
+}
+
+/// The encoded training pairs.
+pub struct EncodedCorpus {
+    /// Every pair's source ids, then its target ids, pair after pair.
+    ids: Bytes,
+    width: IdWidth,
+    /// `2 * pairs + 1` little-endian u64 id positions: pair `i`'s source is
+    /// `offsets[2i]..offsets[2i+1]`, its target `offsets[2i+1]..offsets[2i+2]`.
+    offsets: Bytes,
+    pairs: usize,
+    /// FNV-1a over every id (see [`Fnv1a`]), computed as the corpus was built.
+    id_hash: u64,
+}
+
+impl EncodedCorpus {
+    /// Over stored ids and offsets, checked to agree (a cache file cut short is refused).
+    pub fn new(ids: Bytes, width: IdWidth, offsets: Bytes, id_hash: u64) -> anyhow::Result<Self> {
+        anyhow::ensure!(
+            offsets.len().is_multiple_of(8) && offsets.len() >= 8 && (offsets.len() / 8) % 2 == 1,
+            "the offsets are {} bytes, not 2 * pairs + 1 u64s",
+            offsets.len()
+        );
+        let pairs = (offsets.len() / 8 - 1) / 2;
+        let corpus = Self {
+            ids,
+            width,
+            offsets,
+            pairs,
+            id_hash,
+        };
+        let last = corpus.offset(2 * pairs);
+        anyhow::ensure!(
+            corpus.ids.len() == last * width.bytes() && corpus.offset(0) == 0,
+            "the ids are {} bytes but the offsets end at id {last}",
+            corpus.ids.len()
+        );
+        Ok(corpus)
+    }
+
+    /// Pairs already encoded, in memory (validation-sized data, tests, the benchmark).
+    pub fn from_pairs(pairs: &[EncodedPair], width: IdWidth) -> Self {
+        let mut builder = CorpusBuilder::new(Vec::new(), width);
+        for pair in pairs {
+            builder.push(&pair.src, &pair.tgt);
+        }
+        let id_hash = builder.id_hash();
+        let (ids, offsets) = builder.finish();
+        Self::new(Bytes::Owned(ids), width, Bytes::Owned(offsets), id_hash)
+            .expect("a builder's own offsets agree with its ids")
+    }
+
+    pub fn len(&self) -> usize {
+        self.pairs
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.pairs == 0
+    }
+
+    pub fn width(&self) -> IdWidth {
+        self.width
+    }
+
+    /// FNV-1a (64-bit) over every pair's source ids, `u32::MAX`, target ids, `u32::MAX`, in
+    /// order: what identifies the training data in a checkpoint.
+    pub fn id_hash(&self) -> u64 {
+        self.id_hash
+    }
+
+    fn offset(&self, index: usize) -> usize {
+        let at = index * 8;
+        u64::from_le_bytes(self.offsets[at..at + 8].try_into().expect("8 bytes")) as usize
+    }
+
+    fn span(&self, index: usize) -> (usize, usize) {
+        (self.offset(index), self.offset(index + 1))
+    }
+
+    /// Pair `i`'s source length and target length, in ids.
+    pub fn lens(&self, i: usize) -> (usize, usize) {
+        let (a, b, c) = (
+            self.offset(2 * i),
+            self.offset(2 * i + 1),
+            self.offset(2 * i + 2),
+        );
+        (b - a, c - b)
+    }
+
+    /// Appends the ids of pair `i`'s source (`target` false) or target to `out`.
+    pub fn extend(&self, i: usize, target: bool, out: &mut Vec<u32>) {
+        let (start, end) = self.span(2 * i + usize::from(target));
+        match self.width {
+            IdWidth::U16 => out.extend(
+                self.ids[start * 2..end * 2]
+                    .chunks_exact(2)
+                    .map(|b| u32::from(u16::from_le_bytes([b[0], b[1]]))),
+            ),
+            IdWidth::U32 => out.extend(
+                self.ids[start * 4..end * 4]
+                    .chunks_exact(4)
+                    .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]])),
+            ),
+        }
+    }
+
+    /// Pair `i` as owned ids.
+    pub fn pair(&self, i: usize) -> EncodedPair {
+        let (mut src, mut tgt) = (Vec::new(), Vec::new());
+        self.extend(i, false, &mut src);
+        self.extend(i, true, &mut tgt);
+        EncodedPair { src, tgt }
+    }
+
+    /// Every id, in order (sources and targets), for counting.
+    pub fn all_ids(&self) -> impl Iterator<Item = u32> + '_ {
+        let width = self.width.bytes();
+        self.ids.chunks_exact(width).map(move |b| match width {
+            2 => u32::from(u16::from_le_bytes([b[0], b[1]])),
+            _ => u32::from_le_bytes([b[0], b[1], b[2], b[3]]),
+        })
+    }
+}
+
+/// Writes pairs' ids and offsets as they come, to a file (the cache) or memory.
+pub struct CorpusBuilder<W: Write> {
+    ids: W,
+    width: IdWidth,
+    offsets: Vec<u8>,
+    position: u64,
+    buffer: Vec<u8>,
+    hash: Fnv1a,
+}
+
+impl<W: Write> CorpusBuilder<W> {
+    pub fn new(ids: W, width: IdWidth) -> Self {
+        Self {
+            ids,
+            width,
+            offsets: 0u64.to_le_bytes().to_vec(),
+            position: 0,
+            buffer: Vec::new(),
+            hash: Fnv1a::new(),
+        }
+    }
+
+    /// Adds one pair (for in-memory building).
+    pub fn push(&mut self, src: &[u32], tgt: &[u32]) {
+        self.buffer.clear();
+        self.width.put(src, &mut self.buffer);
+        self.width.put(tgt, &mut self.buffer);
+        let buffer = std::mem::take(&mut self.buffer);
+        self.push_encoded(&buffer, &[(src.len() as u32, tgt.len() as u32)])
+            .expect("writing to memory cannot fail");
+        self.buffer = buffer;
+    }
+
+    /// Adds pairs already in this width: their ids back to back and each pair's lengths.
+    pub fn push_encoded(&mut self, ids: &[u8], lens: &[(u32, u32)]) -> std::io::Result<()> {
+        self.ids.write_all(ids)?;
+        let mut values = ids.chunks_exact(self.width.bytes()).map(|b| match b.len() {
+            2 => u32::from(u16::from_le_bytes([b[0], b[1]])),
+            _ => u32::from_le_bytes([b[0], b[1], b[2], b[3]]),
+        });
+        for &(src, tgt) in lens {
+            for side in [src, tgt] {
+                for _ in 0..side {
+                    self.hash.feed(values.next().unwrap_or(u32::MAX));
+                }
+                self.hash.feed(u32::MAX);
+            }
+        }
+        for &(src, tgt) in lens {
+            self.position += u64::from(src);
+            self.offsets.extend_from_slice(&self.position.to_le_bytes());
+            self.position += u64::from(tgt);
+            self.offsets.extend_from_slice(&self.position.to_le_bytes());
+        }
+        Ok(())
+    }
+
+    /// The data fingerprint of the pairs so far (see [`EncodedCorpus::id_hash`]).
+    pub fn id_hash(&self) -> u64 {
+        self.hash.finish()
+    }
+
+    /// The ids' writer and the offsets.
+    pub fn finish(self) -> (W, Vec<u8>) {
+        (self.ids, self.offsets)
+    }
+}
+
+/// FNV-1a (64-bit) over 32-bit words, little-endian: the data fingerprint's hash, and the
+/// weight checksum the ranks of a distributed run compare.
+pub struct Fnv1a(u64);
+
+impl Fnv1a {
+    pub fn new() -> Self {
+        Self(0xcbf2_9ce4_8422_2325)
+    }
+
+    pub fn feed(&mut self, word: u32) {
+        for byte in word.to_le_bytes() {
+            self.0 = (self.0 ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+
+    pub fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+impl Default for Fnv1a {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// The batches of one epoch as positions in the corpus, cut from it one at a time: every
+/// pair exactly once, pairs of similar length together (less padding), each batch within
+/// `max_tokens` (sentences x the longer padded side; a pair longer than that gets a batch of
+/// its own), in an order drawn from `seed` and `epoch`. Its memory is 4 bytes a pair whatever
+/// the corpus's size.
+pub struct EpochPlan {
+    /// Pair indices, sorted by length (ties in random order).
+    order: Vec<u32>,
+    /// Each batch's range in `order`, in the epoch's (random) order.
+    batches: Vec<(u32, u32)>,
+}
+
+impl EpochPlan {
+    pub fn new(corpus: &EncodedCorpus, max_tokens: usize, (seed, epoch): (u64, usize)) -> Self {
+        use rand::seq::SliceRandom;
+        use rand::SeedableRng;
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(
+            seed ^ (epoch as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15),
+        );
+        let longer = |i: u32| {
+            let (s, t) = corpus.lens(i as usize);
+            s.max(t)
+        };
+        let mut shuffled: Vec<u32> = (0..corpus.len() as u32).collect();
+        shuffled.shuffle(&mut rng);
+        let order = stable_sort_by_length(&shuffled, longer);
+        drop(shuffled);
+        let mut batches = Vec::new();
+        let (mut start, mut src_len, mut tgt_len) = (0usize, 0, 0);
+        for (at, &pair) in order.iter().enumerate() {
+            let (ps, pt) = corpus.lens(pair as usize);
+            let (s, t) = (src_len.max(ps), tgt_len.max(pt));
+            if at > start && (at - start + 1) * s.max(t) > max_tokens {
+                batches.push((start as u32, at as u32));
+                start = at;
+                (src_len, tgt_len) = (ps, pt);
+            } else {
+                (src_len, tgt_len) = (s, t);
+            }
+        }
+        if start < order.len() {
+            batches.push((start as u32, order.len() as u32));
+        }
+        batches.shuffle(&mut rng);
+        Self { order, batches }
+    }
+
+    /// Batches in the epoch.
+    pub fn len(&self) -> usize {
+        self.batches.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.batches.is_empty()
+    }
+
+    /// The pair indices of batch `i`.
+    pub fn batch_pairs(&self, i: usize) -> &[u32] {
+        let (start, end) = self.batches[i];
+        &self.order[start as usize..end as usize]
+    }
+}
+
+/// A stable sort of `items` by `key` (a length: a small number), as a counting sort: linear
+/// in the corpus, where a comparison sort of millions of random lookups is not.
+fn stable_sort_by_length(items: &[u32], key: impl Fn(u32) -> usize) -> Vec<u32> {
+    let keys: Vec<u32> = items.iter().map(|&i| key(i) as u32).collect();
+    let largest = keys.iter().copied().max().unwrap_or(0) as usize;
+    let mut starts = vec![0usize; largest + 2];
+    for &k in &keys {
+        starts[k as usize + 1] += 1;
+    }
+    for i in 1..starts.len() {
+        starts[i] += starts[i - 1];
+    }
+    let mut sorted = vec![0u32; items.len()];
+    for (&item, &k) in items.iter().zip(&keys) {
+        sorted[starts[k as usize]] = item;
+        starts[k as usize] += 1;
+    }
+    sorted
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pairs_come_back_as_they_went_in_at_either_width() {
+        let pairs = vec![
+            EncodedPair {
+                src: vec![1, 70_000, 2],
+                tgt: vec![1, 5, 2],
+            },
+            EncodedPair {
+                src: vec![],
+                tgt: vec![1, 2],
+            },
+        ];
+        let wide = EncodedCorpus::from_pairs(&pairs, IdWidth::U32);
+        assert_eq!(
+            (wide.len(), wide.lens(0), wide.lens(1)),
+            (2, (3, 3), (0, 2))
+        );
+        assert_eq!(wide.pair(0), pairs[0]);
+        assert_eq!(wide.pair(1), pairs[1]);
+        let narrow = EncodedCorpus::from_pairs(&pairs[1..], IdWidth::U16);
+        assert_eq!(narrow.pair(0), pairs[1]);
+        assert_eq!(wide.all_ids().count(), 8);
+    }
+
+    #[test]
+    fn offsets_that_do_not_match_the_ids_are_refused() {
+        let mut offsets = Vec::new();
+        for o in [0u64, 2, 5] {
+            offsets.extend_from_slice(&o.to_le_bytes());
+        }
+        let short = EncodedCorpus::new(
+            Bytes::Owned(vec![0; 8]),
+            IdWidth::U16,
+            Bytes::Owned(offsets),
+            0,
+        );
+        assert!(short.is_err());
+    }
+
+    #[test]
+    fn the_counting_sort_is_stable() {
+        let items = [5u32, 3, 9, 1, 7, 2];
+        let sorted = stable_sort_by_length(&items, |i| (i % 3) as usize);
+        let mut expected = items.to_vec();
+        expected.sort_by_key(|&i| i % 3);
+        assert_eq!(sorted, expected);
+    }
+}
