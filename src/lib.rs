@@ -33,7 +33,8 @@
 //!   generator, one or the other as `infer::Inference`
 //! - [`metrics`]: BLEU (6.1) and chrF exactly as sacreBLEU computes them, and a training
 //!   run's metrics.jsonl records
-//! - [`data`]: corpora and cleaning, word and BPE tokenizers, token-budget batches
+//! - [`data`]: corpora and cleaning (streamed in blocks at any size), word and BPE
+//!   tokenizers, the training corpus as flat ids cached on disk, token-budget batches
 //! - [`checkpoint`]: the run directory, written atomically ([`atomic_file`]), and the format
 //!   layer that maps a file's tensor names onto the modules; [`plot`]:
 //!   loss.png and attention heatmaps
