@@ -91,6 +91,7 @@ pub fn total_bytes(source: &CorpusSource) -> u64 {
 
 /// Opens a corpus file for reading, decompressing a `.gz`.
 fn open(path: &Path, counter: &Arc<ReadCounter>) -> anyhow::Result<Box<dyn BufRead + Send>> {
+    refuse_unless_regular(path)?;
     let file = std::fs::File::open(path).map_err(|e| {
         anyhow::anyhow!(
             "cannot read {}: {e}; check the path in the config (relative paths start from the \
@@ -110,6 +111,19 @@ fn open(path: &Path, counter: &Arc<ReadCounter>) -> anyhow::Result<Box<dyn BufRe
     } else {
         Box::new(BufReader::with_capacity(1 << 20, counted))
     })
+}
+
+/// A training corpus is read more than once (its digest, the tokenizer's pass, the encoding
+/// pass): a pipe or device would hang the second read, so it is refused by name.
+pub fn refuse_unless_regular(path: &Path) -> anyhow::Result<()> {
+    match std::fs::metadata(path) {
+        Ok(meta) if !meta.is_file() && !meta.is_dir() => anyhow::bail!(
+            "{} is not a regular file (a pipe or device); a corpus is read several times, so \
+             write it to a file first",
+            path.display()
+        ),
+        _ => Ok(()),
+    }
 }
 
 /// A thread that reads `path` in blocks of [`BLOCK_LINES`] lines; it stops when the receiver

@@ -132,6 +132,8 @@ impl CorpusCache {
     /// Keeps learned tokenizers for the next run; a failure is a warning (the run has them).
     pub fn store_tokenizers(&self, cfg: &DataConfig, tokenizers: &Tokenizers) {
         let dir = self.entry("tokenizers", &self.tokenizer_key(cfg));
+        // Stored only when none loaded: an entry there is damaged, and is replaced.
+        let _ = std::fs::remove_dir_all(&dir);
         let stored = tokenizers.files().and_then(|files| {
             publish(&dir, |staging| {
                 for (name, bytes) in &files {
@@ -225,6 +227,7 @@ fn digest_files(source: &CorpusSource, size: u64, verbosity: Verbosity) -> anyho
     let mut hasher = Sha256::new();
     let mut buffer = vec![0u8; 1 << 20];
     for path in files_of(source) {
+        super::corpus_stream::refuse_unless_regular(path)?;
         let mut file = File::open(path).map_err(|e| {
             anyhow::anyhow!(
                 "cannot read {}: {e}; check the path in the config (relative paths start from \
@@ -507,6 +510,8 @@ pub fn encode_training_corpus(
         return Ok(hit);
     }
     let dir = cache.entry("encoded", &key);
+    // An entry there that did not load is damaged (cut short, edited): replace it.
+    let _ = std::fs::remove_dir_all(&dir);
     let mut prepared = None;
     let written = publish(&dir, |staging| {
         let file = BufWriter::with_capacity(1 << 20, File::create(staging.join(IDS_FILE))?);
