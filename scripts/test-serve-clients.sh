@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Tests `transformer serve` with clients no one here wrote: LibreTranslate's Python client
-# (libretranslatepy, PyPI) and the page in a real headless browser (Debian's chromium driven
-# by Playwright from PyPI, over the DevTools protocol). Installs what is missing: chromium
+# (libretranslatepy, PyPI), a .docx written and read back by python-docx (PyPI) through
+# /translate_file, HTML compared by Python's html.parser, and the page in a real headless
+# browser (Debian's chromium driven by Playwright from PyPI, over the DevTools protocol). Installs what is missing: chromium
 # with apt-get, the Python packages in a venv under ~/.cache. Trains the tiny model unless
 # CHECKPOINT names one; SCREENSHOT=docs/serve-page.png refreshes the README's picture.
 #
@@ -16,9 +17,9 @@ if ! command -v chromium >/dev/null; then
   "${apt_get[@]}" update -q
   DEBIAN_FRONTEND=noninteractive "${apt_get[@]}" install -y -q chromium
 fi
-if ! "$VENV/bin/python" -c "import libretranslatepy, playwright" 2>/dev/null; then
+if ! "$VENV/bin/python" -c "import libretranslatepy, playwright, docx" 2>/dev/null; then
   python3 -m venv "$VENV"
-  "$VENV/bin/pip" install --quiet libretranslatepy==2.1.4 playwright==1.65.2
+  "$VENV/bin/pip" install --quiet libretranslatepy==2.1.4 playwright==1.65.2 python-docx==1.2.0
 fi
 work=$(mktemp -d)
 server=""
@@ -38,4 +39,4 @@ start_server "$checkpoint"
 "$VENV/bin/python" scripts/serve_clients.py --url "$url" \
   --screenshot "${SCREENSHOT:-$work/page.png}" --chromium "$(command -v chromium)"
 stop_server
-echo "serve clients: libretranslatepy and the page in chromium passed"
+echo "serve clients: libretranslatepy, python-docx, html.parser and the page in chromium passed"

@@ -50,6 +50,7 @@ pub mod config;
 pub mod data;
 pub mod device;
 pub mod distributed;
+pub mod document;
 pub mod infer;
 pub mod kernels;
 pub mod metrics;

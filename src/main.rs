@@ -13,8 +13,8 @@ use std::process::ExitCode;
 use clap::Parser;
 // The library's modules, under the names the command-line modules use (`crate::config`).
 use transformer::{
-    atomic_file, checkpoint, config, data, device, distributed, infer, kernels, metrics, model,
-    plot, progress, serve, train,
+    atomic_file, checkpoint, config, data, device, distributed, document, infer, kernels, metrics,
+    model, plot, progress, serve, train,
 };
 
 use cli::Cli;

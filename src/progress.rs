@@ -181,3 +181,40 @@ impl Drop for DataProgress {
         }
     }
 }
+
+/// Progress through sentences being translated (`translate --file`, `eval --src`): a bar with
+/// sentences/s and ETA on a terminal, nothing otherwise. Finishes when dropped.
+pub struct SentenceProgress {
+    bar: Option<ProgressBar>,
+}
+
+impl SentenceProgress {
+    pub fn new(total: usize, verbosity: Verbosity) -> Self {
+        if verbosity == Verbosity::Quiet || !std::io::stderr().is_terminal() || total == 0 {
+            return Self { bar: None };
+        }
+        let bar = ProgressBar::with_draw_target(Some(total as u64), ProgressDrawTarget::stderr());
+        let style = ProgressStyle::with_template(
+            "{elapsed_precise} [{bar:30.cyan/blue}] {pos}/{len} sentences {per_sec} ETA {eta}",
+        )
+        .unwrap_or_else(|_| ProgressStyle::default_bar())
+        .progress_chars("=> ");
+        bar.set_style(style);
+        Self { bar: Some(bar) }
+    }
+
+    /// `n` more sentences are translated.
+    pub fn advance(&self, n: usize) {
+        if let Some(bar) = &self.bar {
+            bar.inc(n as u64);
+        }
+    }
+}
+
+impl Drop for SentenceProgress {
+    fn drop(&mut self) {
+        if let Some(bar) = &self.bar {
+            bar.finish_and_clear();
+        }
+    }
+}

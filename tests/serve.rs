@@ -291,11 +291,11 @@ fn bad_requests_get_their_status_and_a_one_line_error_and_the_server_keeps_servi
             "fr is not supported",
         ),
         (
-            "html".into(),
+            "xml".into(),
             "application/json",
-            r#"{"q":"ich","source":"de","target":"en","format":"html"}"#.into(),
+            r#"{"q":"ich","source":"de","target":"en","format":"xml"}"#.into(),
             400,
-            "format html",
+            "format xml",
         ),
         (
             "oversized body".into(),

@@ -29,12 +29,21 @@ pub enum Command {
                             transformer train --resume runs/base"
     )]
     Train(TrainArgs),
-    /// Translate a sentence, or stdin line by line, with a trained checkpoint
+    /// Translate a text, stdin line by line, or a file (.txt, .html, .docx) with a trained
+    /// checkpoint; texts are cut into sentences and put back together
     #[command(
         after_help = "Examples:\n  transformer translate \"ich mochte ein bier\"\n  \
-                            transformer translate --checkpoint runs/multi30k-cpu --beam 5 < de.txt"
+                            transformer translate --checkpoint runs/multi30k-cpu --beam 5 < de.txt\n  \
+                            transformer translate --format html \"<p>Ich <b>mag</b> Bier.</p>\"\n  \
+                            transformer translate --file brief.docx --out letter.docx"
     )]
     Translate(TranslateArgs),
+    /// Cut text into sentences as translate and serve do (one per line; a blank line after
+    /// each input line's)
+    #[command(
+        after_help = "Example:\n  echo 'Wir kommen am 3. Mai. Bring z. B. Brot mit.' | transformer sentences --lang de"
+    )]
+    Sentences(SentencesArgs),
     /// Continue a prompt (or each line of stdin, in batches) with a trained decoder-only
     /// language model: by sampling, or by the beam search translation uses
     #[command(
@@ -202,13 +211,56 @@ pub struct TranslateArgs {
     /// under runs/ written most recently
     #[arg(long, value_name = "DIR")]
     pub checkpoint: Option<PathBuf>,
-    /// Print one JSON object per input with tokens, ids and log-probabilities
-    #[arg(long)]
+    /// Print one JSON object per input line, with tokens, ids and log-probabilities (a line of
+    /// several sentences: their tokens one after another)
+    #[arg(long, conflicts_with_all = ["file", "format"])]
     pub json: bool,
+    /// Translate this file into --out: .txt, .html/.htm or .docx (--format names the format
+    /// of a file with another extension)
+    #[arg(long, value_name = "FILE", requires = "out", conflicts_with = "text")]
+    pub file: Option<PathBuf>,
+    /// Where --file's translation is written (atomically)
+    #[arg(long, value_name = "FILE", requires = "file")]
+    pub out: Option<PathBuf>,
+    /// What TEXT, stdin or --file holds: text (line by line), html (one page or fragment:
+    /// the text translated, the markup kept) or docx; default: text, or --file's extension
+    #[arg(long, value_name = "FORMAT")]
+    pub format: Option<FormatArg>,
+    #[command(flatten)]
+    pub split: SplitArgs,
     #[command(flatten)]
     pub decode: DecodeArgs,
     #[command(flatten)]
     pub device: DeviceArgs,
+}
+
+/// The formats `translate` reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum FormatArg {
+    Text,
+    Html,
+    Docx,
+}
+
+#[derive(Debug, Args)]
+pub struct SplitArgs {
+    /// Translate each line as one sentence, instead of cutting it into sentences first
+    #[arg(long)]
+    pub no_sentence_split: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct SentencesArgs {
+    /// Text to cut; without it (or with -), each line of stdin
+    #[arg(value_name = "TEXT")]
+    pub text: Option<String>,
+    /// The language whose rules apply (abbreviations, ordinals): de, en, fr, ...; others
+    /// get English rules
+    #[arg(long, value_name = "CODE")]
+    pub lang: String,
+    /// Print one JSON list of sentences per input line instead
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]
@@ -276,6 +328,11 @@ pub struct EvalArgs {
     /// Lowercase hypotheses and references for BLEU (sacreBLEU's -lc; chrF keeps the case)
     #[arg(long)]
     pub lowercase: bool,
+    /// Cut each --src line into sentences (the checkpoint's data.source_lang rules),
+    /// translate them and join them back, for sources with several sentences a line
+    /// (Multi30k's lines are one sentence each)
+    #[arg(long, requires = "src")]
+    pub split_sentences: bool,
     #[command(flatten)]
     pub decode: DecodeArgs,
     #[command(flatten)]

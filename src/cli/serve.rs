@@ -67,6 +67,31 @@ pub struct ServeArgs {
     /// The language clients name as the target, instead of the checkpoint's data.target_lang
     #[arg(long, value_name = "CODE", value_parser = language_code)]
     pub target_lang: Option<String>,
+    /// Translate each line of a text as one sentence, instead of cutting it into sentences
+    #[arg(long)]
+    pub no_sentence_split: bool,
+    /// Answer /translate_file with 403 (LibreTranslate's flag)
+    #[arg(long)]
+    pub disable_files_translation: bool,
+    /// Where translated files wait for download (only files this server names are written
+    /// there); default: a fresh directory under the system's temporary one, removed on exit
+    #[arg(long, value_name = "DIR")]
+    pub files_dir: Option<PathBuf>,
+    /// How long a /download_file link works, in seconds
+    #[arg(long, default_value_t = 1800, value_name = "S", value_parser = at_least_one)]
+    pub file_ttl_s: usize,
+    /// Most translated files kept at once; the oldest goes first
+    #[arg(long, default_value_t = 256, value_name = "N", value_parser = at_least_one)]
+    pub max_files: usize,
+    /// Largest file /translate_file takes, in bytes (413 beyond)
+    #[arg(long, default_value_t = 2 << 20, value_name = "BYTES", value_parser = at_least_one)]
+    pub max_file_bytes: usize,
+    /// Most characters of text one file may hold (400 beyond)
+    #[arg(long, default_value_t = 100_000, value_name = "N", value_parser = at_least_one)]
+    pub max_file_chars: usize,
+    /// Longest translating one file may take, in milliseconds (503 after)
+    #[arg(long, default_value_t = 600_000, value_name = "MS", value_parser = at_least_one)]
+    pub file_timeout_ms: usize,
     /// Decoding for requests that name no settings (all of LibreTranslate's)
     #[command(flatten)]
     pub decode: DecodeSettingsArgs,

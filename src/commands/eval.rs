@@ -5,10 +5,11 @@ use super::stdout::{print_line, warn};
 use super::UsageError;
 use crate::atomic_file::write_atomic;
 use crate::cli::EvalArgs;
+use crate::document::{SentenceBatch, SentenceSplitter};
 use crate::metrics::{
     self, chrf_signature, corpus_bleu, corpus_chrf, read_segments, BleuScore, Case,
 };
-use crate::progress::Verbosity;
+use crate::progress::{SentenceProgress, Verbosity};
 
 pub fn run(args: EvalArgs) -> anyhow::Result<()> {
     let from_stdin = [Some(&args.reference), args.hyp.as_ref(), args.src.as_ref()]
@@ -67,7 +68,22 @@ fn translate_all(args: &EvalArgs, sources: &[String]) -> anyhow::Result<Vec<Stri
     )?;
     let options = super::decode_options(&args.decode.settings, &loaded)?;
     let translator = super::translator(&loaded, &device, options)?;
-    let translations = translator.translate_all(sources, args.decode.batch_size)?;
+    // Split, a line's sentences are translated apart and joined; else each line is one
+    // sentence, blank lines included, as the corpora are aligned line by line.
+    let splitter = SentenceSplitter::new(
+        loaded.config.data.source_lang.as_deref(),
+        args.split_sentences,
+    );
+    let batch = args
+        .split_sentences
+        .then(|| SentenceBatch::new(&splitter, sources));
+    let sentences = batch.as_ref().map_or(sources, |b| b.sentences());
+    let progress = SentenceProgress::new(sentences.len(), Verbosity::Normal);
+    let translations =
+        translator.translate_all_observed(sentences, args.decode.batch_size, &mut |n| {
+            progress.advance(n)
+        })?;
+    drop(progress);
     let warnings: Vec<String> = sources
         .iter()
         .filter_map(|s| loaded.tokenizers.missing_language_token(s))
@@ -84,11 +100,20 @@ fn translate_all(args: &EvalArgs, sources: &[String]) -> anyhow::Result<Vec<Stri
         .filter(|(_, t)| t.truncated_from.is_some())
         .map(|(index, _)| (index + 1).to_string())
         .collect();
-    let hypotheses = translations.into_iter().map(|t| t.translation).collect();
+    let translated: Vec<String> = translations.into_iter().map(|t| t.translation).collect();
+    let hypotheses = match &batch {
+        Some(batch) => batch.join_all(&translated),
+        None => translated,
+    };
     if !truncated.is_empty() {
         eprintln!(
-            "warning: source lines {} are longer than the model reads (model.max_len {}); \
+            "warning: source {} {} are longer than the model reads (model.max_len {}); \
              only their beginnings were translated",
+            if batch.is_some() {
+                "sentences"
+            } else {
+                "lines"
+            },
             truncated.join(", "),
             loaded.config.model.max_len
         );

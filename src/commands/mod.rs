@@ -10,6 +10,7 @@ mod infer_test;
 mod init_from;
 mod plot;
 mod quantize;
+mod sentences;
 mod serve;
 mod stdin_lines;
 mod stdout;
@@ -42,6 +43,7 @@ pub fn run(command: Command) -> anyhow::Result<()> {
     match command {
         Command::Train(args) => train::run(args),
         Command::Translate(args) => translate::run(args),
+        Command::Sentences(args) => sentences::run(args),
         Command::Generate(args) => generate::run(args),
         Command::Eval(args) => eval::run(args),
         Command::Average(args) => average::run(args),

@@ -5,7 +5,9 @@ use std::time::Duration;
 
 use crate::cli::ServeArgs;
 use crate::progress::Verbosity;
-use crate::serve::{serve, BatchPolicy, ConnectionLimits, Limits, ServeSettings, WIDEST_BEAM};
+use crate::serve::{
+    serve, BatchPolicy, ConnectionLimits, FileSettings, Limits, ServeSettings, WIDEST_BEAM,
+};
 
 pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     let device = super::device_from(&args.device, Verbosity::Normal)?;
@@ -41,10 +43,21 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
             max_connections: args.max_connections,
             header_timeout: Duration::from_millis(args.header_timeout_ms as u64),
             // What a request already being read or decoded may still take.
-            drain: Duration::from_millis((args.timeout_ms + args.header_timeout_ms) as u64),
+            drain: Duration::from_millis(
+                (args.timeout_ms.max(args.file_timeout_ms) + args.header_timeout_ms) as u64,
+            ),
         },
         api_key: args.api_key.filter(|key| !key.is_empty()),
         decode,
+        sentence_split: !args.no_sentence_split,
+        files: (!args.disable_files_translation).then(|| FileSettings {
+            dir: args.files_dir.clone(),
+            ttl: Duration::from_secs(args.file_ttl_s as u64),
+            max_files: args.max_files,
+            max_file_bytes: args.max_file_bytes,
+            max_file_chars: args.max_file_chars,
+            timeout: Duration::from_millis(args.file_timeout_ms as u64),
+        }),
     };
     let (source, target) = (
         loaded.config.data.source_lang.clone().unwrap_or_default(),

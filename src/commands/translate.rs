@@ -1,16 +1,34 @@
-//! `transformer translate`: one sentence from the command line, or stdin line by line. Lines
-//! already waiting on stdin are decoded together; a line typed at a terminal is translated as
-//! soon as it is complete.
+//! `transformer translate`: a text from the command line, stdin line by line, or a file
+//! (.txt, .html, .docx). Texts are cut into sentences (unless --no-sentence-split) and the
+//! translations put back between the text's own whitespace. Lines already waiting on stdin
+//! are decoded together; a line typed at a terminal is translated as soon as it is complete.
+
+use std::io::Read;
+use std::path::Path;
 
 use anyhow::Context;
 
 use super::stdin_lines::{BatchEnd, StdinLines};
 use super::stdout::{print_line, warn};
-use crate::cli::TranslateArgs;
+use super::UsageError;
+use crate::atomic_file::write_atomic;
+use crate::cli::{FormatArg, TranslateArgs};
+use crate::document::{DocumentFormat, DocxLimits, Prepared, SentenceBatch, SentenceSplitter};
 use crate::infer::translator::{Translation, Translator};
-use crate::progress::Verbosity;
+use crate::progress::{SentenceProgress, Verbosity};
 
 pub fn run(args: TranslateArgs) -> anyhow::Result<()> {
+    // Usage errors first: loading a model takes seconds.
+    let file_format = match &args.file {
+        Some(file) => Some(file_format(file, args.format)?),
+        None => None,
+    };
+    if args.format == Some(FormatArg::Docx) && args.file.is_none() {
+        return Err(UsageError(
+            "--format docx reads a file: give --file IN.docx --out OUT.docx".into(),
+        )
+        .into());
+    }
     let device = super::device_from(&args.device, Verbosity::Normal)?;
     let loaded = super::load_translation_model(
         args.checkpoint.as_deref(),
@@ -19,6 +37,10 @@ pub fn run(args: TranslateArgs) -> anyhow::Result<()> {
     )?;
     let options = super::decode_options(&args.decode.settings, &loaded)?;
     let translator = super::translator(&loaded, &device, options)?;
+    let splitter = SentenceSplitter::new(
+        loaded.config.data.source_lang.as_deref(),
+        !args.split.no_sentence_split,
+    );
     let output = Output {
         tokenizers: &loaded.tokenizers,
         warned_of_language: std::cell::Cell::new(false),
@@ -26,16 +48,179 @@ pub fn run(args: TranslateArgs) -> anyhow::Result<()> {
         max_positions: loaded.config.model.max_len,
         source_overhead: loaded.tokenizers.specials().source_overhead(),
     };
-    match args.text.as_deref() {
-        Some(text) if text != "-" => output.emit(&translator.translate(text)?),
-        _ => translate_stdin(&translator, args.decode.batch_size, &output),
+    let batch_size = args.decode.batch_size;
+    if let (Some(file), Some(out), Some(format)) = (&args.file, &args.out, file_format) {
+        return translate_file(
+            &translator,
+            &splitter,
+            batch_size,
+            &output,
+            file,
+            out,
+            format,
+        );
+    }
+    match (args.format, args.text.as_deref()) {
+        (Some(FormatArg::Html), text) => {
+            let source = match text {
+                Some(text) if text != "-" => text.to_string(),
+                _ => read_stdin()?,
+            };
+            let job =
+                DocumentFormat::Html.parse(source.into_bytes(), "stdin", DocxLimits::default())?;
+            let prepared = Prepared::new(job, &splitter);
+            let translations = translate_sentences(
+                &translator,
+                prepared.sentences(),
+                batch_size,
+                &output,
+                false,
+            )?;
+            let html = String::from_utf8(prepared.finish(&translations)?)?;
+            print_line(html.trim_end_matches('\n'))
+        }
+        (_, Some(text)) if text != "-" => translate_lines(
+            &translator,
+            &splitter,
+            &[text.to_string()],
+            batch_size,
+            &output,
+        ),
+        _ => translate_stdin(&translator, &splitter, batch_size, &output),
     }
 }
 
-/// Translates stdin in batches of the lines already there; a line that is not UTF-8 ends
-/// the stream after the lines before it are translated.
+/// `--file`'s format: `--format`, else its extension.
+fn file_format(file: &Path, format: Option<FormatArg>) -> anyhow::Result<DocumentFormat> {
+    match format {
+        Some(FormatArg::Text) => Ok(DocumentFormat::Text),
+        Some(FormatArg::Html) => Ok(DocumentFormat::Html),
+        Some(FormatArg::Docx) => Ok(DocumentFormat::Docx),
+        None => DocumentFormat::from_path(file).ok_or_else(|| {
+            UsageError(format!(
+                "--file {}: cannot tell its format from its extension; name it {} or give \
+                 --format text, html or docx",
+                file.display(),
+                DocumentFormat::all_extensions()
+            ))
+            .into()
+        }),
+    }
+}
+
+/// Translates a whole file into `out`, written atomically, with a progress bar on a
+/// terminal.
+fn translate_file(
+    translator: &Translator,
+    splitter: &SentenceSplitter,
+    batch_size: usize,
+    output: &Output,
+    file: &Path,
+    out: &Path,
+    format: DocumentFormat,
+) -> anyhow::Result<()> {
+    let name = file.display().to_string();
+    let bytes = std::fs::read(file).with_context(|| format!("reading --file {name}"))?;
+    let job = format.parse(bytes, &name, DocxLimits::default())?;
+    let prepared = Prepared::new(job, splitter);
+    let translations =
+        translate_sentences(translator, prepared.sentences(), batch_size, output, true)
+            .with_context(|| format!("translating {name}"))?;
+    let count = translations.len();
+    let translated = prepared.finish(&translations)?;
+    write_atomic(out, &translated).with_context(|| format!("writing --out {}", out.display()))?;
+    eprintln!(
+        "translated {count} sentences of {name} into {}",
+        out.display()
+    );
+    Ok(())
+}
+
+/// Translates `sentences` in batches, warning about each as [`Output::warn`] does, with a
+/// progress bar when `progress` is asked for (and stderr is a terminal).
+fn translate_sentences(
+    translator: &Translator,
+    sentences: &[String],
+    batch_size: usize,
+    output: &Output,
+    progress: bool,
+) -> anyhow::Result<Vec<String>> {
+    let bar = SentenceProgress::new(
+        sentences.len(),
+        if progress {
+            Verbosity::Normal
+        } else {
+            Verbosity::Quiet
+        },
+    );
+    let translations =
+        translator.translate_all_observed(sentences, batch_size, &mut |n| bar.advance(n))?;
+    drop(bar);
+    translations
+        .into_iter()
+        .map(|t| {
+            output.warn(&t);
+            Ok(t.translation)
+        })
+        .collect()
+}
+
+/// Translates texts whose lines and sentences are cut, and prints each text's translation
+/// (or, with --json, each sentence's).
+fn translate_lines(
+    translator: &Translator,
+    splitter: &SentenceSplitter,
+    texts: &[String],
+    batch_size: usize,
+    output: &Output,
+) -> anyhow::Result<()> {
+    let (batch, translations) = translate_texts(translator, splitter, texts, batch_size)?;
+    print_texts(texts, &batch, translations, output)
+}
+
+/// `texts` cut into sentences, and the sentences' translations.
+fn translate_texts(
+    translator: &Translator,
+    splitter: &SentenceSplitter,
+    texts: &[String],
+    batch_size: usize,
+) -> anyhow::Result<(SentenceBatch, Vec<Translation>)> {
+    let batch = SentenceBatch::new(splitter, texts);
+    let translations = translator.translate_all(batch.sentences(), batch_size)?;
+    Ok((batch, translations))
+}
+
+/// Warns about each sentence and prints each text's translation, or with --json its object:
+/// one per text, a text of several sentences with their tokens one after another.
+fn print_texts(
+    texts: &[String],
+    batch: &SentenceBatch,
+    translations: Vec<Translation>,
+    output: &Output,
+) -> anyhow::Result<()> {
+    for translation in &translations {
+        output.warn(translation);
+    }
+    let mut first = 0;
+    for ((i, text), count) in texts.iter().enumerate().zip(batch.sentences_per_text()) {
+        let joined = batch.join_with(i, |n| translations[n].translation.as_str());
+        if output.json {
+            let own = translations[first..first + count].to_vec();
+            let translation = Translation::concatenate(text, joined, own);
+            print_line(&serde_json::to_string(&translation)?)?;
+        } else {
+            print_line(&joined)?;
+        }
+        first += count;
+    }
+    Ok(())
+}
+
+/// Translates stdin in batches of the lines already there, one output line per input line;
+/// a line that is not UTF-8 ends the stream after the lines before it are translated.
 fn translate_stdin(
     translator: &Translator,
+    splitter: &SentenceSplitter,
     batch_size: usize,
     output: &Output,
 ) -> anyhow::Result<()> {
@@ -44,12 +229,10 @@ fn translate_stdin(
         let batch = lines.next_batch(batch_size)?;
         if !batch.lines.is_empty() {
             let last = batch.first_line + batch.lines.len() - 1;
-            let translations = translator
-                .translate_batch(&batch.lines)
-                .with_context(|| format!("stdin lines {}-{last}", batch.first_line))?;
-            for translation in &translations {
-                output.emit(translation)?;
-            }
+            let (sentences, translations) =
+                translate_texts(translator, splitter, &batch.lines, batch_size)
+                    .with_context(|| format!("stdin lines {}-{last}", batch.first_line))?;
+            print_texts(&batch.lines, &sentences, translations, output)?;
         }
         match batch.end {
             BatchEnd::More => {}
@@ -59,7 +242,16 @@ fn translate_stdin(
     }
 }
 
-/// How results are printed.
+/// All of stdin, as one HTML document.
+fn read_stdin() -> anyhow::Result<String> {
+    let mut bytes = Vec::new();
+    std::io::stdin()
+        .read_to_end(&mut bytes)
+        .context("reading stdin")?;
+    String::from_utf8(bytes).context("stdin is not UTF-8 text")
+}
+
+/// How results are printed and warned about.
 struct Output<'a> {
     /// For the warning a multilingual model's source without a target-language token gets,
     /// and whether it was given.
@@ -73,8 +265,8 @@ struct Output<'a> {
 }
 
 impl Output<'_> {
-    /// Warns about unknown words and cut sentences on stderr, prints the result on stdout.
-    fn emit(&self, translation: &Translation) -> anyhow::Result<()> {
+    /// Warns about unknown words and cut sentences on stderr.
+    fn warn(&self, translation: &Translation) {
         // Once: a file of lines without the token would otherwise say it on every line.
         if !self.warned_of_language.get() {
             if let Some(warning) = self.tokenizers.missing_language_token(&translation.source) {
@@ -95,11 +287,6 @@ impl Output<'_> {
                 self.max_positions - self.source_overhead,
                 self.max_positions
             ));
-        }
-        if self.json {
-            print_line(&serde_json::to_string(translation)?)
-        } else {
-            print_line(&translation.translation)
         }
     }
 }

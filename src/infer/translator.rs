@@ -98,6 +98,66 @@ pub struct Alternative {
     pub log_probs: Vec<f32>,
 }
 
+impl Translation {
+    /// The translation of a text cut into `sentences`, whose translations read `joined` when
+    /// put back together: tokens, ids and log-probabilities one sentence after the other,
+    /// alternative `i` each sentence's alternative `i` (its best where it has fewer).
+    pub fn concatenate(source: &str, joined: String, sentences: Vec<Translation>) -> Self {
+        if sentences.len() == 1 {
+            let mut only = sentences.into_iter().next().expect("one sentence");
+            only.source = source.to_string();
+            only.translation = joined;
+            return only;
+        }
+        let widest = sentences
+            .iter()
+            .map(|s| s.alternatives.len())
+            .max()
+            .unwrap_or(0);
+        let alternatives = (0..widest)
+            .map(|i| {
+                let mut alternative = Alternative {
+                    translation: String::new(),
+                    tokens: Vec::new(),
+                    ids: Vec::new(),
+                    log_probs: Vec::new(),
+                };
+                let mut words = Vec::new();
+                for s in &sentences {
+                    let (translation, tokens, ids, log_probs) = match s.alternatives.get(i) {
+                        Some(a) => (&a.translation, &a.tokens, &a.ids, &a.log_probs),
+                        None => (&s.translation, &s.tokens, &s.ids, &s.log_probs),
+                    };
+                    words.push(translation.as_str());
+                    alternative.tokens.extend(tokens.iter().cloned());
+                    alternative.ids.extend(ids);
+                    alternative.log_probs.extend(log_probs);
+                }
+                alternative.translation = words.join(" ");
+                alternative
+            })
+            .collect();
+        let mut out = Translation {
+            source: source.to_string(),
+            translation: joined,
+            tokens: Vec::new(),
+            ids: Vec::new(),
+            log_probs: Vec::new(),
+            unknown_words: Vec::new(),
+            truncated_from: None,
+            alternatives,
+        };
+        for s in sentences {
+            out.tokens.extend(s.tokens);
+            out.ids.extend(s.ids);
+            out.log_probs.extend(s.log_probs);
+            out.unknown_words.extend(s.unknown_words);
+            out.truncated_from = out.truncated_from.max(s.truncated_from);
+        }
+        out
+    }
+}
+
 impl Translator<'_> {
     /// Translates one sentence; an empty sentence gives an empty translation.
     pub fn translate(&self, sentence: &str) -> anyhow::Result<Translation> {
@@ -114,6 +174,17 @@ impl Translator<'_> {
         sentences: &[String],
         batch_size: usize,
     ) -> anyhow::Result<Vec<Translation>> {
+        self.translate_all_observed(sentences, batch_size, &mut |_| {})
+    }
+
+    /// [`Self::translate_all`], telling `done` how many sentences each batch finished (for a
+    /// progress bar).
+    pub fn translate_all_observed(
+        &self,
+        sentences: &[String],
+        batch_size: usize,
+        done: &mut dyn FnMut(usize),
+    ) -> anyhow::Result<Vec<Translation>> {
         let mut translations = Vec::with_capacity(sentences.len());
         for (index, batch) in sentences.chunks(batch_size.max(1)).enumerate() {
             let first = index * batch_size.max(1) + 1;
@@ -123,6 +194,7 @@ impl Translator<'_> {
                     first + batch.len() - 1
                 )
             })?;
+            done(batch.len());
             translations.extend(batch);
         }
         Ok(translations)

@@ -7,9 +7,11 @@ use std::time::Duration;
 use super::auth::ApiKey;
 use super::batcher::{Queue, Refused, Reply};
 use super::error::ApiError;
+use super::files::FileStore;
 use super::languages::LanguagePair;
 use super::metrics::Metrics;
 use crate::checkpoint::Checkpoint;
+use crate::document::SentenceSplitter;
 use crate::infer::settings::{DecodeRequest, Resolver, SettingNames};
 use crate::infer::translator::{DecodeOptions, Translation};
 
@@ -28,15 +30,6 @@ pub struct Limits {
     pub timeout: Duration,
 }
 
-/// What of a text is translated as one sentence.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Sentences {
-    /// Each line (LibreTranslate's endpoints translate a text line by line).
-    Lines,
-    /// The whole text, newlines read as spaces (`/v1/translate`).
-    Whole,
-}
-
 /// Everything the handlers share.
 pub struct AppState {
     pub checkpoint: Arc<Checkpoint>,
@@ -50,6 +43,12 @@ pub struct AppState {
     pub max_batch: usize,
     /// The device, as `/health` reports it.
     pub device: String,
+    /// How texts are cut into sentences.
+    pub splitter: SentenceSplitter,
+    /// Translated files waiting for download; `None` when file translation is off.
+    pub files: Option<FileStore>,
+    /// The address listened on, for download links when a request has no Host header.
+    pub addr: std::net::SocketAddr,
 }
 
 pub type Shared = Arc<AppState>;
@@ -81,23 +80,18 @@ impl AppState {
         Ok(())
     }
 
-    /// Checks `texts`, to be decoded with `options`, against the limits before they are
-    /// queued: their number, the character limit, the source tokens the model can read (a
-    /// longer sentence would be cut), and the request's cost: the tokens each sentence may
-    /// read and generate (its `max_len`, else its length + 50), times the beam. The cost
-    /// bounds how long one request can hold the model.
+    /// Checks a request's `texts`, cut into `sentences` to be decoded with `options`,
+    /// against the limits before they are queued: their number, the character limit, the
+    /// source tokens the model can read (a longer sentence would be cut), and the request's
+    /// cost: the tokens each sentence may read and generate (its `max_len`, else its length
+    /// + 50), times the beam. The cost bounds how long one request can hold the model.
     pub fn check_texts(
         &self,
         texts: &[String],
-        sentences: Sentences,
+        sentences: &[String],
         options: &DecodeOptions,
     ) -> Result<(), ApiError> {
         self.check_count(texts)?;
-        let max_positions = self.checkpoint.config.model.max_len;
-        let readable =
-            max_positions.saturating_sub(self.checkpoint.tokenizers.specials().source_overhead());
-        let beam = options.beam.max(1);
-        let mut cost = 0usize;
         for (i, text) in texts.iter().enumerate() {
             let chars = text.chars().count();
             if chars > self.limits.max_chars {
@@ -108,31 +102,32 @@ impl AppState {
                     self.limits.max_chars
                 )));
             }
-            let units: Vec<&str> = match sentences {
-                Sentences::Lines => text.lines().collect(),
-                Sentences::Whole => vec![text.as_str()],
-            };
-            for line in units {
-                let tokens = self
-                    .checkpoint
-                    .tokenizers
-                    .src
-                    .encode(line)
-                    .map_err(|e| ApiError::bad_request(format!("invalid request: {e:#}")))?
-                    .ids
-                    .len();
-                if tokens > readable {
-                    return Err(ApiError::bad_request(format!(
-                        "invalid request: a sentence of text {} has {tokens} tokens, more than \
-                         the {readable} this model reads (model.max_len {}); split it into \
-                         shorter sentences",
-                        i + 1,
-                        readable + 2
-                    )));
-                }
-                let generated = options.max_steps(tokens, max_positions);
-                cost = cost.saturating_add((tokens + 1 + generated).saturating_mul(beam));
+        }
+        let max_positions = self.checkpoint.config.model.max_len;
+        let readable =
+            max_positions.saturating_sub(self.checkpoint.tokenizers.specials().source_overhead());
+        let beam = options.beam.max(1);
+        let mut cost = 0usize;
+        for sentence in sentences {
+            let tokens = self
+                .checkpoint
+                .tokenizers
+                .src
+                .encode(sentence)
+                .map_err(|e| ApiError::bad_request(format!("invalid request: {e:#}")))?
+                .ids
+                .len();
+            if tokens > readable {
+                return Err(ApiError::bad_request(format!(
+                    "invalid request: the sentence {:?} has {tokens} tokens, more than the \
+                     {readable} this model reads (model.max_len {}); split it into shorter \
+                     sentences",
+                    truncate_chars(sentence, 40),
+                    readable + 2
+                )));
             }
+            let generated = options.max_steps(tokens, max_positions);
+            cost = cost.saturating_add((tokens + 1 + generated).saturating_mul(beam));
         }
         if cost > self.limits.max_request_tokens {
             return Err(ApiError::bad_request(format!(
@@ -186,5 +181,13 @@ pub fn refused(why: Refused) -> ApiError {
         Refused::Stopped => {
             ApiError::unavailable("the server is stopping; retry elsewhere or later")
         }
+    }
+}
+
+/// The first `n` characters of `text`, with an ellipsis when it was longer.
+fn truncate_chars(text: &str, n: usize) -> String {
+    match text.char_indices().nth(n) {
+        Some((at, _)) => format!("{}...", &text[..at]),
+        None => text.to_string(),
     }
 }

@@ -73,6 +73,17 @@ pub fn too_large(max_bytes: usize) -> ApiError {
     )
 }
 
+/// The answer to a file larger than `--max-file-bytes` (`max_bytes`).
+pub fn file_too_large(max_bytes: usize) -> ApiError {
+    ApiError::with_status(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        format!(
+            "the file is larger than this server's limit of {max_bytes} bytes \
+             (serve --max-file-bytes); split it"
+        ),
+    )
+}
+
 fn body_error(rejection: BytesRejection, max_bytes: usize) -> ApiError {
     if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
         too_large(max_bytes)

@@ -1,6 +1,7 @@
 //! LibreTranslate's API, so that its clients work unchanged: `POST /translate`,
 //! `GET /languages`, `POST /detect` and the `GET /frontend/settings` its page reads. Texts
-//! are translated line by line (the model translates sentences) and the lines joined again.
+//! are cut into lines and sentences (the model translates sentences) and put back together;
+//! `format=html` translates the text of a page and keeps its markup.
 
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
@@ -10,12 +11,14 @@ use axum::Json;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::app::{Sentences, Shared};
+use super::app::Shared;
 use super::body::{self, Accepts};
 use super::error::ApiError;
 use super::languages::name_of;
+use crate::document::html::HtmlJob;
+use crate::document::{DocumentFormat, Prepared, SentenceBatch};
 use crate::infer::settings::{self, DecodeRequest};
-use crate::infer::translator::Translation;
+use crate::infer::translator::{DecodeOptions, Translation};
 
 /// `/translate`'s fields; others are ignored, as LibreTranslate ignores them.
 #[derive(Debug, Deserialize)]
@@ -45,42 +48,74 @@ pub async fn translate(
     let detected = state
         .pair
         .check(request.source.as_deref(), request.target.as_deref())?;
-    match request.format.as_deref() {
-        None | Some("") | Some("text") => {}
+    let html = match request.format.as_deref() {
+        None | Some("") | Some("text") => false,
+        Some("html") => true,
         Some(other) => {
             return Err(ApiError::bad_request(format!(
-                "format {other} is not supported; this server translates plain text \
-                 (format=text)"
+                "invalid request: format {other} is not supported; use text or html"
             )))
         }
-    }
+    };
     let alternatives = body::count("alternatives", request.alternatives.as_ref())?.unwrap_or(0);
     // The translation and its alternatives are the n best hypotheses of one beam search.
     let asked = DecodeRequest {
-        n_best: (alternatives > 0).then_some(alternatives.saturating_add(1)),
+        n_best: (alternatives > 0 && !html).then_some(alternatives.saturating_add(1)),
         ..DecodeRequest::default()
     };
     let options = state.decode_options(asked, settings::LIBRETRANSLATE_FIELDS)?;
-    state.check_texts(&texts, Sentences::Lines, &options)?;
-    let lines: Vec<Vec<String>> = texts.iter().map(|t| split_lines(t)).collect();
-    let sentences: Vec<String> = lines.iter().flatten().cloned().collect();
-    let translations = state.translate(sentences, options).await?;
-    let mut translations = translations.into_iter();
-    let results: Vec<TextResult> = lines
-        .iter()
-        .map(|own| {
-            TextResult::join(
-                translations.by_ref().take(own.len()).collect(),
-                alternatives,
-            )
-        })
-        .collect();
+    let results = if html {
+        translate_html(&state, &texts, options).await?
+    } else {
+        let batch = SentenceBatch::new(&state.splitter, &texts);
+        state.check_texts(&texts, batch.sentences(), &options)?;
+        let translations = state.translate(batch.sentences().to_vec(), options).await?;
+        (0..texts.len())
+            .map(|i| TextResult::join(&batch, i, &translations, alternatives))
+            .collect()
+    };
     Ok(Json(response(
         &results,
         is_list,
         detected.then(|| state.pair.source.as_str()),
         alternatives > 0,
     )))
+}
+
+/// `format=html`: each text a page or fragment whose blocks are translated, the markup kept
+/// (no alternatives: they would need markup of their own).
+async fn translate_html(
+    state: &Shared,
+    texts: &[String],
+    options: DecodeOptions,
+) -> Result<Vec<TextResult>, ApiError> {
+    let prepared: Vec<Prepared> = texts
+        .iter()
+        .map(|text| {
+            let job = Box::new(HtmlJob::parse(text));
+            Prepared::new(job, &state.splitter)
+        })
+        .collect();
+    let sentences: Vec<String> = prepared
+        .iter()
+        .flat_map(|p| p.sentences().iter().cloned())
+        .collect();
+    state.check_texts(texts, &sentences, &options)?;
+    let translations = state.translate(sentences, options).await?;
+    let mut translations = translations.into_iter().map(|t| t.translation);
+    prepared
+        .into_iter()
+        .map(|p| {
+            let own: Vec<String> = translations.by_ref().take(p.sentences().len()).collect();
+            let bytes = p
+                .finish(&own)
+                .map_err(|e| ApiError::internal(format!("translation failed: {e:#}")))?;
+            Ok(TextResult {
+                text: String::from_utf8_lossy(&bytes).into_owned(),
+                alternatives: Vec::new(),
+            })
+        })
+        .collect()
 }
 
 /// One text's translation: its lines' translations joined, and as many alternatives.
@@ -90,28 +125,26 @@ struct TextResult {
 }
 
 impl TextResult {
-    /// Alternative `i` of a text is each line's alternative `i` (its best translation for a
-    /// line that has fewer); an alternative that reads as the translation or as an earlier
-    /// alternative (two hypotheses can detokenize alike) is left out, so a text may get fewer
-    /// than asked for.
-    fn join(lines: Vec<Translation>, alternatives: usize) -> Self {
-        let text = lines
-            .iter()
-            .map(|l| l.translation.as_str())
-            .collect::<Vec<_>>()
-            .join("\n");
+    /// Text `index` of `batch` from its sentences' translations. Alternative `i` of a text
+    /// takes each sentence's alternative `i` (its best translation for a sentence that has
+    /// fewer); an alternative that reads as the translation or as an earlier alternative
+    /// (two hypotheses can detokenize alike) is left out, so a text may get fewer than asked
+    /// for.
+    fn join(
+        batch: &SentenceBatch,
+        index: usize,
+        translations: &[Translation],
+        alternatives: usize,
+    ) -> Self {
+        let text = batch.join_with(index, |n| translations[n].translation.as_str());
         let mut distinct: Vec<String> = Vec::with_capacity(alternatives);
         for i in 0..alternatives {
-            let candidate = lines
-                .iter()
-                .map(|l| {
-                    l.alternatives
-                        .get(i)
-                        .map_or(&l.translation, |a| &a.translation)
-                })
-                .map(String::as_str)
-                .collect::<Vec<_>>()
-                .join("\n");
+            let candidate = batch.join_with(index, |n| {
+                let t = &translations[n];
+                t.alternatives
+                    .get(i)
+                    .map_or(&t.translation, |a| &a.translation)
+            });
             if candidate != text && !distinct.contains(&candidate) {
                 distinct.push(candidate);
             }
@@ -160,10 +193,12 @@ fn response(
     }
 }
 
-/// A text's lines, each translated as one sentence (`\r\n` read as `\n`).
-fn split_lines(text: &str) -> Vec<String> {
-    text.split('\n')
-        .map(|line| line.trim_end_matches('\r').to_string())
+/// The extensions `/translate_file` takes, as LibreTranslate lists them.
+pub fn supported_formats() -> Vec<&'static str> {
+    DocumentFormat::ALL
+        .iter()
+        .flat_map(|f| f.extensions())
+        .copied()
         .collect()
 }
 
@@ -209,8 +244,8 @@ pub async fn settings(State(state): State<Shared>) -> Json<Value> {
         "charLimit": state.limits.max_chars,
         "keyRequired": state.key.required(),
         "suggestions": false,
-        "filesTranslation": false,
-        "supportedFilesFormat": [],
+        "filesTranslation": state.files.is_some(),
+        "supportedFilesFormat": if state.files.is_some() { supported_formats() } else { Vec::new() },
         "language": {
             "source": { "code": pair.source, "name": name_of(&pair.source) },
             "target": { "code": pair.target, "name": name_of(&pair.target) },
@@ -221,12 +256,6 @@ pub async fn settings(State(state): State<Shared>) -> Json<Value> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_text_is_translated_line_by_line() {
-        assert_eq!(split_lines("a b\r\nc\n"), vec!["a b", "c", ""]);
-        assert_eq!(split_lines(""), vec![""]);
-    }
 
     #[test]
     fn q_is_a_string_or_a_list_of_strings() {

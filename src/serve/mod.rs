@@ -11,7 +11,9 @@ mod auth;
 mod batcher;
 mod body;
 mod connections;
+mod documents;
 mod error;
+mod files;
 mod languages;
 mod libretranslate;
 mod metrics;
@@ -29,11 +31,14 @@ use candle_core::Device;
 pub use app::Limits;
 pub use batcher::BatchPolicy;
 pub use connections::ConnectionLimits;
+pub use files::FileSettings;
 
 use crate::checkpoint::{Checkpoint, Task};
+use crate::document::SentenceSplitter;
 use crate::infer::settings::Resolver;
 use app::AppState;
 use auth::ApiKey;
+use files::FileStore;
 use languages::LanguagePair;
 use metrics::Metrics;
 
@@ -47,6 +52,10 @@ pub struct ServeSettings {
     pub api_key: Option<String>,
     /// Decoding settings below a request's: the checkpoint's `[decode]`, then the flags.
     pub decode: Resolver,
+    /// Whether texts are cut into sentences (else each line is one).
+    pub sentence_split: bool,
+    /// Where and how long translated files are kept; `None`: `/translate_file` is off.
+    pub files: Option<FileSettings>,
 }
 
 /// Widest beam a request may ask for: each beam is a decoder row, so this bounds the work
@@ -66,6 +75,8 @@ pub fn serve(
 ) -> anyhow::Result<()> {
     checkpoint.model_for(Task::Translate)?;
     let pair = language_pair(&checkpoint)?;
+    let splitter = SentenceSplitter::new(Some(&pair.source), settings.sentence_split);
+    let files = settings.files.map(FileStore::open).transpose()?;
     let checkpoint = Arc::new(checkpoint);
     let metrics = Arc::new(Metrics::new());
     let device_name = crate::device::describe(&device);
@@ -81,6 +92,9 @@ pub fn serve(
         decode: settings.decode,
         max_batch: settings.policy.max_batch,
         device: device_name,
+        splitter,
+        files,
+        addr: settings.addr,
     });
     let addr = settings.addr;
     let connections = settings.connections.within_open_file_limit();
@@ -119,6 +133,17 @@ fn serve_http(
         // between the two would otherwise kill the process with nothing answered.
         let signals = StopSignals::listen()?;
         ready(listener.local_addr()?);
+        // Expired download links' files go within a minute of expiring.
+        let sweeper = state.clone();
+        tokio::spawn(async move {
+            let mut every = tokio::time::interval(std::time::Duration::from_secs(60));
+            loop {
+                every.tick().await;
+                if let Some(files) = &sweeper.files {
+                    files.sweep();
+                }
+            }
+        });
         connections::serve(
             listener,
             routes::router(state),

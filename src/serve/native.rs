@@ -11,10 +11,11 @@ use axum::Json;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
-use super::app::{answer, refused, Sentences, Shared};
+use super::app::{answer, refused, Shared};
 use super::body::{self, Accepts};
 use super::error::ApiError;
 use crate::data::corpus::normalize_sentence;
+use crate::document::SentenceBatch;
 use crate::infer::settings::{self, DecodeRequest};
 use crate::infer::translator::{DecodeOptions, Translation};
 use crate::plot::attention_heatmaps_png;
@@ -36,7 +37,10 @@ struct TranslateRequest {
 }
 
 /// `POST /v1/translate`: `{"translations": [...]}`, one object per text of `q` (a string or
-/// a list), each as `translate --json` prints it, with `alternatives` when `n_best` > 1.
+/// a list), each as `translate --json` prints a line, with `alternatives` when `n_best` is
+/// over one. A text of several sentences is translated sentence by sentence: its object
+/// holds the joined translation and its sentences' tokens, ids and log-probabilities one
+/// after another.
 pub async fn translate(
     State(state): State<Shared>,
     headers: HeaderMap,
@@ -49,8 +53,21 @@ pub async fn translate(
         .check(bearer(&headers).or(request.api_key.as_deref()))?;
     let options = options(&state, &request)?;
     let (texts, _) = body::texts(Some(request.q))?;
-    state.check_texts(&texts, Sentences::Whole, &options)?;
-    let translations = state.translate(texts, options).await?;
+    let batch = SentenceBatch::new(&state.splitter, &texts);
+    state.check_texts(&texts, batch.sentences(), &options)?;
+    let all = state.translate(batch.sentences().to_vec(), options).await?;
+    let mut first = 0;
+    let translations = texts
+        .iter()
+        .zip(batch.sentences_per_text())
+        .enumerate()
+        .map(|(i, (text, count))| {
+            let joined = batch.join_with(i, |n| all[n].translation.as_str());
+            let own = all[first..first + count].to_vec();
+            first += count;
+            Translation::concatenate(text, joined, own)
+        })
+        .collect();
     Ok(Json(TranslateResponse { translations }))
 }
 
@@ -148,7 +165,8 @@ pub async fn attention(
         ),
         ..state.decode.defaults()
     };
-    state.check_texts(std::slice::from_ref(&text), Sentences::Whole, &options)?;
+    let one = std::slice::from_ref(&text);
+    state.check_texts(one, one, &options)?;
     let reply = state
         .queue
         .attention(text, layers, options)

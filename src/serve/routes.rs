@@ -12,7 +12,7 @@ use axum::Router;
 
 use super::app::Shared;
 use super::error::ApiError;
-use super::{body, libretranslate, native, page, spec};
+use super::{body, documents, libretranslate, native, page, spec};
 
 /// Every path the router answers, as `/spec` describes them.
 pub const ENDPOINTS: &[&str] = &[
@@ -21,6 +21,8 @@ pub const ENDPOINTS: &[&str] = &[
     "/languages",
     "/detect",
     "/frontend/settings",
+    "/translate_file",
+    "/download_file/{file}",
     "/v1/translate",
     "/v1/attention",
     "/health",
@@ -40,6 +42,11 @@ pub fn router(state: Shared) -> Router {
         )
         .route("/detect", post(libretranslate::detect))
         .route("/frontend/settings", get(libretranslate::settings))
+        .route(
+            "/translate_file",
+            post(documents::translate_file).layer(DefaultBodyLimit::max(file_body_limit(&state))),
+        )
+        .route("/download_file/{file}", get(documents::download_file))
         .route("/v1/translate", post(native::translate))
         .route("/v1/attention", get(native::attention))
         .route("/health", get(native::health))
@@ -64,11 +71,21 @@ async fn method_not_allowed(uri: Uri) -> ApiError {
     ApiError::with_status(
         axum::http::StatusCode::METHOD_NOT_ALLOWED,
         format!(
-            "{} does not answer this method; /translate, /detect and /v1/translate take POST, \
-             the others GET",
+            "{} does not answer this method; /translate, /detect, /translate_file and \
+             /v1/translate take POST, the others GET",
             uri.path()
         ),
     )
+}
+
+/// The largest `/translate_file` body: the file and the form around it.
+fn file_body_limit(state: &Shared) -> usize {
+    state
+        .files
+        .as_ref()
+        .map_or(state.limits.max_body_bytes, |files| {
+            files.settings.max_file_bytes.saturating_add(64 * 1024)
+        })
 }
 
 /// Bounds each request by `--timeout-ms` (reading its body included) and records its
@@ -76,20 +93,35 @@ async fn method_not_allowed(uri: Uri) -> ApiError {
 async fn track(State(state): State<Shared>, request: Request, next: Next) -> Response {
     let endpoint = endpoint_label(request.uri().path());
     let started = Instant::now();
-    let timeout = state.limits.timeout;
+    let (timeout, max, flag) = match (endpoint, &state.files) {
+        ("translate_file", Some(files)) => (
+            files.settings.timeout,
+            file_body_limit(&state),
+            "--file-timeout-ms",
+        ),
+        _ => (
+            state.limits.timeout,
+            state.limits.max_body_bytes,
+            "--timeout-ms",
+        ),
+    };
     let declared = request
         .headers()
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
-    let max = state.limits.max_body_bytes;
     let response = if declared.is_some_and(|length| length > max as u64) {
         // Refused before the body is read, which a client may be slow to send.
-        body::too_large(max).into_response()
+        match (endpoint, &state.files) {
+            ("translate_file", Some(files)) => {
+                body::file_too_large(files.settings.max_file_bytes).into_response()
+            }
+            _ => body::too_large(max).into_response(),
+        }
     } else {
         match tokio::time::timeout(timeout, next.run(request)).await {
             Ok(response) => response,
             Err(_) => ApiError::unavailable(format!(
-                "the request took longer than this server's limit of {} ms (serve --timeout-ms); \
+                "the request took longer than this server's limit of {} ms (serve {flag}); \
              retry, or send fewer or shorter texts",
                 timeout.as_millis()
             ))
@@ -110,6 +142,8 @@ fn endpoint_label(path: &str) -> &'static str {
         "/languages" => "languages",
         "/detect" => "detect",
         "/frontend/settings" => "settings",
+        "/translate_file" => "translate_file",
+        path if path.starts_with("/download_file/") => "download_file",
         "/v1/translate" => "v1_translate",
         "/v1/attention" => "v1_attention",
         "/health" => "health",

@@ -1,0 +1,48 @@
+//! `transformer sentences`: text cut into sentences exactly as `translate` and `serve` cut
+//! it, to see (and measure) where the boundaries fall.
+
+use super::stdin_lines::{BatchEnd, StdinLines};
+use super::stdout::print_line;
+use crate::cli::SentencesArgs;
+use crate::document::SentenceSplitter;
+
+pub fn run(args: SentencesArgs) -> anyhow::Result<()> {
+    let splitter = SentenceSplitter::new(Some(&args.lang), true);
+    let print = |line: &str| -> anyhow::Result<()> {
+        let sentences: Vec<&str> = splitter
+            .sentences_of_line(line)
+            .into_iter()
+            .map(|range| &line[range])
+            .collect();
+        if args.json {
+            print_line(&serde_json::to_string(&sentences)?)
+        } else {
+            for sentence in sentences {
+                print_line(sentence)?;
+            }
+            print_line("")
+        }
+    };
+    match args.text.as_deref() {
+        Some(text) if text != "-" => {
+            for line in text.lines() {
+                print(line)?;
+            }
+            Ok(())
+        }
+        _ => {
+            let mut lines = StdinLines::new("cut into sentences");
+            loop {
+                let batch = lines.next_batch(1024)?;
+                for line in &batch.lines {
+                    print(line)?;
+                }
+                match batch.end {
+                    BatchEnd::More => {}
+                    BatchEnd::Input => return Ok(()),
+                    BatchEnd::Error(e) => return Err(e),
+                }
+            }
+        }
+    }
+}

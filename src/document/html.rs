@@ -1,0 +1,382 @@
+//! HTML: the text of each block translated, the markup kept. The page is parsed as a browser
+//! parses it (html5ever, through scraper's tree); each run of text and inline elements
+//! between block boundaries is one [`InlineBlock`], whose inline elements (`<b>`, `<a>`,
+//! `<span>` around a single text) move to the words they translate to. `script`, `style`,
+//! `code`, `pre` and anything marked `translate="no"` are left as they are; entities are
+//! decoded by the parser and written back by its serializer.
+
+use ego_tree::NodeId;
+use scraper::node::Text;
+use scraper::{Html, Node};
+
+use super::inline::{InlineBlock, Piece};
+use super::{Extracted, TextJob};
+
+/// Elements whose text is never translated: code, styles, scripts, preformatted text.
+const UNTOUCHED: &[&str] = &[
+    "script", "style", "code", "pre", "kbd", "samp", "var", "textarea", "template", "svg", "math",
+    "noscript", "iframe", "object",
+];
+
+/// Elements that sit inside a sentence; anything else (`p`, `div`, `li`, `td`, `br`, ...)
+/// ends one.
+const INLINE: &[&str] = &[
+    "a", "abbr", "b", "bdi", "bdo", "cite", "data", "del", "dfn", "em", "font", "i", "ins",
+    "label", "mark", "q", "s", "small", "span", "strong", "sub", "sup", "time", "u",
+];
+
+/// A parsed page (or fragment) and the blocks whose text is translated.
+pub struct HtmlJob {
+    html: Html,
+    fragment: bool,
+    blocks: Vec<Block>,
+}
+
+/// One run of text nodes and inline elements inside one parent, in document order.
+struct Block {
+    /// The run's top-level nodes: text nodes and inline elements.
+    nodes: Vec<NodeId>,
+    /// Marks are the inline elements (`nodes` entries) that hold a single text node.
+    inline: InlineBlock<Marked>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Marked {
+    element: NodeId,
+    text: NodeId,
+}
+
+impl HtmlJob {
+    /// Parses `source`: a whole page when it starts with a doctype or `<html>`, else a
+    /// fragment (what LibreTranslate's `format=html` clients send), which stays one.
+    pub fn parse(source: &str) -> Self {
+        let fragment = !looks_like_document(source);
+        let html = if fragment {
+            Html::parse_fragment(source)
+        } else {
+            Html::parse_document(source)
+        };
+        let mut job = Self {
+            html,
+            fragment,
+            blocks: Vec::new(),
+        };
+        let root = job.html.tree.root().id();
+        job.collect(root);
+        job
+    }
+
+    /// Walks `parent`'s children, cutting runs at every child that is not inline.
+    fn collect(&mut self, parent: NodeId) {
+        let children: Vec<NodeId> = self.node(parent).children().map(|c| c.id()).collect();
+        let mut run: Vec<NodeId> = Vec::new();
+        for child in children {
+            match self.role(child) {
+                Role::Text | Role::Inline => run.push(child),
+                Role::Boundary { descend } => {
+                    self.close_run(std::mem::take(&mut run));
+                    if descend {
+                        self.collect(child);
+                    }
+                }
+            }
+        }
+        self.close_run(run);
+    }
+
+    fn node(&self, id: NodeId) -> ego_tree::NodeRef<'_, Node> {
+        self.html.tree.get(id).expect("ids come from this tree")
+    }
+
+    fn role(&self, id: NodeId) -> Role {
+        let node = self.node(id);
+        match node.value() {
+            Node::Text(_) => Role::Text,
+            Node::Element(element) => {
+                let name = element.name();
+                let untouched = UNTOUCHED.contains(&name)
+                    || element
+                        .attr("translate")
+                        .is_some_and(|v| v.eq_ignore_ascii_case("no"))
+                    || element.has_class(
+                        "notranslate",
+                        scraper::CaseSensitivity::AsciiCaseInsensitive,
+                    );
+                if untouched {
+                    Role::Boundary { descend: false }
+                } else if INLINE.contains(&name) && self.single_text(id).is_some() {
+                    Role::Inline
+                } else {
+                    Role::Boundary { descend: true }
+                }
+            }
+            Node::Document | Node::Fragment => Role::Boundary { descend: true },
+            _ => Role::Boundary { descend: false },
+        }
+    }
+
+    /// The one text node inside an inline element whose descendants are inline elements
+    /// and that text alone; `None` otherwise (such an element is translated inside, as a
+    /// block of its own).
+    fn single_text(&self, id: NodeId) -> Option<NodeId> {
+        let mut text = None;
+        for node in self.node(id).descendants().skip(1) {
+            match node.value() {
+                Node::Text(_) if text.is_none() => text = Some(node.id()),
+                Node::Element(e) if INLINE.contains(&e.name()) && e.attr("translate").is_none() => {
+                }
+                _ => return None,
+            }
+        }
+        text
+    }
+
+    fn close_run(&mut self, nodes: Vec<NodeId>) {
+        let pieces: Vec<Piece<Marked>> = nodes
+            .iter()
+            .map(|&id| match self.node(id).value() {
+                Node::Text(text) => Piece::new(None, &*text.text),
+                _ => {
+                    let text = self.single_text(id).expect("inline nodes hold one text");
+                    let content = self.node(text).value().as_text().map_or("", |t| &t.text);
+                    Piece::new(Some(Marked { element: id, text }), content)
+                }
+            })
+            .collect();
+        let inline = InlineBlock::new(pieces);
+        if !inline.requests().is_empty() {
+            self.blocks.push(Block { nodes, inline });
+        }
+    }
+
+    /// Replaces each block's nodes with its translated pieces.
+    fn apply(&mut self, translations: &[Vec<String>]) {
+        for (block, translations) in self.blocks.iter().zip(translations) {
+            let pieces = block.inline.carry(translations);
+            let tree = &mut self.html.tree;
+            let first = block.nodes[0];
+            let anchor = tree
+                .get_mut(first)
+                .expect("ids come from this tree")
+                .insert_before(Node::Text(Text { text: "".into() }))
+                .id();
+            for &id in &block.nodes {
+                tree.get_mut(id).expect("ids come from this tree").detach();
+            }
+            for piece in pieces {
+                let mut anchor = tree.get_mut(anchor).expect("the anchor is in the tree");
+                match piece.mark {
+                    None => {
+                        anchor.insert_before(Node::Text(Text {
+                            text: piece.text.as_str().into(),
+                        }));
+                    }
+                    Some(Marked { element, text }) => {
+                        anchor.insert_id_before(element);
+                        if let Some(mut node) = tree.get_mut(text) {
+                            *node.value() = Node::Text(Text {
+                                text: piece.text.as_str().into(),
+                            });
+                        }
+                    }
+                }
+            }
+            tree.get_mut(anchor)
+                .expect("the anchor is in the tree")
+                .detach();
+        }
+    }
+
+    fn serialize(&self) -> String {
+        if self.fragment {
+            self.html.root_element().inner_html()
+        } else {
+            self.html.html()
+        }
+    }
+}
+
+enum Role {
+    Text,
+    Inline,
+    Boundary { descend: bool },
+}
+
+impl TextJob for HtmlJob {
+    fn extract(&self) -> Extracted {
+        Extracted::from_groups(self.blocks.iter().map(|b| b.inline.requests()))
+    }
+
+    fn finish(mut self: Box<Self>, translations: Vec<Vec<String>>) -> anyhow::Result<Vec<u8>> {
+        self.apply(&translations);
+        Ok(self.serialize().into_bytes())
+    }
+}
+
+/// An HTML file in the encoding it declares, written back in the same encoding (characters
+/// the encoding lacks as numeric character references, the WHATWG encoder's rule).
+pub struct HtmlFileJob {
+    inner: HtmlJob,
+    encoding: &'static encoding_rs::Encoding,
+    bom: bool,
+}
+
+impl HtmlFileJob {
+    /// Reads the encoding from a byte-order mark, else from a `<meta charset>` near the top,
+    /// else UTF-8 where the bytes are UTF-8, else windows-1252 (what browsers assume).
+    pub fn parse(bytes: &[u8]) -> Self {
+        let (encoding, bom) = match encoding_rs::Encoding::for_bom(bytes) {
+            Some((encoding, length)) => (encoding, length),
+            None => (
+                declared_encoding(bytes).unwrap_or_else(|| {
+                    if std::str::from_utf8(bytes).is_ok() {
+                        encoding_rs::UTF_8
+                    } else {
+                        encoding_rs::WINDOWS_1252
+                    }
+                }),
+                0,
+            ),
+        };
+        let (text, _) = encoding.decode_without_bom_handling(&bytes[bom..]);
+        Self {
+            inner: HtmlJob::parse(&text),
+            encoding,
+            bom: bom > 0,
+        }
+    }
+}
+
+impl TextJob for HtmlFileJob {
+    fn extract(&self) -> Extracted {
+        self.inner.extract()
+    }
+
+    fn finish(self: Box<Self>, translations: Vec<Vec<String>>) -> anyhow::Result<Vec<u8>> {
+        let Self {
+            inner,
+            encoding,
+            bom,
+        } = *self;
+        let html = String::from_utf8(Box::new(inner).finish(translations)?)?;
+        // UTF-16 is written as UTF-8 by the encoder; its mark must say so.
+        let (bytes, written, _) = encoding.encode(&html);
+        let mut out = Vec::with_capacity(bytes.len() + 3);
+        if bom && written == encoding_rs::UTF_8 {
+            out.extend_from_slice(b"\xef\xbb\xbf");
+        }
+        out.extend_from_slice(&bytes);
+        Ok(out)
+    }
+}
+
+/// The charset a `<meta>` in the first 1024 bytes declares (a simplified form of the HTML
+/// standard's prescan).
+fn declared_encoding(bytes: &[u8]) -> Option<&'static encoding_rs::Encoding> {
+    let head = String::from_utf8_lossy(&bytes[..bytes.len().min(1024)]).to_ascii_lowercase();
+    let mut from = 0;
+    while let Some(at) = head[from..].find("<meta") {
+        let start = from + at;
+        let end = head[start..].find('>').map_or(head.len(), |e| start + e);
+        let tag = &head[start..end];
+        if let Some(c) = tag.find("charset") {
+            let value = tag[c + "charset".len()..]
+                .trim_start()
+                .strip_prefix('=')?
+                .trim_start()
+                .trim_start_matches(['"', '\'']);
+            let label: String = value
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || "-_:.".contains(*c))
+                .collect();
+            // A page that declares UTF-16 in ASCII bytes cannot be UTF-16.
+            return encoding_rs::Encoding::for_label(label.as_bytes()).map(|e| {
+                if e == encoding_rs::UTF_16LE || e == encoding_rs::UTF_16BE {
+                    encoding_rs::UTF_8
+                } else {
+                    e
+                }
+            });
+        }
+        from = end;
+    }
+    None
+}
+
+/// Whether `source` is a whole page (a doctype or `<html>` first) rather than a fragment.
+pub fn looks_like_document(source: &str) -> bool {
+    let head = source.trim_start_matches('\u{feff}').trim_start();
+    let head = head[..head.len().min(16)].to_ascii_lowercase();
+    head.starts_with("<!doctype") || head.starts_with("<html") || head.starts_with("<?xml")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Translates by upper-casing, which keeps words findable.
+    fn upper(source: &str) -> String {
+        let job = Box::new(HtmlJob::parse(source));
+        let texts = job.extract();
+        let translated: Vec<Vec<String>> = texts
+            .groups
+            .iter()
+            .map(|g| g.iter().map(|t| t.to_uppercase()).collect())
+            .collect();
+        String::from_utf8(job.finish(translated).unwrap()).unwrap()
+    }
+
+    #[test]
+    fn text_is_translated_and_markup_kept() {
+        assert_eq!(
+            upper(r#"<p class="x">ich <b>mag</b> bier &amp; wein</p><ul><li>eins</li></ul>"#),
+            r#"<p class="x">ICH <b>MAG</b> BIER &amp; WEIN</p><ul><li>EINS</li></ul>"#
+        );
+    }
+
+    #[test]
+    fn code_scripts_and_translate_no_are_untouched() {
+        let source = "<p>a <code>x = 1</code> b</p><script>var s = 'x';</script>\
+                      <p translate=\"no\">keep</p><div class=\"notranslate\">keep</div>";
+        assert_eq!(
+            upper(source),
+            "<p>A <code>x = 1</code> B</p><script>var s = 'x';</script>\
+             <p translate=\"no\">keep</p><div class=\"notranslate\">keep</div>"
+        );
+    }
+
+    #[test]
+    fn a_whole_page_keeps_its_doctype_and_head() {
+        let out = upper(
+            "<!DOCTYPE html><html><head><title>hallo</title></head><body><p>welt</p></body></html>",
+        );
+        assert_eq!(
+            out,
+            "<!DOCTYPE html><html><head><title>HALLO</title></head><body><p>WELT</p></body></html>"
+        );
+    }
+
+    #[test]
+    fn a_latin1_page_is_written_back_in_latin1() {
+        let source = b"<html><head><meta charset=\"iso-8859-1\"></head><body><p>gr\xfc\xdfe</p></body></html>";
+        let job = Box::new(HtmlFileJob::parse(source));
+        let texts = job.extract();
+        assert_eq!(texts.groups, [vec!["gr\u{fc}\u{df}e".to_string()]]);
+        let out = job
+            .finish(vec![vec!["gr\u{fc}\u{df}e \u{2603}".into()]])
+            .unwrap();
+        assert!(
+            out.windows(13).any(|w| w == b"gr\xfc\xdfe &#9731;"),
+            "{}",
+            String::from_utf8_lossy(&out)
+        );
+    }
+
+    #[test]
+    fn nested_inline_elements_with_several_texts_are_blocks_of_their_own() {
+        assert_eq!(
+            upper("<p>a <a href=\"/\">b <i>c</i></a> d</p>"),
+            "<p>A <a href=\"/\">B <i>C</i></a> D</p>"
+        );
+    }
+}

@@ -1,0 +1,225 @@
+//! Sentence splitting: the model translates sentences, people send paragraphs. A text is cut
+//! at its line breaks, each line into sentences by Wikimedia's segmenter (`sentencex`, with
+//! per-language abbreviation lists and rules for ordinals such as "3. Mai"), and after
+//! translation the sentences are put back between the text's own whitespace and line breaks.
+
+use std::ops::Range;
+
+/// How texts are cut into what the model translates.
+#[derive(Debug, Clone)]
+pub struct SentenceSplitter {
+    /// The language whose rules apply (an ISO 639-1 code; sentencex falls back to English
+    /// rules for a language it has none for).
+    language: String,
+    /// Off: every line is one sentence, as before sentence splitting existed.
+    enabled: bool,
+}
+
+impl SentenceSplitter {
+    /// Splits with `language`'s rules; `None` (a checkpoint that names no source language)
+    /// gets English rules.
+    pub fn new(language: Option<&str>, enabled: bool) -> Self {
+        let language = language
+            .map(|code| code.split(['-', '_']).next().unwrap_or(code))
+            .filter(|code| !code.is_empty())
+            .unwrap_or("en")
+            .to_ascii_lowercase();
+        Self { language, enabled }
+    }
+
+    /// Each line its own sentence: for corpora of one sentence a line.
+    pub fn lines_only() -> Self {
+        Self::new(None, false)
+    }
+
+    pub fn enabled(&self) -> bool {
+        self.enabled
+    }
+
+    /// The byte ranges of `line`'s sentences (no line breaks inside), trimmed of whitespace;
+    /// none for a blank line.
+    pub fn sentences_of_line(&self, line: &str) -> Vec<Range<usize>> {
+        if line.trim().is_empty() {
+            return Vec::new();
+        }
+        let pieces = if self.enabled {
+            sentencex::segment(&self.language, line)
+        } else {
+            vec![line]
+        };
+        let base = line.as_ptr() as usize;
+        let mut ranges = Vec::with_capacity(pieces.len());
+        for piece in pieces {
+            let start = piece.as_ptr() as usize - base;
+            let trimmed_start = start + (piece.len() - piece.trim_start().len());
+            let trimmed_end = start + piece.trim_end().len();
+            if trimmed_end > trimmed_start {
+                ranges.push(trimmed_start..trimmed_end);
+            }
+        }
+        ranges
+    }
+}
+
+/// One part of a text as it is put back together.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Part {
+    /// Whitespace and line breaks, kept as they were.
+    Verbatim(String),
+    /// The translation of sentence `n` of the batch.
+    Sentence(usize),
+}
+
+/// Texts cut into one list of sentences, and how to put each text back together from their
+/// translations.
+#[derive(Debug, Default)]
+pub struct SentenceBatch {
+    sentences: Vec<String>,
+    texts: Vec<Vec<Part>>,
+}
+
+impl SentenceBatch {
+    /// Cuts each of `texts` into sentences at line breaks (`\r\n` read as `\n`) and, where
+    /// the splitter is on, sentence boundaries.
+    pub fn new<S: AsRef<str>>(splitter: &SentenceSplitter, texts: &[S]) -> Self {
+        let mut batch = Self::default();
+        for text in texts {
+            batch.push(splitter, text.as_ref());
+        }
+        batch
+    }
+
+    fn push(&mut self, splitter: &SentenceSplitter, text: &str) {
+        let mut parts = Vec::new();
+        for (i, line) in text.split('\n').enumerate() {
+            if i > 0 {
+                verbatim(&mut parts, "\n");
+            }
+            let line = line.strip_suffix('\r').unwrap_or(line);
+            let mut at = 0;
+            for range in splitter.sentences_of_line(line) {
+                verbatim(&mut parts, &line[at..range.start]);
+                parts.push(Part::Sentence(self.sentences.len()));
+                self.sentences.push(line[range.clone()].to_string());
+                at = range.end;
+            }
+            verbatim(&mut parts, &line[at..]);
+        }
+        self.texts.push(parts);
+    }
+
+    /// Every sentence of every text, in order.
+    pub fn sentences(&self) -> &[String] {
+        &self.sentences
+    }
+
+    /// The sentences of each text, for limits checked per text.
+    pub fn sentences_per_text(&self) -> impl Iterator<Item = usize> + '_ {
+        self.texts.iter().map(|parts| {
+            parts
+                .iter()
+                .filter(|p| matches!(p, Part::Sentence(_)))
+                .count()
+        })
+    }
+
+    pub fn text_count(&self) -> usize {
+        self.texts.len()
+    }
+
+    /// Text `index` put back together, each sentence `n` replaced by `translated(n)`.
+    pub fn join_with<'a>(&self, index: usize, translated: impl Fn(usize) -> &'a str) -> String {
+        let mut out = String::new();
+        for part in &self.texts[index] {
+            match part {
+                Part::Verbatim(text) => out.push_str(text),
+                Part::Sentence(n) => out.push_str(translated(*n)),
+            }
+        }
+        out
+    }
+
+    /// Every text put back together from its sentences' translations (in `sentences()`'s
+    /// order).
+    pub fn join_all<S: AsRef<str>>(&self, translations: &[S]) -> Vec<String> {
+        (0..self.texts.len())
+            .map(|i| self.join_with(i, |n| translations[n].as_ref()))
+            .collect()
+    }
+}
+
+fn verbatim(parts: &mut Vec<Part>, text: &str) {
+    if text.is_empty() {
+        return;
+    }
+    if let Some(Part::Verbatim(last)) = parts.last_mut() {
+        last.push_str(text);
+    } else {
+        parts.push(Part::Verbatim(text.to_string()));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn german() -> SentenceSplitter {
+        SentenceSplitter::new(Some("de"), true)
+    }
+
+    fn sentences(splitter: &SentenceSplitter, text: &str) -> Vec<String> {
+        SentenceBatch::new(splitter, &[text]).sentences().to_vec()
+    }
+
+    #[test]
+    fn a_paragraph_is_cut_into_sentences_and_put_back_with_its_whitespace() {
+        let text = "  Ich bin hier.  Du bist dort!\n\nWo ist er?\r\nEnde";
+        let batch = SentenceBatch::new(&german(), &[text]);
+        assert_eq!(
+            batch.sentences(),
+            ["Ich bin hier.", "Du bist dort!", "Wo ist er?", "Ende"]
+        );
+        let upper: Vec<String> = batch.sentences().iter().map(|s| s.to_uppercase()).collect();
+        assert_eq!(
+            batch.join_all(&upper),
+            ["  ICH BIN HIER.  DU BIST DORT!\n\nWO IST ER?\nENDE"]
+        );
+    }
+
+    #[test]
+    fn german_abbreviations_and_ordinals_do_not_end_a_sentence() {
+        assert_eq!(
+            sentences(
+                &german(),
+                "Wir kommen am 3. Mai um 14 Uhr. Bring z. B. Brot mit, bzw. Käse."
+            ),
+            [
+                "Wir kommen am 3. Mai um 14 Uhr.",
+                "Bring z. B. Brot mit, bzw. Käse."
+            ]
+        );
+    }
+
+    #[test]
+    fn switched_off_each_line_is_one_sentence() {
+        let splitter = SentenceSplitter::new(Some("de"), false);
+        assert_eq!(
+            sentences(&splitter, "Eins. Zwei.\nDrei."),
+            ["Eins. Zwei.", "Drei."]
+        );
+    }
+
+    #[test]
+    fn blank_texts_and_lines_have_no_sentences() {
+        let batch = SentenceBatch::new(&german(), &["", " \n\t", "a"]);
+        assert_eq!(batch.sentences(), ["a"]);
+        assert_eq!(batch.sentences_per_text().collect::<Vec<_>>(), [0, 0, 1]);
+        assert_eq!(batch.join_all(&["b"]), ["", " \n\t", "b"]);
+    }
+
+    #[test]
+    fn a_region_code_picks_its_language() {
+        assert_eq!(SentenceSplitter::new(Some("DE-at"), true).language, "de");
+        assert_eq!(SentenceSplitter::new(None, true).language, "en");
+    }
+}
