@@ -10,30 +10,90 @@ use std::path::{Path, PathBuf};
 /// Writes `bytes` to `path` atomically.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
     write_atomic_with(path, |tmp| {
-        let mut file = File::create(tmp)?;
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .truncate(true)
+            .open(tmp)?;
         file.write_all(bytes)?;
         Ok(())
     })
 }
 
-/// Lets `write` fill a temporary file beside `path` (created empty first, so that an
-/// unwritable directory gives the operating system's one-line reason), then syncs it and
-/// renames it over `path`. The temporary name keeps `path`'s extension, for writers that pick
-/// a format from it. Errors name `path`, not the temporary file.
+/// Lets `write` fill a temporary file beside `path` (created empty first, under a fresh name
+/// no other file has, so that an unwritable directory gives the operating system's one-line
+/// reason and a planted file or link is never written through), then syncs it and renames it
+/// over `path`, keeping an existing file's permissions. A link is followed: its target is
+/// replaced, the link kept. A device or pipe (`/dev/null`, `/dev/stdout`) is written in place,
+/// as it cannot be replaced. The temporary name keeps `path`'s extension, for writers that
+/// pick a format from it. Errors name `path`, not the temporary file.
 pub fn write_atomic_with(
     path: &Path,
     write: impl FnOnce(&Path) -> Result<(), Box<dyn std::error::Error>>,
 ) -> anyhow::Result<()> {
-    let tmp = temporary_beside(path)?;
-    let outcome = File::create(&tmp)
-        .map_err(Into::into)
-        .and_then(|_| write(&tmp))
+    let fail = |e: Box<dyn std::error::Error>| {
+        anyhow::anyhow!("cannot write {}: {e}; {}", path.display(), advice_for(&*e))
+    };
+    let target = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+    let existing = std::fs::metadata(&target).ok();
+    if existing
+        .as_ref()
+        .is_some_and(|m| !m.is_file() && !m.is_dir())
+    {
+        return write(&target).map_err(fail);
+    }
+    let tmp = create_temporary_beside(&target).map_err(|e| fail(e.into()))?;
+    let outcome = write(&tmp)
         .and_then(|()| Ok(File::open(&tmp)?.sync_all()?))
-        .and_then(|()| Ok(std::fs::rename(&tmp, path)?));
+        .and_then(|()| {
+            if let Some(metadata) = &existing {
+                std::fs::set_permissions(&tmp, metadata.permissions())?;
+            }
+            Ok(())
+        })
+        .and_then(|()| Ok(std::fs::rename(&tmp, &target)?));
     outcome.map_err(|e| {
         let _ = std::fs::remove_file(&tmp);
-        anyhow::anyhow!("cannot write {}: {e}; {}", path.display(), advice_for(&*e))
-    })
+        fail(e)
+    })?;
+    remove_stale_temporaries(&target);
+    Ok(())
+}
+
+/// Temporaries of `path` that writers killed before their rename left: the old fixed name
+/// `.tmp.NAME`, and `.tmp-XXXXXXXX.NAME` older than a minute (a younger one may be another
+/// writer's, still writing).
+fn remove_stale_temporaries(path: &Path) {
+    let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
+        return;
+    };
+    let name = name.to_string_lossy();
+    let dir = if dir.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        dir
+    };
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let file = entry.file_name().to_string_lossy().into_owned();
+        let legacy = file.strip_prefix(".tmp.") == Some(&*name);
+        let stale = file
+            .strip_prefix(".tmp-")
+            .and_then(|rest| rest.split_once('.'))
+            .is_some_and(|(hex, rest)| {
+                hex.len() == 8 && hex.bytes().all(|b| b.is_ascii_hexdigit()) && rest == name
+            })
+            && entry
+                .metadata()
+                .and_then(|m| m.modified())
+                .ok()
+                .and_then(|t| t.elapsed().ok())
+                .is_some_and(|age| age > std::time::Duration::from_secs(60));
+        if (legacy || stale) && entry.file_type().is_ok_and(|t| t.is_file()) {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
 }
 
 /// What to do about a failed write: the fix for a full disk is not another directory.
@@ -57,12 +117,31 @@ pub fn advice_for(error: &(dyn std::error::Error + 'static)) -> &'static str {
     }
 }
 
-/// `.tmp.NAME` in `path`'s directory.
-fn temporary_beside(path: &Path) -> anyhow::Result<PathBuf> {
+/// Creates `.tmp-XXXXXXXX.NAME` in `path`'s directory, a name no file had (created
+/// exclusively, so a file or link planted there is never written through).
+fn create_temporary_beside(path: &Path) -> std::io::Result<PathBuf> {
     let Some(name) = path.file_name() else {
-        anyhow::bail!("{} is not a file path", path.display())
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "not a file path",
+        ));
     };
-    Ok(path.with_file_name(format!(".tmp.{}", name.to_string_lossy())))
+    loop {
+        let tmp = path.with_file_name(format!(
+            ".tmp-{:08x}.{}",
+            rand::random::<u32>(),
+            name.to_string_lossy()
+        ));
+        match std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&tmp)
+        {
+            Ok(_) => return Ok(tmp),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(e),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -89,7 +168,7 @@ mod tests {
             err.starts_with(&format!("cannot write {}: ", path.display())),
             "{err}"
         );
-        assert!(!err.contains(".tmp.out.txt"), "{err}");
+        assert!(!err.contains(".tmp-"), "{err}");
     }
 
     #[test]
@@ -109,5 +188,31 @@ mod tests {
         assert!(err.to_string().contains("no ink"), "{err}");
         assert_eq!(std::fs::read(&path).unwrap(), b"old");
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_link_is_followed_a_device_written_in_place_and_permissions_kept() {
+        use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("victim");
+        std::fs::write(&target, b"old").unwrap();
+        std::fs::set_permissions(&target, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+        write_atomic(&link, b"new").unwrap();
+        assert!(std::fs::symlink_metadata(&link)
+            .unwrap()
+            .file_type()
+            .is_symlink());
+        assert_eq!(std::fs::read(&target).unwrap(), b"new");
+        let mode = std::fs::metadata(&target).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+        write_atomic(Path::new("/dev/null"), b"nothing").unwrap();
+        assert!(std::fs::metadata("/dev/null")
+            .unwrap()
+            .file_type()
+            .is_char_device());
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 2);
     }
 }

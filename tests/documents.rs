@@ -197,6 +197,17 @@ fn files_are_translated_into_out_in_their_format() {
         std::fs::read_to_string(dir.path().join("out.txt")).unwrap(),
         "I want a beer. I want a coke.\n\nI want a beer.\n"
     );
+    // Windows line breaks and numbers come back as they were.
+    std::fs::write(&text, "Ich mochte ein Bier.\r\n42 \r\n").unwrap();
+    let output = succeeded(
+        transformer()
+            .args(["translate", "--device", "cpu", "--checkpoint"])
+            .arg(german_checkpoint())
+            .arg("--file")
+            .arg(&text)
+            .args(["--out", "-"]),
+    );
+    assert_eq!(output.stdout, b"I want a beer.\r\n42 \r\n");
     let html = std::fs::read_to_string(dir.path().join("out.html")).unwrap();
     assert_eq!(markup(&html), markup(PAGE));
 }

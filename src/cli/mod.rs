@@ -219,7 +219,7 @@ pub struct TranslateArgs {
     /// of a file with another extension)
     #[arg(long, value_name = "FILE", requires = "out", conflicts_with = "text")]
     pub file: Option<PathBuf>,
-    /// Where --file's translation is written (atomically)
+    /// Where --file's translation is written (atomically; - is stdout)
     #[arg(long, value_name = "FILE", requires = "file")]
     pub out: Option<PathBuf>,
     /// What TEXT, stdin or --file holds: text (line by line), html (one page or fragment:

@@ -128,9 +128,15 @@ fn translate_file(
             .with_context(|| format!("translating {name}"))?;
     let count = translations.len();
     let translated = prepared.finish(&translations)?;
-    write_atomic(out, &translated).with_context(|| format!("writing --out {}", out.display()))?;
+    if out.as_os_str() == "-" {
+        std::io::Write::write_all(&mut std::io::stdout().lock(), &translated)
+            .context("cannot write to stdout")?;
+    } else {
+        write_atomic(out, &translated)?;
+    }
+    let plural = if count == 1 { "" } else { "s" };
     eprintln!(
-        "translated {count} sentences of {name} into {}",
+        "translated {count} sentence{plural} of {name} into {}",
         out.display()
     );
     Ok(())

@@ -20,7 +20,7 @@ use super::{Extracted, TextJob};
 pub struct DocxLimits {
     /// Most entries in the package.
     pub max_entries: usize,
-    /// Most bytes one XML part this reads may inflate to.
+    /// Most bytes the XML parts this reads may inflate to, together.
     pub max_part_bytes: u64,
 }
 
@@ -100,13 +100,16 @@ impl DocxJob {
             bail!("{file} is not a .docx (Word) package: it has no word/document.xml");
         }
         let mut parts = Vec::new();
+        // What the parts may still inflate to: the limit holds for all of them together.
+        let mut budget = limits.max_part_bytes;
         for name in names.iter().filter(|n| is_text_part(n)) {
             let entry = archive
                 .by_name(name)
                 .with_context(|| format!("{file}: reading {name}"))?;
-            if entry.size() > limits.max_part_bytes {
+            if entry.size() > budget {
                 bail!(
-                    "{file}: {name} inflates to {} bytes, more than the {} allowed",
+                    "{file}: {name} inflates to {} bytes, more than the {} allowed for the \
+                     text parts together",
                     entry.size(),
                     limits.max_part_bytes
                 );
@@ -114,15 +117,17 @@ impl DocxJob {
             let mut xml = Vec::new();
             // The header's size can lie: never inflate more than the limit.
             entry
-                .take(limits.max_part_bytes + 1)
+                .take(budget + 1)
                 .read_to_end(&mut xml)
                 .with_context(|| format!("{file}: inflating {name}"))?;
-            if xml.len() as u64 > limits.max_part_bytes {
+            if xml.len() as u64 > budget {
                 bail!(
-                    "{file}: {name} inflates to more than the {} bytes allowed",
+                    "{file}: {name} inflates to more than the {} bytes allowed for the text \
+                     parts together",
                     limits.max_part_bytes
                 );
             }
+            budget -= xml.len() as u64;
             parts.push(Part::parse(name, &xml).with_context(|| format!("{file}: {name}"))?);
         }
         drop(archive);
@@ -225,8 +230,12 @@ impl Part {
                 String::from_utf8_lossy(unclosed)
             );
         }
-        if events.is_empty() {
-            bail!("malformed XML: the part is empty");
+        let root = events.iter().find(|e| {
+            !matches!(e, Event::Decl(_) | Event::Comment(_) | Event::PI(_))
+                && !matches!(e, Event::Text(t) if t.iter().all(u8::is_ascii_whitespace))
+        });
+        if !matches!(root, Some(Event::Start(_) | Event::Empty(_))) {
+            bail!("malformed XML: the part has no root element");
         }
         let blocks = find_blocks(&events)?;
         Ok(Self {
@@ -394,7 +403,7 @@ fn close_block(slots: &mut Vec<(Slot, String)>, blocks: &mut Vec<Block>) {
     let (slots, _): (Vec<Slot>, Vec<String>) = slots.into_iter().unzip();
     blocks.push(Block {
         slots,
-        inline: InlineBlock::new(pieces),
+        inline: InlineBlock::new(pieces, false),
         base,
     });
 }
@@ -428,7 +437,9 @@ impl Block {
         for piece in pieces {
             let format = piece.mark.as_ref().unwrap_or(&self.base);
             if let Some(c) = current {
-                if &self.slots[c].format == format || piece.text.trim().is_empty() {
+                // Spaces and punctuation may take the formatting of the run before them.
+                let wordless = !piece.text.chars().any(char::is_alphanumeric);
+                if &self.slots[c].format == format || wordless {
                     texts[c].push_str(&piece.text);
                     continue;
                 }

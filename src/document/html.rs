@@ -25,6 +25,17 @@ const INLINE: &[&str] = &[
     "label", "mark", "q", "s", "small", "span", "strong", "sub", "sup", "time", "u",
 ];
 
+/// Of the untouched elements, those that sit inside a sentence: kept as they are, in their
+/// place.
+const UNTOUCHED_INLINE: &[&str] = &["code", "kbd", "samp", "var", "svg", "math"];
+
+/// Elements with nothing inside that sit inside a sentence.
+const EMPTY_INLINE: &[&str] = &["img", "wbr", "input", "embed"];
+
+/// Deepest nesting a page may have: deeper pages are refused (nothing sensible is that deep,
+/// and walking it costs stack).
+pub const MAX_DEPTH: usize = 512;
+
 /// A parsed page (or fragment) and the blocks whose text is translated.
 pub struct HtmlJob {
     html: Html,
@@ -43,19 +54,33 @@ struct Block {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Marked {
     element: NodeId,
-    text: NodeId,
+    /// The one text node inside, which takes the translation; none for a node kept whole.
+    text: Option<NodeId>,
 }
 
 impl HtmlJob {
     /// Parses `source`: a whole page when it starts with a doctype or `<html>`, else a
-    /// fragment (what LibreTranslate's `format=html` clients send), which stays one.
-    pub fn parse(source: &str) -> Self {
+    /// fragment (what LibreTranslate's `format=html` clients send), which stays one. A page
+    /// nested deeper than [`MAX_DEPTH`] is refused.
+    pub fn parse(source: &str) -> anyhow::Result<Self> {
         let fragment = !looks_like_document(source);
         let html = if fragment {
             Html::parse_fragment(source)
         } else {
             Html::parse_document(source)
         };
+        let mut depth = 0usize;
+        for edge in html.tree.root().traverse() {
+            match edge {
+                ego_tree::iter::Edge::Open(_) => depth += 1,
+                ego_tree::iter::Edge::Close(_) => depth -= 1,
+            }
+            if depth > MAX_DEPTH {
+                anyhow::bail!(
+                    "the page nests elements more than {MAX_DEPTH} deep; flatten it first"
+                );
+            }
+        }
         let mut job = Self {
             html,
             fragment,
@@ -63,7 +88,7 @@ impl HtmlJob {
         };
         let root = job.html.tree.root().id();
         job.collect(root);
-        job
+        Ok(job)
     }
 
     /// Walks `parent`'s children, cutting runs at every child that is not inline.
@@ -72,7 +97,7 @@ impl HtmlJob {
         let mut run: Vec<NodeId> = Vec::new();
         for child in children {
             match self.role(child) {
-                Role::Text | Role::Inline => run.push(child),
+                Role::Text | Role::Inline | Role::Fixed => run.push(child),
                 Role::Boundary { descend } => {
                     self.close_run(std::mem::take(&mut run));
                     if descend {
@@ -92,6 +117,7 @@ impl HtmlJob {
         let node = self.node(id);
         match node.value() {
             Node::Text(_) => Role::Text,
+            Node::Comment(_) => Role::Fixed,
             Node::Element(element) => {
                 let name = element.name();
                 let untouched = UNTOUCHED.contains(&name)
@@ -102,9 +128,17 @@ impl HtmlJob {
                         "notranslate",
                         scraper::CaseSensitivity::AsciiCaseInsensitive,
                     );
-                if untouched {
+                let inline = INLINE.contains(&name);
+                let textless = !node
+                    .descendants()
+                    .any(|d| d.value().as_text().is_some_and(|t| !t.trim().is_empty()));
+                if untouched && (UNTOUCHED_INLINE.contains(&name) || inline) {
+                    Role::Fixed
+                } else if untouched {
                     Role::Boundary { descend: false }
-                } else if INLINE.contains(&name) && self.single_text(id).is_some() {
+                } else if EMPTY_INLINE.contains(&name) || (inline && textless) {
+                    Role::Fixed
+                } else if inline && self.single_text(id).is_some() {
                     Role::Inline
                 } else {
                     Role::Boundary { descend: true }
@@ -134,16 +168,35 @@ impl HtmlJob {
     fn close_run(&mut self, nodes: Vec<NodeId>) {
         let pieces: Vec<Piece<Marked>> = nodes
             .iter()
-            .map(|&id| match self.node(id).value() {
-                Node::Text(text) => Piece::new(None, &*text.text),
+            .map(|&id| match (self.node(id).value(), self.role(id)) {
+                (Node::Text(text), _) => Piece::new(None, &*text.text),
+                (_, Role::Fixed) => {
+                    // Its text reads in the sentence the model sees; it is kept as it is.
+                    let content: String = self
+                        .node(id)
+                        .descendants()
+                        .filter_map(|d| d.value().as_text().map(|t| t.to_string()))
+                        .collect();
+                    Piece::fixed(
+                        Marked {
+                            element: id,
+                            text: None,
+                        },
+                        content,
+                    )
+                }
                 _ => {
                     let text = self.single_text(id).expect("inline nodes hold one text");
                     let content = self.node(text).value().as_text().map_or("", |t| &t.text);
-                    Piece::new(Some(Marked { element: id, text }), content)
+                    let mark = Marked {
+                        element: id,
+                        text: Some(text),
+                    };
+                    Piece::new(Some(mark), content)
                 }
             })
             .collect();
-        let inline = InlineBlock::new(pieces);
+        let inline = InlineBlock::new(pieces, true);
         if !inline.requests().is_empty() {
             self.blocks.push(Block { nodes, inline });
         }
@@ -173,7 +226,8 @@ impl HtmlJob {
                     }
                     Some(Marked { element, text }) => {
                         anchor.insert_id_before(element);
-                        if let Some(mut node) = tree.get_mut(text) {
+                        let text = text.filter(|_| !piece.fixed);
+                        if let Some(mut node) = text.and_then(|t| tree.get_mut(t)) {
                             *node.value() = Node::Text(Text {
                                 text: piece.text.as_str().into(),
                             });
@@ -187,19 +241,39 @@ impl HtmlJob {
         }
     }
 
-    fn serialize(&self) -> String {
+    /// The page written back with scripting on, as it was parsed: the markup inside
+    /// `<noscript>` goes back as it came, not escaped.
+    fn serialize(&self) -> anyhow::Result<String> {
+        use html5ever::serialize::{serialize, SerializeOpts, TraversalScope};
+        let options = |traversal_scope| SerializeOpts {
+            scripting_enabled: true,
+            traversal_scope,
+            create_missing_parent: false,
+        };
+        let mut out = Vec::new();
         if self.fragment {
-            self.html.root_element().inner_html()
+            serialize(
+                &mut out,
+                &self.html.root_element(),
+                options(TraversalScope::ChildrenOnly(None)),
+            )?;
         } else {
-            self.html.html()
+            serialize(&mut out, &self.html, options(TraversalScope::IncludeNode))?;
         }
+        Ok(String::from_utf8(out)?)
     }
 }
 
 enum Role {
     Text,
+    /// An inline element around one text, which moves with its words.
     Inline,
-    Boundary { descend: bool },
+    /// Kept as it is, in its place in the sentence: inline code, an image, a comment, an
+    /// inline element without text.
+    Fixed,
+    Boundary {
+        descend: bool,
+    },
 }
 
 impl TextJob for HtmlJob {
@@ -209,7 +283,7 @@ impl TextJob for HtmlJob {
 
     fn finish(mut self: Box<Self>, translations: Vec<Vec<String>>) -> anyhow::Result<Vec<u8>> {
         self.apply(&translations);
-        Ok(self.serialize().into_bytes())
+        Ok(self.serialize()?.into_bytes())
     }
 }
 
@@ -224,7 +298,7 @@ pub struct HtmlFileJob {
 impl HtmlFileJob {
     /// Reads the encoding from a byte-order mark, else from a `<meta charset>` near the top,
     /// else UTF-8 where the bytes are UTF-8, else windows-1252 (what browsers assume).
-    pub fn parse(bytes: &[u8]) -> Self {
+    pub fn parse(bytes: &[u8]) -> anyhow::Result<Self> {
         let (encoding, bom) = match encoding_rs::Encoding::for_bom(bytes) {
             Some((encoding, length)) => (encoding, length),
             None => (
@@ -239,11 +313,11 @@ impl HtmlFileJob {
             ),
         };
         let (text, _) = encoding.decode_without_bom_handling(&bytes[bom..]);
-        Self {
-            inner: HtmlJob::parse(&text),
+        Ok(Self {
+            inner: HtmlJob::parse(&text)?,
             encoding,
             bom: bom > 0,
-        }
+        })
     }
 }
 
@@ -316,7 +390,7 @@ mod tests {
 
     /// Translates by upper-casing, which keeps words findable.
     fn upper(source: &str) -> String {
-        let job = Box::new(HtmlJob::parse(source));
+        let job = Box::new(HtmlJob::parse(source).unwrap());
         let texts = job.extract();
         let translated: Vec<Vec<String>> = texts
             .groups
@@ -359,7 +433,7 @@ mod tests {
     #[test]
     fn a_latin1_page_is_written_back_in_latin1() {
         let source = b"<html><head><meta charset=\"iso-8859-1\"></head><body><p>gr\xfc\xdfe</p></body></html>";
-        let job = Box::new(HtmlFileJob::parse(source));
+        let job = Box::new(HtmlFileJob::parse(source).unwrap());
         let texts = job.extract();
         assert_eq!(texts.groups, [vec!["gr\u{fc}\u{df}e".to_string()]]);
         let out = job
@@ -370,6 +444,40 @@ mod tests {
             "{}",
             String::from_utf8_lossy(&out)
         );
+    }
+
+    #[test]
+    fn footnotes_images_comments_and_noscript_stay_in_place() {
+        let out = upper("<p>ein hund<sup>1</sup>. <img src=\"a.png\"> ein <!-- c --> bild</p>");
+        for kept in [
+            "<sup>1</sup>",
+            "<img src=\"a.png\">",
+            "<!-- c -->",
+            "HUND",
+            "BILD",
+        ] {
+            assert!(out.contains(kept), "{kept}: {out}");
+        }
+        assert_eq!(
+            upper("<noscript><p>ohne skripte</p></noscript>"),
+            "<noscript><p>ohne skripte</p></noscript>"
+        );
+    }
+
+    #[test]
+    fn a_page_nested_too_deep_is_refused() {
+        let deep = format!(
+            "{}x{}",
+            "<div>".repeat(MAX_DEPTH + 1),
+            "</div>".repeat(MAX_DEPTH + 1)
+        );
+        let error = HtmlJob::parse(&deep).err().unwrap().to_string();
+        assert!(
+            error.contains("nests elements more than 512 deep"),
+            "{error}"
+        );
+        let fine = format!("{}x{}", "<div>".repeat(100), "</div>".repeat(100));
+        assert!(HtmlJob::parse(&fine).is_ok());
     }
 
     #[test]

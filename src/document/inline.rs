@@ -13,6 +13,9 @@
 pub struct Piece<M> {
     pub mark: Option<M>,
     pub text: String,
+    /// Kept as it is, never translated (code, an image, a footnote number): placed where its
+    /// text is found in the translation, else at its relative place.
+    pub fixed: bool,
 }
 
 impl<M> Piece<M> {
@@ -20,8 +23,35 @@ impl<M> Piece<M> {
         Self {
             mark,
             text: text.into(),
+            fixed: false,
         }
     }
+
+    /// A piece kept as it is.
+    pub fn fixed(mark: M, text: impl Into<String>) -> Self {
+        Self {
+            mark: Some(mark),
+            text: text.into(),
+            fixed: true,
+        }
+    }
+
+    /// Whether the piece is translated (it has a letter and is not fixed): numbers, symbols
+    /// and marks alone read the same in every language.
+    fn translated(&self) -> bool {
+        !self.fixed && self.text.chars().any(char::is_alphabetic)
+    }
+}
+
+/// Where a mark went in the translation: the bytes it wraps, or (with `text`) what it puts
+/// there instead.
+struct Placed<M> {
+    start: usize,
+    end: usize,
+    mark: M,
+    text: Option<String>,
+    /// A space goes before the put-in text (the source had one before it).
+    spaced: bool,
 }
 
 /// A block's pieces in reading order, whose text is translated together.
@@ -31,18 +61,23 @@ pub struct InlineBlock<M> {
 }
 
 impl<M: Clone + PartialEq> InlineBlock<M> {
-    /// Whitespace runs inside a piece (a line break in HTML source) read as one space, as a
-    /// browser shows them.
-    pub fn new(pieces: Vec<Piece<M>>) -> Self {
+    /// Adjacent pieces with one mark are merged; with `collapse`, runs of ASCII whitespace (a
+    /// line break in HTML source) read as one space, as a browser shows them (a no-break
+    /// space stays).
+    pub fn new(pieces: Vec<Piece<M>>, collapse: bool) -> Self {
         let mut merged: Vec<Piece<M>> = Vec::with_capacity(pieces.len());
         for piece in pieces {
             match merged.last_mut() {
-                Some(last) if last.mark == piece.mark => last.text.push_str(&piece.text),
+                Some(last) if last.mark == piece.mark && !last.fixed && !piece.fixed => {
+                    last.text.push_str(&piece.text)
+                }
                 _ => merged.push(piece),
             }
         }
-        for piece in &mut merged {
-            piece.text = collapse_whitespace(&piece.text);
+        if collapse {
+            for piece in &mut merged {
+                piece.text = collapse_whitespace(&piece.text);
+            }
         }
         Self { pieces: merged }
     }
@@ -55,14 +90,19 @@ impl<M: Clone + PartialEq> InlineBlock<M> {
     fn has_marks(&self) -> bool {
         self.pieces
             .iter()
-            .any(|p| p.mark.is_some() && !p.text.trim().is_empty())
+            .any(|p| p.mark.is_some() && (p.fixed || !p.text.trim().is_empty()))
     }
 
     /// The texts to translate: the whole block, then (when it has marks) each piece that is
-    /// not blank. Empty for a blank block.
+    /// translated. Empty for a block without a word.
     pub fn requests(&self) -> Vec<String> {
         let full = self.full_text();
-        if full.trim().is_empty() {
+        // Only pieces kept as they are (inline code alone): nothing to translate.
+        let words = self
+            .pieces
+            .iter()
+            .any(|p| !p.fixed && p.text.chars().any(char::is_alphabetic));
+        if !words {
             return Vec::new();
         }
         let mut requests = vec![full.trim().to_string()];
@@ -70,7 +110,7 @@ impl<M: Clone + PartialEq> InlineBlock<M> {
             requests.extend(
                 self.pieces
                     .iter()
-                    .filter(|p| !p.text.trim().is_empty())
+                    .filter(|p| p.translated())
                     .map(|p| p.text.trim().to_string()),
             );
         }
@@ -109,67 +149,160 @@ impl<M: Clone + PartialEq> InlineBlock<M> {
     }
 
     /// Each marked piece's own translation found in the whole's (exactly, else by its
-    /// words), else the words at the same relative place as the piece in the source; `None`
-    /// when the places overlap.
+    /// words), else the words at the same relative place as the piece in the source; a fixed
+    /// piece where its text is, else put in at its place. `None` when places overlap.
     fn inject(&self, whole: &str, own: &[String]) -> Option<Vec<Piece<M>>> {
         let source = self.full_text();
         let lead = source.len() - source.trim_start().len();
         let source_chars = source.trim().chars().count().max(1) as f64;
-        let mut found: Vec<(usize, usize, M)> = Vec::new();
+        let position = |byte: usize| {
+            let byte = byte.saturating_sub(lead).min(source.trim().len());
+            source.trim()[..byte].chars().count() as f64 / source_chars
+        };
+        let mut found: Vec<Placed<M>> = Vec::new();
         let mut unplaced: Vec<(f64, f64, M)> = Vec::new();
-        let mut own = own.iter();
+        let mut inserted: Vec<(Anchor, M, String)> = Vec::new();
+        // Each translated piece's own translation, and the words of all of them: a fragment
+        // translated alone often brings words that belong to its neighbours ("rennt" alone
+        // comes back as "A dog runs"), which are no guide to where it went.
+        let translations: Vec<Option<&String>> = {
+            let mut own = own.iter();
+            self.pieces
+                .iter()
+                .map(|p| if p.translated() { own.next() } else { None })
+                .collect()
+        };
+        if translations
+            .iter()
+            .zip(&self.pieces)
+            .any(|(t, p)| p.translated() && t.is_none())
+        {
+            return None;
+        }
+        let words_of = |text: &str| -> Vec<String> {
+            word_spans(text)
+                .into_iter()
+                .map(|(s, e)| text[s..e].to_lowercase())
+                .collect()
+        };
         let mut at = 0;
-        for piece in &self.pieces {
+        for (index, piece) in self.pieces.iter().enumerate() {
             let (start, end) = (at, at + piece.text.len());
             at = end;
-            if piece.text.trim().is_empty() {
-                continue;
-            }
-            let translation = own.next()?;
+            let translation = translations[index];
             let Some(mark) = &piece.mark else { continue };
-            let needle = without_added_punctuation(&piece.text, translation);
-            let span = (!needle.is_empty())
-                .then(|| {
-                    find_free(whole, needle, &found).or_else(|| find_similar(whole, needle, &found))
-                })
-                .flatten();
-            match span {
-                Some((s, e)) => found.push((s, e, mark.clone())),
-                None => {
-                    let position = |byte: usize| {
-                        let byte = byte.saturating_sub(lead).min(source.trim().len());
-                        source.trim()[..byte].chars().count() as f64 / source_chars
-                    };
-                    let trimmed = piece.text.trim_start();
-                    let first = start + (piece.text.len() - trimmed.len());
-                    let last = first + trimmed.trim_end().len();
-                    unplaced.push((position(first), position(last.min(end)), mark.clone()));
+            let trimmed = piece.text.trim_start();
+            let first = start + (piece.text.len() - trimmed.len());
+            let last = (first + trimmed.trim_end().len()).min(end);
+            let Some(translation) = translation else {
+                if piece.fixed || !piece.text.trim().is_empty() {
+                    let needle = piece.text.trim();
+                    match (!needle.is_empty())
+                        .then(|| find_free(whole, needle, &found))
+                        .flatten()
+                    {
+                        Some((s, e)) => found.push(Placed {
+                            start: s,
+                            end: e,
+                            mark: mark.clone(),
+                            text: None,
+                            spaced: false,
+                        }),
+                        None => inserted.push((
+                            Anchor::of(&source, start, end, position(last)),
+                            mark.clone(),
+                            piece.text.clone(),
+                        )),
+                    }
                 }
+                continue;
+            };
+            let needle = without_added_punctuation(&piece.text, translation);
+            let neighbours: Vec<String> = translations
+                .iter()
+                .enumerate()
+                .filter(|&(i, _)| i != index)
+                .filter_map(|(_, t)| t.map(|t| words_of(t)))
+                .flatten()
+                .collect();
+            let own_words: Vec<String> = words_of(needle)
+                .into_iter()
+                .filter(|w| !neighbours.contains(w))
+                .collect();
+            // A fragment the model answered with a sentence of its own is no guide.
+            let believable = word_spans(needle).len() <= 2 * word_spans(&piece.text).len() + 2;
+            let span = if !believable || needle.is_empty() || own_words.is_empty() {
+                None
+            } else if own_words.len() == words_of(needle).len() {
+                find_free(whole, needle, &found).or_else(|| find_similar(whole, needle, &found))
+            } else {
+                find_similar(whole, &own_words.join(" "), &found)
+            };
+            match span {
+                Some((s, e)) => found.push(Placed {
+                    start: s,
+                    end: e,
+                    mark: mark.clone(),
+                    text: None,
+                    spaced: false,
+                }),
+                None => unplaced.push((position(first), position(last), mark.clone())),
             }
         }
         for (from, to, mark) in unplaced {
-            let (s, e) = same_place(whole, from, to, &found)?;
-            found.push((s, e, mark));
+            let (start, end) = same_place(whole, from, to, &found)?;
+            found.push(Placed {
+                start,
+                end,
+                mark,
+                text: None,
+                spaced: false,
+            });
         }
-        found.sort_by_key(|&(start, _, _)| start);
+        for (anchor, mark, text) in inserted {
+            let at = anchor.point_in(whole, &found);
+            let spaced = anchor.spaced && whole[..at].ends_with(|c: char| !c.is_whitespace());
+            found.push(Placed {
+                start: at,
+                end: at,
+                mark,
+                text: Some(text),
+                spaced,
+            });
+        }
+        found.sort_by_key(|p| (p.start, p.end));
         let mut out = Vec::new();
         let mut at = 0;
-        for (start, end, mark) in found {
-            out.push(Piece::new(None, &whole[at..start]));
-            out.push(Piece::new(Some(mark), &whole[start..end]));
-            at = end;
+        for placed in found {
+            out.push(Piece::new(None, &whole[at..placed.start]));
+            if placed.spaced {
+                out.push(Piece::new(None, " "));
+            }
+            match placed.text {
+                Some(text) => out.push(Piece {
+                    mark: Some(placed.mark),
+                    text,
+                    fixed: true,
+                }),
+                None => out.push(Piece::new(
+                    Some(placed.mark),
+                    &whole[placed.start..placed.end],
+                )),
+            }
+            at = placed.end;
         }
         out.push(Piece::new(None, &whole[at..]));
         Some(out)
     }
 
-    /// The fallback: each piece with its own translation, spaced as the source was.
+    /// The fallback: each piece with its own translation, spaced as the source was; fixed
+    /// pieces and pieces without a word as they were.
     fn piece_by_piece(&self, own: &[String]) -> Vec<Piece<M>> {
         let mut own = own.iter();
         let mut out = Vec::new();
         for piece in &self.pieces {
             let text = &piece.text;
-            if text.trim().is_empty() {
+            if !piece.translated() {
                 out.push(piece.clone());
                 continue;
             }
@@ -182,6 +315,71 @@ impl<M: Clone + PartialEq> InlineBlock<M> {
         }
         out
     }
+}
+
+/// Where a piece kept as it is sat in the source: before the punctuation that ends its
+/// sentence (a footnote number), or at a fraction of the text.
+struct Anchor {
+    /// The sentence it ends, counted from 0, when punctuation follows it.
+    sentence_end: Option<usize>,
+    /// Where its end sat, as a fraction of the source's characters.
+    fraction: f64,
+    /// Whether whitespace came before it.
+    spaced: bool,
+}
+
+impl Anchor {
+    fn of(source: &str, start: usize, end: usize, fraction: f64) -> Self {
+        let after = source[end..].trim_start_matches(|c: char| c.is_whitespace() && c != '\n');
+        let sentence_end = after
+            .starts_with(['.', '!', '?', ';', ':', ','])
+            .then(|| sentence_ends(&source[..start]).len());
+        Self {
+            sentence_end,
+            fraction,
+            spaced: source[..start].ends_with(char::is_whitespace),
+        }
+    }
+
+    /// The byte of `text` it goes to: after the last word before the same sentence's final
+    /// punctuation, else after the last word that ends by its fraction of the text; moved past
+    /// any span of `taken` it would fall inside.
+    fn point_in<M>(&self, text: &str, taken: &[Placed<M>]) -> usize {
+        let words = word_spans(text);
+        let by_sentence = self.sentence_end.and_then(|k| {
+            let ends = sentence_ends(text);
+            let end = ends.get(k).copied().or_else(|| ends.last().copied())?;
+            words.iter().rev().map(|&(_, e)| e).find(|&e| e <= end)
+        });
+        let mut at = by_sentence.unwrap_or_else(|| {
+            let length = text.chars().count().max(1) as f64;
+            words
+                .iter()
+                .map(|&(_, e)| e)
+                .rfind(|&e| text[..e].chars().count() as f64 / length <= self.fraction + 1e-9)
+                .unwrap_or(0)
+        });
+        for placed in taken {
+            if placed.start < at && at < placed.end {
+                at = placed.end;
+            }
+        }
+        at
+    }
+}
+
+/// The bytes of the punctuation marks that end sentences in `text` (`.`, `!`, `?`, `…` before
+/// whitespace or the end).
+fn sentence_ends(text: &str) -> Vec<usize> {
+    let mut ends = Vec::new();
+    let mut chars = text.char_indices().peekable();
+    while let Some((i, c)) = chars.next() {
+        let next = chars.peek().map(|&(_, n)| n);
+        if matches!(c, '.' | '!' | '?' | '…') && next.is_none_or(char::is_whitespace) {
+            ends.push(i);
+        }
+    }
+    ends
 }
 
 /// A fragment's translation without the final full stop the model adds to whatever it reads
@@ -197,11 +395,7 @@ fn without_added_punctuation<'a>(source: &str, translation: &'a str) -> &'a str 
 
 /// The first match of `needle` in `haystack` (ignoring case where that keeps byte offsets)
 /// that overlaps none of `taken`.
-fn find_free<M>(
-    haystack: &str,
-    needle: &str,
-    taken: &[(usize, usize, M)],
-) -> Option<(usize, usize)> {
+fn find_free<M>(haystack: &str, needle: &str, taken: &[Placed<M>]) -> Option<(usize, usize)> {
     let (hay, pin) = {
         let (h, n) = (haystack.to_lowercase(), needle.to_lowercase());
         if h.len() == haystack.len() && n.len() == needle.len() {
@@ -214,7 +408,7 @@ fn find_free<M>(
     while let Some(offset) = hay[from..].find(&pin) {
         let start = from + offset;
         let end = start + pin.len();
-        let overlaps = taken.iter().any(|&(s, e, _)| start < e && s < end);
+        let overlaps = taken.iter().any(|p| start < p.end && p.start < end);
         let whole_words = at_word_edge(&hay, start) && at_word_edge(&hay, end);
         if !overlaps && whole_words {
             return Some((start, end));
@@ -228,11 +422,7 @@ fn find_free<M>(
 /// one is the other's inflection: a shared start of all but two letters, at least four),
 /// when at least half of them match and it overlaps none of `taken`: a fragment translated
 /// alone often comes back in another number or form ("red bicycles" in "a red bicycle").
-fn find_similar<M>(
-    haystack: &str,
-    needle: &str,
-    taken: &[(usize, usize, M)],
-) -> Option<(usize, usize)> {
+fn find_similar<M>(haystack: &str, needle: &str, taken: &[Placed<M>]) -> Option<(usize, usize)> {
     let words = word_spans(haystack);
     let wanted: Vec<String> = word_spans(needle)
         .into_iter()
@@ -245,20 +435,24 @@ fn find_similar<M>(
     for width in wanted.len().saturating_sub(1).max(1)..=wanted.len() + 1 {
         for window in words.windows(width) {
             let (start, end) = (window[0].0, window[width - 1].1);
-            if taken.iter().any(|&(s, e, _)| start < e && s < end) {
+            if taken.iter().any(|p| start < p.end && p.start < end) {
                 continue;
             }
             let mut unused: Vec<&String> = wanted.iter().collect();
-            let mut matched = 0;
+            // An exact word counts more than another form of it.
+            let mut matched = 0.0;
+            // "a", "the", "in" match anywhere: a window counts only with a longer word.
+            let mut content = false;
             for &(s, e) in window {
                 let word = haystack[s..e].to_lowercase();
                 if let Some(i) = unused.iter().position(|w| same_word(w, &word)) {
+                    content |= unused[i].chars().count() >= 4;
+                    matched += if *unused[i] == word { 1.0 } else { 0.8 };
                     unused.remove(i);
-                    matched += 1;
                 }
             }
-            let score = matched as f64 / width.max(wanted.len()) as f64;
-            if score >= 0.5 && best.is_none_or(|(b, _, _)| score > b) {
+            let score = matched / width.max(wanted.len()) as f64;
+            if content && score >= 0.4 && best.is_none_or(|(b, _, _)| score > b) {
                 best = Some((score, start, end));
             }
         }
@@ -268,12 +462,7 @@ fn find_similar<M>(
 
 /// The words of `text` whose middles fall between the fractions `from` and `to` of its
 /// length (the nearest word when none does), if they overlap none of `taken`.
-fn same_place<M>(
-    text: &str,
-    from: f64,
-    to: f64,
-    taken: &[(usize, usize, M)],
-) -> Option<(usize, usize)> {
+fn same_place<M>(text: &str, from: f64, to: f64, taken: &[Placed<M>]) -> Option<(usize, usize)> {
     let words = word_spans(text);
     let length = text.chars().count().max(1) as f64;
     let middle = |&(s, e): &(usize, usize)| {
@@ -295,7 +484,7 @@ fn same_place<M>(
             *nearest
         }
     };
-    let overlaps = taken.iter().any(|&(s, e, _)| start < e && s < end);
+    let overlaps = taken.iter().any(|p| start < p.end && p.start < end);
     (!overlaps).then_some((start, end))
 }
 
@@ -325,7 +514,7 @@ fn same_word(a: &str, b: &str) -> bool {
     }
     let shared = a.chars().zip(b.chars()).take_while(|(x, y)| x == y).count();
     let shorter = a.chars().count().min(b.chars().count());
-    shared >= 3 && shared + 2 >= shorter && shared + 3 >= a.chars().count().max(b.chars().count())
+    shared >= 3 && shared + 2 >= shorter && shared + 4 >= a.chars().count().max(b.chars().count())
 }
 
 /// Whether `at` falls between words (not inside one), so that "beer" does not match inside
@@ -339,12 +528,12 @@ fn at_word_edge(text: &str, at: usize) -> bool {
     }
 }
 
-/// Runs of whitespace as one space.
+/// Runs of ASCII whitespace (HTML's: a no-break space is not one) as one space.
 fn collapse_whitespace(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     let mut in_space = false;
     for c in text.chars() {
-        if c.is_whitespace() {
+        if c.is_ascii_whitespace() {
             if !in_space {
                 out.push(' ');
             }
@@ -357,15 +546,17 @@ fn collapse_whitespace(text: &str) -> String {
     out
 }
 
-/// Adjacent pieces with one mark merged, empty ones dropped.
+/// Adjacent pieces with one mark merged, empty ones dropped (a fixed piece, an image, stays).
 fn tidy<M: PartialEq>(pieces: Vec<Piece<M>>) -> Vec<Piece<M>> {
     let mut out: Vec<Piece<M>> = Vec::with_capacity(pieces.len());
     for piece in pieces {
-        if piece.text.is_empty() {
+        if piece.text.is_empty() && !piece.fixed {
             continue;
         }
         match out.last_mut() {
-            Some(last) if last.mark == piece.mark => last.text.push_str(&piece.text),
+            Some(last) if last.mark == piece.mark && !last.fixed && !piece.fixed => {
+                last.text.push_str(&piece.text)
+            }
             _ => out.push(piece),
         }
     }
@@ -377,7 +568,10 @@ mod tests {
     use super::*;
 
     fn block(pieces: &[(Option<u8>, &str)]) -> InlineBlock<u8> {
-        InlineBlock::new(pieces.iter().map(|(m, t)| Piece::new(*m, *t)).collect())
+        InlineBlock::new(
+            pieces.iter().map(|(m, t)| Piece::new(*m, *t)).collect(),
+            true,
+        )
     }
 
     fn texts(pieces: &[Piece<u8>]) -> Vec<(Option<u8>, &str)> {
@@ -391,11 +585,12 @@ mod tests {
             (Some(1), "bier"),
             (None, " .\n"),
         ]);
+        // The full stop alone has no word: it is not translated.
         assert_eq!(
             b.requests(),
-            ["ich mochte ein bier .", "ich mochte ein", "bier", "."]
+            ["ich mochte ein bier .", "ich mochte ein", "bier"]
         );
-        let translations = ["i want a beer .", "i want a .", "beer .", "."].map(String::from);
+        let translations = ["i want a beer .", "i want a .", "beer ."].map(String::from);
         assert_eq!(
             texts(&b.carry(&translations)),
             [(None, " i want a "), (Some(1), "beer"), (None, " . ")]
@@ -441,6 +636,56 @@ mod tests {
             [(None, "a "), (Some(1), "red bicycle"), (None, " .")]
         );
         assert_eq!(find_similar::<u8>("the dog sleeps", "cats", &[]), None);
+    }
+
+    #[test]
+    fn fixed_pieces_and_numbers_stay_and_go_where_they_were() {
+        // "Ein Hund rennt im Schnee<sup>1</sup>." and a code word the model never copies.
+        let b = InlineBlock::new(
+            vec![
+                Piece::new(None, "Ein Hund rennt im Schnee"),
+                Piece::new(Some(1u8), "1"),
+                Piece::new(None, ". Tippe "),
+                Piece::fixed(2u8, "ls"),
+                Piece::new(None, " ein."),
+            ],
+            true,
+        );
+        let requests = b.requests();
+        assert_eq!(requests.len(), 4, "{requests:?}");
+        let translations = [
+            "A dog runs in the snow. Type it.",
+            "A dog runs in the snow",
+            ". Type",
+            "a.",
+        ]
+        .map(String::from);
+        assert_eq!(
+            texts(&b.carry(&translations)),
+            [
+                (None, "A dog runs in the snow"),
+                (Some(1), "1"),
+                (None, ". Type "),
+                (Some(2), "ls"),
+                (None, " it."),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_fragment_answered_with_a_whole_sentence_is_placed_by_its_position() {
+        // "Fahrrad" alone came back as a sentence of its own.
+        let b = block(&[(None, "Ein Mann fährt "), (Some(1), "Fahrrad"), (None, ".")]);
+        let translations = [
+            "A man is riding a bicycle.",
+            "A man is riding",
+            "A man is riding a bicycle.",
+            ".",
+        ]
+        .map(String::from);
+        let carried = b.carry(&translations);
+        assert_eq!(carried[1].mark, Some(1), "{carried:?}");
+        assert!(carried[1].text.contains("bicycle") && !carried[1].text.contains("man"));
     }
 
     #[test]

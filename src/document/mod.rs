@@ -99,7 +99,7 @@ impl DocumentFormat {
     ) -> anyhow::Result<Box<dyn TextJob>> {
         Ok(match self {
             Self::Text => Box::new(text::PlainTextJob::parse(bytes, name)?),
-            Self::Html => Box::new(html::HtmlFileJob::parse(&bytes)),
+            Self::Html => Box::new(html::HtmlFileJob::parse(&bytes)?),
             Self::Docx => Box::new(docx::DocxJob::parse(bytes, name, limits)?),
         })
     }

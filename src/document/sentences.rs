@@ -95,15 +95,24 @@ impl SentenceBatch {
             if i > 0 {
                 verbatim(&mut parts, "\n");
             }
-            let line = line.strip_suffix('\r').unwrap_or(line);
+            // A `\r\n` line break goes back as it came.
+            let (line, carriage_return) = match line.strip_suffix('\r') {
+                Some(line) => (line, "\r"),
+                None => (line, ""),
+            };
             let mut at = 0;
             for range in splitter.sentences_of_line(line) {
+                let sentence = &line[range.clone()];
+                if !worth_translating(sentence) {
+                    continue;
+                }
                 verbatim(&mut parts, &line[at..range.start]);
                 parts.push(Part::Sentence(self.sentences.len()));
-                self.sentences.push(line[range.clone()].to_string());
+                self.sentences.push(sentence.to_string());
                 at = range.end;
             }
             verbatim(&mut parts, &line[at..]);
+            verbatim(&mut parts, carriage_return);
         }
         self.texts.push(parts);
     }
@@ -148,6 +157,15 @@ impl SentenceBatch {
     }
 }
 
+/// Whether a sentence goes to the model: one without a letter (a number, a price, "...")
+/// or a lone web or mail address reads the same in every language, and the model would
+/// only invent a sentence for it.
+fn worth_translating(sentence: &str) -> bool {
+    let address = !sentence.contains(char::is_whitespace)
+        && (sentence.contains("://") || sentence.contains('@') || sentence.starts_with("www."));
+    sentence.chars().any(char::is_alphabetic) && !address
+}
+
 fn verbatim(parts: &mut Vec<Part>, text: &str) {
     if text.is_empty() {
         return;
@@ -173,16 +191,21 @@ mod tests {
 
     #[test]
     fn a_paragraph_is_cut_into_sentences_and_put_back_with_its_whitespace() {
-        let text = "  Ich bin hier.  Du bist dort!\n\nWo ist er?\r\nEnde";
+        let text = "  Ich bin hier.  Du bist dort!\n\nWo ist er?\r\nEnde 3,50 €";
         let batch = SentenceBatch::new(&german(), &[text]);
         assert_eq!(
             batch.sentences(),
-            ["Ich bin hier.", "Du bist dort!", "Wo ist er?", "Ende"]
+            [
+                "Ich bin hier.",
+                "Du bist dort!",
+                "Wo ist er?",
+                "Ende 3,50 €"
+            ]
         );
         let upper: Vec<String> = batch.sentences().iter().map(|s| s.to_uppercase()).collect();
         assert_eq!(
             batch.join_all(&upper),
-            ["  ICH BIN HIER.  DU BIST DORT!\n\nWO IST ER?\nENDE"]
+            ["  ICH BIN HIER.  DU BIST DORT!\n\nWO IST ER?\r\nENDE 3,50 €"]
         );
     }
 
@@ -211,10 +234,19 @@ mod tests {
 
     #[test]
     fn blank_texts_and_lines_have_no_sentences() {
-        let batch = SentenceBatch::new(&german(), &["", " \n\t", "a"]);
+        let batch = SentenceBatch::new(
+            &german(),
+            &["", " \n\t", "a", "42. 3,50 € ...", "https://x.de/a"],
+        );
         assert_eq!(batch.sentences(), ["a"]);
-        assert_eq!(batch.sentences_per_text().collect::<Vec<_>>(), [0, 0, 1]);
-        assert_eq!(batch.join_all(&["b"]), ["", " \n\t", "b"]);
+        assert_eq!(
+            batch.sentences_per_text().collect::<Vec<_>>(),
+            [0, 0, 1, 0, 0]
+        );
+        assert_eq!(
+            batch.join_all(&["b"]),
+            ["", " \n\t", "b", "42. 3,50 € ...", "https://x.de/a"]
+        );
     }
 
     #[test]

@@ -47,8 +47,10 @@ pub struct AppState {
     pub splitter: SentenceSplitter,
     /// Translated files waiting for download; `None` when file translation is off.
     pub files: Option<FileStore>,
-    /// The address listened on, for download links when a request has no Host header.
+    /// The address asked for, and the one listened on once bound (`--port 0` picks one),
+    /// for download links when a request has no usable Host header.
     pub addr: std::net::SocketAddr,
+    pub listening: std::sync::OnceLock<std::net::SocketAddr>,
 }
 
 pub type Shared = Arc<AppState>;

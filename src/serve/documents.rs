@@ -39,7 +39,19 @@ pub async fn translate_file(
             e.body_text()
         ))
     })?;
-    let form = read_form(multipart, files).await?;
+    // The upload is a body like any other: bounded by --timeout-ms, however slowly it comes.
+    let form = tokio::time::timeout(state.limits.timeout, read_form(multipart, files))
+        .await
+        .map_err(|_| {
+            ApiError::with_status(
+                axum::http::StatusCode::REQUEST_TIMEOUT,
+                format!(
+                    "the upload took longer than this server's limit of {} ms (serve \
+                     --timeout-ms); send it faster or send a smaller file",
+                    state.limits.timeout.as_millis()
+                ),
+            )
+        })??;
     state.key.check(form.api_key.as_deref())?;
     state
         .pair
@@ -58,9 +70,12 @@ pub async fn translate_file(
         state.decode_options(DecodeRequest::default(), settings::LIBRETRANSLATE_FIELDS)?;
     let splitter = state.splitter.clone();
     let shown = safe_file_name(&name);
-    let prepared = blocking(move || {
+    let checkpoint = state.checkpoint.clone();
+    let prepared = blocking(files, move || {
         let job = format.parse(bytes, &shown, DocxLimits::default())?;
-        Ok(Prepared::new(job, &splitter))
+        let prepared = Prepared::new(job, &splitter);
+        check_sentence_lengths(&checkpoint, prepared.sentences())?;
+        Ok(prepared)
     })
     .await
     .map_err(|e| ApiError::bad_request(format!("invalid request: {e:#}")))?;
@@ -79,12 +94,16 @@ pub async fn translate_file(
         let done = state.translate(sentences.to_vec(), options).await?;
         translations.extend(done.into_iter().map(|t| t.translation));
     }
-    let translated = blocking(move || prepared.finish(&translations))
+    let translated = blocking(files, move || prepared.finish(&translations))
         .await
         .map_err(|e| ApiError::internal(format!("translation failed: {e:#}")))?;
     let link = files
         .store(&translated, &name, format.media_type())
-        .map_err(|e| ApiError::internal(format!("{e:#}")))?;
+        .map_err(|e| {
+            // The server's own paths and advice are for its operator, not the client.
+            eprintln!("warning: /translate_file: {e:#}");
+            ApiError::internal("the translated file could not be stored on the server; retry later")
+        })?;
     Ok(Json(json!({
         "translatedFileUrl": format!("{}/download_file/{link}", origin(&headers, &state)),
     })))
@@ -175,16 +194,49 @@ fn origin(headers: &HeaderMap, state: &Shared) -> String {
                 && h.chars()
                     .all(|c| c.is_ascii_alphanumeric() || "-.:[]".contains(c))
         });
-    match host {
-        Some(host) => format!("http://{host}"),
-        None => format!("http://{}", state.addr),
+    match (host, state.listening.get()) {
+        (Some(host), _) => format!("http://{host}"),
+        (None, Some(addr)) => format!("http://{addr}"),
+        (None, None) => format!("http://{}", state.addr),
     }
 }
 
-/// Runs parsing or writing a document off the async threads.
+/// Refuses a file with a sentence longer than the model reads (it would come back cut), as
+/// `/translate` refuses such a text.
+fn check_sentence_lengths(
+    checkpoint: &crate::checkpoint::Checkpoint,
+    sentences: &[String],
+) -> anyhow::Result<()> {
+    let readable = checkpoint
+        .config
+        .model
+        .max_len
+        .saturating_sub(checkpoint.tokenizers.specials().source_overhead());
+    for sentence in sentences {
+        let tokens = checkpoint.tokenizers.src.encode(sentence)?.ids.len();
+        if tokens > readable {
+            let shown: String = sentence.chars().take(40).collect();
+            anyhow::bail!(
+                "the sentence {shown:?}... has {tokens} tokens, more than the {readable} this \
+                 model reads (model.max_len {}); split it into shorter sentences",
+                readable + 2
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Runs parsing or writing a document off the async threads, at most two at once (each can
+/// take a core for seconds).
 async fn blocking<T: Send + 'static>(
+    files: &FileStore,
     work: impl FnOnce() -> anyhow::Result<T> + Send + 'static,
 ) -> anyhow::Result<T> {
+    let _worker = files
+        .workers
+        .acquire()
+        .await
+        .map_err(|_| anyhow::anyhow!("the server is stopping"))?;
     tokio::task::spawn_blocking(work)
         .await
         .map_err(|e| anyhow::anyhow!("the document worker stopped: {e}"))?

@@ -46,6 +46,8 @@ pub struct FileStore {
     owned: bool,
     pub settings: FileSettings,
     files: Mutex<HashMap<String, Stored>>,
+    /// Files parsed or written at once: each can take a core for seconds.
+    pub workers: tokio::sync::Semaphore,
 }
 
 /// What a download finds.
@@ -59,14 +61,30 @@ impl FileStore {
     /// Creates the directory (or a fresh temporary one). Temporary directories that servers
     /// killed before they could clean up left behind are removed.
     pub fn open(settings: FileSettings) -> anyhow::Result<Self> {
+        let mut settings = settings;
+        // Far enough: an `Instant` cannot reach past a few centuries.
+        settings.ttl = settings.ttl.min(Duration::from_secs(100 * 365 * 24 * 3600));
         let (dir, owned) = match &settings.dir {
             Some(dir) => {
+                if dir.exists() && !dir.is_dir() {
+                    anyhow::bail!(
+                        "--files-dir {} is not a directory; give a directory",
+                        dir.display()
+                    );
+                }
+                let created = !dir.exists();
                 std::fs::create_dir_all(dir).with_context(|| {
                     format!(
                         "cannot create --files-dir {}; give a writable directory",
                         dir.display()
                     )
                 })?;
+                // Only a directory this server made is closed to others: an existing one
+                // keeps the permissions its owner gave it.
+                if created {
+                    restrict_to_owner(dir);
+                }
+                remove_left_behind(dir);
                 (dir.clone(), false)
             }
             None => {
@@ -80,15 +98,25 @@ impl FileStore {
                 std::fs::create_dir(&dir).with_context(|| {
                     format!("cannot create {}; give --files-dir", dir.display())
                 })?;
+                restrict_to_owner(&dir);
                 (dir, true)
             }
         };
-        restrict_to_owner(&dir);
+        // A directory the server cannot write to is found now, not by the first client.
+        let probe = dir.join(format!(".probe-{:08x}", rand::rng().next_u32()));
+        std::fs::write(&probe, b"").with_context(|| {
+            format!(
+                "cannot write in --files-dir {}; give a writable directory",
+                dir.display()
+            )
+        })?;
+        let _ = std::fs::remove_file(&probe);
         Ok(Self {
             dir,
             owned,
             settings,
             files: Mutex::new(HashMap::new()),
+            workers: tokio::sync::Semaphore::new(2),
         })
     }
 
@@ -108,6 +136,7 @@ impl FileStore {
             .with_context(|| format!("storing a translated file in {}", self.dir.display()))?;
         let name = safe_file_name(name);
         let now = Instant::now();
+        let expires = now.checked_add(self.settings.ttl).unwrap_or(now);
         let evicted = {
             let mut files = self.lock();
             let mut evicted = expired(&mut files, now);
@@ -127,7 +156,7 @@ impl FileStore {
                     path,
                     name: name.clone(),
                     media_type,
-                    expires: now + self.settings.ttl,
+                    expires,
                     stored: now,
                 },
             );
@@ -228,6 +257,25 @@ pub fn safe_file_name(name: &str) -> String {
     safe
 }
 
+/// Files this server names (32 hex digits, or their temporaries) that a server killed before
+/// it could clean up left in `dir`; nothing else there is touched.
+fn remove_left_behind(dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let ours = |name: &str| name.len() == 32 && name.bytes().all(|b| b.is_ascii_hexdigit());
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let temporary = name
+            .strip_prefix(".tmp-")
+            .and_then(|rest| rest.split_once('.'))
+            .is_some_and(|(_, id)| ours(id));
+        if (ours(&name) || temporary) && entry.file_type().is_ok_and(|t| t.is_file()) {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
+}
+
 /// Temporary directories of servers that no longer run (killed before they could remove
 /// theirs).
 fn remove_abandoned(base: &Path) {
@@ -310,6 +358,24 @@ mod tests {
         assert!(store.find(&link).is_none());
         store.sweep();
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn an_existing_directory_keeps_its_permissions_and_other_files() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        std::fs::write(dir.path().join("notes.txt"), b"mine").unwrap();
+        let left = "0123456789abcdef0123456789abcdef";
+        std::fs::write(dir.path().join(left), b"a killed server's").unwrap();
+        let store = FileStore::open(settings(dir.path(), Duration::MAX, 8)).unwrap();
+        let mode = std::fs::metadata(dir.path()).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o755);
+        assert!(dir.path().join("notes.txt").exists());
+        assert!(!dir.path().join(left).exists());
+        // A time to live too long for the clock is capped, not a panic.
+        assert!(store.store(b"x", "x.txt", "text/plain").is_ok());
     }
 
     #[test]

@@ -92,10 +92,11 @@ async fn translate_html(
     let prepared: Vec<Prepared> = texts
         .iter()
         .map(|text| {
-            let job = Box::new(HtmlJob::parse(text));
-            Prepared::new(job, &state.splitter)
+            let job = HtmlJob::parse(text)
+                .map_err(|e| ApiError::bad_request(format!("invalid request: {e:#}")))?;
+            Ok(Prepared::new(Box::new(job), &state.splitter))
         })
-        .collect();
+        .collect::<Result<_, ApiError>>()?;
     let sentences: Vec<String> = prepared
         .iter()
         .flat_map(|p| p.sentences().iter().cloned())

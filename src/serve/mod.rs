@@ -95,6 +95,7 @@ pub fn serve(
         splitter,
         files,
         addr: settings.addr,
+        listening: std::sync::OnceLock::new(),
     });
     let addr = settings.addr;
     let connections = settings.connections.within_open_file_limit();
@@ -132,6 +133,7 @@ fn serve_http(
         // Listening for the signals before saying the server is ready: a SIGTERM that came
         // between the two would otherwise kill the process with nothing answered.
         let signals = StopSignals::listen()?;
+        let _ = state.listening.set(listener.local_addr()?);
         ready(listener.local_addr()?);
         // Expired download links' files go within a minute of expiring.
         let sweeper = state.clone();
