@@ -185,6 +185,11 @@ impl<M: Clone + PartialEq> InlineBlock<M> {
                 .map(|(s, e)| text[s..e].to_lowercase())
                 .collect()
         };
+        // Each piece's translation's words, split once for every mark that asks.
+        let piece_words: Vec<Vec<String>> = translations
+            .iter()
+            .map(|t| t.map_or_else(Vec::new, |t| words_of(t)))
+            .collect();
         let mut at = 0;
         for (index, piece) in self.pieces.iter().enumerate() {
             let (start, end) = (at, at + piece.text.len());
@@ -218,25 +223,25 @@ impl<M: Clone + PartialEq> InlineBlock<M> {
                 continue;
             };
             let needle = without_added_punctuation(&piece.text, translation);
-            let neighbours: Vec<String> = translations
+            let needle_words = words_of(needle);
+            let own_words: Vec<&String> = needle_words
                 .iter()
-                .enumerate()
-                .filter(|&(i, _)| i != index)
-                .filter_map(|(_, t)| t.map(|t| words_of(t)))
-                .flatten()
-                .collect();
-            let own_words: Vec<String> = words_of(needle)
-                .into_iter()
-                .filter(|w| !neighbours.contains(w))
+                .filter(|w| {
+                    !piece_words
+                        .iter()
+                        .enumerate()
+                        .any(|(i, words)| i != index && words.contains(w))
+                })
                 .collect();
             // A fragment the model answered with a sentence of its own is no guide.
             let believable = word_spans(needle).len() <= 2 * word_spans(&piece.text).len() + 2;
             let span = if !believable || needle.is_empty() || own_words.is_empty() {
                 None
-            } else if own_words.len() == words_of(needle).len() {
+            } else if own_words.len() == needle_words.len() {
                 find_free(whole, needle, &found).or_else(|| find_similar(whole, needle, &found))
             } else {
-                find_similar(whole, &own_words.join(" "), &found)
+                let own: Vec<&str> = own_words.iter().map(|w| w.as_str()).collect();
+                find_similar(whole, &own.join(" "), &found)
             };
             match span {
                 Some((s, e)) => found.push(Placed {
