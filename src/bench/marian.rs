@@ -45,6 +45,7 @@ pub fn marian_decoding(
         length_normalization: loaded.config.decode.length_normalization,
         end_at_max_len: loaded.config.decode.end_at_max_len,
         renormalize: loaded.config.decode.renormalize,
+        length_ratio: loaded.config.decode.length_ratio_or_default() as f32,
         ..DecodeOptions::default()
     };
     let translator = Translator {

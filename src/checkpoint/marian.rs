@@ -353,6 +353,7 @@ fn decode_config(json: &JsonConfig) -> anyhow::Result<DecodeConfig> {
         end_at_max_len: json.get("forced_eos_token_id").is_some(),
         renormalize: json.flag("renormalize_logits", false)?,
         compute_type: ComputeType::Float32,
+        length_ratio: None,
     })
 }
 

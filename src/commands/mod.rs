@@ -242,6 +242,7 @@ fn decode_bounds(loaded: &Checkpoint, door_beam: Option<usize>) -> DecodeBounds 
         length_normalization: loaded.config.decode.length_normalization,
         end_at_max_len: loaded.config.decode.end_at_max_len,
         renormalize: loaded.config.decode.renormalize,
+        length_ratio: loaded.config.decode.length_ratio_or_default() as f32,
     }
 }
 

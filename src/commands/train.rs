@@ -291,6 +291,10 @@ fn new_trainer(
             }
         },
     )?;
+    if config.decode.length_ratio.is_none() {
+        // What marks a translation short, measured on what the model learns from.
+        config.decode.length_ratio = data.length_ratio();
+    }
     if inherited && lead {
         init_from::warn_of_unknown_tokens(&data, &config);
     }

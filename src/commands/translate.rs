@@ -285,6 +285,15 @@ impl Output<'_> {
                 "unknown source word {word:?} is translated as <unk>"
             ));
         }
+        if translation.short {
+            warn(format_args!(
+                "{:?} translated to {:?}, under half the length the model gives such a \
+                 source (decode.length_ratio); a sentence may be missing: check it, or cut the \
+                 text into sentences",
+                super::truncate_chars(&translation.source, 40),
+                super::truncate_chars(&translation.translation, 40),
+            ));
+        }
         if let Some(tokens) = translation.truncated_from {
             warn(format_args!(
                 "{:?} has {tokens} tokens, more than the model reads; only the first {} were \

@@ -30,6 +30,22 @@ pub struct DecodeConfig {
     /// The numbers the linear layers multiply in: `float32`, or `int8` (weights quantized
     /// once per output row, inputs per row as they come; CPU only).
     pub compute_type: ComputeType,
+    /// Target tokens per source token, the median over the training pairs: `train` measures
+    /// it when a run starts (unless the config states it). A translation of under half the
+    /// tokens this ratio gives its source is marked `short` (a sentence may have been left
+    /// out); absent (a MarianMT directory, an older checkpoint): taken as 1.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub length_ratio: Option<f64>,
+}
+
+impl DecodeConfig {
+    /// The ratio taken when none was measured.
+    pub const UNMEASURED_LENGTH_RATIO: f64 = 1.0;
+
+    /// [`Self::length_ratio`], or what is taken without one.
+    pub fn length_ratio_or_default(&self) -> f64 {
+        self.length_ratio.unwrap_or(Self::UNMEASURED_LENGTH_RATIO)
+    }
 }
 
 /// What decoding's linear layers compute in (CTranslate2's `compute_type`).
@@ -99,6 +115,7 @@ impl Default for DecodeConfig {
             end_at_max_len: false,
             renormalize: false,
             compute_type: ComputeType::Float32,
+            length_ratio: None,
         }
     }
 }

@@ -187,6 +187,9 @@ fn decode(decode: &DecodeConfig) -> Check {
     if let Some(max_len) = decode.max_len {
         positive("decode.max_len", max_len)?;
     }
+    if let Some(ratio) = decode.length_ratio {
+        positive_number("decode.length_ratio", ratio)?;
+    }
     Ok(())
 }
 

@@ -76,6 +76,11 @@ impl SpecialIds {
         1 + usize::from(self.source_start.is_some())
     }
 
+    /// Positions a target's specials take (the decoder start and `</s>`).
+    pub fn target_overhead(&self) -> usize {
+        2
+    }
+
     /// Whether the decoder starts from the padding id (MarianMT's): its first position must
     /// then stay visible to the decoder's self-attention, whose mask is causal only there.
     pub fn decoder_starts_from_pad(&self) -> bool {

@@ -1,9 +1,13 @@
 //! Sentence splitting: the model translates sentences, people send paragraphs. A text is cut
 //! at its line breaks, each line into sentences by Wikimedia's segmenter (`sentencex`, with
-//! per-language abbreviation lists and rules for ordinals such as "3. Mai"), and after
-//! translation the sentences are put back between the text's own whitespace and line breaks.
+//! per-language abbreviation lists and rules for ordinals such as "3. Mai"), each piece again
+//! where a sentence end is left inside it ([`super::sentence_ends`]: lowercased and
+//! pre-tokenized text), and after translation the sentences are put back between the text's
+//! own whitespace and line breaks.
 
 use std::ops::Range;
+
+use super::sentence_ends::further_starts;
 
 /// How texts are cut into what the model translates.
 #[derive(Debug, Clone)]
@@ -42,23 +46,32 @@ impl SentenceSplitter {
         if line.trim().is_empty() {
             return Vec::new();
         }
-        let pieces = if self.enabled {
-            sentencex::segment(&self.language, line)
-        } else {
-            vec![line]
-        };
+        if !self.enabled {
+            return trimmed(line, 0..line.len()).into_iter().collect();
+        }
+        let language = sentencex::language_factory(&self.language);
         let base = line.as_ptr() as usize;
-        let mut ranges = Vec::with_capacity(pieces.len());
-        for piece in pieces {
+        let mut ranges = Vec::new();
+        for piece in sentencex::segment(&self.language, line) {
             let start = piece.as_ptr() as usize - base;
-            let trimmed_start = start + (piece.len() - piece.trim_start().len());
-            let trimmed_end = start + piece.trim_end().len();
-            if trimmed_end > trimmed_start {
-                ranges.push(trimmed_start..trimmed_end);
+            let mut from = start;
+            for further in further_starts(language.as_ref(), piece) {
+                ranges.extend(trimmed(line, from..start + further));
+                from = start + further;
             }
+            ranges.extend(trimmed(line, from..start + piece.len()));
         }
         ranges
     }
+}
+
+/// `range` of `line` without its leading and trailing whitespace; none when that leaves
+/// nothing.
+fn trimmed(line: &str, range: Range<usize>) -> Option<Range<usize>> {
+    let piece = &line[range.clone()];
+    let start = range.start + (piece.len() - piece.trim_start().len());
+    let end = range.start + piece.trim_end().len();
+    (end > start).then_some(start..end)
 }
 
 /// One part of a text as it is put back together.
@@ -129,6 +142,14 @@ impl SentenceBatch {
                 .iter()
                 .filter(|p| matches!(p, Part::Sentence(_)))
                 .count()
+        })
+    }
+
+    /// The numbers of text `index`'s sentences in [`Self::sentences`].
+    pub fn sentence_range(&self, index: usize) -> impl Iterator<Item = usize> + '_ {
+        self.texts[index].iter().filter_map(|part| match part {
+            Part::Sentence(n) => Some(*n),
+            Part::Verbatim(_) => None,
         })
     }
 

@@ -34,6 +34,9 @@ pub struct DecodeOptions {
     pub end_at_max_len: bool,
     /// Beam search renormalises over the ids it may generate (the checkpoint's).
     pub renormalize: bool,
+    /// The checkpoint's target tokens per source token, against which a translation is
+    /// marked `short` (see [`is_short`]).
+    pub length_ratio: f32,
 }
 
 impl DecodeOptions {
@@ -56,8 +59,21 @@ impl Default for DecodeOptions {
             length_normalization: LengthNormalization::Gnmt,
             end_at_max_len: false,
             renormalize: false,
+            length_ratio: crate::config::DecodeConfig::UNMEASURED_LENGTH_RATIO as f32,
         }
     }
+}
+
+/// Sources shorter than this many tokens are never marked short: a few words translate to
+/// more or fewer too often to tell.
+const SHORTEST_CHECKED_SOURCE: usize = 6;
+
+/// Whether a translation of `output_tokens` (without `</s>`) is under half what
+/// `length_ratio` gives a source of `source_tokens`: the mark of a sentence the model left
+/// out (a paragraph read as one sentence) or a translation that stopped early.
+pub fn is_short(source_tokens: usize, output_tokens: usize, length_ratio: f32) -> bool {
+    source_tokens >= SHORTEST_CHECKED_SOURCE
+        && (output_tokens as f32) < 0.5 * length_ratio * source_tokens as f32
 }
 
 /// A trained model that reads a source, with its tokenizers, on a device.
@@ -84,6 +100,10 @@ pub struct Translation {
     /// The source's token count when it was longer than the model reads and was cut.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub truncated_from: Option<usize>,
+    /// The translation has under half the tokens the model's length ratio gives its source
+    /// (see [`is_short`]): a sentence may be missing. Written only when true.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub short: bool,
     /// The next best hypotheses of a beam search asked for more than one, best first.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub alternatives: Vec<Alternative>,
@@ -145,6 +165,7 @@ impl Translation {
             log_probs: Vec::new(),
             unknown_words: Vec::new(),
             truncated_from: None,
+            short: false,
             alternatives,
         };
         for s in sentences {
@@ -153,6 +174,7 @@ impl Translation {
             out.log_probs.extend(s.log_probs);
             out.unknown_words.extend(s.unknown_words);
             out.truncated_from = out.truncated_from.max(s.truncated_from);
+            out.short |= s.short;
         }
         out
     }
@@ -239,14 +261,18 @@ impl Translator<'_> {
                 log_probs: Vec::new(),
                 unknown_words: encoded.unknown,
                 truncated_from,
+                short: false,
                 alternatives: Vec::new(),
             });
         }
         let hypotheses = self.decode(&sources, still_wanted)?;
-        for ((index, _), ranked) in sources.iter().zip(hypotheses) {
+        for ((index, src_ids), ranked) in sources.iter().zip(hypotheses) {
             let mut ranked = ranked.into_iter().map(|h| self.alternative(h));
             let result = &mut results[*index];
             if let Some(best) = ranked.next().transpose()? {
+                let source_tokens = src_ids.len().saturating_sub(specials.source_overhead());
+                let generated = best.ids.iter().filter(|&&id| id != specials.eos).count();
+                result.short = is_short(source_tokens, generated, self.options.length_ratio);
                 result.translation = best.translation;
                 result.tokens = best.tokens;
                 result.ids = best.ids;

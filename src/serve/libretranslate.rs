@@ -103,17 +103,20 @@ async fn translate_html(
         .collect();
     state.check_texts(texts, &sentences, &options)?;
     let translations = state.translate(sentences, options).await?;
-    let mut translations = translations.into_iter().map(|t| t.translation);
+    let mut translations = translations.into_iter();
     prepared
         .into_iter()
         .map(|p| {
-            let own: Vec<String> = translations.by_ref().take(p.sentences().len()).collect();
+            let own: Vec<Translation> = translations.by_ref().take(p.sentences().len()).collect();
+            let short = own.iter().any(|t| t.short);
+            let own: Vec<String> = own.into_iter().map(|t| t.translation).collect();
             let bytes = p
                 .finish(&own)
                 .map_err(|e| ApiError::internal(format!("translation failed: {e:#}")))?;
             Ok(TextResult {
                 text: String::from_utf8_lossy(&bytes).into_owned(),
                 alternatives: Vec::new(),
+                short,
             })
         })
         .collect()
@@ -123,6 +126,9 @@ async fn translate_html(
 struct TextResult {
     text: String,
     alternatives: Vec<String>,
+    /// A sentence of it translated to under half the tokens the model's length ratio
+    /// expects (see [`crate::infer::translator::is_short`]).
+    short: bool,
 }
 
 impl TextResult {
@@ -138,6 +144,7 @@ impl TextResult {
         alternatives: usize,
     ) -> Self {
         let text = batch.join_with(index, |n| translations[n].translation.as_str());
+        let short = batch.sentence_range(index).any(|n| translations[n].short);
         let mut distinct: Vec<String> = Vec::with_capacity(alternatives);
         for i in 0..alternatives {
             let candidate = batch.join_with(index, |n| {
@@ -153,12 +160,16 @@ impl TextResult {
         Self {
             text,
             alternatives: distinct,
+            short,
         }
     }
 }
 
 /// LibreTranslate's response: values for one text, lists of them for a list.
-/// `alternatives` lists are there whenever the request asked for some, empty or not.
+/// `alternatives` lists are there whenever the request asked for some, empty or not. This
+/// server's one addition, `short`, is there when a text's translation is much shorter than
+/// the model makes of such a source (a sentence may be missing): `true` for one text, one
+/// flag per text for a list.
 fn response(
     results: &[TextResult],
     is_list: bool,
@@ -180,6 +191,9 @@ fn response(
         if let Some(language) = detected_language {
             out["detectedLanguage"] = json!(vec![language; results.len()]);
         }
+        if results.iter().any(|r| r.short) {
+            out["short"] = json!(results.iter().map(|r| r.short).collect::<Vec<_>>());
+        }
         out
     } else {
         let result = &results[0];
@@ -189,6 +203,9 @@ fn response(
         }
         if let Some(language) = detected_language {
             out["detectedLanguage"] = language;
+        }
+        if result.short {
+            out["short"] = json!(true);
         }
         out
     }

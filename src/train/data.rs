@@ -27,6 +27,34 @@ pub struct ValidationData {
 }
 
 impl TrainingData {
+    /// Target tokens per source token, the median over the training pairs with a source
+    /// (every `step`-th of a large corpus, to bound the work); `None` for a language model's
+    /// text or an empty corpus. Rounded to 3 decimals, as the config keeps it.
+    pub fn length_ratio(&self) -> Option<f64> {
+        const MOST_SAMPLED: usize = 1 << 20;
+        let step = self.pairs.len().div_ceil(MOST_SAMPLED).max(1);
+        let specials = self.tokenizers.specials();
+        let (src_framing, tgt_framing) = (specials.source_overhead(), specials.target_overhead());
+        let mut ratios: Vec<f32> = (0..self.pairs.len())
+            .step_by(step)
+            .map(|i| self.pairs.lens(i))
+            .map(|(src, tgt)| {
+                (
+                    src.saturating_sub(src_framing),
+                    tgt.saturating_sub(tgt_framing),
+                )
+            })
+            .filter(|&(src, _)| src > 0)
+            .map(|(src, tgt)| tgt as f32 / src as f32)
+            .collect();
+        if ratios.is_empty() {
+            return None;
+        }
+        let middle = ratios.len() / 2;
+        let (_, median, _) = ratios.select_nth_unstable_by(middle, f32::total_cmp);
+        Some((f64::from(*median) * 1000.0).round() / 1000.0).filter(|r| *r > 0.0)
+    }
+
     /// Reads and cleans the config's corpora, learns the tokenizers (a resumed run passes
     /// those it was trained with), encodes everything; says what it did through `note`, one
     /// line at a time, and shows progress bars on a terminal unless `verbosity` is quiet.

@@ -100,6 +100,7 @@ impl Trainer {
             length_normalization: config.decode.length_normalization,
             end_at_max_len: config.decode.end_at_max_len,
             renormalize: config.decode.renormalize,
+            length_ratio: config.decode.length_ratio_or_default() as f32,
         };
         let origin = match config.source_name.as_str() {
             "" => "the config",

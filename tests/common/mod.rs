@@ -41,6 +41,26 @@ pub fn train_tiny(extra: &[&str]) -> tempfile::TempDir {
     dir
 }
 
+/// A model trained for a whole test file: a fresh directory `name` in the build's scratch
+/// space, the config `config` writes for it (given the directory, for files of its own)
+/// trained into its `run/`, which is returned. Callers keep it in a `OnceLock`.
+#[allow(dead_code)]
+pub fn trained_once(name: &str, config: impl FnOnce(&Path) -> String) -> std::path::PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let text = config(&dir);
+    std::fs::write(dir.join("config.toml"), text).unwrap();
+    succeeded(
+        transformer()
+            .args(["train", "--device", "cpu", "--quiet", "--config"])
+            .arg(dir.join("config.toml"))
+            .arg("--out")
+            .arg(dir.join("run")),
+    );
+    dir.join("run")
+}
+
 /// Runs `transformer args` in `dir` and checks it failed with status 1 and one error line,
 /// the last line of stderr (no `Caused by:` chain or backtrace after it), that contains
 /// every one of `needles`.

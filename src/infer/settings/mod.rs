@@ -152,6 +152,9 @@ pub struct DecodeBounds {
     pub length_normalization: LengthNormalization,
     pub end_at_max_len: bool,
     pub renormalize: bool,
+    /// The checkpoint's target tokens per source token (`decode.length_ratio`), which marks
+    /// a translation `short`.
+    pub length_ratio: f32,
 }
 
 /// A setting refused: the message names it as its layer does, and the bound.
@@ -188,6 +191,7 @@ pub fn resolve(layers: &[Layer], bounds: &DecodeBounds) -> Result<DecodeOptions,
         length_normalization: bounds.length_normalization,
         end_at_max_len: bounds.end_at_max_len,
         renormalize: bounds.renormalize,
+        length_ratio: bounds.length_ratio,
         ..DecodeOptions::default()
     };
     let mut length_penalty = f64::from(options.length_penalty);

@@ -10,6 +10,7 @@ fn bounds() -> DecodeBounds {
         length_normalization: crate::config::LengthNormalization::Gnmt,
         end_at_max_len: false,
         renormalize: false,
+        length_ratio: 1.0,
     }
 }
 

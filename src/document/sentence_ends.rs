@@ -1,0 +1,266 @@
+//! Sentence ends the segmenter leaves inside a segment. sentencex reads a full stop before a
+//! lowercase word or a digit as part of the sentence (an abbreviation, an ordinal), and
+//! splits nothing inside quotes: right for edited prose, wrong for lowercased or
+//! pre-tokenized text (`ich mochte ein bier . ich mochte ein cola .`), where a model trained
+//! on one sentence a line then translates one sentence of the two and drops the other. This
+//! pass cuts a segment again wherever `.`, `!` or `?` (closing quotes or brackets after it
+//! allowed) is followed by a space and a word, unless the segmenter's own language rules
+//! know the word before it: an abbreviation (`z. B.`, `usw.`, `Nr.`), an initial, a number
+//! (`am 3. mai`), an exclamation word (`Yahoo!`). An ellipsis is not an end.
+
+use sentencex::languages::Language;
+
+/// Characters that may close a sentence after its terminator (`"ja." sagte er`).
+const CLOSERS: &[char] = &['"', '\'', '»', '«', '”', '“', '’', '‘', ')', ']', '}'];
+/// The closers that are quotation marks (a quotation may be followed by who said it).
+const QUOTES: &[char] = &['"', '\'', '»', '«', '”', '“', '’', '‘'];
+/// Characters that may open a sentence before its first word.
+const OPENERS: &[char] = &['"', '\'', '„', '“', '‚', '‘', '«', '»', '(', '[', '¿', '¡'];
+
+/// The byte offsets inside `segment` where a further sentence starts, by `language`'s rules;
+/// none where the segment holds one sentence.
+pub(super) fn further_starts(language: &dyn Language, segment: &str) -> Vec<usize> {
+    let bytes = segment.as_bytes();
+    let mut starts = Vec::new();
+    let mut at = 0;
+    while at < bytes.len() {
+        if !is_terminator(bytes[at]) {
+            at += 1;
+            continue;
+        }
+        let run_start = at;
+        while at < bytes.len() && is_terminator(bytes[at]) {
+            at += 1;
+        }
+        let run = &segment[run_start..at];
+        let after_closers = skip_closers(segment, at);
+        let Some(next) = next_word_start(segment, after_closers) else {
+            continue;
+        };
+        // An exclamation or question quoted and followed by a lowercase word is part of a
+        // sentence (`„komm!“ rief sie`, `"where?" he asked`); a quoted statement ends with
+        // its full stop.
+        let quoted = segment[at..after_closers].contains(|c| QUOTES.contains(&c));
+        let continues_quote =
+            quoted && run != "." && segment[next..].starts_with(char::is_lowercase);
+        if !continues_quote && ends_sentence(language, &segment[..run_start], run, &segment[next..])
+        {
+            starts.push(next);
+        }
+        at = next;
+    }
+    starts
+}
+
+fn is_terminator(byte: u8) -> bool {
+    matches!(byte, b'.' | b'!' | b'?')
+}
+
+/// The offset after any closing quotes and brackets at `at`.
+fn skip_closers(text: &str, at: usize) -> usize {
+    let rest = &text[at..];
+    at + (rest.len() - rest.trim_start_matches(CLOSERS).len())
+}
+
+/// Where the next word starts when `at` is followed by whitespace and then a word with a
+/// letter or digit in it (an opening quote may come first).
+fn next_word_start(text: &str, at: usize) -> Option<usize> {
+    let rest = &text[at..];
+    let word = rest.trim_start();
+    if word.len() == rest.len() || word.is_empty() {
+        return None;
+    }
+    let first_word = word.split(char::is_whitespace).next().unwrap_or("");
+    first_word
+        .chars()
+        .any(char::is_alphanumeric)
+        .then_some(text.len() - word.len())
+}
+
+/// Whether `word` starts with a letter, after any opening quote or bracket.
+fn starts_with_letter(word: &str) -> bool {
+    word.trim_start_matches(OPENERS)
+        .starts_with(char::is_alphabetic)
+}
+
+/// Whether the terminator `run` between `head` and the word starting `next` ends a sentence.
+fn ends_sentence(language: &dyn Language, head: &str, run: &str, next: &str) -> bool {
+    // Two or more full stops are an ellipsis, which runs on as often as it ends.
+    if run.len() > 1 && run.bytes().all(|b| b == b'.') {
+        return false;
+    }
+    // Pre-tokenized text: a terminator standing alone as a token ends the sentence before
+    // it (but a spaced ellipsis, `. . .`, does not).
+    if head.ends_with(char::is_whitespace) {
+        return last_word(head.trim_end())
+            .chars()
+            .any(char::is_alphanumeric);
+    }
+    // A number after a full stop mostly follows an abbreviation the lists lack (`Abs. 3`,
+    // `Tel. 030`, `Hauptstr. 7`); a sentence starting with a digit is the rarer reading.
+    if !starts_with_letter(next) {
+        return false;
+    }
+    if run != "." {
+        return !language.is_exclamation(head, "");
+    }
+    let word = last_word(head);
+    // `b.` of `z. b.`, an initial, or letters joined by dots (`p.m.`, `u.s.a.`).
+    let initials = word.chars().any(char::is_alphabetic)
+        && word
+            .split('.')
+            .all(|part| part.chars().count() <= 1 && part.chars().all(char::is_alphabetic));
+    // An ordinal (`am 3. mai`, `im 19. jahrhundert`); a year (`1945.`, `31.12.2025.`) is
+    // rarely one, and ends its sentence.
+    let number = word.ends_with(|c: char| c.is_ascii_digit()) && !ends_in_year(word);
+    let abbreviation = language.is_abbreviation(head, "", ".")
+        || language.is_multi_dot_abbreviation(head, dotless_last_word(head).len());
+    !(word.is_empty() || initials || number || abbreviation)
+}
+
+/// Whether `word`'s trailing digits are four (a year, or a date's year).
+fn ends_in_year(word: &str) -> bool {
+    let digits = word.len() - word.trim_end_matches(|c: char| c.is_ascii_digit()).len();
+    let before = word[..word.len() - digits].chars().next_back();
+    digits == 4 && before.is_none_or(|c| c == '.' || !c.is_alphanumeric())
+}
+
+/// The last whitespace-separated word of `head`, with any opening quote or bracket removed.
+fn last_word(head: &str) -> &str {
+    head.rsplit(char::is_whitespace)
+        .next()
+        .unwrap_or("")
+        .trim_start_matches(OPENERS)
+}
+
+/// The last word as the segmenter cuts it (at whitespace, `.` and `/`), whose length its
+/// multi-dot abbreviation check wants.
+fn dotless_last_word(head: &str) -> &str {
+    head.trim_end()
+        .rsplit(|c: char| c.is_whitespace() || c == '.' || c == '/')
+        .next()
+        .unwrap_or("")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cut<'a>(code: &str, segment: &'a str) -> Vec<&'a str> {
+        let language = sentencex::language_factory(code);
+        let mut pieces = Vec::new();
+        let mut from = 0;
+        for start in further_starts(language.as_ref(), segment) {
+            pieces.push(segment[from..start].trim());
+            from = start;
+        }
+        pieces.push(segment[from..].trim());
+        pieces
+    }
+
+    #[test]
+    fn lowercase_and_pre_tokenized_sentences_are_cut() {
+        assert_eq!(
+            cut("de", "ich mochte ein bier . ich mochte ein cola ."),
+            ["ich mochte ein bier .", "ich mochte ein cola ."]
+        );
+        assert_eq!(
+            cut("de", "das ist gut. wir gehen jetzt! kommst du? ja."),
+            ["das ist gut.", "wir gehen jetzt!", "kommst du?", "ja."]
+        );
+        assert_eq!(
+            cut("en", "it was late . 3 men stood outside ."),
+            ["it was late .", "3 men stood outside ."]
+        );
+    }
+
+    #[test]
+    fn abbreviations_initials_ordinals_and_ellipses_are_not_ends() {
+        for segment in [
+            "wir brauchen obst, z. b. äpfel und birnen.",
+            "er kam am 3. mai und blieb bis zum 19. juni.",
+            "möhren, lauch usw. sind im angebot.",
+            "das haus nr. 5 ist rot.",
+            "nach abs. 3 gilt die frist, tel. 030 1234.",
+            "j. r. r. tolkien schrieb bücher.",
+            "ich weiß nicht ... vielleicht morgen.",
+            "dies gilt u.a. für kinder.",
+        ] {
+            assert_eq!(cut("de", segment), [segment], "{segment}");
+        }
+        assert_eq!(
+            cut(
+                "en",
+                "see e.g. mr. smith at 5 p.m. today, or dogs vs. cats."
+            ),
+            ["see e.g. mr. smith at 5 p.m. today, or dogs vs. cats."]
+        );
+    }
+
+    #[test]
+    fn a_year_ends_a_sentence_where_an_ordinal_does_not() {
+        assert_eq!(
+            cut("de", "der krieg endete 1945. in asien dauerte er länger."),
+            ["der krieg endete 1945.", "in asien dauerte er länger."]
+        );
+        assert_eq!(
+            cut(
+                "de",
+                "er läuft bis zum 31.12.2025. eine verlängerung ist möglich."
+            ),
+            [
+                "er läuft bis zum 31.12.2025.",
+                "eine verlängerung ist möglich."
+            ]
+        );
+        let ordinal = "zu seinem 100. geburtstag kam er.";
+        assert_eq!(cut("de", ordinal), [ordinal]);
+    }
+
+    #[test]
+    fn a_bracket_is_not_a_quotation() {
+        assert_eq!(
+            cut(
+                "de",
+                "wir fuhren los. (das war ein fehler!) nach zehn kilometern hielten wir."
+            ),
+            [
+                "wir fuhren los.",
+                "(das war ein fehler!)",
+                "nach zehn kilometern hielten wir."
+            ]
+        );
+    }
+
+    #[test]
+    fn a_sentence_inside_quotes_ends_after_its_closing_quote() {
+        assert_eq!(
+            cut("de", "„komm her!“ rief sie. er kam."),
+            ["„komm her!“ rief sie.", "er kam."]
+        );
+        assert_eq!(
+            cut(
+                "en",
+                "she said \"we are late.\" they ran. \"where?\" he asked."
+            ),
+            [
+                "she said \"we are late.\"",
+                "they ran.",
+                "\"where?\" he asked."
+            ]
+        );
+    }
+
+    #[test]
+    fn a_terminator_without_a_word_after_it_ends_nothing() {
+        for segment in [
+            "ja. ",
+            "ja ! ?",
+            "es kostet 3.5 kg",
+            "so . . . weiter",
+            "eh... na ja",
+        ] {
+            assert_eq!(cut("de", segment), [segment.trim()], "{segment}");
+        }
+    }
+}
