@@ -70,7 +70,7 @@ fn weights_of_a_type_the_format_does_not_hold_are_refused_naming_the_tensor() {
             &[
                 "model.safetensors tensor generator.proj.bias",
                 &format!("dtype {dtype:?}"),
-                "F32, F16 or BF16",
+                "F32, F16, BF16 (and I8 for an int8 checkpoint's matrices)",
             ],
         );
     }
@@ -87,15 +87,21 @@ fn half_precision_weights_are_read() {
 fn weights_that_are_not_finite_are_refused_naming_the_tensor() {
     for bad in [f32::NAN, f32::INFINITY] {
         let dir = small_checkpoint();
+        let mut size = 0;
         rewrite_weights(dir.path(), |t| {
             let mut values = t.to_vec1::<f32>().unwrap();
             values[1] = bad;
+            values[3] = -bad;
+            size = values.len();
             Tensor::new(values, &Device::Cpu).unwrap()
         });
+        // The count of bad values says how much of the file is damaged.
         fails_naming(
             dir.path(),
             &TRANSLATE,
-            &["tensor generator.proj.bias holds NaN or infinite values"],
+            &[&format!(
+                "tensor generator.proj.bias holds 2 NaN or infinite values of {size}"
+            )],
         );
     }
 }

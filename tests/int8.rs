@@ -295,6 +295,46 @@ fn a_damaged_int8_checkpoint_is_refused_naming_the_tensor() {
         &["translate", "--checkpoint", &q, "Hallo"],
         &[&format!("tensor {name} holds -128")],
     );
+    // A scale so large that the products overflow f32 (it loaded, and failed only at
+    // decoding with "the model's output is not a number"), one too small to be a normal
+    // f32, and one that is no number at all: each refused at load, naming the tensor.
+    let scale = format!("{name}_scale");
+    let scale_start = entries[&scale]["data_offsets"][0].as_u64().unwrap() as usize;
+    for value in [3e38f32, 1e-45, f32::NAN, 0.0] {
+        let mut bad = original.clone();
+        let at = 8 + header + scale_start + 4;
+        bad[at..at + 4].copy_from_slice(&value.to_le_bytes());
+        std::fs::write(&path, bad).unwrap();
+        fails_naming(
+            dir.path(),
+            &["translate", "--checkpoint", &q, "Hallo"],
+            &[
+                &format!("tensor {name} has 1 of "),
+                &format!("row scales ({scale}) outside what quantize writes"),
+                "each must be a normal positive f32 of at most",
+            ],
+        );
+    }
+    // Scales stored as I8 are named I8 (candle reads them as U8), and the dtypes a
+    // checkpoint holds are listed with I8 among them.
+    let mut header_json = entries.clone();
+    let rows = header_json[&scale]["shape"][0].as_u64().unwrap();
+    header_json[&scale]["dtype"] = "I8".into();
+    header_json[&scale]["shape"] = serde_json::json!([rows * 4]);
+    let mut text = serde_json::to_string(&header_json).unwrap();
+    assert!(text.len() <= header, "the rewritten header is longer");
+    text.push_str(&" ".repeat(header - text.len()));
+    let mut bad = original.clone();
+    bad[8..8 + header].copy_from_slice(text.as_bytes());
+    std::fs::write(&path, bad).unwrap();
+    fails_naming(
+        dir.path(),
+        &["translate", "--checkpoint", &q, "Hallo"],
+        &[&format!(
+            "{scale} is I8 [{}], where F32 [{rows}] belongs",
+            rows * 4
+        )],
+    );
 }
 
 /// `bytes` with the first `from` replaced by `to` (of the same length).

@@ -9,8 +9,9 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 use candle_core::{DType, Device, Tensor};
 
-use super::write::{leftover_context, remove_leftover};
-use super::{read_parts, save, CheckpointContents, MODEL_FILE};
+use super::lock::WhenHeld;
+use super::write::{self, Destination};
+use super::{read_parts, CheckpointContents, MODEL_FILE};
 
 /// Where a run keeps its checkpoint history.
 pub const KEPT_DIR: &str = "checkpoints";
@@ -26,7 +27,7 @@ pub fn keep(
 ) -> anyhow::Result<()> {
     let dir = run_dir.join(KEPT_DIR);
     std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    save(&dir.join(format!("step-{step:08}")), contents)?;
+    super::save(&dir.join(format!("step-{step:08}")), contents)?;
     clear_leftovers(run_dir)?;
     let history = kept(run_dir)?;
     for (_, old) in &history[..history.len().saturating_sub(keep)] {
@@ -35,19 +36,27 @@ pub fn keep(
     Ok(())
 }
 
-/// Removes the hidden `.step-N.tmp` / `.step-N.old` that saves of kept checkpoints killed
-/// midway left (each save clears only its own step's).
+/// Puts back or removes what saves of kept checkpoints killed midway left (`.step-N.old`,
+/// `.step-N.tmp-...`; each save clears only its own step's), as [`write::clear_leftovers`]
+/// does for one checkpoint.
 pub fn clear_leftovers(run_dir: &Path) -> anyhow::Result<()> {
     let dir = run_dir.join(KEPT_DIR);
     let Ok(entries) = std::fs::read_dir(&dir) else {
         return Ok(());
     };
+    let mut steps = std::collections::BTreeSet::new();
     for entry in entries.flatten() {
-        let hidden = entry.file_name().to_string_lossy().starts_with(".step-");
-        if hidden {
-            let path = entry.path();
-            remove_leftover(&path).with_context(|| leftover_context(&path))?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let Some(step) = name.strip_prefix('.').and_then(|n| n.split('.').next()) else {
+            continue;
+        };
+        // A lock belongs to a save in progress (its holder removes it).
+        if step.starts_with("step-") && !name.ends_with(".lock") {
+            steps.insert(step.to_string());
         }
+    }
+    for step in steps {
+        write::clear_leftovers(&dir.join(step))?;
     }
     Ok(())
 }
@@ -90,6 +99,8 @@ pub fn average(run_dir: &Path, last: usize, out: &Path) -> anyhow::Result<Vec<us
     let chosen = &history[history.len() - last..];
     let mut sources: Vec<&Path> = chosen.iter().map(|(_, dir)| dir.as_path()).collect();
     sources.push(run_dir);
+    // Taken before `out` is checked: what it holds cannot change until the save.
+    let destination = Destination::lock(out, WhenHeld::BRIEFLY)?;
     super::replace::check(out, "--out", &sources, super::replace::Kind::Float)?;
     let device = Device::Cpu;
     let mut sums: HashMap<String, Tensor> = HashMap::new();
@@ -131,14 +142,11 @@ pub fn average(run_dir: &Path, last: usize, out: &Path) -> anyhow::Result<Vec<us
         tensors.push((name, (sum / last as f64)?.to_dtype(DType::F32)?));
     }
     tensors.sort_by(|a, b| a.0.cmp(&b.0));
-    save(
-        out,
-        &CheckpointContents {
-            config: &config,
-            tokenizers: &tokenizers,
-            tensors: &tensors,
-            resume: None,
-        },
-    )?;
+    destination.save_contents(&CheckpointContents {
+        config: &config,
+        tokenizers: &tokenizers,
+        tensors: &tensors,
+        resume: None,
+    })?;
     Ok(chosen.iter().map(|(step, _)| *step).collect())
 }

@@ -17,17 +17,20 @@ use crate::model::linear::scale_name;
 pub const QUANTIZED_FROM: &str = "quantized_from";
 
 /// Checks the int8 tensors (`int8`, by name) of the weights file `path`: each is a matrix
-/// with finite, positive row scales beside it and values in [-127, 127] (what the kernels
-/// assume; -128 is no quantizer's output). The error names the tensor.
+/// with row scales beside it (F32, normal, positive, and small enough that the matrix's
+/// product with inputs of magnitude up to 1 stays finite in f32) and values in [-127, 127]
+/// (what the kernels assume; -128 is no quantizer's output). The error names the tensor;
+/// `stored` says how the file spells each dtype.
 pub fn check(
     path: &Path,
     tensors: &HashMap<String, Tensor>,
     int8: &HashSet<String>,
+    stored: &HashMap<String, String>,
 ) -> anyhow::Result<()> {
     let mut names: Vec<&String> = int8.iter().collect();
     names.sort();
     for name in names {
-        let problem = problem_with(tensors, name);
+        let problem = problem_with(tensors, name, stored);
         if let Some(problem) = problem {
             bail!(
                 "{} tensor {name} {problem}; the file is damaged: quantize the float checkpoint \
@@ -39,9 +42,13 @@ pub fn check(
     Ok(())
 }
 
-fn problem_with(tensors: &HashMap<String, Tensor>, name: &str) -> Option<String> {
+fn problem_with(
+    tensors: &HashMap<String, Tensor>,
+    name: &str,
+    stored: &HashMap<String, String>,
+) -> Option<String> {
     let values = &tensors[name];
-    let Ok((rows, _)) = values.dims2() else {
+    let Ok((rows, cols)) = values.dims2() else {
         return Some(format!(
             "is int8 with shape {:?}, where only matrices are",
             values.dims()
@@ -52,18 +59,30 @@ fn problem_with(tensors: &HashMap<String, Tensor>, name: &str) -> Option<String>
         return Some(format!("is int8 but its row scales {scale} are missing"));
     };
     if scales.dtype() != DType::F32 || scales.dims() != [rows] {
+        let dtype = stored.get(&scale).map_or(
+            super::tensor_file::dtype_name(scales.dtype()),
+            String::as_str,
+        );
         return Some(format!(
-            "has {rows} rows but {scale} is {:?} {:?}, where F32 [{rows}] belongs",
-            scales.dtype(),
+            "has {rows} rows but {scale} is {dtype} {:?}, where F32 [{rows}] belongs",
             scales.dims()
         ));
     }
-    let scales_ok = scales
-        .to_vec1::<f32>()
-        .is_ok_and(|s| s.iter().all(|v| v.is_finite() && *v > 0.0));
-    if !scales_ok {
+    let Ok(scales) = scales.to_vec1::<f32>() else {
+        return Some(format!("has row scales ({scale}) that cannot be read"));
+    };
+    let largest = largest_scale(cols);
+    let bad: Vec<f32> = scales
+        .iter()
+        .copied()
+        .filter(|v| !(v.is_normal() && *v > 0.0 && *v <= largest))
+        .collect();
+    if let Some(first) = bad.first() {
         return Some(format!(
-            "has row scales ({scale}) that are not all finite and positive"
+            "has {} of {rows} row scales ({scale}) outside what quantize writes, the first \
+             {first:e} (each must be a normal positive f32 of at most {largest:.2e}, so that \
+             products over {cols} inputs stay finite)",
+            bad.len()
         ));
     }
     let in_range = values
@@ -74,6 +93,13 @@ fn problem_with(tensors: &HashMap<String, Tensor>, name: &str) -> Option<String>
         return Some("holds -128, outside the int8 range [-127, 127] quantize writes".into());
     }
     None
+}
+
+/// The largest row scale of a matrix with `cols` inputs: one at which its product with
+/// inputs of magnitude up to 1 (127 * scale * cols) still fits an f32. quantize's scales
+/// are a row's largest magnitude / 127, far below it for any trained weight.
+fn largest_scale(cols: usize) -> f32 {
+    f32::MAX / (127.0 * cols.max(1) as f32)
 }
 
 /// The float values `scales[j] * values[j][k]` of an int8 matrix.

@@ -16,7 +16,7 @@ use super::format::WeightFormat;
 use super::marian::{
     MarianFormat, CONFIG_JSON, GENERATION_CONFIG_JSON, SAFETENSORS_FILE, TOKENIZER_CONFIG_JSON,
 };
-use super::write::{save_with, write_synced, write_tensors};
+use super::write::{write_synced, write_tensors, Destination};
 use crate::config::{
     Activation, Architecture, Config, LengthNormalization, NormPlacement, PositionEncoding,
 };
@@ -36,13 +36,13 @@ pub const WRITTEN: &[&str] = &[
 ];
 
 /// Writes the checkpoint read from `source_dir` (its config, tokenizers and module-named
-/// `tensors`) into `out` as a MarianMT directory.
+/// `tensors`) into `out` (locked, and checked by the caller) as a MarianMT directory.
 pub fn export_marian(
     source_dir: &Path,
     config: &Config,
     tokenizers: &Tokenizers,
     tensors: &HashMap<String, Tensor>,
-    out: &Path,
+    out: Destination,
 ) -> anyhow::Result<()> {
     check_exportable(source_dir, config, tokenizers)?;
     let specials = tokenizers.specials();
@@ -120,7 +120,7 @@ pub fn export_marian(
         "pad_token": "<pad>",
     });
     let weights = hugging_face_tensors(config, tensors)?;
-    save_with(out, |dir| {
+    out.save_with(|dir| {
         for (name, value) in [
             (CONFIG_JSON, &model_json),
             (GENERATION_CONFIG_JSON, &generation_json),

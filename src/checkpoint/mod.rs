@@ -15,13 +15,17 @@
 //!   training_state.json   step, epoch, batch position, dropout stream, metrics (last/ only)
 //! ```
 //!
-//! A checkpoint is written whole into a hidden sibling (`.last.tmp/`) and then swapped in by
-//! two renames, so a crash at any moment leaves the previous checkpoint readable: as `last/`,
-//! or, between the two renames, as `.last.old/`, which loading falls back to.
+//! A checkpoint is written whole into a hidden sibling of its own (`.last.tmp-PID-RANDOM/`)
+//! and then swapped in by two renames, so a crash at any moment leaves the previous
+//! checkpoint readable: as `last/`, or, between the two renames, as `.last.old/`, which the
+//! next reader or writer puts back. One process at a time writes a directory: each holds an
+//! advisory lock on `.last.lock` ([`lock`]) from before it checks what is there until its
+//! save is read back.
 
 pub mod format;
 pub mod history;
 pub mod int8_file;
+mod lock;
 pub mod marian;
 pub mod marian_export;
 pub mod quantize;
@@ -44,8 +48,9 @@ use crate::metrics::MetricRecord;
 use crate::model::Model;
 use crate::train::{ResumePoint, TrainingState, STATE_FORMAT};
 use format::ByModule;
+pub use lock::{DirLock, LockHeld, WhenHeld};
 use strict::{build_model, build_model_as};
-pub use write::{save, save_metrics, CheckpointContents};
+pub use write::{save, save_metrics, CheckpointContents, Destination};
 
 /// Clears what interrupted saves left in `run_dir` (beside `last/` and `best/`, and among the
 /// kept checkpoints), or puts back a checkpoint a crash left only as its retired copy: `train`
@@ -129,19 +134,12 @@ impl Checkpoint {
     }
 }
 
-/// `run_dir/name` and the copy a save retires while swapping in a new one, which stands in
-/// for it after a crash between the save's two renames.
-fn with_retired_copy(run_dir: &Path, name: &str) -> [PathBuf; 2] {
-    [
-        run_dir.join(name),
-        run_dir.join(write::hidden_name(name, write::RETIRED)),
-    ]
-}
-
 /// The checkpoint a path names: the directory itself when it holds weights (or is a Hugging
 /// Face MarianMT directory), else its `best/`, else its `last/` (so a run directory works
-/// too).
+/// too). A checkpoint that a save killed between its two renames left only as its retired
+/// copy is put back first (see [`write::restore_retired`]).
 pub fn resolve(path: &Path) -> anyhow::Result<PathBuf> {
+    let path = &write::restore_retired(path);
     if path.is_file() {
         let parent = path.parent().filter(|p| !p.as_os_str().is_empty());
         bail!(
@@ -164,7 +162,7 @@ pub fn resolve(path: &Path) -> anyhow::Result<PathBuf> {
         .chain(
             [BEST_DIR, LAST_DIR]
                 .into_iter()
-                .flat_map(|name| with_retired_copy(path, name)),
+                .map(|name| write::restore_retired(&path.join(name))),
         )
         .find(|dir| dir.join(MODEL_FILE).is_file())
         .ok_or_else(|| {
@@ -232,9 +230,8 @@ pub struct ResumeCheckpoint {
 
 /// Reads the resumable checkpoint of the run directory `run_dir`.
 pub fn load_for_resume(run_dir: &Path, device: &Device) -> anyhow::Result<ResumeCheckpoint> {
-    let dir = with_retired_copy(run_dir, LAST_DIR)
-        .into_iter()
-        .find(|dir| dir.join(MODEL_FILE).is_file())
+    let dir = Some(write::restore_retired(&run_dir.join(LAST_DIR)))
+        .filter(|dir| dir.join(MODEL_FILE).is_file())
         .ok_or_else(|| {
             anyhow::anyhow!(
                 "{} has no {LAST_DIR}/{MODEL_FILE}; pass the run directory that `transformer \
@@ -395,7 +392,7 @@ fn read_pytorch_tensors(path: &Path, device: &Device) -> anyhow::Result<HashMap<
         .into_iter()
         .map(|(name, tensor)| Ok((name, tensor.to_device(device)?)))
         .collect::<candle_core::Result<HashMap<_, _>>>()?;
-    check_tensors(path, &tensors, &HashSet::new())?;
+    check_tensors(path, &tensors, &HashSet::new(), &HashMap::new())?;
     Ok(tensors)
 }
 
@@ -421,26 +418,28 @@ fn read_weights_file(
         )
     })?;
     let int8 = if int8_allowed {
-        int8_file::check(path, &file.tensors, &file.int8)?;
+        int8_file::check(path, &file.tensors, &file.int8, &file.stored_dtypes)?;
         file.int8.clone()
     } else {
         HashSet::new()
     };
-    check_tensors(path, &file.tensors, &int8)?;
+    check_tensors(path, &file.tensors, &int8, &file.stored_dtypes)?;
     Ok(file)
 }
 
 /// Refuses a weights file with a tensor that cannot be a weight (see [`check_tensor`]);
-/// the `int8` ones are checked apart.
+/// the `int8` ones are checked apart. `stored` names the dtypes as the file spells them.
 fn check_tensors(
     path: &Path,
     tensors: &HashMap<String, Tensor>,
     int8: &HashSet<String>,
+    stored: &HashMap<String, String>,
 ) -> anyhow::Result<()> {
     let mut names: Vec<&String> = tensors.keys().filter(|n| !int8.contains(*n)).collect();
     names.sort();
     for name in names {
-        check_tensor(&tensors[name]).map_err(|problem| {
+        let dtype = stored.get(name).map(String::as_str);
+        check_tensor(&tensors[name], dtype).map_err(|problem| {
             anyhow::anyhow!(
                 "{} tensor {name} {problem}; the file is damaged or not a checkpoint of this \
                  tool: train again or pick another run",
@@ -451,40 +450,47 @@ fn check_tensors(
     Ok(())
 }
 
-/// Why a tensor cannot be a weight (or one of Adam's moments), if it cannot.
-fn check_tensor(tensor: &Tensor) -> Result<(), String> {
+/// Why a tensor (stored as `stored`, where the file says) cannot be a weight (or one of
+/// Adam's moments), if it cannot.
+fn check_tensor(tensor: &Tensor, stored: Option<&str>) -> Result<(), String> {
     if !matches!(tensor.dtype(), DType::F32 | DType::F16 | DType::BF16) {
         return Err(format!(
-            "has dtype {:?}, which a checkpoint may not hold (F32, F16 or BF16)",
-            tensor.dtype()
+            "has dtype {}, where a checkpoint holds {}",
+            stored.unwrap_or(tensor_file::dtype_name(tensor.dtype())),
+            tensor_file::CHECKPOINT_DTYPES
         ));
     }
-    let finite = all_finite(tensor).map_err(|e| format!("cannot be read: {e}"))?;
-    if finite {
+    let bad = non_finite_count(tensor).map_err(|e| format!("cannot be read: {e}"))?;
+    if bad == 0 {
         Ok(())
     } else {
-        Err("holds NaN or infinite values".into())
+        Err(format!(
+            "holds {bad} NaN or infinite value{} of {}",
+            if bad == 1 { "" } else { "s" },
+            tensor.elem_count()
+        ))
     }
 }
 
-/// Whether every value of `tensor` is finite: read in place for an f32 tensor on the CPU (a
-/// copy of OPUS-MT's output layer, 119 MB, would raise the load's peak), else through
-/// `0 x`, which is 0 for every finite x and NaN for NaN and the infinities.
-fn all_finite(tensor: &Tensor) -> candle_core::Result<bool> {
+/// How many values of `tensor` are NaN or infinite: read in place for an f32 tensor on the
+/// CPU (a copy of OPUS-MT's output layer, 119 MB, would raise the load's peak), else
+/// through `0 x`, which is 0 for every finite x and NaN for NaN and the infinities.
+fn non_finite_count(tensor: &Tensor) -> candle_core::Result<usize> {
     let tensor = tensor.contiguous()?;
     let (storage, layout) = tensor.storage_and_layout();
     if let (candle_core::Storage::Cpu(cpu), DType::F32) = (&*storage, tensor.dtype()) {
         let start = layout.start_offset();
         let values = &cpu.as_slice::<f32>()?[start..start + tensor.elem_count()];
-        return Ok(values.iter().all(|v| v.is_finite()));
+        return Ok(values.iter().filter(|v| !v.is_finite()).count());
     }
     drop(storage);
-    let sum = tensor
-        .to_dtype(DType::F32)?
-        .affine(0.0, 0.0)?
-        .sum_all()?
-        .to_scalar::<f32>()?;
-    Ok(sum.is_finite())
+    let zeros = tensor.to_dtype(DType::F32)?.affine(0.0, 0.0)?;
+    if zeros.sum_all()?.to_scalar::<f32>()?.is_finite() {
+        return Ok(0);
+    }
+    // Counted on the host only for a tensor already known to be damaged.
+    let values = zeros.flatten_all()?.to_vec1::<f32>()?;
+    Ok(values.iter().filter(|v| v.is_nan()).count())
 }
 
 /// The run under `root` whose model can do `task` and whose weights were written last.

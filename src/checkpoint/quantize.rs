@@ -7,9 +7,10 @@ use std::path::{Path, PathBuf};
 use anyhow::bail;
 use candle_core::{DType, Device};
 
+use super::lock::WhenHeld;
 use super::replace::{self, Kind};
 use super::strict::build_model_int8_served;
-use super::write::{save_with, sync_dir, write_synced};
+use super::write::{sync_dir, write_synced, Destination};
 use super::{int8_file, read_parts, resolve, CONFIG_FILE, MODEL_FILE};
 use crate::config::ComputeType;
 
@@ -29,6 +30,8 @@ pub struct Quantized {
 /// checkpoint, never the source or a checkpoint training resumes from.
 pub fn quantize(source: &Path, out: &Path, overwrite: bool) -> anyhow::Result<Quantized> {
     let dir = resolve(source)?;
+    // Taken before anything is checked: what `out` holds cannot change until the save.
+    let destination = Destination::lock(out, WhenHeld::BRIEFLY)?;
     if !overwrite && std::fs::symlink_metadata(out).is_ok() {
         replace::check(out, "--out", &[source, &dir], Kind::Int8)?;
         bail!(
@@ -70,7 +73,7 @@ pub fn quantize(source: &Path, out: &Path, overwrite: bool) -> anyhow::Result<Qu
                 .to_string(),
         ),
     ]);
-    save_with(out, |staging| {
+    destination.save_with(|staging| {
         write_synced(&staging.join(CONFIG_FILE), config.to_toml()?.as_bytes())?;
         for (name, bytes) in tokenizers.files()? {
             write_synced(&staging.join(name), &bytes)?;

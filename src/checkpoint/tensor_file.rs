@@ -25,11 +25,31 @@ struct Entry {
 }
 
 /// A safetensors file's tensors, which of them the file stores as `I8` (held here in `U8`
-/// tensors: candle has no `i8`), and its `__metadata__`.
+/// tensors: candle has no `i8`), each one's dtype as the file names it, and its
+/// `__metadata__`.
 pub struct TensorFile {
     pub tensors: HashMap<String, Tensor>,
     pub int8: HashSet<String>,
+    pub stored_dtypes: HashMap<String, String>,
     pub metadata: HashMap<String, String>,
+}
+
+/// The dtypes a checkpoint's weights file may hold, as safetensors spells them.
+pub const CHECKPOINT_DTYPES: &str = "F32, F16, BF16 (and I8 for an int8 checkpoint's matrices)";
+
+/// A candle dtype as safetensors spells it (a file's `U8` and `I8` are both `U8` in candle:
+/// where the file is at hand, say what it stores instead).
+pub fn dtype_name(dtype: DType) -> &'static str {
+    match dtype {
+        DType::U8 => "U8",
+        DType::U32 => "U32",
+        DType::I64 => "I64",
+        DType::BF16 => "BF16",
+        DType::F16 => "F16",
+        DType::F32 => "F32",
+        DType::F64 => "F64",
+        _ => "an unknown dtype",
+    }
 }
 
 /// Every tensor of the safetensors file at `path`, on `device`; the error says what is wrong
@@ -86,17 +106,20 @@ pub fn read(path: &Path, device: &Device) -> anyhow::Result<TensorFile> {
     }
     let mut tensors = HashMap::with_capacity(entries.len());
     let mut int8 = HashSet::new();
+    let mut stored_dtypes = HashMap::with_capacity(entries.len());
     for (name, entry) in entries {
         let tensor = read_one(&file, &entry, data_start, device)
             .with_context(|| format!("tensor {name}"))?;
         if entry.dtype == "I8" {
             int8.insert(name.clone());
         }
+        stored_dtypes.insert(name.clone(), entry.dtype);
         tensors.insert(name, tensor);
     }
     Ok(TensorFile {
         tensors,
         int8,
+        stored_dtypes,
         metadata,
     })
 }
@@ -131,7 +154,7 @@ fn read_one(
         "I64" => (DType::I64, 8),
         "U8" | "I8" => (DType::U8, 1),
         "U32" => (DType::U32, 4),
-        other => bail!("has dtype {other}, which no checkpoint holds"),
+        other => bail!("has dtype {other}, where a checkpoint holds {CHECKPOINT_DTYPES}"),
     };
     let (start, end) = entry.data_offsets;
     let elements: usize = entry.shape.iter().product();

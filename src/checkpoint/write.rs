@@ -9,6 +9,7 @@ use anyhow::Context;
 use candle_core::{Device, Tensor};
 
 use super::format::WeightFormat;
+use super::lock::{DirLock, WhenHeld};
 use super::{CONFIG_FILE, METRICS_FILE, MODEL_FILE, OPTIMIZER_FILE, STATE_FILE};
 use crate::atomic_file::{advice_for, write_atomic};
 use crate::config::Config;
@@ -28,59 +29,190 @@ pub struct CheckpointContents<'a> {
 /// Writes a checkpoint as the directory `dir`, replacing any earlier one there only once
 /// every file of the new one is on disk (see the module docs). A failure (a full disk, say)
 /// removes what it wrote, leaves the earlier checkpoint as it was, and is named by `dir`.
+/// Waits for another process writing `dir` to finish (a save, a reader putting back a
+/// retired copy) rather than refusing: a training run's save must not fail for that.
 pub fn save(dir: &Path, contents: &CheckpointContents) -> anyhow::Result<()> {
-    save_with(dir, |staging| write_whole(staging, contents))
+    Destination::lock(dir, WhenHeld::FOR_A_SAVE)?.save_contents(contents)
 }
 
-/// Writes the directory `dir` with `write` (given the empty directory to fill), replacing any
-/// earlier one there only once every file is on disk, as [`save`] does.
-pub(super) fn save_with(
-    dir: &Path,
-    write: impl FnOnce(&Path) -> anyhow::Result<()>,
-) -> anyhow::Result<()> {
-    let staging = hidden_sibling(dir, STAGING)?;
-    let retired = hidden_sibling(dir, RETIRED)?;
-    clear_leftovers(dir)?;
-    let written = std::fs::create_dir_all(&staging)
-        .with_context(|| format!("cannot create {}", staging.display()))
-        .and_then(|()| write(&staging));
-    if let Err(e) = written {
-        let _ = remove_leftover(&staging);
-        // The root cause alone: the file that failed is a hidden temporary one.
-        let cause = e.root_cause();
-        anyhow::bail!(
-            "cannot write checkpoint {}: {cause}; {}",
-            dir.display(),
-            advice_for(cause)
-        );
-    }
-    let context = || format!("cannot write checkpoint {}", dir.display());
-    if present(dir) {
-        std::fs::rename(dir, &retired).with_context(context)?;
-    }
-    std::fs::rename(&staging, dir).with_context(context)?;
-    // A bare name's parent is the empty path: the directory we run in.
-    let parent = dir.parent().filter(|p| !p.as_os_str().is_empty());
-    sync_dir(parent.unwrap_or(Path::new(".")))?;
-    remove_leftover(&retired).with_context(|| leftover_context(&retired))?;
-    Ok(())
+/// A checkpoint directory this process alone writes: locked ([`DirLock`]), with what an
+/// interrupted save of it left put back or cleared. A command checks what is there (whether
+/// it may be replaced) after taking it, so that no other writer changes it between the
+/// check and the save.
+#[derive(Debug)]
+pub struct Destination {
+    dir: PathBuf,
+    _lock: DirLock,
 }
 
-/// Puts back, or removes, what an interrupted save of `dir` left beside it: the retired copy
-/// stands in for a `dir` the crash left missing; otherwise it, and any half-written staging
-/// directory, are removed, whole or in part, directory or file. `train` calls it before its
-/// first step, so that a leftover it cannot remove is named before any work is done.
+impl Destination {
+    /// Takes `dir` for writing; another process holding it gets `when_held`'s patience, then
+    /// a refusal naming it.
+    pub fn lock(dir: &Path, when_held: WhenHeld) -> anyhow::Result<Self> {
+        // Refused before a lock file is made beside it: `--out /dev/null` is no directory.
+        if std::fs::symlink_metadata(dir).is_ok_and(|m| !m.is_dir() && !m.is_symlink()) {
+            anyhow::bail!(
+                "{} exists and is not a directory; name a new directory",
+                dir.display()
+            );
+        }
+        let lock = DirLock::acquire(dir, when_held)?;
+        clear_leftovers_locked(dir)?;
+        Ok(Self {
+            dir: dir.to_path_buf(),
+            _lock: lock,
+        })
+    }
+
+    /// Writes `contents` as the checkpoint, as [`save`] does.
+    pub fn save_contents(self, contents: &CheckpointContents) -> anyhow::Result<()> {
+        self.save_with(|staging| write_whole(staging, contents))
+    }
+
+    /// Writes the directory with `write` (given an empty staging directory of its own to
+    /// fill), then swaps it in by two renames, syncs, and reads the directory back: success
+    /// means `dir` holds every file written, at its size. Consumes the lock.
+    pub fn save_with(self, write: impl FnOnce(&Path) -> anyhow::Result<()>) -> anyhow::Result<()> {
+        let dir = &self.dir;
+        let retired = hidden_sibling(dir, RETIRED)?;
+        let staging = create_staging(dir).map_err(|e| failed(dir, &e))?;
+        let files = match write(&staging).and_then(|()| listing(&staging)) {
+            Ok(files) => files,
+            Err(e) => {
+                let _ = remove_leftover(&staging);
+                return Err(failed(dir, &e));
+            }
+        };
+        let context = || format!("cannot write checkpoint {}", dir.display());
+        if present(dir) {
+            std::fs::rename(dir, &retired).with_context(context)?;
+        }
+        std::fs::rename(&staging, dir).with_context(context)?;
+        sync_dir(parent_of(dir))?;
+        remove_leftover(&retired).with_context(|| leftover_context(&retired))?;
+        let found = listing(dir).with_context(context)?;
+        if found != files {
+            anyhow::bail!(
+                "checkpoint {} does not read back as written ({} files written, {} found); \
+                 check the disk and write it again",
+                dir.display(),
+                files.len(),
+                found.len()
+            );
+        }
+        Ok(())
+    }
+}
+
+/// The error of a save of `dir` that failed with `e`: its root cause alone (the file that
+/// failed is a hidden temporary one), and what to do.
+fn failed(dir: &Path, e: &anyhow::Error) -> anyhow::Error {
+    let cause = e.root_cause();
+    anyhow::anyhow!(
+        "cannot write checkpoint {}: {cause}; {}",
+        dir.display(),
+        advice_for(cause)
+    )
+}
+
+/// Puts back, or removes, what an interrupted save of `dir` left beside it (see
+/// [`clear_leftovers_locked`]), taking `dir`'s lock for it. `train` calls it before its first
+/// step, so that a leftover it cannot remove is named before any work is done.
 pub fn clear_leftovers(dir: &Path) -> anyhow::Result<()> {
-    let staging = hidden_sibling(dir, STAGING)?;
+    Destination::lock(dir, WhenHeld::FOR_A_SAVE).map(drop)
+}
+
+/// A reader's half of [`clear_leftovers`]: when `dir` is missing and a save killed between
+/// its two renames left the retired copy, the copy is put back under the lock (a writer in
+/// the middle of its swap is waited for). Returns where the checkpoint is: `dir`, or the
+/// retired copy when it cannot be renamed (a directory this process may not write).
+pub fn restore_retired(dir: &Path) -> PathBuf {
+    let Ok(retired) = hidden_sibling(dir, RETIRED) else {
+        return dir.to_path_buf();
+    };
+    if present(dir) || !retired.is_dir() {
+        return dir.to_path_buf();
+    }
+    match Destination::lock(dir, WhenHeld::FOR_A_SAVE) {
+        Ok(_) if present(dir) => dir.to_path_buf(),
+        _ if retired.is_dir() => retired,
+        _ => dir.to_path_buf(),
+    }
+}
+
+/// With `dir`'s lock held: the retired copy stands in for a `dir` the crash left missing;
+/// otherwise it, and every staging directory (no other writer is at work), are removed,
+/// whole or in part, directory or file.
+fn clear_leftovers_locked(dir: &Path) -> anyhow::Result<()> {
     let retired = hidden_sibling(dir, RETIRED)?;
     if !present(dir) && retired.is_dir() {
         std::fs::rename(&retired, dir).with_context(|| leftover_context(&retired))?;
+        sync_dir(parent_of(dir))?;
     }
-    remove_leftover(&staging).with_context(|| leftover_context(&staging))?;
+    for staging in stagings_of(dir)? {
+        remove_leftover(&staging).with_context(|| leftover_context(&staging))?;
+    }
     if present(dir) {
         remove_leftover(&retired).with_context(|| leftover_context(&retired))?;
     }
     Ok(())
+}
+
+/// `.NAME.tmp-PID-RANDOM` beside `dir`, created here (exclusively: a name no other writer
+/// or leftover has).
+fn create_staging(dir: &Path) -> anyhow::Result<PathBuf> {
+    loop {
+        let name = format!(
+            "{STAGING}-{}-{:08x}",
+            std::process::id(),
+            rand::random::<u32>()
+        );
+        let staging = hidden_sibling(dir, &name)?;
+        match std::fs::create_dir(&staging) {
+            Ok(()) => return Ok(staging),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => {
+                return Err(e).with_context(|| format!("cannot create {}", staging.display()))
+            }
+        }
+    }
+}
+
+/// The staging directories of saves of `dir` (this version's `.NAME.tmp-...` and older
+/// versions' `.NAME.tmp`).
+fn stagings_of(dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
+    let prefix = hidden_name(&file_name(dir)?, STAGING);
+    let Ok(entries) = std::fs::read_dir(parent_of(dir)) else {
+        return Ok(Vec::new());
+    };
+    Ok(entries
+        .flatten()
+        .filter(|entry| {
+            let name = entry.file_name();
+            let name = name.to_string_lossy();
+            name == prefix || name.starts_with(&format!("{prefix}-"))
+        })
+        .map(|entry| entry.path())
+        .collect())
+}
+
+/// Every file of `dir` with its size, by name.
+fn listing(dir: &Path) -> anyhow::Result<Vec<(String, u64)>> {
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(dir).with_context(|| format!("cannot list {}", dir.display()))? {
+        let entry = entry?;
+        let size = entry.metadata()?.len();
+        files.push((entry.file_name().to_string_lossy().into_owned(), size));
+    }
+    files.sort();
+    Ok(files)
+}
+
+/// The directory holding `dir`; a bare name's is the directory we run in.
+fn parent_of(dir: &Path) -> &Path {
+    dir.parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."))
 }
 
 /// The error of a leftover at `path` that cannot be removed.
@@ -134,10 +266,14 @@ fn write_whole(staging: &Path, contents: &CheckpointContents) -> anyhow::Result<
 
 /// `runs/x/last` -> `runs/x/.last.<suffix>`.
 fn hidden_sibling(dir: &Path, suffix: &str) -> anyhow::Result<PathBuf> {
+    Ok(dir.with_file_name(hidden_name(&file_name(dir)?, suffix)))
+}
+
+fn file_name(dir: &Path) -> anyhow::Result<String> {
     let name = dir
         .file_name()
         .with_context(|| format!("{} is not a directory path", dir.display()))?;
-    Ok(dir.with_file_name(hidden_name(&name.to_string_lossy(), suffix)))
+    Ok(name.to_string_lossy().into_owned())
 }
 
 /// Suffixes of the directory a save writes into, and of the one it replaces.

@@ -9,6 +9,8 @@ use crate::checkpoint::{self, marian_export};
 use crate::cli::{ExportArgs, ExportFormat};
 
 pub fn run(args: ExportArgs) -> anyhow::Result<()> {
+    // Taken before anything is checked: what --out holds cannot change until the save.
+    let destination = checkpoint::Destination::lock(&args.out, checkpoint::WhenHeld::BRIEFLY)?;
     // symlink_metadata: a dangling link, a device or a pipe is there too, and none of them is
     // ours to replace.
     if let Ok(meta) = std::fs::symlink_metadata(&args.out) {
@@ -39,7 +41,7 @@ pub fn run(args: ExportArgs) -> anyhow::Result<()> {
             &initial.config,
             &initial.tokenizers,
             &initial.weights,
-            &args.out,
+            destination,
         )?,
     }
     eprintln!(

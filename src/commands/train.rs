@@ -11,7 +11,9 @@ use super::init_from;
 use super::stdout::print_line;
 use super::stop_signals::{signal_name, StopSignals};
 use super::{Interrupted, UsageError};
-use crate::checkpoint::{self, history, BEST_DIR, LAST_DIR, RUNS_ROOT};
+use crate::checkpoint::{
+    self, history, DirLock, LockHeld, WhenHeld, BEST_DIR, LAST_DIR, RUNS_ROOT,
+};
 use crate::cli::{DeviceArgs, TrainArgs};
 use crate::config::Config;
 use crate::distributed::{self, Collective};
@@ -41,7 +43,8 @@ pub fn run(args: TrainArgs) -> anyhow::Result<()> {
     };
     let device = super::device_from(&device_args, verbosity)?;
     let started = Instant::now();
-    let (mut trainer, run_dir, samples) = match &args.resume {
+    // Held to the end: a second `train` into the same run directory is refused.
+    let (mut trainer, run_dir, samples, _run_lock) = match &args.resume {
         Some(run_dir) => resumed_trainer(run_dir, &device, collective, verbosity)?,
         None => new_trainer(&args, &device, collective, verbosity)?,
     };
@@ -252,7 +255,7 @@ fn new_trainer(
     device: &candle_core::Device,
     collective: Box<dyn Collective>,
     verbosity: Verbosity,
-) -> anyhow::Result<(Trainer, PathBuf, Vec<String>)> {
+) -> anyhow::Result<(Trainer, PathBuf, Vec<String>, Option<DirLock>)> {
     let (mut config, name) = match &args.config {
         Some(path) => (Config::load(path)?, config_name(path)),
         None => (Config::builtin_base()?, "base".into()),
@@ -266,6 +269,8 @@ fn new_trainer(
         .or_else(|| config.run.dir.clone())
         .unwrap_or_else(|| Path::new(RUNS_ROOT).join(&name));
     config.run.dir = Some(run_dir.clone());
+    let lead = collective.rank() == 0;
+    let run_lock = lead.then(|| lock_run(&run_dir)).transpose()?;
     if checkpoint::resolve(&run_dir).is_ok() && !args.overwrite {
         bail!(
             "{} already holds a checkpoint; continue it with `transformer train --resume {0}`, \
@@ -273,7 +278,6 @@ fn new_trainer(
             run_dir.display()
         );
     }
-    let lead = collective.rank() == 0;
     let initial = match config.training.init_from.clone() {
         Some(path) => Some(init_from::initial_weights(&mut config, &path, device)?),
         None => None,
@@ -313,7 +317,20 @@ fn new_trainer(
         checkpoint::clear_leftovers(&run_dir)?;
         remove_replaced_run(&run_dir)?;
     }
-    Ok((trainer, run_dir, samples))
+    Ok((trainer, run_dir, samples, run_lock))
+}
+
+/// The run directory's lock, which a second `train` into it is refused by.
+fn lock_run(run_dir: &Path) -> anyhow::Result<DirLock> {
+    DirLock::acquire(run_dir, WhenHeld::REFUSE).map_err(|e| match e.downcast::<LockHeld>() {
+        Ok(held) => anyhow::anyhow!(
+            "{} is being trained by another process ({}); let it finish or stop it, or train \
+             into another directory with --out DIR",
+            run_dir.display(),
+            held.holder
+        ),
+        Err(e) => e,
+    })
 }
 
 /// Removes what a run being replaced (`--overwrite`) leaves that would be read as the new
@@ -341,8 +358,9 @@ fn resumed_trainer(
     device: &candle_core::Device,
     collective: Box<dyn Collective>,
     verbosity: Verbosity,
-) -> anyhow::Result<(Trainer, PathBuf, Vec<String>)> {
+) -> anyhow::Result<(Trainer, PathBuf, Vec<String>, Option<DirLock>)> {
     let lead = collective.rank() == 0;
+    let run_lock = lead.then(|| lock_run(run_dir)).transpose()?;
     let saved = checkpoint::load_for_resume(run_dir, device)?;
     let mut config = saved.config;
     config.run.dir = Some(run_dir.to_path_buf());
@@ -363,7 +381,7 @@ fn resumed_trainer(
         checkpoint::clear_leftovers(run_dir)?;
     }
     if !lead {
-        return Ok((trainer, run_dir.to_path_buf(), samples));
+        return Ok((trainer, run_dir.to_path_buf(), samples, run_lock));
     }
     // Records logged after the checkpoint by the stopped process would be logged again.
     checkpoint::save_metrics(run_dir, trainer.metrics())?;
@@ -375,7 +393,7 @@ fn resumed_trainer(
         p.epoch,
         count(p.steps_in_epoch, "step")
     );
-    Ok((trainer, run_dir.to_path_buf(), samples))
+    Ok((trainer, run_dir.to_path_buf(), samples, run_lock))
 }
 
 /// `1 step`, `2 steps`.
