@@ -203,6 +203,102 @@ fn a_changed_corpus_file_is_encoded_again_not_read_from_the_stale_entry() {
 }
 
 #[test]
+fn a_cache_entry_changed_in_place_is_named_and_encoded_again_not_trained_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let corpus = dir.path().join("pairs.tsv");
+    std::fs::write(&corpus, pairs_text(20_000)).unwrap();
+    let cache = dir.path().join("cache");
+    let cached = config(dir.path(), &corpus, "on", &cache);
+    let fresh = dir.path().join("fresh");
+    train(&cached, &fresh, 4);
+    let entry = cache
+        .join("corpora/encoded")
+        .join(&entries(&cache, "encoded")[0]);
+    let tokenizer_entry = cache
+        .join("corpora/tokenizers")
+        .join(&entries(&cache, "tokenizers")[0]);
+    // One byte of each file flipped in place, its size kept: ids that are still ids, offsets
+    // that would run backwards, a tokenizer that still parses.
+    let flip = |path: &Path, at: usize| {
+        let mut bytes = std::fs::read(path).unwrap();
+        bytes[at] ^= 0x01;
+        std::fs::write(path, bytes).unwrap();
+    };
+    for (file, at) in [("ids.bin", 4000), ("offsets.bin", 800)] {
+        flip(&entry.join(file), at);
+        let again = dir.path().join(format!("after-{file}"));
+        let log = stderr(&train(&cached, &again, 4));
+        assert!(
+            log.contains(&format!(
+                "warning: the cached encoded corpus in {} is damaged: {file} does not match \
+                 its checksum (it changed on disk); encoding the corpus again",
+                entry.display()
+            )),
+            "{log}"
+        );
+        assert!(log.contains("encoded and cached in"), "{log}");
+        // Trained on the corpus, not on the damaged entry: as the first run.
+        assert_eq!(losses(&again), losses(&fresh));
+    }
+    let vocab = std::fs::read_dir(&tokenizer_entry)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.extension().is_some_and(|e| e == "json") && !p.ends_with("meta.json"))
+        .unwrap();
+    // One letter of a merge changed: the file still parses as a tokenizer.
+    let mut bytes = std::fs::read(&vocab).unwrap();
+    let at = bytes.len() / 2
+        + bytes[bytes.len() / 2..]
+            .iter()
+            .position(|&b| b == b'e')
+            .unwrap();
+    bytes[at] = b'a';
+    std::fs::write(&vocab, bytes).unwrap();
+    let log = stderr(&train(&cached, &dir.path().join("after-tokenizer"), 4));
+    assert!(
+        log.contains("warning: the cached learned tokenizer in")
+            && log.contains("does not match its checksum"),
+        "{log}"
+    );
+    assert_eq!(losses(&dir.path().join("after-tokenizer")), losses(&fresh));
+}
+
+#[test]
+fn a_corpus_with_a_word_of_a_million_characters_trains_and_the_word_comes_back_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let corpus = dir.path().join("pairs.tsv");
+    // Without spaces: no language has such a word, a pasted blob does.
+    let word: String = (0..1_000_000u32)
+        .map(|i| char::from(b'a' + (i.wrapping_mul(2_654_435_761) >> 27) as u8 % 26))
+        .collect();
+    std::fs::write(&corpus, format!("{}{word}\tx\n", pairs_text(2_000))).unwrap();
+    let cached = config(dir.path(), &corpus, "off", &dir.path().join("cache"));
+    let run = dir.path().join("run");
+    let log = stderr(&train(&cached, &run, 2));
+    assert!(
+        log.contains("warning: a word of 1000000 characters")
+            && log.contains("segmented in pieces of at most 256 characters"),
+        "{log}"
+    );
+    // Segmented in pieces, it decodes back to itself: `tokenize --pieces` joins to the word.
+    let pieces = succeeded(
+        transformer()
+            .args(["tokenize", "--pieces", "--checkpoint"])
+            .arg(&run)
+            .write_stdin(format!("{word}\n")),
+    );
+    let joined: String = String::from_utf8(pieces.stdout)
+        .unwrap()
+        .split_whitespace()
+        .filter(|p| !p.starts_with('<'))
+        .collect::<String>()
+        .replace('▁', "");
+    assert_eq!(joined.len(), word.len());
+    assert!(joined == word);
+}
+
+#[test]
 fn a_broken_line_deep_in_a_large_corpus_is_named_with_its_file_and_line() {
     let dir = tempfile::tempdir().unwrap();
     let cache = dir.path().join("cache");

@@ -2,9 +2,11 @@
 //! SentencePiece), padded batches.
 
 pub mod batch;
+mod cache_checksum;
 pub mod corpus;
 pub mod corpus_stream;
 pub mod encoded_corpus;
+mod long_words;
 pub mod marian;
 mod marian_learn;
 pub mod sentencepiece;

@@ -10,6 +10,7 @@ use tokenizers::pre_tokenizers::metaspace::{Metaspace, PrependScheme};
 use tokenizers::{AddedToken, Tokenizer};
 
 use super::corpus::{normalize_sentence, SentencePair};
+use super::long_words;
 use super::marian::MarianTokenizer;
 use super::marian_learn::learn_marian;
 use super::specials::SpecialIds;
@@ -48,6 +49,9 @@ impl TextTokenizer {
             Self::Word(vocab) => Ok(vocab.encode(&tokenize(&normalize_sentence(text)))),
             Self::Bpe(tokenizer) => {
                 let text = &normalize_sentence(text);
+                if text.split(' ').any(long_words::is_long) {
+                    return encode_in_pieces(tokenizer, text);
+                }
                 let encoding = tokenizer
                     .encode(text.as_str(), false)
                     .map_err(|e| anyhow!("cannot tokenize {text:?}: {e}"))?;
@@ -337,21 +341,39 @@ impl BpeWordCounts {
                     tokenizers::OffsetReferential::Original,
                     tokenizers::OffsetType::Byte,
                 ) {
-                    *self.0.entry(word.into()).or_default() += 1;
+                    for part in long_words::pieces(word) {
+                        *self.0.entry(part.into()).or_default() += 1;
+                    }
                 }
             }
             return;
         }
         let mut word = compact_str::CompactString::default();
         for piece in text.split(' ') {
+            if long_words::is_long(piece) {
+                long_words::note_cut(piece);
+                for (i, part) in long_words::pieces(piece).enumerate() {
+                    word.clear();
+                    if i == 0 {
+                        word.push('▁');
+                    }
+                    word.push_str(part);
+                    self.count(&word);
+                }
+                continue;
+            }
             word.clear();
             word.push('▁');
             word.push_str(piece);
-            match self.0.get_mut(&word) {
-                Some(count) => *count += 1,
-                None => {
-                    self.0.insert(word.clone(), 1);
-                }
+            self.count(&word);
+        }
+    }
+
+    fn count(&mut self, word: &compact_str::CompactString) {
+        match self.0.get_mut(word) {
+            Some(count) => *count += 1,
+            None => {
+                self.0.insert(word.clone(), 1);
             }
         }
     }
@@ -426,6 +448,11 @@ impl TextTokenizer {
         let mut ids = Vec::with_capacity(text.len() / 3);
         let mut word = String::new();
         for piece in text.split(' ') {
+            if long_words::is_long(piece) {
+                long_words::note_cut(piece);
+                ids.extend(word_in_pieces(tokenizer, piece)?.into_iter().map(|t| t.id));
+                continue;
+            }
             if let Some(known) = cache.0.get(piece) {
                 ids.extend_from_slice(known);
                 continue;
@@ -444,6 +471,55 @@ impl TextTokenizer {
         }
         Ok(ids)
     }
+}
+
+/// A sentence holding a word too long to segment whole (see [`long_words`]), word by word,
+/// the long ones in pieces: the ids [`TextTokenizer::encode`] gives, and the pieces that
+/// became `<unk>`.
+fn encode_in_pieces(tokenizer: &Tokenizer, text: &str) -> anyhow::Result<Encoded> {
+    let mut encoded = Encoded {
+        ids: Vec::new(),
+        unknown: Vec::new(),
+    };
+    for word in text.split(' ') {
+        if long_words::is_long(word) {
+            long_words::note_cut(word);
+        }
+        let tokens = word_in_pieces(tokenizer, word)?;
+        for token in tokens {
+            if token.id == UNK_ID {
+                encoded.unknown.push(token.value);
+            }
+            encoded.ids.push(token.id);
+        }
+    }
+    Ok(encoded)
+}
+
+/// The BPE tokens of one word, segmented in pieces of at most [`long_words::MAX_WORD_CHARS`]
+/// characters: `▁` starts the first, the others continue it. An unknown token's `value` is
+/// the text it stands for.
+fn word_in_pieces(tokenizer: &Tokenizer, word: &str) -> anyhow::Result<Vec<tokenizers::Token>> {
+    let mut tokens = Vec::new();
+    for (i, piece) in long_words::pieces(word).enumerate() {
+        let text = if i == 0 {
+            format!("▁{piece}")
+        } else {
+            piece.to_string()
+        };
+        let mut piece_tokens = tokenizers::Model::tokenize(tokenizer.get_model(), &text)
+            .map_err(|e| anyhow!("cannot tokenize {piece:?}: {e}"))?;
+        for token in &mut piece_tokens {
+            if token.id == UNK_ID {
+                token.value = text
+                    .get(token.offsets.0..token.offsets.1)
+                    .unwrap_or("?")
+                    .to_string();
+            }
+        }
+        tokens.extend(piece_tokens);
+    }
+    Ok(tokens)
 }
 
 fn bpe_json(tokenizer: &Tokenizer) -> anyhow::Result<String> {

@@ -15,6 +15,7 @@ use std::sync::{Arc, Mutex};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+use super::cache_checksum::{checksum, Checksummed};
 use super::corpus_stream::{files_of, stream_corpus, total_bytes, ReadCounter};
 use super::encoded_corpus::{Bytes, CorpusBuilder, EncodedCorpus, IdWidth};
 use super::tokenizer::{learn_bpe_from_counts, BpeWordCounts, TextTokenizer, WordIdsCache};
@@ -24,8 +25,8 @@ use crate::config::{CorpusCacheMode, CorpusSource, DataConfig, TokenizerKind};
 use crate::progress::{DataProgress, Verbosity};
 
 /// Bumped when the layout or meaning of a cache entry changes: older entries are then
-/// ignored (their key differs).
-const CACHE_FORMAT: u32 = 1;
+/// ignored (their key differs). 2: every file carries a checksum.
+const CACHE_FORMAT: u32 = 2;
 
 /// The encoded training corpus and what reading it found.
 pub struct PreparedCorpus {
@@ -68,6 +69,9 @@ struct EncodedMeta {
     id_hash: String,
     ids_bytes: u64,
     offsets_bytes: u64,
+    /// XXH3 of `ids.bin` and `offsets.bin` (see [`cache_checksum`]).
+    ids_checksum: String,
+    offsets_checksum: String,
     report: CleaningReport,
     too_long: usize,
     samples: Vec<String>,
@@ -76,6 +80,23 @@ struct EncodedMeta {
 const IDS_FILE: &str = "ids.bin";
 const OFFSETS_FILE: &str = "offsets.bin";
 const META_FILE: &str = "meta.json";
+
+/// What a learned-tokenizer entry says about itself (`meta.json`, written last): each
+/// file's checksum.
+#[derive(Serialize, Deserialize)]
+struct TokenizerMeta {
+    format: u32,
+    checksums: std::collections::BTreeMap<String, String>,
+}
+
+/// What looking up a cache entry found.
+enum Lookup<T> {
+    Hit(T),
+    /// No entry (or one from another version of the cache's format).
+    Absent,
+    /// An entry that is not as it was written: why, in a few words.
+    Damaged(String),
+}
 
 impl CorpusCache {
     /// The cache for the training corpus `cfg` names, or none: caching off, a built-in corpus,
@@ -120,13 +141,18 @@ impl CorpusCache {
         ])
     }
 
-    /// Tokenizers learned earlier from these files with these settings.
+    /// Tokenizers learned earlier from these files with these settings; a damaged entry is
+    /// named in a warning and left to be replaced.
     pub fn load_tokenizers(&self, cfg: &DataConfig) -> Option<(Tokenizers, PathBuf)> {
         let dir = self.entry("tokenizers", &self.tokenizer_key(cfg));
-        if !dir.join(META_FILE).is_file() {
-            return None;
+        match lookup_tokenizers(&dir, cfg) {
+            Lookup::Hit(tokenizers) => Some((tokenizers, dir)),
+            Lookup::Absent => None,
+            Lookup::Damaged(why) => {
+                warn_damaged("learned tokenizer", &dir, &why, "learning it again");
+                None
+            }
         }
-        Tokenizers::load(&dir, cfg).ok().map(|t| (t, dir))
     }
 
     /// Keeps learned tokenizers for the next run; a failure is a warning (the run has them).
@@ -136,10 +162,16 @@ impl CorpusCache {
         let _ = std::fs::remove_dir_all(&dir);
         let stored = tokenizers.files().and_then(|files| {
             publish(&dir, |staging| {
+                let mut checksums = std::collections::BTreeMap::new();
                 for (name, bytes) in &files {
                     write_synced(&staging.join(name), bytes)?;
+                    checksums.insert(name.to_string(), checksum(bytes));
                 }
-                write_synced(&staging.join(META_FILE), b"{}\n")
+                let meta = TokenizerMeta {
+                    format: CACHE_FORMAT,
+                    checksums,
+                };
+                write_synced(&staging.join(META_FILE), &serde_json::to_vec_pretty(&meta)?)
             })
         });
         if let Err(e) = stored {
@@ -165,41 +197,117 @@ impl CorpusCache {
         Ok(key_of(&parts))
     }
 
-    /// The encoded corpus from an entry, when one is there and whole.
+    /// The encoded corpus from an entry, when one is there and whole; a damaged one is named
+    /// in a warning (the caller encodes again).
     fn load_encoded(&self, key: &str) -> Option<PreparedCorpus> {
         let dir = self.entry("encoded", key);
-        let meta: EncodedMeta =
-            serde_json::from_slice(&std::fs::read(dir.join(META_FILE)).ok()?).ok()?;
-        if meta.format != CACHE_FORMAT || meta.key != key {
-            return None;
+        match lookup_encoded(&dir, key) {
+            Lookup::Hit(corpus) => Some(corpus),
+            Lookup::Absent => None,
+            Lookup::Damaged(why) => {
+                warn_damaged("encoded corpus", &dir, &why, "encoding the corpus again");
+                None
+            }
         }
-        let map = |name: &str, bytes: u64| -> Option<Bytes> {
-            let file = File::open(dir.join(name)).ok()?;
-            if file.metadata().ok()?.len() != bytes {
-                return None;
-            }
-            if bytes == 0 {
-                return Some(Bytes::Owned(Vec::new()));
-            }
+    }
+}
+
+/// The encoded corpus in `dir`, checked against its metadata: sizes, checksums, offsets.
+fn lookup_encoded(dir: &Path, key: &str) -> Lookup<PreparedCorpus> {
+    let Ok(meta_bytes) = std::fs::read(dir.join(META_FILE)) else {
+        return Lookup::Absent;
+    };
+    // The key holds the cache's format: an entry here was written in this one.
+    let meta: EncodedMeta = match serde_json::from_slice(&meta_bytes) {
+        Ok(meta) => meta,
+        Err(e) => return Lookup::Damaged(format!("{META_FILE} cannot be read ({e})")),
+    };
+    if meta.format != CACHE_FORMAT || meta.key != key {
+        return Lookup::Damaged(format!("{META_FILE} names another corpus"));
+    }
+    let map = |name: &str, bytes: u64, expected: &str| -> Result<Bytes, String> {
+        let file =
+            File::open(dir.join(name)).map_err(|e| format!("{name} cannot be read ({e})"))?;
+        let size = file.metadata().map_err(|e| format!("{name}: {e}"))?.len();
+        if size != bytes {
+            return Err(format!("{name} is {size} bytes, not the {bytes} written"));
+        }
+        let data = if bytes == 0 {
+            Bytes::Owned(Vec::new())
+        } else {
             // SAFETY: the entry is published once and never written again; a file changed
-            // under the map by hand is the one risk, as with any memory-mapped data.
-            unsafe { memmap2::Mmap::map(&file) }.ok().map(Bytes::Mapped)
+            // under the map by hand is the one risk, as with any memory-mapped data, and the
+            // checksum below is taken over what the map reads.
+            Bytes::Mapped(unsafe { memmap2::Mmap::map(&file) }.map_err(|e| format!("{name}: {e}"))?)
         };
-        let ids = map(IDS_FILE, meta.ids_bytes)?;
-        let offsets = map(OFFSETS_FILE, meta.offsets_bytes)?;
-        let id_hash = u64::from_str_radix(&meta.id_hash, 16).ok()?;
-        let corpus = EncodedCorpus::new(ids, meta.width, offsets, id_hash).ok()?;
-        if corpus.len() != meta.pairs {
-            return None;
+        if checksum(&data) != expected {
+            return Err(format!(
+                "{name} does not match its checksum (it changed on disk)"
+            ));
         }
-        Some(PreparedCorpus {
+        Ok(data)
+    };
+    let corpus = map(IDS_FILE, meta.ids_bytes, &meta.ids_checksum).and_then(|ids| {
+        let offsets = map(OFFSETS_FILE, meta.offsets_bytes, &meta.offsets_checksum)?;
+        let id_hash = u64::from_str_radix(&meta.id_hash, 16)
+            .map_err(|_| format!("{META_FILE} has id_hash {:?}", meta.id_hash))?;
+        let corpus =
+            EncodedCorpus::new(ids, meta.width, offsets, id_hash).map_err(|e| format!("{e:#}"))?;
+        if corpus.len() != meta.pairs {
+            return Err(format!(
+                "it holds {} pairs, where {META_FILE} says {}",
+                corpus.len(),
+                meta.pairs
+            ));
+        }
+        Ok(corpus)
+    });
+    match corpus {
+        Ok(corpus) => Lookup::Hit(PreparedCorpus {
             corpus,
             report: meta.report,
             too_long: meta.too_long,
             samples: meta.samples,
-            cache: CacheUse::Reused(dir),
-        })
+            cache: CacheUse::Reused(dir.to_path_buf()),
+        }),
+        Err(why) => Lookup::Damaged(why),
     }
+}
+
+/// The tokenizers in `dir`, each file checked against its checksum.
+fn lookup_tokenizers(dir: &Path, cfg: &DataConfig) -> Lookup<Tokenizers> {
+    let Ok(meta_bytes) = std::fs::read(dir.join(META_FILE)) else {
+        return Lookup::Absent;
+    };
+    // The key holds the cache's format: an entry here was written in this one.
+    let meta = match serde_json::from_slice::<TokenizerMeta>(&meta_bytes) {
+        Ok(meta) if meta.format == CACHE_FORMAT => meta,
+        Ok(_) => return Lookup::Damaged(format!("{META_FILE} names another format")),
+        Err(e) => return Lookup::Damaged(format!("{META_FILE} cannot be read ({e})")),
+    };
+    for (name, expected) in &meta.checksums {
+        match std::fs::read(dir.join(name)) {
+            Ok(bytes) if checksum(&bytes) == *expected => {}
+            Ok(_) => {
+                return Lookup::Damaged(format!(
+                    "{name} does not match its checksum (it changed on disk)"
+                ))
+            }
+            Err(e) => return Lookup::Damaged(format!("{name} cannot be read ({e})")),
+        }
+    }
+    match Tokenizers::load(dir, cfg) {
+        Ok(tokenizers) => Lookup::Hit(tokenizers),
+        Err(e) => Lookup::Damaged(format!("{e:#}")),
+    }
+}
+
+/// One line: which cache entry is damaged, how, and that the run replaces it.
+fn warn_damaged(what: &str, dir: &Path, why: &str, instead: &str) {
+    eprintln!(
+        "warning: the cached {what} in {} is damaged: {why}; {instead} and replacing the entry",
+        dir.display()
+    );
 }
 
 /// `$TRANSFORMER_CACHE`, else `$XDG_CACHE_HOME/transformer`, else `~/.cache/transformer`.
@@ -514,8 +622,12 @@ pub fn encode_training_corpus(
     let _ = std::fs::remove_dir_all(&dir);
     let mut prepared = None;
     let written = publish(&dir, |staging| {
-        let file = BufWriter::with_capacity(1 << 20, File::create(staging.join(IDS_FILE))?);
+        let file = Checksummed::new(BufWriter::with_capacity(
+            1 << 20,
+            File::create(staging.join(IDS_FILE))?,
+        ));
         let (encoded, file) = encode(cfg, tokenizers, max_positions, samples, file, verbosity)?;
+        let (file, ids_checksum) = file.finish();
         let ids_bytes = {
             let file = file.into_inner().map_err(|e| e.into_error())?;
             file.sync_all()?;
@@ -531,6 +643,8 @@ pub fn encode_training_corpus(
             id_hash: format!("{:016x}", encoded.id_hash),
             ids_bytes,
             offsets_bytes: encoded.offsets.len() as u64,
+            ids_checksum,
+            offsets_checksum: checksum(&encoded.offsets),
             report: encoded.report.clone(),
             too_long: encoded.too_long,
             samples: encoded.samples.clone(),
