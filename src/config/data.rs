@@ -76,7 +76,11 @@ impl Default for DataConfig {
 
 /// A parallel corpus on disk.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(untagged)]
+#[serde(
+    untagged,
+    expecting = "expected a TSV file's path in quotes, { src = \"a.de\", tgt = \"a.en\" }, \
+                 { text = \"a.txt\" } or { builtin = \"toy\" }"
+)]
 pub enum CorpusSource {
     /// One file, `source<TAB>target` per line.
     Tsv(PathBuf),

@@ -156,14 +156,9 @@ impl Config {
 
     /// Parses and validates config text; `source_name` is used in error messages.
     pub fn parse(text: &str, source_name: &str) -> Result<Self, ConfigError> {
-        let mut config: Config = toml::from_str(text).map_err(|e| {
-            let line = e.span().map(|span| line_of_offset(text, span.start));
-            ConfigError {
-                source_name: source_name.to_string(),
-                line,
-                key: e.span().and_then(|span| key_at(text, span.start)),
-                message: one_line(e.message()),
-            }
+        let mut config = read_toml(text).map_err(|located| ConfigError {
+            source_name: source_name.to_string(),
+            ..located
         })?;
         marian_preset::resolve(&mut config, text);
         config.validate().map_err(|(key, message)| ConfigError {
@@ -186,6 +181,34 @@ impl Config {
     pub fn to_toml(&self) -> anyhow::Result<String> {
         Ok(toml::to_string(self)?)
     }
+}
+
+/// Config text as a `Config`, before validation; an error names the line and the key path
+/// (`data.train.tgt`, from the deserializer's path through the tables) where toml's spans
+/// and the text allow.
+fn read_toml(text: &str) -> Result<Config, ConfigError> {
+    let located = |e: &toml::de::Error, key: Option<String>| ConfigError {
+        source_name: String::new(),
+        line: e.span().map(|span| line_of_offset(text, span.start)),
+        key,
+        message: one_line(e.message()),
+    };
+    // A syntax error: the line says where, the text on it which key (if any).
+    let deserializer = toml::Deserializer::parse(text)
+        .map_err(|e| located(&e, e.span().and_then(|span| key_at(text, span.start))))?;
+    serde_path_to_error::deserialize(deserializer).map_err(|e| {
+        let path = e.path().to_string();
+        let inner = e.into_inner();
+        // "." is the top level: a syntax-level error, where the text on its line says more.
+        let key = Some(path)
+            .filter(|path| path != ".")
+            .or_else(|| inner.span().and_then(|span| key_at(text, span.start)));
+        let mut error = located(&inner, key.clone());
+        if error.line.is_none() {
+            error.line = key.as_deref().and_then(|key| line_of_key(text, key));
+        }
+        error
+    })
 }
 
 #[cfg(test)]

@@ -4,14 +4,33 @@
 
 /// toml's messages can span lines; errors here are one line each.
 pub(super) fn one_line(message: &str) -> String {
-    // serde speaks of Rust types; a config author thinks in numbers.
-    message
-        .split_whitespace()
-        .collect::<Vec<_>>()
+    // serde speaks of Rust types; a config author thinks in numbers, strings and tables.
+    let words: Vec<&str> = message.split_whitespace().collect();
+    let mut plain = Vec::with_capacity(words.len());
+    let mut after_struct = false;
+    for word in words {
+        if after_struct {
+            // `expected struct ModelConfig`: the type's name says nothing to its author.
+            after_struct = false;
+            plain.push("a table");
+            continue;
+        }
+        after_struct = word == "struct";
+        if !after_struct {
+            plain.push(word);
+        }
+    }
+    plain
         .join(" ")
         .replace("expected usize", "expected a whole number, 0 or more")
         .replace("expected u64", "expected a whole number, 0 or more")
         .replace("expected f64", "expected a number")
+        // toml's words for a value where a name in quotes belongs.
+        .replace(
+            "wanted string or table",
+            "expected one of its names, in quotes",
+        )
+        .replace("expected path string", "expected a path in quotes")
 }
 
 pub(super) fn line_of_offset(text: &str, offset: usize) -> usize {
@@ -86,6 +105,58 @@ mod tests {
         let err = parse("[training]\nseed = 1\nepochs = \"many\"\n").unwrap_err();
         assert_eq!(err.line, Some(3));
         assert_eq!(err.key.as_deref(), Some("training.epochs"));
+    }
+
+    #[test]
+    fn every_kind_of_toml_error_names_its_key_path_and_line() {
+        let cases = [
+            ("[modle]\nlayers = 2\n", 1, "modle", "unknown field `modle`"),
+            (
+                "[model]\n  [model.extra]\n  x = 1\n",
+                2,
+                "model.extra",
+                "unknown field",
+            ),
+            (
+                "[data]\ntrain = { src = \"a\", tgt = 3 }\n",
+                2,
+                "data.train",
+                "{ src =",
+            ),
+            (
+                "[data.train]\nsrc = \"a\"\ntgt = 3\n",
+                1,
+                "data.train",
+                "TSV file's path",
+            ),
+            (
+                "[data]\nvalid = [\n \"a\",\n 3\n]\n",
+                2,
+                "data.valid",
+                "TSV file's path",
+            ),
+            (
+                "[training]\ndtype = 3\n",
+                2,
+                "training.dtype",
+                "names, in quotes",
+            ),
+            ("model = 3\n", 1, "model", "expected a table"),
+            ("[run]\ndir = 5\n", 2, "run.dir", "a path in quotes"),
+            (
+                "model.layers = \"x\"\n",
+                1,
+                "model.layers",
+                "a whole number",
+            ),
+        ];
+        for (text, line, key, words) in cases {
+            let err = parse(text).unwrap_err();
+            assert_eq!(err.key.as_deref(), Some(key), "{text:?}: {err}");
+            assert_eq!(err.line, Some(line), "{text:?}: {err}");
+            assert!(err.message.contains(words), "{text:?}: {err}");
+            assert!(!err.to_string().contains('\n'), "{text:?}: {err}");
+        }
     }
 
     #[test]
