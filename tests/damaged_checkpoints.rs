@@ -269,6 +269,37 @@ fn finite_weights_that_overflow_are_an_error_not_an_empty_translation() {
     }
 }
 
+#[test]
+fn a_weight_changed_in_place_is_refused_by_the_checksum_it_was_written_with() {
+    let dir = small_checkpoint();
+    let path = dir.path().join("run/last/model.safetensors");
+    let mut bytes = std::fs::read(&path).unwrap();
+    let header = u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
+    let entries: serde_json::Value = serde_json::from_slice(&bytes[8..8 + header]).unwrap();
+    assert!(entries["__metadata__"]["transformer_checksum"]
+        .as_str()
+        .unwrap()
+        .starts_with("xxh3:"));
+    // A finite bias of 3e38, in place: every check of values passes, and it translated
+    // nonsense (or failed at decoding naming no tensor).
+    let at = 8
+        + header
+        + entries["generator.proj.bias"]["data_offsets"][0]
+            .as_u64()
+            .unwrap() as usize;
+    bytes[at..at + 4].copy_from_slice(&3e38f32.to_le_bytes());
+    std::fs::write(&path, bytes).unwrap();
+    fails_naming(
+        dir.path(),
+        &TRANSLATE,
+        &[
+            "run/last/model.safetensors",
+            "its tensors do not match the checksum they were written with",
+            "remove transformer_checksum from its __metadata__",
+        ],
+    );
+}
+
 /// A renamed tensor is both missing and left over: the error names the two, and every other
 /// tensor the file lacks.
 #[test]

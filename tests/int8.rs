@@ -266,8 +266,29 @@ fn a_damaged_int8_checkpoint_is_refused_naming_the_tensor() {
             .arg(&int8_dir),
     );
     let path = int8_dir.join("model.safetensors");
-    let original = std::fs::read(&path).unwrap();
+    let written = std::fs::read(&path).unwrap();
     let name = "encoder.layers.0.feed_forward.w_1.weight";
+    let q = int8_dir.display().to_string();
+    // Any byte changed after the file was written is seen by its checksum.
+    let header = u64::from_le_bytes(written[..8].try_into().unwrap()) as usize;
+    let mut flipped = written.clone();
+    flipped[8 + header + 100] ^= 1;
+    std::fs::write(&path, flipped).unwrap();
+    fails_naming(
+        dir.path(),
+        &["translate", "--checkpoint", &q, "Hallo"],
+        &[
+            "do not match the checksum they were written with",
+            "the file is damaged",
+        ],
+    );
+    // Without its checksum (a file edited on purpose), each value is still checked.
+    let original = with_header(&written, |entries| {
+        entries["__metadata__"]
+            .as_object_mut()
+            .unwrap()
+            .remove("transformer_checksum");
+    });
     // Its scales gone (the header renamed, so the file still tiles).
     let renamed = replace_once(
         &original,
@@ -275,7 +296,6 @@ fn a_damaged_int8_checkpoint_is_refused_naming_the_tensor() {
         &format!("\"{name}_scalx\""),
     );
     std::fs::write(&path, renamed).unwrap();
-    let q = int8_dir.display().to_string();
     fails_naming(
         dir.path(),
         &["translate", "--checkpoint", &q, "Hallo"],
@@ -317,15 +337,11 @@ fn a_damaged_int8_checkpoint_is_refused_naming_the_tensor() {
     }
     // Scales stored as I8 are named I8 (candle reads them as U8), and the dtypes a
     // checkpoint holds are listed with I8 among them.
-    let mut header_json = entries.clone();
-    let rows = header_json[&scale]["shape"][0].as_u64().unwrap();
-    header_json[&scale]["dtype"] = "I8".into();
-    header_json[&scale]["shape"] = serde_json::json!([rows * 4]);
-    let mut text = serde_json::to_string(&header_json).unwrap();
-    assert!(text.len() <= header, "the rewritten header is longer");
-    text.push_str(&" ".repeat(header - text.len()));
-    let mut bad = original.clone();
-    bad[8..8 + header].copy_from_slice(text.as_bytes());
+    let rows = entries[&scale]["shape"][0].as_u64().unwrap();
+    let bad = with_header(&original, |entries| {
+        entries[&scale]["dtype"] = "I8".into();
+        entries[&scale]["shape"] = serde_json::json!([rows * 4]);
+    });
     std::fs::write(&path, bad).unwrap();
     fails_naming(
         dir.path(),
@@ -335,6 +351,20 @@ fn a_damaged_int8_checkpoint_is_refused_naming_the_tensor() {
             rows * 4
         )],
     );
+}
+
+/// A safetensors file's `bytes` with its header changed by `edit`, padded with spaces to its
+/// old length, so that the data stays where it was.
+fn with_header(bytes: &[u8], edit: impl FnOnce(&mut serde_json::Value)) -> Vec<u8> {
+    let header = u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
+    let mut entries: serde_json::Value = serde_json::from_slice(&bytes[8..8 + header]).unwrap();
+    edit(&mut entries);
+    let mut text = serde_json::to_string(&entries).unwrap();
+    assert!(text.len() <= header, "the rewritten header is longer");
+    text.push_str(&" ".repeat(header - text.len()));
+    let mut out = bytes.to_vec();
+    out[8..8 + header].copy_from_slice(text.as_bytes());
+    out
 }
 
 /// `bytes` with the first `from` replaced by `to` (of the same length).

@@ -262,6 +262,61 @@ fn a_cache_entry_changed_in_place_is_named_and_encoded_again_not_trained_on() {
         "{log}"
     );
     assert_eq!(losses(&dir.path().join("after-tokenizer")), losses(&fresh));
+    // The metadata's own fields (what the run reports, which files it vouches for), and files
+    // that are not the cache's: a link to /dev/zero (read until memory ran out), a pipe (the
+    // run hung), a file the entry never had.
+    let meta = entry.join("meta.json");
+    let text = std::fs::read_to_string(&meta).unwrap();
+    std::fs::write(
+        &meta,
+        text.replacen("\"too_long\": 0", "\"too_long\": 7", 1),
+    )
+    .unwrap();
+    let tokenizer_meta = tokenizer_entry.join("meta.json");
+    let text = std::fs::read_to_string(&tokenizer_meta).unwrap();
+    let start = text.find("\"checksums\"").unwrap();
+    let end = start + text[start..].find('}').unwrap() + 1;
+    std::fs::write(
+        &tokenizer_meta,
+        format!("{}\"checksums\": {{}}{}", &text[..start], &text[end..]),
+    )
+    .unwrap();
+    let log = stderr(&train(&cached, &dir.path().join("after-meta"), 4));
+    assert!(
+        log.contains("meta.json does not match its checksum (it changed on disk)"),
+        "{log}"
+    );
+    assert_eq!(
+        log.matches("meta.json does not match its checksum").count(),
+        2,
+        "{log}"
+    );
+    assert_eq!(losses(&dir.path().join("after-meta")), losses(&fresh));
+    std::fs::remove_file(entry.join("ids.bin")).unwrap();
+    std::os::unix::fs::symlink("/dev/zero", entry.join("ids.bin")).unwrap();
+    std::fs::remove_file(meta_of(&tokenizer_entry)).unwrap();
+    let fifo = std::process::Command::new("mkfifo")
+        .arg(meta_of(&tokenizer_entry))
+        .status()
+        .unwrap();
+    assert!(fifo.success());
+    let log = stderr(&train(&cached, &dir.path().join("after-links"), 4));
+    assert!(
+        log.contains("ids.bin is not a file the cache wrote (a link, pipe or device)")
+            && log.contains("meta.json is not a file the cache wrote"),
+        "{log}"
+    );
+    assert_eq!(losses(&dir.path().join("after-links")), losses(&fresh));
+    std::fs::write(tokenizer_entry.join("stray.json"), "{}").unwrap();
+    let log = stderr(&train(&cached, &dir.path().join("after-stray"), 4));
+    assert!(
+        log.contains("stray.json is not one of the files it was written with"),
+        "{log}"
+    );
+}
+
+fn meta_of(entry: &Path) -> PathBuf {
+    entry.join("meta.json")
 }
 
 #[test]

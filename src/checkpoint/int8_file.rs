@@ -163,11 +163,19 @@ pub fn write(
         };
         buffers.push((name.clone(), dtype, tensor.dims().to_vec(), bytes));
     }
+    let mut digest = super::tensor_file::TensorDigest::default();
     for (name, dtype, shape, bytes) in &buffers {
+        digest.add(name, bytes);
         views.push((name.clone(), TensorView::new(*dtype, shape.clone(), bytes)?));
     }
+    let mut metadata = metadata;
+    metadata.insert(
+        super::tensor_file::CHECKSUM_KEY.to_string(),
+        digest.finish(),
+    );
     let cannot = || format!("cannot write {}", path.display());
     safetensors::tensor::serialize_to_file(views, Some(metadata), path).with_context(cannot)?;
+    super::tensor_file::sort_header(path).with_context(cannot)?;
     std::fs::File::open(path)
         .and_then(|f| f.sync_all())
         .with_context(cannot)

@@ -8,8 +8,9 @@
 
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, Write};
-use std::os::unix::fs::MetadataExt;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
@@ -34,9 +35,16 @@ impl WhenHeld {
 /// The held lock of one directory; dropping it releases it.
 #[derive(Debug)]
 pub struct DirLock {
-    file: File,
+    /// The locked file, or none where this process held the lock already (a reader putting
+    /// back a retired copy inside a writer's save): the outer holder releases it.
+    file: Option<File>,
     path: PathBuf,
 }
+
+/// The lock files this process holds, by path, with how many holders each has: a second
+/// `acquire` in one process nests instead of waiting for itself (flock refuses a second
+/// open file even in the process that holds the first).
+static HELD: Mutex<Vec<(PathBuf, usize)>> = Mutex::new(Vec::new());
 
 /// The refusal of a lock another process holds.
 #[derive(Debug)]
@@ -60,6 +68,9 @@ impl std::fmt::Display for LockHeld {
 
 impl std::error::Error for LockHeld {}
 
+/// How long a process waits for a lock before it says it is waiting.
+const SAY_WAITING_AFTER: Duration = Duration::from_secs(1);
+
 /// How often a waiting process tries again.
 const POLL: Duration = Duration::from_millis(20);
 
@@ -72,67 +83,125 @@ impl DirLock {
             std::fs::create_dir_all(parent)
                 .with_context(|| format!("cannot create {}", parent.display()))?;
         }
-        let WhenHeld::Wait(patience) = when_held;
-        let deadline = Instant::now() + patience;
-        loop {
-            let file = OpenOptions::new()
-                .read(true)
-                .write(true)
-                .create(true)
-                .truncate(false)
-                .open(&path)
-                .with_context(|| {
-                    format!(
-                        "cannot lock {}: cannot open {}",
-                        dir.display(),
-                        path.display()
-                    )
-                })?;
-            match file.try_lock() {
-                Ok(()) => {
-                    // The holder before us may have removed the file we opened; then the
-                    // path names a new file (or none) and our lock guards nothing.
-                    if same_file(&file, &path) {
-                        let mut lock = Self { file, path };
-                        lock.record_holder();
-                        return Ok(lock);
-                    }
-                }
-                Err(std::fs::TryLockError::WouldBlock) => {
-                    if Instant::now() >= deadline {
-                        return Err(LockHeld {
-                            dir: dir.to_path_buf(),
-                            holder: holder(file),
-                        }
-                        .into());
-                    }
-                    std::thread::sleep(POLL);
-                }
-                Err(std::fs::TryLockError::Error(e)) => {
-                    return Err(e).with_context(|| format!("cannot lock {}", dir.display()));
-                }
-            }
+        let key = held_key(&path);
+        let mut held = HELD.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((_, holders)) = held.iter_mut().find(|(p, _)| *p == key) {
+            *holders += 1;
+            return Ok(Self { file: None, path });
         }
+        drop(held);
+        let file = lock_file(dir, &path, when_held)?;
+        let mut held = HELD.lock().unwrap_or_else(|e| e.into_inner());
+        held.push((key, 1));
+        let mut lock = Self {
+            file: Some(file),
+            path,
+        };
+        lock.record_holder();
+        Ok(lock)
     }
 
     /// Writes who holds the lock into its file, for a waiting process's message.
     fn record_holder(&mut self) {
+        let Some(file) = &mut self.file else {
+            return;
+        };
         let command: Vec<String> = std::env::args().collect();
         let line = format!("pid {}: {}\n", std::process::id(), command.join(" "));
         // Best effort: the lock is what matters, the words are for messages.
-        let _ = self
-            .file
+        let _ = file
             .set_len(0)
-            .and_then(|()| self.file.rewind())
-            .and_then(|()| self.file.write_all(line.as_bytes()));
+            .and_then(|()| file.rewind())
+            .and_then(|()| file.write_all(line.as_bytes()));
     }
 }
 
 impl Drop for DirLock {
     fn drop(&mut self) {
+        let key = held_key(&self.path);
+        let mut held = HELD.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(at) = held.iter().position(|(p, _)| *p == key) {
+            held[at].1 -= 1;
+            if held[at].1 > 0 {
+                return;
+            }
+            held.swap_remove(at);
+        }
         // Removed while still held: a process that opened it meanwhile finds it gone once it
         // gets the lock, and opens the path again.
-        let _ = std::fs::remove_file(&self.path);
+        if self.file.is_some() {
+            let _ = std::fs::remove_file(&self.path);
+        }
+    }
+}
+
+/// `path` as the registry of held locks knows it: its directory made absolute.
+fn held_key(path: &Path) -> PathBuf {
+    let parent = path.parent().filter(|p| !p.as_os_str().is_empty());
+    let parent = std::fs::canonicalize(parent.unwrap_or(Path::new(".")))
+        .unwrap_or_else(|_| parent.unwrap_or(Path::new(".")).to_path_buf());
+    parent.join(path.file_name().unwrap_or_default())
+}
+
+/// Locks the file at `path` for `dir`, creating it (never through a link), as `when_held`
+/// says to wait.
+fn lock_file(dir: &Path, path: &Path, when_held: WhenHeld) -> anyhow::Result<File> {
+    let WhenHeld::Wait(patience) = when_held;
+    let started = Instant::now();
+    let deadline = started + patience;
+    let mut said_so = false;
+    loop {
+        let mut file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+            .open(path)
+            .with_context(|| {
+                format!(
+                    "cannot lock {}: cannot open {} (if it is a link or a directory, remove \
+                     it)",
+                    dir.display(),
+                    path.display()
+                )
+            })?;
+        if !file.metadata().is_ok_and(|m| m.is_file()) {
+            anyhow::bail!(
+                "cannot lock {}: {} is not a lock file this tool made; remove it",
+                dir.display(),
+                path.display()
+            );
+        }
+        match file.try_lock() {
+            // The holder before us may have removed the file we opened; then the path names
+            // a new file (or none) and our lock guards nothing.
+            Ok(()) if same_file(&file, path) => return Ok(file),
+            Ok(()) => {}
+            Err(std::fs::TryLockError::WouldBlock) => {
+                if Instant::now() >= deadline {
+                    return Err(LockHeld {
+                        dir: dir.to_path_buf(),
+                        holder: holder(&mut file),
+                    }
+                    .into());
+                }
+                // A wait longer than a moment is said, once, so that it is not a hang.
+                if !said_so && started.elapsed() >= SAY_WAITING_AFTER {
+                    said_so = true;
+                    eprintln!(
+                        "waiting for {}: another process is writing it ({}); giving up in {} s",
+                        dir.display(),
+                        holder(&mut file),
+                        deadline.saturating_duration_since(Instant::now()).as_secs()
+                    );
+                }
+                std::thread::sleep(POLL);
+            }
+            Err(std::fs::TryLockError::Error(e)) => {
+                return Err(e).with_context(|| format!("cannot lock {}", dir.display()));
+            }
+        }
     }
 }
 
@@ -154,7 +223,7 @@ fn same_file(file: &File, path: &Path) -> bool {
 
 /// What the holder wrote of itself, in one line. It writes it just after taking the lock,
 /// so an empty file is read again for a moment.
-fn holder(mut file: File) -> String {
+fn holder(file: &mut File) -> String {
     for _ in 0..20 {
         let mut text = String::new();
         let _ = file.rewind().and_then(|()| file.read_to_string(&mut text));
@@ -176,8 +245,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let target = dir.path().join("q");
         let first = DirLock::acquire(&target, WhenHeld::REFUSE).unwrap();
-        // A second open file description conflicts with the first, in one process too.
-        let err = DirLock::acquire(&target, WhenHeld::REFUSE)
+        // Another open file on it conflicts, as another process's would.
+        let path = lock_path(&target).unwrap();
+        let err = lock_file(&target, &path, WhenHeld::REFUSE)
             .unwrap_err()
             .to_string();
         assert!(err.contains("is being written by another process"), "{err}");
@@ -187,8 +257,34 @@ mod tests {
         );
         drop(first);
         assert!(!dir.path().join(".q.lock").exists());
-        let again = DirLock::acquire(&target, WhenHeld::REFUSE).unwrap();
-        drop(again);
+        lock_file(&target, &path, WhenHeld::REFUSE).unwrap();
+    }
+
+    #[test]
+    fn a_process_that_holds_a_lock_takes_it_again_without_waiting_for_itself() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("q");
+        let outer = DirLock::acquire(&target, WhenHeld::REFUSE).unwrap();
+        let inner = DirLock::acquire(&target, WhenHeld::REFUSE).unwrap();
+        drop(inner);
+        // Still held by the outer holder.
+        let path = lock_path(&target).unwrap();
+        assert!(lock_file(&target, &path, WhenHeld::REFUSE).is_err());
+        drop(outer);
+        assert!(!path.exists());
+    }
+
+    #[test]
+    fn a_lock_file_that_is_a_link_or_a_directory_is_refused_and_not_written_through() {
+        let dir = tempfile::tempdir().unwrap();
+        let victim = dir.path().join("victim");
+        std::fs::write(&victim, b"mine").unwrap();
+        std::os::unix::fs::symlink(&victim, dir.path().join(".q.lock")).unwrap();
+        let err = DirLock::acquire(&dir.path().join("q"), WhenHeld::REFUSE).unwrap_err();
+        assert!(format!("{err:#}").contains("cannot open"), "{err:#}");
+        assert_eq!(std::fs::read(&victim).unwrap(), b"mine");
+        std::fs::create_dir(dir.path().join(".r.lock")).unwrap();
+        assert!(DirLock::acquire(&dir.path().join("r"), WhenHeld::REFUSE).is_err());
     }
 
     #[test]
@@ -198,7 +294,8 @@ mod tests {
         let first = DirLock::acquire(&target, WhenHeld::REFUSE).unwrap();
         let waiter = {
             let target = target.clone();
-            std::thread::spawn(move || DirLock::acquire(&target, WhenHeld::FOR_A_SAVE).is_ok())
+            let path = lock_path(&target).unwrap();
+            std::thread::spawn(move || lock_file(&target, &path, WhenHeld::FOR_A_SAVE).is_ok())
         };
         std::thread::sleep(Duration::from_millis(100));
         drop(first);

@@ -12,6 +12,7 @@ use std::path::Path;
 use anyhow::{bail, Context};
 use candle_core::{DType, Device, Tensor};
 use serde::Deserialize;
+use xxhash_rust::xxh3::Xxh3;
 
 /// The longest header read (safetensors' own limit).
 const MOST_HEADER_BYTES: u64 = 100_000_000;
@@ -32,6 +33,103 @@ pub struct TensorFile {
     pub int8: HashSet<String>,
     pub stored_dtypes: HashMap<String, String>,
     pub metadata: HashMap<String, String>,
+}
+
+/// The `__metadata__` key of the checksum this tool writes with its tensor files: what was
+/// written is what is read, or the file is refused (an edited scale or bias translated
+/// nonsense with status 0). Files written elsewhere have none and are read unchecked.
+pub const CHECKSUM_KEY: &str = "transformer_checksum";
+
+/// The checksum of a tensor file: XXH3 of each tensor's name and stored bytes, combined in
+/// name order, so that it does not depend on where safetensors lays the tensors out.
+#[derive(Default)]
+pub struct TensorDigest(Vec<(String, u64)>);
+
+impl TensorDigest {
+    /// Adds the tensor `name` whose bytes in the file are `bytes`.
+    pub fn add(&mut self, name: &str, bytes: &[u8]) {
+        let mut hasher = Xxh3::new();
+        hasher.update(&(name.len() as u64).to_le_bytes());
+        hasher.update(name.as_bytes());
+        hasher.update(bytes);
+        self.0.push((name.to_string(), hasher.digest()));
+    }
+
+    /// The checksum, as the metadata holds it.
+    pub fn finish(mut self) -> String {
+        self.0.sort();
+        let mut hasher = Xxh3::new();
+        for (name, digest) in &self.0 {
+            hasher.update(name.as_bytes());
+            hasher.update(&digest.to_le_bytes());
+        }
+        format!("xxh3:{:016x}", hasher.digest())
+    }
+}
+
+/// Shows `seen` the bytes a contiguous CPU tensor of F32 or U8 is stored as in a
+/// safetensors file (little-endian), read in place; false, and nothing shown, for any
+/// other tensor (this tool writes no other).
+pub fn with_stored_bytes(tensor: &Tensor, seen: impl FnOnce(&[u8])) -> candle_core::Result<bool> {
+    let (storage, layout) = tensor.storage_and_layout();
+    let candle_core::Storage::Cpu(cpu) = &*storage else {
+        return Ok(false);
+    };
+    if !layout.is_contiguous() || cfg!(target_endian = "big") {
+        return Ok(false);
+    }
+    let (start, count) = (layout.start_offset(), tensor.elem_count());
+    match tensor.dtype() {
+        DType::U8 => seen(&cpu.as_slice::<u8>()?[start..start + count]),
+        DType::F32 => {
+            let values = &cpu.as_slice::<f32>()?[start..start + count];
+            // SAFETY: the bytes of `values`, which on a little-endian CPU are the file's.
+            let bytes = unsafe {
+                std::slice::from_raw_parts(
+                    values.as_ptr().cast::<u8>(),
+                    std::mem::size_of_val(values),
+                )
+            };
+            seen(bytes);
+        }
+        _ => return Ok(false),
+    }
+    Ok(true)
+}
+
+/// Rewrites the header of the safetensors file at `path` with its keys in sorted order:
+/// safetensors writes `__metadata__` in a hash map's order, which changes from run to run,
+/// and the same tensors must give the same file (an exact resume is checked byte for byte).
+/// The header keeps its length (the same keys and values), so the data stays where it is.
+pub fn sort_header(path: &Path) -> anyhow::Result<()> {
+    use std::collections::BTreeMap;
+    let mut file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(path)?;
+    let mut size = [0u8; 8];
+    file.read_exact(&mut size)?;
+    let length = u64::from_le_bytes(size) as usize;
+    let mut header = vec![0u8; length];
+    file.read_exact(&mut header)?;
+    let entries: BTreeMap<String, serde_json::Value> = serde_json::from_slice(&header)?;
+    let sorted: BTreeMap<String, serde_json::Value> = entries
+        .into_iter()
+        .map(|(name, value)| match value {
+            serde_json::Value::Object(map) if name == "__metadata__" => {
+                let metadata: BTreeMap<String, serde_json::Value> = map.into_iter().collect();
+                (name, serde_json::json!(metadata))
+            }
+            other => (name, other),
+        })
+        .collect();
+    let mut text = serde_json::to_vec(&sorted)?;
+    if text.len() > length {
+        return Ok(());
+    }
+    text.resize(length, b' ');
+    file.write_all_at(&text, 8)?;
+    Ok(())
 }
 
 /// The dtypes a checkpoint's weights file may hold, as safetensors spells them.
@@ -107,14 +205,27 @@ pub fn read(path: &Path, device: &Device) -> anyhow::Result<TensorFile> {
     let mut tensors = HashMap::with_capacity(entries.len());
     let mut int8 = HashSet::new();
     let mut stored_dtypes = HashMap::with_capacity(entries.len());
+    let mut digest = TensorDigest::default();
     for (name, entry) in entries {
-        let tensor = read_one(&file, &entry, data_start, device)
-            .with_context(|| format!("tensor {name}"))?;
+        let tensor = read_one(&file, &entry, data_start, device, |bytes| {
+            digest.add(&name, bytes)
+        })
+        .with_context(|| format!("tensor {name}"))?;
         if entry.dtype == "I8" {
             int8.insert(name.clone());
         }
         stored_dtypes.insert(name.clone(), entry.dtype);
         tensors.insert(name, tensor);
+    }
+    if let Some(written) = metadata.get(CHECKSUM_KEY) {
+        let read = digest.finish();
+        if *written != read {
+            bail!(
+                "its tensors do not match the checksum they were written with ({CHECKSUM_KEY} \
+                 {written}, read {read}): they changed after it was written (if you changed \
+                 them on purpose, remove {CHECKSUM_KEY} from its __metadata__)"
+            );
+        }
     }
     Ok(TensorFile {
         tensors,
@@ -140,11 +251,13 @@ pub fn holds_int8(path: &Path) -> Option<bool> {
     Some(entries.values().any(|entry| entry["dtype"] == "I8"))
 }
 
+/// One tensor of the file, its stored bytes shown to `seen` (for the checksum) on the way.
 fn read_one(
     file: &File,
     entry: &Entry,
     data_start: u64,
     device: &Device,
+    seen: impl FnOnce(&[u8]),
 ) -> anyhow::Result<Tensor> {
     let (dtype, width) = match entry.dtype.as_str() {
         "F32" => (DType::F32, 4),
@@ -176,10 +289,12 @@ fn read_one(
             std::slice::from_raw_parts_mut(values.as_mut_ptr().cast::<u8>(), elements * 4)
         };
         file.read_exact_at(bytes, data_start + start)?;
+        seen(bytes);
         return Ok(Tensor::from_vec(values, entry.shape.as_slice(), device)?);
     }
     let mut bytes = vec![0u8; (end - start) as usize];
     file.read_exact_at(&mut bytes, data_start + start)?;
+    seen(&bytes);
     Ok(Tensor::from_raw_buffer(
         &bytes,
         dtype,

@@ -10,6 +10,7 @@ use candle_core::{Device, Tensor};
 
 use super::format::WeightFormat;
 use super::lock::{DirLock, WhenHeld};
+use super::tensor_file;
 use super::{CONFIG_FILE, METRICS_FILE, MODEL_FILE, OPTIMIZER_FILE, STATE_FILE};
 use crate::atomic_file::{advice_for, write_atomic};
 use crate::config::Config;
@@ -327,12 +328,28 @@ pub(super) fn write_tensors(path: &Path, tensors: &[(String, Tensor)]) -> anyhow
         })
         .collect::<anyhow::Result<Vec<_>>>()?;
     // "format": "pt" lets Hugging Face tooling treat the file as a PyTorch state_dict.
-    let metadata = HashMap::from([("format".to_string(), "pt".to_string())]);
+    let mut metadata = HashMap::from([("format".to_string(), "pt".to_string())]);
+    if let Some(digest) = digest_of(&on_host)? {
+        metadata.insert(tensor_file::CHECKSUM_KEY.to_string(), digest);
+    }
     let cannot = || format!("cannot write {}", path.display());
     safetensors::serialize_to_file(on_host, Some(metadata), path)
         .map_err(anyhow::Error::new)
         .with_context(cannot)?;
+    tensor_file::sort_header(path).with_context(cannot)?;
     File::open(path)
         .and_then(|f| f.sync_all())
         .with_context(cannot)
+}
+
+/// The checksum of `tensors` as they will be stored (see [`tensor_file::TensorDigest`]),
+/// read in place; `None` when one of them is of a dtype it does not cover.
+fn digest_of<N: AsRef<str>>(tensors: &[(N, Tensor)]) -> anyhow::Result<Option<String>> {
+    let mut digest = tensor_file::TensorDigest::default();
+    for (name, tensor) in tensors {
+        if !tensor_file::with_stored_bytes(tensor, |bytes| digest.add(name.as_ref(), bytes))? {
+            return Ok(None);
+        }
+    }
+    Ok(Some(digest.finish()))
 }

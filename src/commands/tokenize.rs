@@ -50,7 +50,13 @@ fn tokenized(tokenizers: &Tokenizers, text: &str, args: &TokenizeArgs) -> anyhow
             },
         )
     };
-    for piece in &ids.unknown {
+    // Each piece once a line: a pasted blob repeats its pieces a million times.
+    let mut warned = std::collections::HashSet::new();
+    for piece in ids
+        .unknown
+        .iter()
+        .filter(|piece| warned.insert(piece.as_str()))
+    {
         warn(format_args!(
             "{piece:?} is not in the vocabulary and becomes <unk>"
         ));

@@ -189,6 +189,14 @@ fn decode(decode: &DecodeConfig) -> Check {
     }
     if let Some(ratio) = decode.length_ratio {
         positive_number("decode.length_ratio", ratio)?;
+        // No language pair is a thousand target tokens a source token; beyond f32's range
+        // every translation would be marked short.
+        if ratio > 1000.0 {
+            return Err((
+                "decode.length_ratio".into(),
+                format!("must be at most 1000 target tokens per source token, got {ratio}"),
+            ));
+        }
     }
     Ok(())
 }

@@ -15,7 +15,9 @@ use std::sync::{Arc, Mutex};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use super::cache_checksum::{checksum, Checksummed};
+use super::cache_checksum::{
+    checksum, open_entry_file, read_entry_file, sealed, unsealed, Checksummed, MOST_META_BYTES,
+};
 use super::corpus_stream::{files_of, stream_corpus, total_bytes, ReadCounter};
 use super::encoded_corpus::{Bytes, CorpusBuilder, EncodedCorpus, IdWidth};
 use super::tokenizer::{learn_bpe_from_counts, BpeWordCounts, TextTokenizer, WordIdsCache};
@@ -171,7 +173,7 @@ impl CorpusCache {
                     format: CACHE_FORMAT,
                     checksums,
                 };
-                write_synced(&staging.join(META_FILE), &serde_json::to_vec_pretty(&meta)?)
+                write_synced(&staging.join(META_FILE), &sealed(&meta)?)
             })
         });
         if let Err(e) = stored {
@@ -214,20 +216,20 @@ impl CorpusCache {
 
 /// The encoded corpus in `dir`, checked against its metadata: sizes, checksums, offsets.
 fn lookup_encoded(dir: &Path, key: &str) -> Lookup<PreparedCorpus> {
-    let Ok(meta_bytes) = std::fs::read(dir.join(META_FILE)) else {
+    if std::fs::symlink_metadata(dir.join(META_FILE)).is_err() {
         return Lookup::Absent;
-    };
+    }
     // The key holds the cache's format: an entry here was written in this one.
-    let meta: EncodedMeta = match serde_json::from_slice(&meta_bytes) {
-        Ok(meta) => meta,
-        Err(e) => return Lookup::Damaged(format!("{META_FILE} cannot be read ({e})")),
-    };
+    let meta: EncodedMeta =
+        match read_entry_file(dir, META_FILE, MOST_META_BYTES).and_then(|b| unsealed(&b)) {
+            Ok(meta) => meta,
+            Err(why) => return Lookup::Damaged(why),
+        };
     if meta.format != CACHE_FORMAT || meta.key != key {
         return Lookup::Damaged(format!("{META_FILE} names another corpus"));
     }
     let map = |name: &str, bytes: u64, expected: &str| -> Result<Bytes, String> {
-        let file =
-            File::open(dir.join(name)).map_err(|e| format!("{name} cannot be read ({e})"))?;
+        let file = open_entry_file(dir, name)?;
         let size = file.metadata().map_err(|e| format!("{name}: {e}"))?.len();
         if size != bytes {
             return Err(format!("{name} is {size} bytes, not the {bytes} written"));
@@ -276,24 +278,33 @@ fn lookup_encoded(dir: &Path, key: &str) -> Lookup<PreparedCorpus> {
 
 /// The tokenizers in `dir`, each file checked against its checksum.
 fn lookup_tokenizers(dir: &Path, cfg: &DataConfig) -> Lookup<Tokenizers> {
-    let Ok(meta_bytes) = std::fs::read(dir.join(META_FILE)) else {
+    if std::fs::symlink_metadata(dir.join(META_FILE)).is_err() {
         return Lookup::Absent;
-    };
+    }
     // The key holds the cache's format: an entry here was written in this one.
-    let meta = match serde_json::from_slice::<TokenizerMeta>(&meta_bytes) {
+    let meta = match read_entry_file(dir, META_FILE, MOST_META_BYTES)
+        .and_then(|b| unsealed::<TokenizerMeta>(&b))
+    {
         Ok(meta) if meta.format == CACHE_FORMAT => meta,
         Ok(_) => return Lookup::Damaged(format!("{META_FILE} names another format")),
-        Err(e) => return Lookup::Damaged(format!("{META_FILE} cannot be read ({e})")),
+        Err(why) => return Lookup::Damaged(why),
     };
+    // Every file of the entry is one it lists: the tokenizer reads nothing unchecked.
+    let listed = |name: &str| name == META_FILE || meta.checksums.contains_key(name);
+    if let Some(stray) = entry_names(dir).into_iter().find(|name| !listed(name)) {
+        return Lookup::Damaged(format!(
+            "{stray} is not one of the files it was written with"
+        ));
+    }
     for (name, expected) in &meta.checksums {
-        match std::fs::read(dir.join(name)) {
+        match read_entry_file(dir, name, MOST_TOKENIZER_BYTES) {
             Ok(bytes) if checksum(&bytes) == *expected => {}
             Ok(_) => {
                 return Lookup::Damaged(format!(
                     "{name} does not match its checksum (it changed on disk)"
                 ))
             }
-            Err(e) => return Lookup::Damaged(format!("{name} cannot be read ({e})")),
+            Err(why) => return Lookup::Damaged(why),
         }
     }
     match Tokenizers::load(dir, cfg) {
@@ -301,6 +312,21 @@ fn lookup_tokenizers(dir: &Path, cfg: &DataConfig) -> Lookup<Tokenizers> {
         Err(e) => Lookup::Damaged(format!("{e:#}")),
     }
 }
+
+/// The names in the entry directory `dir`.
+fn entry_names(dir: &Path) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .map(|entries| {
+            entries
+                .flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The most bytes a learned tokenizer's file may have (a 64,000-piece BPE's is a few MB).
+const MOST_TOKENIZER_BYTES: u64 = 256 << 20;
 
 /// One line: which cache entry is damaged, how, and that the run replaces it.
 fn warn_damaged(what: &str, dir: &Path, why: &str, instead: &str) {
@@ -649,7 +675,7 @@ pub fn encode_training_corpus(
             too_long: encoded.too_long,
             samples: encoded.samples.clone(),
         };
-        write_synced(&staging.join(META_FILE), &serde_json::to_vec_pretty(&meta)?)?;
+        write_synced(&staging.join(META_FILE), &sealed(&meta)?)?;
         prepared = Some(encoded);
         Ok(())
     });

@@ -14,6 +14,8 @@ use sentencex::languages::Language;
 const CLOSERS: &[char] = &['"', '\'', '»', '«', '”', '“', '’', '‘', ')', ']', '}'];
 /// The closers that are quotation marks (a quotation may be followed by who said it).
 const QUOTES: &[char] = &['"', '\'', '»', '«', '”', '“', '’', '‘'];
+/// Dashes that may open a line of dialogue (`— ja. — nein.`).
+const DASHES: &[char] = &['—', '–'];
 /// Characters that may open a sentence before its first word.
 const OPENERS: &[char] = &['"', '\'', '„', '“', '‚', '‘', '«', '»', '(', '[', '¿', '¡'];
 
@@ -56,30 +58,55 @@ fn is_terminator(byte: u8) -> bool {
     matches!(byte, b'.' | b'!' | b'?')
 }
 
-/// The offset after any closing quotes and brackets at `at`.
+/// The offset after any closing quotes and brackets at `at`, and after a token of them alone
+/// that follows (pre-tokenized text: `bestreite . “ weißt du`).
 fn skip_closers(text: &str, at: usize) -> usize {
     let rest = &text[at..];
-    at + (rest.len() - rest.trim_start_matches(CLOSERS).len())
+    let at = at + (rest.len() - rest.trim_start_matches(CLOSERS).len());
+    let rest = &text[at..];
+    let token_start = rest.len() - rest.trim_start().len();
+    let token = rest[token_start..]
+        .split(char::is_whitespace)
+        .next()
+        .unwrap_or("");
+    let standalone =
+        token_start > 0 && !token.is_empty() && token.chars().all(|c| CLOSERS.contains(&c));
+    if standalone {
+        at + token_start + token.len()
+    } else {
+        at
+    }
 }
 
-/// Where the next word starts when `at` is followed by whitespace and then a word with a
-/// letter or digit in it (an opening quote may come first).
+/// Where the next sentence would start when `at` is followed by whitespace and then a word
+/// with a letter or digit in it: an opening quote may come first, or a dash or an opening
+/// quote standing alone (`— nein.`, as dialogue is written; `„ kommst du ?`, pre-tokenized).
 fn next_word_start(text: &str, at: usize) -> Option<usize> {
     let rest = &text[at..];
     let word = rest.trim_start();
     if word.len() == rest.len() || word.is_empty() {
         return None;
     }
+    let start = text.len() - word.len();
     let first_word = word.split(char::is_whitespace).next().unwrap_or("");
-    first_word
+    if first_word.chars().any(char::is_alphanumeric) {
+        return Some(start);
+    }
+    // A dash, or an opening mark that closes nothing (`„`, `(`; `"` could be either).
+    let lead_in = first_word
         .chars()
-        .any(char::is_alphanumeric)
-        .then_some(text.len() - word.len())
+        .all(|c| DASHES.contains(&c) || (OPENERS.contains(&c) && !CLOSERS.contains(&c)));
+    let after = word[first_word.len()..].trim_start();
+    let second = after.split(char::is_whitespace).next().unwrap_or("");
+    (lead_in && second.chars().any(char::is_alphanumeric)).then_some(start)
 }
 
-/// Whether `word` starts with a letter, after any opening quote or bracket.
-fn starts_with_letter(word: &str) -> bool {
-    word.trim_start_matches(OPENERS)
+/// Whether the sentence starting `next` starts with a letter, after any opening quote,
+/// bracket or dialogue dash.
+fn starts_with_letter(next: &str) -> bool {
+    next.trim_start_matches(|c: char| OPENERS.contains(&c) || DASHES.contains(&c))
+        .trim_start()
+        .trim_start_matches(OPENERS)
         .starts_with(char::is_alphabetic)
 }
 
@@ -215,6 +242,26 @@ mod tests {
         );
         let ordinal = "zu seinem 100. geburtstag kam er.";
         assert_eq!(cut("de", ordinal), [ordinal]);
+    }
+
+    #[test]
+    fn dialogue_opened_by_a_dash_or_quotes_alone_is_cut() {
+        assert_eq!(
+            cut("de", "— kommst du? — ja. — gut."),
+            ["— kommst du?", "— ja.", "— gut."]
+        );
+        // A quotation mark standing alone after a stop closes the sentence before it.
+        assert_eq!(
+            cut(
+                "de",
+                "sie sagte: „ich bleibe . “ er ging . „ kommst du ? “ fragte sie ."
+            ),
+            [
+                "sie sagte: „ich bleibe . “",
+                "er ging .",
+                "„ kommst du ? “ fragte sie ."
+            ]
+        );
     }
 
     #[test]
