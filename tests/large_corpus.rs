@@ -313,6 +313,31 @@ fn a_cache_entry_changed_in_place_is_named_and_encoded_again_not_trained_on() {
         log.contains("stray.json is not one of the files it was written with"),
         "{log}"
     );
+    // A whole, valid entry of other settings copied into this one's place (it loaded: a
+    // tokenizer of 45 tokens under a config of 60).
+    let other = dir.path().join("other.toml");
+    std::fs::write(
+        &other,
+        std::fs::read_to_string(&cached)
+            .unwrap()
+            .replace("vocab_size = 60", "vocab_size = 45"),
+    )
+    .unwrap();
+    train(&other, &dir.path().join("other"), 1);
+    let other_entry = entries(&cache, "tokenizers")
+        .into_iter()
+        .map(|name| cache.join("corpora/tokenizers").join(name))
+        .find(|path| *path != tokenizer_entry)
+        .unwrap();
+    for file in std::fs::read_dir(&tokenizer_entry).unwrap().flatten() {
+        std::fs::remove_file(file.path()).unwrap();
+    }
+    for file in std::fs::read_dir(&other_entry).unwrap().flatten() {
+        std::fs::copy(file.path(), tokenizer_entry.join(file.file_name())).unwrap();
+    }
+    let log = stderr(&train(&cached, &dir.path().join("after-swap"), 4));
+    assert!(log.contains("meta.json names another entry"), "{log}");
+    assert_eq!(losses(&dir.path().join("after-swap")), losses(&fresh));
 }
 
 fn meta_of(entry: &Path) -> PathBuf {

@@ -158,17 +158,23 @@ fn lock_file(dir: &Path, path: &Path, when_held: WhenHeld) -> anyhow::Result<Fil
             .truncate(false)
             .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
             .open(path)
-            .with_context(|| {
-                format!(
-                    "cannot lock {}: cannot open {} (if it is a link or a directory, remove \
-                     it)",
+            .map_err(|e| {
+                let what = match e.raw_os_error() {
+                    Some(libc::ELOOP) => "it is a link".to_string(),
+                    Some(libc::EISDIR) => "it is a directory".to_string(),
+                    _ => e.to_string(),
+                };
+                anyhow::anyhow!(
+                    "cannot lock {}: cannot open {} ({what}); remove it if no `transformer` \
+                     is writing there",
                     dir.display(),
                     path.display()
                 )
             })?;
-        if !file.metadata().is_ok_and(|m| m.is_file()) {
+        if !is_ours(&mut file) {
             anyhow::bail!(
-                "cannot lock {}: {} is not a lock file this tool made; remove it",
+                "cannot lock {}: {} is not a lock file this tool made (a pipe, a device, a \
+                 file with other links or other contents); remove it",
                 dir.display(),
                 path.display()
             );
@@ -190,10 +196,13 @@ fn lock_file(dir: &Path, path: &Path, when_held: WhenHeld) -> anyhow::Result<Fil
                 if !said_so && started.elapsed() >= SAY_WAITING_AFTER {
                     said_so = true;
                     eprintln!(
-                        "waiting for {}: another process is writing it ({}); giving up in {} s",
+                        "waiting for {}: another process is writing it ({}); giving up in {:.0} s",
                         dir.display(),
                         holder(&mut file),
-                        deadline.saturating_duration_since(Instant::now()).as_secs()
+                        deadline
+                            .saturating_duration_since(Instant::now())
+                            .as_secs_f64()
+                            .ceil()
                     );
                 }
                 std::thread::sleep(POLL);
@@ -221,15 +230,38 @@ fn same_file(file: &File, path: &Path) -> bool {
     }
 }
 
-/// What the holder wrote of itself, in one line. It writes it just after taking the lock,
-/// so an empty file is read again for a moment.
+/// Whether the open `file` can be a lock file of this tool: a regular file with no other
+/// name (a hard link to someone's file would be emptied and written), empty or holding a
+/// holder's line. Its contents are written and the file removed, so anything else is refused.
+fn is_ours(file: &mut File) -> bool {
+    let regular = file.metadata().is_ok_and(|m| m.is_file() && m.nlink() == 1);
+    regular && {
+        let mut start = [0u8; 4];
+        let read = file.rewind().and_then(|()| file.read(&mut start));
+        matches!(read, Ok(0)) || (matches!(read, Ok(4)) && &start == b"pid ")
+    }
+}
+
+/// The most bytes of a lock file read for its holder's line.
+const MOST_HOLDER_BYTES: u64 = 512;
+
+/// What the holder wrote of itself, in one line (its first bytes, control characters
+/// shown as `?`). It writes it just after taking the lock, so an empty file is read again for
+/// a moment.
 fn holder(file: &mut File) -> String {
     for _ in 0..20 {
-        let mut text = String::new();
-        let _ = file.rewind().and_then(|()| file.read_to_string(&mut text));
+        let mut bytes = Vec::new();
+        let _ = file
+            .rewind()
+            .and_then(|()| file.take(MOST_HOLDER_BYTES).read_to_end(&mut bytes));
+        let text = String::from_utf8_lossy(&bytes);
         let line = text.lines().next().unwrap_or("").trim();
         if !line.is_empty() {
-            return line.chars().take(160).collect();
+            return line
+                .chars()
+                .take(160)
+                .map(|c| if c.is_control() { '?' } else { c })
+                .collect();
         }
         std::thread::sleep(Duration::from_millis(5));
     }
@@ -285,6 +317,23 @@ mod tests {
         assert_eq!(std::fs::read(&victim).unwrap(), b"mine");
         std::fs::create_dir(dir.path().join(".r.lock")).unwrap();
         assert!(DirLock::acquire(&dir.path().join("r"), WhenHeld::REFUSE).is_err());
+        // A hard link is a regular file with a second name: writing it would write the other.
+        std::fs::hard_link(&victim, dir.path().join(".s.lock")).unwrap();
+        let err = DirLock::acquire(&dir.path().join("s"), WhenHeld::REFUSE).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("is not a lock file this tool made"),
+            "{err}"
+        );
+        // Nor is a file of someone's that happens to have the name.
+        std::fs::write(dir.path().join(".t.lock"), b"notes").unwrap();
+        assert!(DirLock::acquire(&dir.path().join("t"), WhenHeld::REFUSE).is_err());
+        assert_eq!(std::fs::read(dir.path().join(".t.lock")).unwrap(), b"notes");
+        assert_eq!(std::fs::read(&victim).unwrap(), b"mine");
+        // A dead holder's lock file is taken over.
+        std::fs::write(dir.path().join(".u.lock"), b"pid 99999: transformer\n").unwrap();
+        drop(DirLock::acquire(&dir.path().join("u"), WhenHeld::REFUSE).unwrap());
+        assert!(!dir.path().join(".u.lock").exists());
     }
 
     #[test]

@@ -280,7 +280,13 @@ impl Output<'_> {
                 self.warned_of_language.set(true);
             }
         }
-        for word in &translation.unknown_words {
+        // Each word once a sentence: a pasted blob repeats its pieces thousands of times.
+        let mut warned = std::collections::HashSet::new();
+        for word in translation
+            .unknown_words
+            .iter()
+            .filter(|word| warned.insert(word.as_str()))
+        {
             warn(format_args!(
                 "unknown source word {word:?} is translated as <unk>"
             ));

@@ -194,7 +194,7 @@ fn decode(decode: &DecodeConfig) -> Check {
         if ratio > 1000.0 {
             return Err((
                 "decode.length_ratio".into(),
-                format!("must be at most 1000 target tokens per source token, got {ratio}"),
+                format!("must be at most 1000 target tokens per source token, got {ratio:e}"),
             ));
         }
     }

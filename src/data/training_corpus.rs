@@ -88,6 +88,9 @@ const META_FILE: &str = "meta.json";
 #[derive(Serialize, Deserialize)]
 struct TokenizerMeta {
     format: u32,
+    /// The entry's key, so that a whole entry of other files or settings copied here is
+    /// told apart.
+    key: String,
     checksums: std::collections::BTreeMap<String, String>,
 }
 
@@ -147,7 +150,7 @@ impl CorpusCache {
     /// named in a warning and left to be replaced.
     pub fn load_tokenizers(&self, cfg: &DataConfig) -> Option<(Tokenizers, PathBuf)> {
         let dir = self.entry("tokenizers", &self.tokenizer_key(cfg));
-        match lookup_tokenizers(&dir, cfg) {
+        match lookup_tokenizers(&dir, &self.tokenizer_key(cfg), cfg) {
             Lookup::Hit(tokenizers) => Some((tokenizers, dir)),
             Lookup::Absent => None,
             Lookup::Damaged(why) => {
@@ -159,7 +162,8 @@ impl CorpusCache {
 
     /// Keeps learned tokenizers for the next run; a failure is a warning (the run has them).
     pub fn store_tokenizers(&self, cfg: &DataConfig, tokenizers: &Tokenizers) {
-        let dir = self.entry("tokenizers", &self.tokenizer_key(cfg));
+        let key = self.tokenizer_key(cfg);
+        let dir = self.entry("tokenizers", &key);
         // Stored only when none loaded: an entry there is damaged, and is replaced.
         let _ = std::fs::remove_dir_all(&dir);
         let stored = tokenizers.files().and_then(|files| {
@@ -171,6 +175,7 @@ impl CorpusCache {
                 }
                 let meta = TokenizerMeta {
                     format: CACHE_FORMAT,
+                    key: key.clone(),
                     checksums,
                 };
                 write_synced(&staging.join(META_FILE), &sealed(&meta)?)
@@ -277,7 +282,7 @@ fn lookup_encoded(dir: &Path, key: &str) -> Lookup<PreparedCorpus> {
 }
 
 /// The tokenizers in `dir`, each file checked against its checksum.
-fn lookup_tokenizers(dir: &Path, cfg: &DataConfig) -> Lookup<Tokenizers> {
+fn lookup_tokenizers(dir: &Path, key: &str, cfg: &DataConfig) -> Lookup<Tokenizers> {
     if std::fs::symlink_metadata(dir.join(META_FILE)).is_err() {
         return Lookup::Absent;
     }
@@ -285,8 +290,8 @@ fn lookup_tokenizers(dir: &Path, cfg: &DataConfig) -> Lookup<Tokenizers> {
     let meta = match read_entry_file(dir, META_FILE, MOST_META_BYTES)
         .and_then(|b| unsealed::<TokenizerMeta>(&b))
     {
-        Ok(meta) if meta.format == CACHE_FORMAT => meta,
-        Ok(_) => return Lookup::Damaged(format!("{META_FILE} names another format")),
+        Ok(meta) if meta.format == CACHE_FORMAT && meta.key == key => meta,
+        Ok(_) => return Lookup::Damaged(format!("{META_FILE} names another entry")),
         Err(why) => return Lookup::Damaged(why),
     };
     // Every file of the entry is one it lists: the tokenizer reads nothing unchecked.
@@ -455,7 +460,18 @@ fn write_synced(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
 
 /// One line: what could not be cached where, why, what to do; the run goes on.
 fn warn_not_cached(what: &str, dir: &Path, e: &anyhow::Error) {
-    let advice = crate::atomic_file::advice_for(e.as_ref());
+    use std::io::ErrorKind;
+    let kind = e
+        .chain()
+        .find_map(|e| e.downcast_ref::<std::io::Error>())
+        .map(std::io::Error::kind);
+    // An entry the run could not replace (one it may not read or remove) is the cache's
+    // own; a fix elsewhere is no fix.
+    let stuck = format!("remove {} by hand", dir.display());
+    let advice = match kind {
+        Some(ErrorKind::DirectoryNotEmpty | ErrorKind::PermissionDenied) => stuck.as_str(),
+        _ => crate::atomic_file::advice_for(e.as_ref()),
+    };
     eprintln!(
         "warning: cannot cache {what} in {}: {e:#}; {advice}, or set data.cache = \"off\" \
          (this run goes on without the cache)",

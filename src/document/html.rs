@@ -380,13 +380,25 @@ fn declared_encoding(bytes: &[u8]) -> Option<&'static encoding_rs::Encoding> {
 /// Whether `source` is a whole page (a doctype or `<html>` first) rather than a fragment.
 pub fn looks_like_document(source: &str) -> bool {
     let head = source.trim_start_matches('\u{feff}').trim_start();
-    let head = head[..head.len().min(16)].to_ascii_lowercase();
-    head.starts_with("<!doctype") || head.starts_with("<html") || head.starts_with("<?xml")
+    // Bytes, not a slice of the text: the 16th byte may fall inside a character.
+    let head = head.as_bytes()[..head.len().min(16)].to_ascii_lowercase();
+    [&b"<!doctype"[..], b"<html", b"<?xml"]
+        .iter()
+        .any(|start| head.starts_with(start))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_fragment_of_wide_characters_is_told_from_a_page_without_cutting_one() {
+        assert!(!looks_like_document(
+            "0\u{80}\u{80}\u{10000}\u{10000}\u{10000}"
+        ));
+        assert!(looks_like_document("\u{feff}  <!DOCTYPE html><p>ü</p>"));
+        assert!(!looks_like_document("<p>𐀀𐀀𐀀𐀀𐀀</p>"));
+    }
 
     /// Translates by upper-casing, which keeps words findable.
     fn upper(source: &str) -> String {
