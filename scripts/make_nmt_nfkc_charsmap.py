@@ -1,4 +1,4 @@
-"""Writes assets/sentencepiece/nmt_nfkc.charsmap: SentencePiece's nmt_nfkc normalisation rule
+"""Writes crates/transformer/assets/sentencepiece/nmt_nfkc.charsmap: SentencePiece's nmt_nfkc normalisation rule
 as the precompiled character map a `.spm` model carries (NormalizerSpec.precompiled_charsmap),
 taken from a model that SentencePiece itself trains with that rule. `transformer train` puts it
 in the SentencePiece models it learns (data.tokenizer = "marian"), so that they normalise text
@@ -11,7 +11,7 @@ import tempfile
 
 import sentencepiece as spm
 
-OUT = os.path.join(os.path.dirname(__file__), "..", "assets", "sentencepiece", "nmt_nfkc.charsmap")
+OUT = os.path.join(os.path.dirname(__file__), "..", "crates", "transformer", "assets", "sentencepiece", "nmt_nfkc.charsmap")
 
 
 def varint(data, at):

@@ -6,6 +6,7 @@
 mod bench;
 mod cli;
 mod commands;
+mod progress;
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -14,7 +15,7 @@ use clap::Parser;
 // The library's modules, under the names the command-line modules use (`crate::config`).
 use transformer::{
     atomic_file, checkpoint, config, data, device, distributed, document, infer, kernels, metrics,
-    model, plot, progress, serve, train,
+    model, plot, serve, train,
 };
 
 use cli::Cli;

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-use crate::train::StepReport;
+use transformer::train::StepReport;
 
 /// How progress should be shown.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -112,10 +112,27 @@ fn plain_line(report: &StepReport) -> String {
     )
 }
 
-/// Progress through a long pass over a corpus on disk (reading, learning a tokenizer,
-/// encoding): a bar of the file bytes read so far, with rate and ETA, on a terminal; nothing
-/// otherwise (the pass's summary line says what it did). Finishes when dropped.
-pub struct DataProgress {
+/// The library's long passes over a corpus on disk (reading, learning a tokenizer, encoding),
+/// each a bar of the file bytes read so far, with rate and ETA, on a terminal; nothing
+/// otherwise (the pass's summary line says what it did).
+#[derive(Debug, Clone, Copy)]
+pub struct DataBars {
+    pub verbosity: Verbosity,
+}
+
+impl transformer::progress::Progress for DataBars {
+    fn data_pass(
+        &self,
+        what: &str,
+        total: u64,
+        read: transformer::progress::BytesRead,
+    ) -> Box<dyn transformer::progress::DataPass> {
+        Box::new(DataProgress::new(what, total, read, self.verbosity))
+    }
+}
+
+/// One pass's bar, following `read()` from a thread of its own. Finishes when dropped.
+struct DataProgress {
     bar: Option<ProgressBar>,
     ticker: Option<std::thread::JoinHandle<()>>,
     done: std::sync::Arc<std::sync::atomic::AtomicBool>,
@@ -123,7 +140,7 @@ pub struct DataProgress {
 
 impl DataProgress {
     /// A bar labelled `what` that follows `read()` (bytes) towards `total` bytes.
-    pub fn new(
+    fn new(
         what: &str,
         total: u64,
         read: impl Fn() -> u64 + Send + 'static,
@@ -161,9 +178,8 @@ impl DataProgress {
     }
 }
 
-impl DataProgress {
-    /// Says what the pass does now (after the reading, say).
-    pub fn set_message(&self, what: &str) {
+impl transformer::progress::DataPass for DataProgress {
+    fn set_message(&self, what: &str) {
         if let Some(bar) = &self.bar {
             bar.set_message(what.to_string());
         }

@@ -3,6 +3,10 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use anyhow::Context;
+use signal_hook::consts::{SIGINT, SIGTERM};
+use signal_hook::iterator::Signals;
+
 use crate::cli::ServeArgs;
 use crate::progress::Verbosity;
 use crate::serve::{
@@ -68,7 +72,10 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     let policy = settings.policy;
     let key = settings.api_key.is_some();
     let compute = loaded.config.decode.compute_type.name();
-    serve(loaded, device, settings, move |addr| {
+    // Listening for the signals before the server says it is ready: a SIGTERM that came
+    // between the two would otherwise kill the process with nothing answered.
+    let shutdown = shutdown_on_signals()?;
+    let ready = move |addr: SocketAddr| {
         eprintln!(
             "serving {dir} ({source} -> {target}, {compute}) on http://{addr} (batches of up to \
              {} sentences, waiting up to {} ms; queue {}{}); Ctrl-C stops",
@@ -87,7 +94,36 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
                 }
             );
         }
-    })?;
+    };
+    serve(loaded, device, settings, ready, shutdown)?;
     eprintln!("stopped: every request in flight was answered");
     Ok(())
+}
+
+/// Resolves on the first SIGINT or SIGTERM, saying on stderr that the server is stopping; a
+/// second one ends the process at once, as in `train`, whatever is still in flight.
+fn shutdown_on_signals() -> anyhow::Result<impl std::future::Future<Output = ()>> {
+    let mut signals = Signals::new([SIGINT, SIGTERM])
+        .context("cannot listen for SIGINT and SIGTERM")?;
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    std::thread::Builder::new()
+        .name("signals".into())
+        .spawn(move || {
+            let mut arriving = signals.forever();
+            if arriving.next().is_some() {
+                eprintln!(
+                    "stopping: no new connections; answering the requests in flight (a second \
+                     Ctrl-C stops at once)"
+                );
+                let _ = stop.send(());
+            }
+            if let Some(second) = arriving.next() {
+                eprintln!("stopped at once: a second signal; requests in flight were dropped");
+                std::process::exit(128 + second);
+            }
+        })
+        .context("cannot start the signal thread")?;
+    Ok(async move {
+        let _ = stopped.await;
+    })
 }

@@ -20,7 +20,7 @@ use crate::distributed::{self, Collective};
 use crate::infer::sampling::Sampling;
 use crate::infer::text_generator::Continuation;
 use crate::infer::Inference;
-use crate::progress::{TrainProgress, Verbosity};
+use crate::progress::{DataBars, TrainProgress, Verbosity};
 use crate::train::{Diverged, RunOutcome, StopReason, Trainer, TrainingData};
 use observer::CheckpointingObserver;
 
@@ -288,7 +288,7 @@ fn new_trainer(
         &config,
         tokenizers,
         SAMPLE_TRANSLATIONS,
-        verbosity,
+        &DataBars { verbosity },
         |line| {
             if lead {
                 eprintln!("{line}")
@@ -368,7 +368,7 @@ fn resumed_trainer(
         &config,
         Some(saved.tokenizers),
         SAMPLE_TRANSLATIONS,
-        verbosity,
+        &DataBars { verbosity },
         |line| {
             if lead {
                 eprintln!("{line}")

@@ -3,8 +3,9 @@
 //! attention heatmap, health and Prometheus metrics.
 //!
 //! One thread owns the model and decodes (see [`batcher`]); the async side parses, checks
-//! and queues requests and never blocks on the model. On SIGINT or SIGTERM the server stops
-//! accepting connections, answers what is in flight and returns.
+//! and queues requests and never blocks on the model. When the caller's `shutdown` future
+//! resolves, the server stops accepting connections, answers what is in flight and returns
+//! (the binary resolves it on SIGINT or SIGTERM, and exits at once on a second).
 
 mod app;
 mod auth;
@@ -22,6 +23,7 @@ mod page;
 mod routes;
 mod spec;
 
+use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
@@ -62,7 +64,7 @@ pub struct ServeSettings {
 /// one sentence can cost.
 pub const WIDEST_BEAM: usize = 32;
 
-/// Serves `checkpoint` (a translation model) on `device` until SIGINT or SIGTERM; returns
+/// Serves `checkpoint` (a translation model) on `device` until `shutdown` resolves; returns
 /// once the requests in flight are answered. `ready` is told the address listened on.
 ///
 /// The calling thread decodes (it should be the command's, one of rayon's: see
@@ -72,6 +74,7 @@ pub fn serve(
     device: Device,
     settings: ServeSettings,
     ready: impl FnOnce(SocketAddr) + Send + 'static,
+    shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
     checkpoint.model_for(Task::Translate)?;
     let pair = language_pair(&checkpoint)?;
@@ -101,7 +104,7 @@ pub fn serve(
     let connections = settings.connections.within_open_file_limit();
     let http = std::thread::Builder::new()
         .name("http".into())
-        .spawn(move || serve_http(state, addr, connections, ready))
+        .spawn(move || serve_http(state, addr, connections, ready, shutdown))
         .context("cannot start the HTTP thread")?;
     // Returns when the HTTP side is gone (and with it the last queue sender) and what it
     // queued is answered.
@@ -119,6 +122,7 @@ fn serve_http(
     addr: SocketAddr,
     connections: ConnectionLimits,
     ready: impl FnOnce(SocketAddr),
+    shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -130,9 +134,6 @@ fn serve_http(
         let listener = tokio::net::TcpListener::bind(addr)
             .await
             .with_context(|| format!("cannot listen on {addr}; pick another --port or --host"))?;
-        // Listening for the signals before saying the server is ready: a SIGTERM that came
-        // between the two would otherwise kill the process with nothing answered.
-        let signals = StopSignals::listen()?;
         let _ = state.listening.set(listener.local_addr()?);
         ready(listener.local_addr()?);
         // Expired download links' files go within a minute of expiring.
@@ -150,7 +151,7 @@ fn serve_http(
             listener,
             routes::router(state),
             connections,
-            stop_requested(signals),
+            shutdown,
         )
         .await;
         Ok(())
@@ -177,42 +178,5 @@ fn language_pair(checkpoint: &Checkpoint) -> anyhow::Result<LanguagePair> {
              config.toml (or to the training config for new runs)",
             checkpoint.dir.display()
         ),
-    }
-}
-
-/// Resolves on the first SIGINT or SIGTERM, and says on stderr that the server is stopping;
-/// a second one ends the process at once, as in `train`, whatever is still in flight.
-async fn stop_requested(mut signals: StopSignals) {
-    signals.next().await;
-    eprintln!("stopping: no new connections; answering the requests in flight (a second Ctrl-C stops at once)");
-    tokio::spawn(async move {
-        let second = signals.next().await;
-        eprintln!("stopped at once: a second signal; requests in flight were dropped");
-        std::process::exit(128 + second);
-    });
-}
-
-/// SIGINT and SIGTERM, as they arrive once listened for.
-struct StopSignals {
-    interrupt: tokio::signal::unix::Signal,
-    terminate: tokio::signal::unix::Signal,
-}
-
-impl StopSignals {
-    fn listen() -> anyhow::Result<Self> {
-        use tokio::signal::unix::{signal, SignalKind};
-        let listen = |kind| signal(kind).context("cannot listen for SIGINT and SIGTERM");
-        Ok(Self {
-            interrupt: listen(SignalKind::interrupt())?,
-            terminate: listen(SignalKind::terminate())?,
-        })
-    }
-
-    /// The number of the next signal to arrive.
-    async fn next(&mut self) -> i32 {
-        tokio::select! {
-            _ = self.interrupt.recv() => libc::SIGINT,
-            _ = self.terminate.recv() => libc::SIGTERM,
-        }
     }
 }

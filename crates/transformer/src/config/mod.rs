@@ -27,7 +27,7 @@ pub use model::{
 pub use training::{ComputeDtype, LrSchedule, TrainingConfig};
 
 /// The built-in base config, used by `transformer train` without `--config`.
-pub const BUILTIN_BASE: &str = include_str!("../../configs/base.toml");
+pub const BUILTIN_BASE: &str = include_str!("../../../../configs/base.toml");
 /// The `[model]` keys a checkpoint's config must state: the sizes.
 const MODEL_SIZE_KEYS: [&str; 5] = ["layers", "d_model", "d_ff", "heads", "max_len"];
 
@@ -244,7 +244,7 @@ mod tests {
 
     #[test]
     fn every_shipped_config_is_valid() {
-        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("configs");
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../configs");
         let mut seen = 0;
         for entry in std::fs::read_dir(dir).unwrap() {
             let path = entry.unwrap().path();

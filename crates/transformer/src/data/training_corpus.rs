@@ -24,7 +24,7 @@ use super::tokenizer::{learn_bpe_from_counts, BpeWordCounts, TextTokenizer, Word
 use super::vocab::{count_words, tokenize, Vocab};
 use super::{CleaningReport, SentencePair, Tokenizers};
 use crate::config::{CorpusCacheMode, CorpusSource, DataConfig, TokenizerKind};
-use crate::progress::{DataProgress, Verbosity};
+use crate::progress::Progress;
 
 /// Bumped when the layout or meaning of a cache entry changes: older entries are then
 /// ignored (their key differs). 2: every file carries a checksum.
@@ -107,7 +107,7 @@ impl CorpusCache {
     /// The cache for the training corpus `cfg` names, or none: caching off, a built-in corpus,
     /// a small one under `auto`, or no cache directory to be found. Reads the corpus's files
     /// once to digest them.
-    pub fn for_training(cfg: &DataConfig, verbosity: Verbosity) -> anyhow::Result<Option<Self>> {
+    pub fn for_training(cfg: &DataConfig, progress: &dyn Progress) -> anyhow::Result<Option<Self>> {
         let size = total_bytes(&cfg.train);
         let wanted = match cfg.cache {
             CorpusCacheMode::Off => false,
@@ -120,7 +120,7 @@ impl CorpusCache {
         let Some(root) = cfg.cache_dir.clone().or_else(default_cache_root) else {
             return Ok(None);
         };
-        let digest = digest_files(&cfg.train, size, verbosity)?;
+        let digest = digest_files(&cfg.train, size, progress)?;
         Ok(Some(Self {
             root: root.join("corpora"),
             digest,
@@ -354,14 +354,13 @@ fn default_cache_root() -> Option<PathBuf> {
 }
 
 /// SHA-256 over each file's size and bytes, in order (hex).
-fn digest_files(source: &CorpusSource, size: u64, verbosity: Verbosity) -> anyhow::Result<String> {
+fn digest_files(source: &CorpusSource, size: u64, progress: &dyn Progress) -> anyhow::Result<String> {
     let counter = Arc::new(ReadCounter::default());
     let reading = counter.clone();
-    let _progress = DataProgress::new(
+    let _pass = progress.data_pass(
         "checking the corpus",
         size,
-        move || reading.read(),
-        verbosity,
+        Box::new(move || reading.read()),
     );
     let mut hasher = Sha256::new();
     let mut buffer = vec![0u8; 1 << 20];
@@ -485,7 +484,7 @@ fn warn_not_cached(what: &str, dir: &Path, e: &anyhow::Error) {
 pub fn learn_tokenizers(
     cfg: &DataConfig,
     cache: Option<&CorpusCache>,
-    verbosity: Verbosity,
+    progress: &dyn Progress,
     note: &mut dyn FnMut(String),
 ) -> anyhow::Result<Tokenizers> {
     let cacheable = cfg.tokenizer != TokenizerKind::Marian;
@@ -506,7 +505,7 @@ pub fn learn_tokenizers(
             note_lines_left_out_of_sentencepiece(&pairs, note);
             Tokenizers::learn(cfg, &pairs)?
         }
-        TokenizerKind::Word | TokenizerKind::Bpe => learn_streamed(cfg, verbosity)?,
+        TokenizerKind::Word | TokenizerKind::Bpe => learn_streamed(cfg, progress)?,
     };
     note(format!(
         "tokenizer: learned in {:.1}s",
@@ -543,17 +542,16 @@ enum BlockCounts {
 
 /// Word or BPE tokenizers learned from counts gathered block by block on every core. The
 /// same counts as [`Tokenizers::learn`] over the pairs in memory, so the same tokenizers.
-fn learn_streamed(cfg: &DataConfig, verbosity: Verbosity) -> anyhow::Result<Tokenizers> {
+fn learn_streamed(cfg: &DataConfig, progress: &dyn Progress) -> anyhow::Result<Tokenizers> {
     let target_only = cfg.train.is_target_only();
     // A joint BPE vocabulary counts both sides together (on the source's side here).
     let joint_bpe = cfg.tokenizer == TokenizerKind::Bpe && cfg.joint_vocab && !target_only;
     let counter = Arc::new(ReadCounter::default());
     let reading = counter.clone();
-    let progress = DataProgress::new(
+    let pass = progress.data_pass(
         "learning the tokenizer",
         total_bytes(&cfg.train),
-        move || reading.read(),
-        verbosity,
+        Box::new(move || reading.read()),
     );
     let count_block = |pairs: Vec<SentencePair>| -> anyhow::Result<BlockCounts> {
         Ok(match cfg.tokenizer {
@@ -601,7 +599,7 @@ fn learn_streamed(cfg: &DataConfig, verbosity: Verbosity) -> anyhow::Result<Toke
         });
         Ok(())
     })?;
-    progress.set_message("learning the tokenizer: the vocabulary from the counts");
+    pass.set_message("learning the tokenizer: the vocabulary from the counts");
     let (src, tgt) = match totals.expect("a corpus with pairs has a block") {
         BlockCounts::Words(src, tgt) => (
             TextTokenizer::Word(Vocab::from_counts(src, cfg.min_freq)),
@@ -650,10 +648,10 @@ pub fn encode_training_corpus(
     max_positions: usize,
     samples: usize,
     cache: Option<&CorpusCache>,
-    verbosity: Verbosity,
+    progress: &dyn Progress,
 ) -> anyhow::Result<PreparedCorpus> {
     let Some(cache) = cache else {
-        return encode_in_memory(cfg, tokenizers, max_positions, samples, verbosity);
+        return encode_in_memory(cfg, tokenizers, max_positions, samples, progress);
     };
     let key = cache.encoded_key(&cfg.train, tokenizers, max_positions)?;
     if let Some(hit) = cache.load_encoded(&key) {
@@ -668,7 +666,7 @@ pub fn encode_training_corpus(
             1 << 20,
             File::create(staging.join(IDS_FILE))?,
         ));
-        let (encoded, file) = encode(cfg, tokenizers, max_positions, samples, file, verbosity)?;
+        let (encoded, file) = encode(cfg, tokenizers, max_positions, samples, file, progress)?;
         let (file, ids_checksum) = file.finish();
         let ids_bytes = {
             let file = file.into_inner().map_err(|e| e.into_error())?;
@@ -713,7 +711,7 @@ pub fn encode_training_corpus(
         Err(e) if e.downcast_ref::<std::io::Error>().is_none() && prepared.is_none() => Err(e),
         Err(e) => {
             warn_not_cached("the encoded corpus", &dir, &e);
-            encode_in_memory(cfg, tokenizers, max_positions, samples, verbosity)
+            encode_in_memory(cfg, tokenizers, max_positions, samples, progress)
         }
     }
 }
@@ -733,7 +731,7 @@ fn encode_in_memory(
     tokenizers: &Tokenizers,
     max_positions: usize,
     samples: usize,
-    verbosity: Verbosity,
+    progress: &dyn Progress,
 ) -> anyhow::Result<PreparedCorpus> {
     let (encoded, ids) = encode(
         cfg,
@@ -741,7 +739,7 @@ fn encode_in_memory(
         max_positions,
         samples,
         Vec::new(),
-        verbosity,
+        progress,
     )?;
     let corpus = EncodedCorpus::new(
         Bytes::Owned(ids),
@@ -766,18 +764,17 @@ fn encode<W: Write>(
     max_positions: usize,
     samples: usize,
     ids: W,
-    verbosity: Verbosity,
+    progress: &dyn Progress,
 ) -> anyhow::Result<(Encoded, W)> {
     let sizes = tokenizers.vocab_sizes();
     let width = IdWidth::for_vocab(sizes.src.max(sizes.tgt));
     let specials = tokenizers.specials();
     let counter = Arc::new(ReadCounter::default());
     let reading = counter.clone();
-    let _progress = DataProgress::new(
+    let _pass = progress.data_pass(
         "encoding",
         total_bytes(&cfg.train),
-        move || reading.read(),
-        verbosity,
+        Box::new(move || reading.read()),
     );
     // One pair of word caches per worker thread, each only ever locked by its own thread.
     let caches: Vec<Mutex<(WordIdsCache, WordIdsCache)>> = (0..rayon::current_num_threads() + 1)

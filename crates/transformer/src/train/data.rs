@@ -9,7 +9,7 @@ use crate::data::training_corpus::{
 use crate::data::{
     encode_pairs, read_corpus, EncodedCorpus, EncodedPair, SentencePair, Tokenizers,
 };
-use crate::progress::Verbosity;
+use crate::progress::Progress;
 
 /// Everything the loop trains on.
 pub struct TrainingData {
@@ -57,7 +57,7 @@ impl TrainingData {
 
     /// Reads and cleans the config's corpora, learns the tokenizers (a resumed run passes
     /// those it was trained with), encodes everything; says what it did through `note`, one
-    /// line at a time, and shows progress bars on a terminal unless `verbosity` is quiet.
+    /// line at a time, and reports its long passes over the corpus to `progress`.
     /// A large training corpus streams through in blocks and is cached encoded (see
     /// `data::training_corpus`). Also returns the first `samples` training sources, to show
     /// translations of at the end.
@@ -65,14 +65,14 @@ impl TrainingData {
         config: &Config,
         tokenizers: Option<Tokenizers>,
         samples: usize,
-        verbosity: Verbosity,
+        progress: &dyn Progress,
         mut note: impl FnMut(String),
     ) -> anyhow::Result<(Self, Vec<String>)> {
         let started = std::time::Instant::now();
-        let cache = CorpusCache::for_training(&config.data, verbosity)?;
+        let cache = CorpusCache::for_training(&config.data, progress)?;
         let tokenizers = match tokenizers {
             Some(saved) => saved,
-            None => learn_tokenizers(&config.data, cache.as_ref(), verbosity, &mut note)?,
+            None => learn_tokenizers(&config.data, cache.as_ref(), progress, &mut note)?,
         };
         let max_positions = config.model.max_len;
         let prepared = encode_training_corpus(
@@ -81,7 +81,7 @@ impl TrainingData {
             max_positions,
             samples,
             cache.as_ref(),
-            verbosity,
+            progress,
         )?;
         let how = match &prepared.cache {
             CacheUse::Reused(dir) => {

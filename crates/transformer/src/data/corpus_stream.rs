@@ -29,7 +29,7 @@ fn blocks_per_round() -> usize {
 const BYTE_ORDER_MARK: char = '\u{feff}';
 
 /// The tutorial's toy pairs, built in for the built-in config (`CorpusSource::Builtin`).
-const TOY_PAIRS: &str = include_str!("../../data/toy.tsv");
+const TOY_PAIRS: &str = include_str!("../../../../data/toy.tsv");
 
 /// Whole lines of one file: their bytes (each line with its `\n`, the last maybe without)
 /// and the 1-based number of the first.
