@@ -103,8 +103,8 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
 /// Resolves on the first SIGINT or SIGTERM, saying on stderr that the server is stopping; a
 /// second one ends the process at once, as in `train`, whatever is still in flight.
 fn shutdown_on_signals() -> anyhow::Result<impl std::future::Future<Output = ()>> {
-    let mut signals = Signals::new([SIGINT, SIGTERM])
-        .context("cannot listen for SIGINT and SIGTERM")?;
+    let mut signals =
+        Signals::new([SIGINT, SIGTERM]).context("cannot listen for SIGINT and SIGTERM")?;
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     std::thread::Builder::new()
         .name("signals".into())

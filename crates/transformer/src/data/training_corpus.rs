@@ -354,7 +354,11 @@ fn default_cache_root() -> Option<PathBuf> {
 }
 
 /// SHA-256 over each file's size and bytes, in order (hex).
-fn digest_files(source: &CorpusSource, size: u64, progress: &dyn Progress) -> anyhow::Result<String> {
+fn digest_files(
+    source: &CorpusSource,
+    size: u64,
+    progress: &dyn Progress,
+) -> anyhow::Result<String> {
     let counter = Arc::new(ReadCounter::default());
     let reading = counter.clone();
     let _pass = progress.data_pass(

@@ -147,13 +147,7 @@ fn serve_http(
                 }
             }
         });
-        connections::serve(
-            listener,
-            routes::router(state),
-            connections,
-            shutdown,
-        )
-        .await;
+        connections::serve(listener, routes::router(state), connections, shutdown).await;
         Ok(())
     })
 }
