@@ -11,7 +11,7 @@ use candle_core::{Device, Tensor};
 use transformer::checkpoint::{self, Checkpoint};
 use transformer::data::batch::with_boundaries;
 use transformer::data::vocab::EOS_ID;
-use transformer::infer::translator::{DecodeOptions, Translator};
+use transformer::infer::translator::{ConfiguredTranslator, DecodeOptions};
 use transformer::infer::{
     beam_search, greedy_batch, greedy_decode, incremental_log_probs, teacher_forced_log_probs,
     BeamSettings, Hypothesis,
@@ -126,13 +126,13 @@ fn a_wider_beam_ends_its_hypothesis_and_scores_at_least_as_well_as_greedy() {
             beam,
             ..DecodeOptions::default()
         };
-        let translator = Translator {
+        let translator = ConfiguredTranslator {
             model: loaded.model.decoding(),
             tokenizers: &loaded.tokenizers,
             device: &Device::Cpu,
             options,
         };
-        let greedy = Translator {
+        let greedy = ConfiguredTranslator {
             options: DecodeOptions::default(),
             ..translator
         };
@@ -154,7 +154,7 @@ fn a_wider_beam_ends_its_hypothesis_and_scores_at_least_as_well_as_greedy() {
 #[test]
 fn n_best_keeps_the_best_translation_first_and_ranks_the_alternatives_after_it() {
     let loaded = fixture();
-    let best_only = Translator {
+    let best_only = ConfiguredTranslator {
         model: loaded.model.decoding(),
         tokenizers: &loaded.tokenizers,
         device: &Device::Cpu,
@@ -163,7 +163,7 @@ fn n_best_keeps_the_best_translation_first_and_ranks_the_alternatives_after_it()
             ..DecodeOptions::default()
         },
     };
-    let three = Translator {
+    let three = ConfiguredTranslator {
         options: DecodeOptions {
             n_best: 3,
             ..best_only.options

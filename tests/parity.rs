@@ -13,8 +13,9 @@ use candle_core::{Device, Tensor};
 use serde_json::Value;
 use transformer::checkpoint;
 use transformer::data::vocab::PAD_ID;
+use transformer::infer::settings::{self, DecodeRequest, Layer};
 use transformer::infer::teacher_forced_log_probs;
-use transformer::infer::translator::{DecodeOptions, Translator};
+use transformer::infer::{LoadOptions, Translator};
 use transformer::model::encoder_decoder::EncoderDecoder;
 use transformer::model::{masks, Mode};
 
@@ -113,20 +114,21 @@ fn greedy_decoding_picks_the_same_words_with_the_same_log_probs() {
 
 fn greedy_decodes_match(fixture: &str) {
     let expected = expected(fixture);
-    let loaded = checkpoint::load(Path::new(fixture), &Device::Cpu).unwrap();
+    // Through the front door every command uses, with the fixture's step limit as a flag.
+    let translator =
+        Translator::open(Path::new(fixture), &Device::Cpu, LoadOptions::default()).unwrap();
     for case in expected["greedy"].as_array().unwrap() {
         let source = case["source"].as_str().unwrap();
         let max_steps = case["max_steps"].as_u64().unwrap() as usize;
-        let translator = Translator {
-            model: loaded.model.decoding(),
-            tokenizers: &loaded.tokenizers,
-            device: &Device::Cpu,
-            options: DecodeOptions {
-                max_len: Some(max_steps),
-                ..DecodeOptions::default()
-            },
+        let asked = DecodeRequest {
+            max_len: Some(max_steps),
+            ..DecodeRequest::default()
         };
-        let got = translator.translate(source).unwrap();
+        let options = translator
+            .resolver(Some(Layer::asked(asked, settings::FLAGS)), None)
+            .unwrap()
+            .defaults();
+        let got = translator.translate(&[source], &options).unwrap().remove(0);
         let want_ids: Vec<u32> = serde_json::from_value(case["ids"].clone()).unwrap();
         assert_eq!(got.ids, want_ids, "{fixture}: ids for {source:?}");
         assert_close(

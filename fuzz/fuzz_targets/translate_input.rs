@@ -11,7 +11,7 @@ use libfuzzer_sys::fuzz_target;
 use transformer::config::{Config, DataConfig, ModelConfig, TokenizerKind};
 use transformer::data::{read_corpus, Tokenizers};
 use transformer::model::{make_model, EncoderDecoder, VocabSizes};
-use transformer::infer::translator::{DecodeOptions, Translator};
+use transformer::infer::translator::{DecodeOptions, ConfiguredTranslator};
 
 struct Fixture {
     model: EncoderDecoder,
@@ -65,7 +65,7 @@ fuzz_target!(|data: &[u8]| {
     } else {
         BPE.get_or_init(|| fixture(TokenizerKind::Bpe))
     };
-    let translator = Translator {
+    let translator = ConfiguredTranslator {
         model: &fixture.model,
         tokenizers: &fixture.tokenizers,
         max_positions: fixture.max_len,

@@ -13,9 +13,9 @@ use anyhow::Context;
 use candle_core::Device;
 
 use super::Measurement;
-use crate::checkpoint;
 use crate::config::ComputeType;
-use crate::infer::translator::{DecodeOptions, Translator};
+use crate::infer::settings::{self, DecodeRequest, Layer};
+use crate::infer::{LoadOptions, Translator};
 
 /// Most tokens each translation generates, `</s>` included.
 pub const MARIAN_MAX_TOKENS: usize = 64;
@@ -37,23 +37,26 @@ pub fn marian_decoding(
     device: &Device,
     compute: ComputeType,
 ) -> anyhow::Result<Measurement> {
-    let loaded = checkpoint::load_as(dir, device, Some(compute))?;
-    let sources = test2016_sources(sentences)?;
-    let options = DecodeOptions {
-        beam: if kind == MarianWorkload::Beam4 { 4 } else { 1 },
-        max_len: Some(MARIAN_MAX_TOKENS),
-        length_normalization: loaded.config.decode.length_normalization,
-        end_at_max_len: loaded.config.decode.end_at_max_len,
-        renormalize: loaded.config.decode.renormalize,
-        length_ratio: loaded.config.decode.length_ratio_or_default() as f32,
-        ..DecodeOptions::default()
-    };
-    let translator = Translator {
-        model: loaded.model.decoding(),
-        tokenizers: &loaded.tokenizers,
+    let opened = Translator::open(
+        dir,
         device,
-        options,
+        LoadOptions {
+            compute_type: Some(compute),
+        },
+    )?;
+    let sources = test2016_sources(sentences)?;
+    // The workload's own beam, length limit and a neutral length penalty over the
+    // directory's settings, as the peers are run (scripts/bench_marian.py).
+    let asked = DecodeRequest {
+        beam: Some(if kind == MarianWorkload::Beam4 { 4 } else { 1 }),
+        length_penalty: Some(1.0),
+        max_len: Some(MARIAN_MAX_TOKENS),
+        n_best: None,
     };
+    let options = opened
+        .resolver(Some(Layer::asked(asked, settings::FLAGS)), None)?
+        .defaults();
+    let translator = opened.with(options);
     // One sentence first, untimed, to warm up.
     translator.translate(&sources[0])?;
     let started = Instant::now();

@@ -18,7 +18,8 @@ use crate::progress::Verbosity;
 pub fn run(args: AttentionArgs) -> anyhow::Result<()> {
     check_out_path(&args.out)?;
     let device = super::device_from(&args.device, Verbosity::Normal)?;
-    let loaded = super::load_translation_model(args.checkpoint.as_deref(), &device, None)?;
+    let opened = super::open_translator(args.checkpoint.as_deref(), &device, None)?;
+    let loaded = opened.checkpoint();
     let layers = loaded.config.model.layers;
     if let Some(&bad) = args.layers.iter().find(|&&l| l > layers) {
         return Err(UsageError(format!(
@@ -38,8 +39,7 @@ pub fn run(args: AttentionArgs) -> anyhow::Result<()> {
             ids
         }
         None => {
-            let translator = super::translator(&loaded, &device, DecodeOptions::default())?;
-            let translation = translator.translate(&text)?;
+            let translation = opened.with(DecodeOptions::default()).translate(&text)?;
             print_line(&translation.translation)?;
             translation.ids
         }

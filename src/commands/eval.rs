@@ -61,13 +61,14 @@ pub fn run(args: EvalArgs) -> anyhow::Result<()> {
 
 fn translate_all(args: &EvalArgs, sources: &[String]) -> anyhow::Result<Vec<String>> {
     let device = super::device_from(&args.device, Verbosity::Normal)?;
-    let loaded = super::load_translation_model(
+    let opened = super::open_translator(
         args.checkpoint.as_deref(),
         &device,
         args.decode.settings.compute_type,
     )?;
-    let options = super::decode_options(&args.decode.settings, &loaded)?;
-    let translator = super::translator(&loaded, &device, options)?;
+    let options = super::decode_options(&args.decode.settings, &opened)?;
+    let translator = opened.with(options);
+    let loaded = opened.checkpoint();
     // Split, a line's sentences are translated apart and joined; else each line is one
     // sentence, blank lines included, as the corpora are aligned line by line.
     let splitter = SentenceSplitter::new(

@@ -8,7 +8,7 @@ use super::stdout::{print_line, warn};
 use crate::checkpoint::{self, Checkpoint, Task};
 use crate::cli::GenerateArgs;
 use crate::infer::sampling::Sampling;
-use crate::infer::settings::{self, DecodeRequest, Layer, Resolver};
+use crate::infer::settings::{self, DecodeRequest, Layer};
 use crate::infer::text_generator::{Continuation, Continued};
 use crate::progress::Verbosity;
 
@@ -58,11 +58,7 @@ fn continuation(args: &GenerateArgs, loaded: &Checkpoint) -> anyhow::Result<Cont
         length_penalty: args.length_penalty,
         ..DecodeRequest::default()
     };
-    let layers = vec![
-        super::checkpoint_layer(loaded),
-        Layer::asked(asked, settings::FLAGS),
-    ];
-    let options = Resolver::new(layers, super::decode_bounds(loaded, None))
+    let options = settings::resolver_of(loaded, Some(Layer::asked(asked, settings::FLAGS)), None)
         .map_err(super::refused)?
         .defaults();
     Ok(match options.beam_settings() {

@@ -25,11 +25,10 @@ use crate::checkpoint::{self, Checkpoint, Task, RUNS_ROOT};
 use crate::cli::{Command, DecodeSettingsArgs, DeviceArgs};
 use crate::config::ComputeType;
 use crate::device::select;
-use crate::infer::settings::{
-    self, DecodeBounds, DecodeRequest, Layer, Refused, Resolver, GENERATION_CONFIG_KEYS,
-};
+use crate::infer::settings::{self, DecodeRequest, Layer, Refused, Resolver};
 use crate::infer::text_generator::TextGenerator;
-use crate::infer::translator::{DecodeOptions, Translator};
+use crate::infer::translator::DecodeOptions;
+use crate::infer::{LoadOptions, Translator};
 use crate::progress::Verbosity;
 pub use stdout::StdoutClosed;
 
@@ -134,34 +133,26 @@ fn checkpoint_or_latest(given: Option<&Path>, task: Task) -> anyhow::Result<Path
 }
 
 /// The translation checkpoint at `given`, or the newest one under runs/ (see
-/// `checkpoint_or_latest`), loaded onto `device` for decoding in `compute` (the checkpoint's
-/// `decode.compute_type` when `None`); a language model is refused here, by name.
-fn load_translation_model(
+/// `checkpoint_or_latest`), opened on `device` for decoding in `compute` (the checkpoint's
+/// `decode.compute_type` when `None`), its notes said on stderr; a language model is
+/// refused, by name.
+fn open_translator(
     given: Option<&Path>,
     device: &candle_core::Device,
     compute: Option<ComputeType>,
-) -> anyhow::Result<Checkpoint> {
+) -> anyhow::Result<Translator> {
     let dir = checkpoint_or_latest(given, Task::Translate)?;
-    let loaded = checkpoint::load_as(&dir, device, compute)?;
-    loaded.model_for(Task::Translate)?;
-    for note in &loaded.config.notes {
+    let translator = Translator::open(
+        &dir,
+        device,
+        LoadOptions {
+            compute_type: compute,
+        },
+    )?;
+    for note in translator.notes() {
         stdout::warn(format_args!("{note}"));
     }
-    Ok(loaded)
-}
-
-/// A translator over a loaded checkpoint's model and tokenizers.
-fn translator<'a>(
-    loaded: &'a Checkpoint,
-    device: &'a candle_core::Device,
-    options: DecodeOptions,
-) -> anyhow::Result<Translator<'a>> {
-    Ok(Translator {
-        model: loaded.model_for(Task::Translate)?.decoding(),
-        tokenizers: &loaded.tokenizers,
-        device,
-        options,
-    })
+    Ok(translator)
 }
 
 /// A text generator over a loaded checkpoint's model and target tokenizer.
@@ -178,22 +169,29 @@ fn text_generator<'a>(
 
 /// The decoding flags over the checkpoint's `[decode]` settings, resolved and checked by
 /// the one resolver every door uses; a value out of bounds is a usage error that names it.
-fn decode_options(args: &DecodeSettingsArgs, loaded: &Checkpoint) -> anyhow::Result<DecodeOptions> {
-    Ok(decode_resolver(args, loaded, None)?.defaults())
+fn decode_options(
+    args: &DecodeSettingsArgs,
+    translator: &Translator,
+) -> anyhow::Result<DecodeOptions> {
+    Ok(decode_resolver(args, translator, None)?.defaults())
 }
 
-/// The resolver of a door over `loaded`: its `[decode]`, then the flags; `door_beam` is a
-/// server's widest beam.
+/// The resolver of a door over `translator`: its checkpoint's `[decode]`, then the flags;
+/// `door_beam` is a server's widest beam.
 fn decode_resolver(
     args: &DecodeSettingsArgs,
-    loaded: &Checkpoint,
+    translator: &Translator,
     door_beam: Option<usize>,
 ) -> anyhow::Result<Resolver> {
-    Resolver::new(
-        decode_layers(args, loaded),
-        decode_bounds(loaded, door_beam),
-    )
-    .map_err(refused)
+    let flags = DecodeRequest {
+        beam: args.beam,
+        length_penalty: args.length_penalty,
+        max_len: args.max_len,
+        n_best: None,
+    };
+    translator
+        .resolver(Some(Layer::asked(flags, settings::FLAGS)), door_beam)
+        .map_err(refused)
 }
 
 /// A refused decoding setting as the command reports it: a usage error (status 2) when a
@@ -203,46 +201,6 @@ fn refused(refusal: Refused) -> anyhow::Error {
         anyhow::Error::msg(refusal.message)
     } else {
         UsageError(refusal.message).into()
-    }
-}
-
-/// The settings layers below a request: the checkpoint's `[decode]`, then the flags.
-fn decode_layers(args: &DecodeSettingsArgs, loaded: &Checkpoint) -> Vec<Layer> {
-    let flags = DecodeRequest {
-        beam: args.beam,
-        length_penalty: args.length_penalty,
-        max_len: args.max_len,
-        n_best: None,
-    };
-    vec![
-        checkpoint_layer(loaded),
-        Layer::asked(flags, settings::FLAGS),
-    ]
-}
-
-/// The checkpoint's `[decode]` as a settings layer, named by its config file.
-fn checkpoint_layer(loaded: &Checkpoint) -> Layer {
-    if checkpoint::marian::is_hugging_face_dir(&loaded.dir) {
-        // transformers' generation settings, named as generation_config.json names them.
-        let mut layer = Layer::config(&loaded.config.decode, loaded.config.source_name.clone());
-        layer.names = GENERATION_CONFIG_KEYS;
-        return layer;
-    }
-    let file = loaded.dir.join(checkpoint::CONFIG_FILE);
-    Layer::config(&loaded.config.decode, file.display().to_string())
-}
-
-/// What a checkpoint's decoding settings are checked against; `door_beam` is a server's
-/// widest beam.
-fn decode_bounds(loaded: &Checkpoint, door_beam: Option<usize>) -> DecodeBounds {
-    DecodeBounds {
-        target_vocab: loaded.tokenizers.tgt.vocab_size(),
-        max_positions: loaded.model.max_positions(),
-        door_beam,
-        length_normalization: loaded.config.decode.length_normalization,
-        end_at_max_len: loaded.config.decode.end_at_max_len,
-        renormalize: loaded.config.decode.renormalize,
-        length_ratio: loaded.config.decode.length_ratio_or_default() as f32,
     }
 }
 

@@ -15,20 +15,14 @@ use crate::serve::{
 
 pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     let device = super::device_from(&args.device, Verbosity::Normal)?;
-    let mut loaded = super::load_translation_model(
+    let mut translator = super::open_translator(
         args.checkpoint.as_deref(),
         &device,
         args.decode.compute_type,
     )?;
     // The flags name the pair where the checkpoint does not (or names it otherwise).
-    let data = &mut loaded.config.data;
-    if let Some(code) = &args.source_lang {
-        data.source_lang = Some(code.clone());
-    }
-    if let Some(code) = &args.target_lang {
-        data.target_lang = Some(code.clone());
-    }
-    let decode = super::decode_resolver(&args.decode, &loaded, Some(WIDEST_BEAM))?;
+    translator.name_languages(args.source_lang.as_deref(), args.target_lang.as_deref());
+    let decode = super::decode_resolver(&args.decode, &translator, Some(WIDEST_BEAM))?;
     let settings = ServeSettings {
         addr: SocketAddr::new(args.host, args.port),
         policy: BatchPolicy {
@@ -63,6 +57,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
             timeout: Duration::from_millis(args.file_timeout_ms as u64),
         }),
     };
+    let loaded = translator.checkpoint();
     let (source, target) = (
         loaded.config.data.source_lang.clone().unwrap_or_default(),
         loaded.config.data.target_lang.clone().unwrap_or_default(),
@@ -95,7 +90,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
             );
         }
     };
-    serve(loaded, device, settings, ready, shutdown)?;
+    serve(translator, settings, ready, shutdown)?;
     eprintln!("stopped: every request in flight was answered");
     Ok(())
 }

@@ -14,7 +14,7 @@ use super::UsageError;
 use crate::atomic_file::write_atomic;
 use crate::cli::{FormatArg, TranslateArgs};
 use crate::document::{DocumentFormat, DocxLimits, Prepared, SentenceBatch, SentenceSplitter};
-use crate::infer::translator::{Translation, Translator};
+use crate::infer::translator::{ConfiguredTranslator, Translation};
 use crate::progress::{SentenceProgress, Verbosity};
 
 pub fn run(args: TranslateArgs) -> anyhow::Result<()> {
@@ -30,13 +30,14 @@ pub fn run(args: TranslateArgs) -> anyhow::Result<()> {
         .into());
     }
     let device = super::device_from(&args.device, Verbosity::Normal)?;
-    let loaded = super::load_translation_model(
+    let opened = super::open_translator(
         args.checkpoint.as_deref(),
         &device,
         args.decode.settings.compute_type,
     )?;
-    let options = super::decode_options(&args.decode.settings, &loaded)?;
-    let translator = super::translator(&loaded, &device, options)?;
+    let options = super::decode_options(&args.decode.settings, &opened)?;
+    let translator = opened.with(options);
+    let loaded = opened.checkpoint();
     let splitter = SentenceSplitter::new(
         loaded.config.data.source_lang.as_deref(),
         !args.split.no_sentence_split,
@@ -111,7 +112,7 @@ fn file_format(file: &Path, format: Option<FormatArg>) -> anyhow::Result<Documen
 /// Translates a whole file into `out`, written atomically, with a progress bar on a
 /// terminal.
 fn translate_file(
-    translator: &Translator,
+    translator: &ConfiguredTranslator,
     splitter: &SentenceSplitter,
     batch_size: usize,
     output: &Output,
@@ -145,7 +146,7 @@ fn translate_file(
 /// Translates `sentences` in batches, warning about each as [`Output::warn`] does, with a
 /// progress bar when `progress` is asked for (and stderr is a terminal).
 fn translate_sentences(
-    translator: &Translator,
+    translator: &ConfiguredTranslator,
     sentences: &[String],
     batch_size: usize,
     output: &Output,
@@ -174,7 +175,7 @@ fn translate_sentences(
 /// Translates texts whose lines and sentences are cut, and prints each text's translation
 /// (or, with --json, each sentence's).
 fn translate_lines(
-    translator: &Translator,
+    translator: &ConfiguredTranslator,
     splitter: &SentenceSplitter,
     texts: &[String],
     batch_size: usize,
@@ -186,7 +187,7 @@ fn translate_lines(
 
 /// `texts` cut into sentences, and the sentences' translations.
 fn translate_texts(
-    translator: &Translator,
+    translator: &ConfiguredTranslator,
     splitter: &SentenceSplitter,
     texts: &[String],
     batch_size: usize,
@@ -225,7 +226,7 @@ fn print_texts(
 /// Translates stdin in batches of the lines already there, one output line per input line;
 /// a line that is not UTF-8 ends the stream after the lines before it are translated.
 fn translate_stdin(
-    translator: &Translator,
+    translator: &ConfiguredTranslator,
     splitter: &SentenceSplitter,
     batch_size: usize,
     output: &Output,

@@ -2,12 +2,16 @@
 //! ([`crate::model::DecodingModel`]) and never a model family's own type. The decoders
 //! (greedy: the reference's loop and the cached batch; beam search over a batch; sampling),
 //! the settings they run with ([`settings`]: one resolver for every door), and the two front
-//! ends that take text in and give text out: the [`translator::Translator`] (which
-//! `translate`, `eval`, validation and the server share, batching included) and the
-//! [`text_generator::TextGenerator`], one or the other for a model as [`Inference`] says.
+//! ends that take text in and give text out: the [`Translator`] (the one front door:
+//! `Translator::open` a checkpoint, then translate with settings it resolves; `translate`,
+//! `eval`, `attention`, the server and the benchmark all go through it), decoding through a
+//! [`translator::ConfiguredTranslator`] (which validation builds from a training model too),
+//! and the [`text_generator::TextGenerator`], one or the other for a model as [`Inference`]
+//! says.
 
 pub mod attention;
 mod beam;
+mod front_door;
 mod greedy;
 pub mod sampling;
 pub mod settings;
@@ -15,6 +19,7 @@ pub mod text_generator;
 pub mod translator;
 
 pub use beam::{beam_search, BeamSettings};
+pub use front_door::{LoadOptions, Translator};
 pub use greedy::{greedy_batch, greedy_decode, incremental_log_probs, teacher_forced_log_probs};
 
 use candle_core::Device;
@@ -23,12 +28,12 @@ use crate::data::vocab::{BOS_ID, PAD_ID};
 use crate::data::Tokenizers;
 use crate::model::{Model, Prompt};
 use text_generator::TextGenerator;
-use translator::{DecodeOptions, Translator};
+use translator::{ConfiguredTranslator, DecodeOptions};
 
 /// The text-in, text-out front end of a model: a translator for a model that reads a
 /// source, a text generator for one that continues a prompt.
 pub enum Inference<'a> {
-    Translation(Translator<'a>),
+    Translation(ConfiguredTranslator<'a>),
     Continuation(TextGenerator<'a>),
 }
 
@@ -41,7 +46,7 @@ impl<'a> Inference<'a> {
         options: DecodeOptions,
     ) -> Self {
         if model.reads_source() {
-            Self::Translation(Translator {
+            Self::Translation(ConfiguredTranslator {
                 model: model.decoding(),
                 tokenizers,
                 device,

@@ -77,7 +77,7 @@ pub fn is_short(source_tokens: usize, output_tokens: usize, length_ratio: f32) -
 }
 
 /// A trained model that reads a source, with its tokenizers, on a device.
-pub struct Translator<'a> {
+pub struct ConfiguredTranslator<'a> {
     pub model: &'a dyn DecodingModel,
     pub tokenizers: &'a Tokenizers,
     pub device: &'a Device,
@@ -180,7 +180,7 @@ impl Translation {
     }
 }
 
-impl Translator<'_> {
+impl ConfiguredTranslator<'_> {
     /// Translates one sentence; an empty sentence gives an empty translation.
     pub fn translate(&self, sentence: &str) -> anyhow::Result<Translation> {
         let mut out = self.translate_batch(&[sentence.to_string()])?;

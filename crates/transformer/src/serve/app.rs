@@ -10,10 +10,10 @@ use super::error::ApiError;
 use super::files::FileStore;
 use super::languages::LanguagePair;
 use super::metrics::Metrics;
-use crate::checkpoint::Checkpoint;
 use crate::document::SentenceSplitter;
 use crate::infer::settings::{DecodeRequest, Resolver, SettingNames};
 use crate::infer::translator::{DecodeOptions, Translation};
+use crate::infer::Translator;
 
 /// What a request may ask for.
 #[derive(Debug, Clone, Copy)]
@@ -32,7 +32,7 @@ pub struct Limits {
 
 /// Everything the handlers share.
 pub struct AppState {
-    pub checkpoint: Arc<Checkpoint>,
+    pub translator: Arc<Translator>,
     pub queue: Queue,
     pub metrics: Arc<Metrics>,
     pub pair: LanguagePair,
@@ -105,14 +105,20 @@ impl AppState {
                 )));
             }
         }
-        let max_positions = self.checkpoint.config.model.max_len;
-        let readable =
-            max_positions.saturating_sub(self.checkpoint.tokenizers.specials().source_overhead());
+        let max_positions = self.translator.checkpoint().config.model.max_len;
+        let readable = max_positions.saturating_sub(
+            self.translator
+                .checkpoint()
+                .tokenizers
+                .specials()
+                .source_overhead(),
+        );
         let beam = options.beam.max(1);
         let mut cost = 0usize;
         for sentence in sentences {
             let tokens = self
-                .checkpoint
+                .translator
+                .checkpoint()
                 .tokenizers
                 .src
                 .encode(sentence)

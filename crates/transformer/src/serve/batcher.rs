@@ -12,13 +12,12 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TrySendError};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use candle_core::Device;
 use tokio::sync::oneshot;
 
 use super::metrics::Metrics;
-use crate::checkpoint::{Checkpoint, Task};
 use crate::infer::attention::{attention_grids, TeacherForcedPair};
-use crate::infer::translator::{DecodeOptions, Translation, Translator};
+use crate::infer::translator::{ConfiguredTranslator, DecodeOptions, Translation};
+use crate::infer::Translator;
 use crate::plot::AttentionGrid;
 
 /// What the model thread answers with: the result, or a message for a 500.
@@ -145,21 +144,19 @@ pub struct BatchPolicy {
     pub capacity: usize,
 }
 
-/// The queue over `checkpoint` on `device`, and the worker that drains it: run
+/// The queue over `translator`, and the worker that drains it: run
 /// [`Worker::run`] on the thread that should own the model (the command's, one of rayon's,
 /// so that decoding's many calls into rayon's pool are no hand-over between threads). The
 /// worker returns once every [`Queue`] clone is dropped and the work already queued is done.
 pub fn queue(
-    checkpoint: Arc<Checkpoint>,
-    device: Device,
+    translator: Arc<Translator>,
     policy: BatchPolicy,
     metrics: Arc<Metrics>,
 ) -> (Queue, Worker) {
     let (sender, receiver) = std::sync::mpsc::sync_channel(policy.capacity.max(1));
     let queued = Arc::new(AtomicUsize::new(0));
     let worker = Worker {
-        checkpoint,
-        device,
+        translator,
         policy,
         metrics,
         queued: queued.clone(),
@@ -176,8 +173,7 @@ pub fn queue(
 
 /// The side of the queue that owns the model and decodes.
 pub struct Worker {
-    checkpoint: Arc<Checkpoint>,
-    device: Device,
+    translator: Arc<Translator>,
     policy: BatchPolicy,
     metrics: Arc<Metrics>,
     queued: Arc<AtomicUsize>,
@@ -271,7 +267,7 @@ impl Worker {
         jobs: &[TranslateJob],
         options: DecodeOptions,
     ) -> Result<Vec<Vec<Option<Translation>>>, String> {
-        let translator = self.translator(options)?;
+        let translator = self.translator(options);
         let mut order: Vec<(usize, usize, usize)> = jobs
             .iter()
             .enumerate()
@@ -320,17 +316,8 @@ impl Worker {
         Ok(results)
     }
 
-    fn translator(&self, options: DecodeOptions) -> Result<Translator<'_>, String> {
-        Ok(Translator {
-            model: self
-                .checkpoint
-                .model_for(Task::Translate)
-                .map_err(|e| one_line(&e))?
-                .decoding(),
-            tokenizers: &self.checkpoint.tokenizers,
-            device: &self.device,
-            options,
-        })
+    fn translator(&self, options: DecodeOptions) -> ConfiguredTranslator<'_> {
+        self.translator.with(options)
     }
 
     fn attention(&self, job: AttentionJob) {
@@ -349,24 +336,30 @@ impl Worker {
         layers: &[usize],
         options: DecodeOptions,
     ) -> anyhow::Result<(Translation, Vec<AttentionGrid>)> {
-        let translator = self.translator(options).map_err(anyhow::Error::msg)?;
+        let translator = self.translator(options);
         let translation = translator.translate(sentence)?;
-        let src = self.checkpoint.tokenizers.src.encode(sentence)?.ids;
+        let src = self
+            .translator
+            .checkpoint()
+            .tokenizers
+            .src
+            .encode(sentence)?
+            .ids;
         // The teacher-forced target (`<s>`, then every id but the last) must fit the position
         // table too: a translation that ran to the model's length is drawn up to there.
         let drawn = translation
             .ids
             .len()
-            .min(self.checkpoint.config.model.max_len);
-        let specials = self.checkpoint.tokenizers.specials();
+            .min(self.translator.checkpoint().config.model.max_len);
+        let specials = self.translator.checkpoint().tokenizers.specials();
         let pair = TeacherForcedPair::new(&src, &translation.ids[..drawn], &specials);
-        pair.check_fits(self.checkpoint.config.model.max_len)?;
+        pair.check_fits(self.translator.checkpoint().config.model.max_len)?;
         let grids = attention_grids(
-            &*self.checkpoint.model,
-            &self.checkpoint.tokenizers,
+            &*self.translator.checkpoint().model,
+            &self.translator.checkpoint().tokenizers,
             &pair,
             layers,
-            &self.device,
+            self.translator.device(),
         )?;
         Ok((translation, grids))
     }

@@ -70,11 +70,11 @@ pub async fn translate_file(
         state.decode_options(DecodeRequest::default(), settings::LIBRETRANSLATE_FIELDS)?;
     let splitter = state.splitter.clone();
     let shown = safe_file_name(&name);
-    let checkpoint = state.checkpoint.clone();
+    let translator = state.translator.clone();
     let prepared = blocking(files, move || {
         let job = format.parse(bytes, &shown, DocxLimits::default())?;
         let prepared = Prepared::new(job, &splitter);
-        check_sentence_lengths(&checkpoint, prepared.sentences())?;
+        check_sentence_lengths(translator.checkpoint(), prepared.sentences())?;
         Ok(prepared)
     })
     .await

@@ -28,16 +28,16 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use anyhow::Context;
-use candle_core::Device;
 
 pub use app::Limits;
 pub use batcher::BatchPolicy;
 pub use connections::ConnectionLimits;
 pub use files::FileSettings;
 
-use crate::checkpoint::{Checkpoint, Task};
+use crate::checkpoint::Checkpoint;
 use crate::document::SentenceSplitter;
 use crate::infer::settings::Resolver;
+use crate::infer::Translator;
 use app::AppState;
 use auth::ApiKey;
 use files::FileStore;
@@ -64,29 +64,26 @@ pub struct ServeSettings {
 /// one sentence can cost.
 pub const WIDEST_BEAM: usize = 32;
 
-/// Serves `checkpoint` (a translation model) on `device` until `shutdown` resolves; returns
-/// once the requests in flight are answered. `ready` is told the address listened on.
+/// Serves `translator` until `shutdown` resolves; returns once the requests in flight are
+/// answered. `ready` is told the address listened on.
 ///
 /// The calling thread decodes (it should be the command's, one of rayon's: see
 /// [`batcher::queue`]); HTTP runs on a runtime of its own threads.
 pub fn serve(
-    checkpoint: Checkpoint,
-    device: Device,
+    translator: Translator,
     settings: ServeSettings,
     ready: impl FnOnce(SocketAddr) + Send + 'static,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
-    checkpoint.model_for(Task::Translate)?;
-    let pair = language_pair(&checkpoint)?;
+    let pair = language_pair(translator.checkpoint())?;
     let splitter = SentenceSplitter::new(Some(&pair.source), settings.sentence_split);
     let files = settings.files.map(FileStore::open).transpose()?;
-    let checkpoint = Arc::new(checkpoint);
+    let translator = Arc::new(translator);
     let metrics = Arc::new(Metrics::new());
-    let device_name = crate::device::describe(&device);
-    let (queue, worker) =
-        batcher::queue(checkpoint.clone(), device, settings.policy, metrics.clone());
+    let device_name = crate::device::describe(translator.device());
+    let (queue, worker) = batcher::queue(translator.clone(), settings.policy, metrics.clone());
     let state = Arc::new(AppState {
-        checkpoint,
+        translator,
         queue,
         metrics,
         pair,

@@ -123,7 +123,8 @@ pub async fn attention(
         .check(bearer(&headers).or(query.api_key.as_deref()))?;
     let text = normalize_sentence(query.q.as_deref().unwrap_or(""));
     let tokens = state
-        .checkpoint
+        .translator
+        .checkpoint()
         .tokenizers
         .src
         .encode(&text)
@@ -136,11 +137,19 @@ pub async fn attention(
         ));
     }
     let readable = state
-        .checkpoint
+        .translator
+        .checkpoint()
         .config
         .model
         .max_len
-        .saturating_sub(state.checkpoint.tokenizers.specials().source_overhead());
+        .saturating_sub(
+            state
+                .translator
+                .checkpoint()
+                .tokenizers
+                .specials()
+                .source_overhead(),
+        );
     if tokens > MAX_ATTENTION_TOKENS.min(readable) {
         return Err(ApiError::bad_request(format!(
             "invalid request: the sentence has {tokens} tokens; attention is drawn for at most \
@@ -150,7 +159,7 @@ pub async fn attention(
     }
     let layers = layers(
         query.layers.as_deref(),
-        state.checkpoint.config.model.layers,
+        state.translator.checkpoint().config.model.layers,
     )?;
     // The server's decoding, with the target cut where the picture stays a picture, and the
     // request's work bounded as a translation's is.
@@ -208,7 +217,7 @@ fn layers(spec: Option<&str>, count: usize) -> Result<Vec<usize>, ApiError> {
 pub async fn health(State(state): State<Shared>) -> Json<Value> {
     Json(json!({
         "status": "ok",
-        "checkpoint": state.checkpoint.dir.display().to_string(),
+        "checkpoint": state.translator.checkpoint().dir.display().to_string(),
         "source": state.pair.source,
         "target": state.pair.target,
         "device": state.device,

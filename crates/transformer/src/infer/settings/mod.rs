@@ -15,11 +15,13 @@
 //! - `length_penalty`: finite in f32, the precision the search scores in.
 
 mod bounds;
+mod of_checkpoint;
 
 use super::beam::BeamSettings;
 use super::translator::DecodeOptions;
 use crate::config::{DecodeConfig, LengthNormalization};
 use bounds::{check_beam, check_length_penalty, check_max_len, check_n_best};
+pub use of_checkpoint::resolver_of;
 
 /// The settings one layer sets; `None` leaves a setting to the layers below.
 #[derive(Debug, Default, Clone, Copy, PartialEq)]

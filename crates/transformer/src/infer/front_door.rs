@@ -1,0 +1,118 @@
+//! The one front door for inference: a translation checkpoint opened on a device. It owns
+//! what every door (`translate`, `eval`, `attention`, `serve`, the documents path, the
+//! benchmark) used to assemble by hand: the checkpoint of whichever family (our own, a
+//! Hugging Face MarianMT directory), the weight form its compute type asks for, and the
+//! layers under every request's decoding settings (the checkpoint's `[decode]`, named by its
+//! file, and what the model bounds).
+//!
+//! ```no_run
+//! use transformer::infer::{LoadOptions, Translator};
+//! # fn main() -> anyhow::Result<()> {
+//! let translator = Translator::open("runs/base".as_ref(), &candle_core::Device::Cpu, LoadOptions::default())?;
+//! let options = translator.default_options()?;
+//! for translation in translator.translate(&["ich mochte ein bier"], &options)? {
+//!     println!("{}", translation.translation);
+//! }
+//! # Ok(()) }
+//! ```
+
+use std::path::Path;
+
+use candle_core::Device;
+
+use super::settings::{resolver_of, Layer, Refused, Resolver};
+use super::translator::{ConfiguredTranslator, DecodeOptions, Translation};
+use crate::checkpoint::{self, Checkpoint, Task};
+use crate::config::ComputeType;
+
+/// How to open a checkpoint for decoding.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LoadOptions {
+    /// The products' number form; `None` takes the checkpoint's own (`decode.compute_type`,
+    /// int8 for an int8 checkpoint). A device without int8 products decodes in float32 and
+    /// says so in [`Translator::notes`].
+    pub compute_type: Option<ComputeType>,
+}
+
+/// A translation model opened for decoding: its checkpoint, its device and its settings.
+pub struct Translator {
+    checkpoint: Checkpoint,
+    device: Device,
+}
+
+impl Translator {
+    /// Opens the checkpoint at `path` (a checkpoint directory, a run directory whose `best/`
+    /// or `last/` is taken, or a Hugging Face MarianMT directory) on `device`. A language
+    /// model is refused, by name.
+    pub fn open(path: &Path, device: &Device, options: LoadOptions) -> anyhow::Result<Self> {
+        let checkpoint = checkpoint::load_as(path, device, options.compute_type)?;
+        checkpoint.model_for(Task::Translate)?;
+        Ok(Self {
+            checkpoint,
+            device: device.clone(),
+        })
+    }
+
+    /// The checkpoint: its directory, config, tokenizers and model.
+    pub fn checkpoint(&self) -> &Checkpoint {
+        &self.checkpoint
+    }
+
+    /// The device it decodes on.
+    pub fn device(&self) -> &Device {
+        &self.device
+    }
+
+    /// What opening it noticed and a user should hear (the config's notes: keys filled in
+    /// from a preset, int8 asked for on a device without int8 products).
+    pub fn notes(&self) -> &[String] {
+        &self.checkpoint.config.notes
+    }
+
+    /// Names the language pair where the checkpoint does not (or names it otherwise).
+    pub fn name_languages(&mut self, source: Option<&str>, target: Option<&str>) {
+        let data = &mut self.checkpoint.config.data;
+        if let Some(code) = source {
+            data.source_lang = Some(code.to_string());
+        }
+        if let Some(code) = target {
+            data.target_lang = Some(code.to_string());
+        }
+    }
+
+    /// The resolver of a door: the checkpoint's `[decode]`, then `asked` (a door's own
+    /// settings: flags, a server's defaults); `door_beam` is the door's widest beam. A
+    /// setting out of bounds is refused, naming where it came from.
+    pub fn resolver(
+        &self,
+        asked: Option<Layer>,
+        door_beam: Option<usize>,
+    ) -> Result<Resolver, Refused> {
+        resolver_of(&self.checkpoint, asked, door_beam)
+    }
+
+    /// The checkpoint's own decoding settings, checked.
+    pub fn default_options(&self) -> Result<DecodeOptions, Refused> {
+        Ok(self.resolver(None, None)?.defaults())
+    }
+
+    /// Decodes with `options` (see [`Self::resolver`] for settings a door asks for).
+    pub fn with(&self, options: DecodeOptions) -> ConfiguredTranslator<'_> {
+        ConfiguredTranslator {
+            model: self.checkpoint.model.decoding(),
+            tokenizers: &self.checkpoint.tokenizers,
+            device: &self.device,
+            options,
+        }
+    }
+
+    /// Translates `sentences`, batched in one call, in order.
+    pub fn translate(
+        &self,
+        sentences: &[&str],
+        options: &DecodeOptions,
+    ) -> anyhow::Result<Vec<Translation>> {
+        let sentences: Vec<String> = sentences.iter().map(|s| s.to_string()).collect();
+        self.with(*options).translate_batch(&sentences)
+    }
+}

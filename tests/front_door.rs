@@ -1,0 +1,147 @@
+//! The one front door for inference (`transformer::infer::Translator`): what a Rust user of
+//! the library gets is what every command gets.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use candle_core::Device;
+use common::{succeeded, transformer};
+use transformer::infer::settings::{self, DecodeRequest, Layer};
+use transformer::infer::{LoadOptions, Translator};
+
+const FIXTURE: &str = "tests/fixtures/parity";
+const SOURCES: [&str; 3] = ["ich mochte ein bier", "ich mochte ein cola", "ein bier"];
+
+fn opened() -> Translator {
+    Translator::open(Path::new(FIXTURE), &Device::Cpu, LoadOptions::default()).unwrap()
+}
+
+/// `transformer translate --json`'s ids for `source`.
+fn command_line_ids(source: &str) -> Vec<u64> {
+    let output = succeeded(
+        transformer()
+            .args([
+                "translate",
+                "--device",
+                "cpu",
+                "--json",
+                "--checkpoint",
+                FIXTURE,
+            ])
+            .arg(source),
+    );
+    let json: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    serde_json::from_value(json["ids"].clone()).unwrap()
+}
+
+#[test]
+fn the_library_translates_a_batch_as_the_command_line_translates_each_sentence() {
+    let translator = opened();
+    let options = translator.default_options().unwrap();
+    let translations = translator.translate(&SOURCES, &options).unwrap();
+    assert_eq!(translations.len(), SOURCES.len());
+    for (source, translation) in SOURCES.iter().zip(&translations) {
+        assert_eq!(translation.source, *source);
+        let ids: Vec<u64> = translation.ids.iter().map(|&id| u64::from(id)).collect();
+        assert_eq!(ids, command_line_ids(source), "{source:?}");
+        assert!(!translation.translation.is_empty(), "{source:?}");
+    }
+}
+
+/// The README's example (examples/translate.rs), built by `cargo test` beside the binary.
+fn example_binary() -> PathBuf {
+    let binary = Path::new(env!("CARGO_BIN_EXE_transformer"));
+    binary.parent().unwrap().join("examples").join("translate")
+}
+
+#[test]
+fn the_readmes_rust_example_prints_what_the_command_line_prints() {
+    let example = example_binary();
+    assert!(
+        example.is_file(),
+        "{} was not built: a whole `cargo test --release` builds the examples (a single \
+         --test does not; then run `cargo build --release --example translate` first)",
+        example.display()
+    );
+    for source in SOURCES {
+        let ours = std::process::Command::new(&example)
+            .args([FIXTURE, source])
+            .output()
+            .unwrap();
+        assert!(
+            ours.status.success(),
+            "{}",
+            String::from_utf8_lossy(&ours.stderr)
+        );
+        let theirs = succeeded(
+            transformer()
+                .args(["translate", "--device", "cpu", "--checkpoint", FIXTURE])
+                .arg(source),
+        );
+        assert_eq!(
+            String::from_utf8(ours.stdout).unwrap(),
+            String::from_utf8(theirs.stdout).unwrap(),
+            "{source:?}"
+        );
+    }
+}
+
+#[test]
+fn a_language_model_is_refused_at_the_front_door_by_name() {
+    let error = Translator::open(
+        Path::new("tests/fixtures/parity-lm"),
+        &Device::Cpu,
+        LoadOptions::default(),
+    )
+    .err()
+    .expect("a decoder-only model cannot translate");
+    let message = format!("{error:#}");
+    assert!(message.contains("decoder-only"), "{message}");
+    assert!(message.contains("parity-lm"), "{message}");
+}
+
+#[test]
+fn a_setting_out_of_bounds_is_refused_naming_where_it_was_asked() {
+    let translator = opened();
+    let vocab = translator.checkpoint().tokenizers.tgt.vocab_size();
+    let asked = DecodeRequest {
+        beam: Some(vocab + 1),
+        ..DecodeRequest::default()
+    };
+    let refused = translator
+        .resolver(Some(Layer::asked(asked, settings::FLAGS)), None)
+        .expect_err("a beam wider than the vocabulary is refused");
+    assert!(!refused.in_config, "the flag asked for it, not the file");
+    assert!(refused.message.contains("--beam"), "{}", refused.message);
+    // A door's own widest beam bounds it too.
+    let asked = DecodeRequest {
+        beam: Some(3),
+        ..DecodeRequest::default()
+    };
+    let refused = translator
+        .resolver(Some(Layer::asked(asked, settings::FIELDS)), Some(2))
+        .expect_err("a beam wider than the door's is refused");
+    assert!(refused.message.contains("beam"), "{}", refused.message);
+}
+
+#[test]
+fn int8_is_asked_for_at_the_door_and_the_model_computes_in_it() {
+    let translator = Translator::open(
+        Path::new(FIXTURE),
+        &Device::Cpu,
+        LoadOptions {
+            compute_type: Some(transformer::config::ComputeType::Int8),
+        },
+    )
+    .unwrap();
+    let compute = translator.checkpoint().config.decode.compute_type;
+    if transformer::device::multiplies_int8(&Device::Cpu) {
+        assert_eq!(compute, transformer::config::ComputeType::Int8);
+    } else {
+        assert!(translator.notes().iter().any(|n| n.contains("float32")));
+    }
+    let options = translator.default_options().unwrap();
+    let translations = translator.translate(&SOURCES, &options).unwrap();
+    assert!(translations.iter().all(|t| !t.ids.is_empty()));
+}
