@@ -4,7 +4,7 @@
 # /translate_file, HTML compared by Python's html.parser, and the page in a real headless
 # browser (Debian's chromium driven by Playwright from PyPI, over the DevTools protocol). Installs what is missing: chromium
 # with apt-get, the Python packages in a venv under ~/.cache. Trains the tiny model unless
-# CHECKPOINT names one; SCREENSHOT=docs/serve-page.png refreshes the README's picture.
+# CHECKPOINT names one; SCREENSHOT=docs/serve-page.png refreshes the picture in docs/serving.md.
 #
 #   BIN=target/release/transformer scripts/test-serve-clients.sh
 set -euo pipefail

@@ -1,5 +1,5 @@
-//! The README's usage lines against the binary's own `--help`: a flag added, renamed or
-//! removed in one must be changed in the other.
+//! The usage lines of docs/usage.md (the command reference the README links to) against the
+//! binary's own `--help`: a flag added, renamed or removed in one must be changed in the other.
 
 mod common;
 
@@ -20,14 +20,14 @@ fn long_flags(text: &str) -> BTreeSet<String> {
         .collect()
 }
 
-/// Subcommand -> the flags its lines in the README's usage block name.
+/// Subcommand -> the flags its lines in docs/usage.md's usage block name.
 fn readme_usage() -> BTreeMap<String, BTreeSet<String>> {
-    let readme = std::fs::read_to_string("README.md").unwrap();
+    let readme = std::fs::read_to_string("docs/usage.md").unwrap();
     let block = readme
         .split_once("## Usage\n\n```sh\n")
         .and_then(|(_, rest)| rest.split_once("```"))
         .map(|(block, _)| block)
-        .expect("README.md has a ## Usage section opening with a sh block");
+        .expect("docs/usage.md has a ## Usage section opening with a sh block");
     let mut usage: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     let mut current = String::new();
     for line in block.lines() {
@@ -77,13 +77,13 @@ fn the_readme_usage_lines_name_exactly_the_flags_of_each_subcommands_help() {
     assert_eq!(
         listed,
         subcommands(),
-        "the README's usage block lists every subcommand"
+        "the usage block of docs/usage.md lists every subcommand"
     );
     for (subcommand, flags) in &usage {
         assert_eq!(
             flags,
             &help_flags(subcommand),
-            "README usage of `transformer {subcommand}` against its --help"
+            "docs/usage.md usage of `transformer {subcommand}` against its --help"
         );
     }
 }
