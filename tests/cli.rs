@@ -215,6 +215,34 @@ fn an_unknown_word_becomes_unk_with_a_warning() {
 }
 
 #[test]
+fn a_flood_of_unknown_words_is_listed_briefly() {
+    let dir = train_tiny(&[]);
+    // 40 lines of one distinct 2,000-character unknown word each.
+    let lines: String = (0..40)
+        .map(|i| format!("{}{i}\n", "x".repeat(2000)))
+        .collect();
+    let output = succeeded(
+        transformer()
+            .args(["translate", "--device", "cpu", "--checkpoint"])
+            .arg(dir.path().join("run"))
+            .write_stdin(lines),
+    );
+    let stderr = String::from_utf8(output.stderr).unwrap();
+    let listed = stderr.matches("warning: unknown source word").count();
+    assert_eq!(listed, 20, "{stderr}");
+    assert_eq!(
+        stderr.matches("more unknown source words").count(),
+        1,
+        "{stderr}"
+    );
+    assert!(stderr.len() < 8000, "{} bytes of warnings", stderr.len());
+    assert_eq!(
+        String::from_utf8(output.stdout).unwrap().lines().count(),
+        40
+    );
+}
+
+#[test]
 fn the_same_seed_trains_the_same_weights() {
     let a = train_tiny(&["--seed", "3"]);
     let b = train_tiny(&["--seed", "3"]);

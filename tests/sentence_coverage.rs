@@ -29,6 +29,9 @@ const GERMAN: &[&[&str]] = &[
         "zwei hunde spielen im schnee ?",
         "eine frau liest ein buch !",
     ],
+    // an ellipsis where case cannot tell whether it ends a sentence
+    &["ich mochte ein bier...", "ich mochte ein cola."],
+    &["ich weiß nicht …", "vielleicht morgen."],
     // quoted
     &["„komm her!“ rief sie.", "er kam sofort."],
     &["er sagte: „ich bleibe hier.“", "dann ging er."],
@@ -58,6 +61,7 @@ const ENGLISH: &[&[&str]] = &[
         "two dogs play in the snow ?",
         "a woman reads a book .",
     ],
+    &["i want a beer...", "you want a coke."],
     &["\"come here!\" she shouted.", "he came at once."],
     &["she said \"we are late.\"", "they ran."],
     &[

@@ -48,6 +48,7 @@ pub fn run(args: TranslateArgs) -> anyhow::Result<()> {
         json: args.json,
         max_positions: loaded.config.model.max_len,
         source_overhead: loaded.tokenizers.specials().source_overhead(),
+        unknown_words_listed: std::cell::Cell::new(0),
     };
     let batch_size = args.decode.batch_size;
     if let (Some(file), Some(out), Some(format)) = (&args.file, &args.out, file_format) {
@@ -269,7 +270,12 @@ struct Output<'a> {
     /// about cut sentences.
     max_positions: usize,
     source_overhead: usize,
+    /// Unknown words warned of so far in this run.
+    unknown_words_listed: std::cell::Cell<usize>,
 }
+
+/// Most unknown words a run lists on stderr.
+const UNKNOWN_WORDS_LISTED: usize = 20;
 
 impl Output<'_> {
     /// Warns about unknown words and cut sentences on stderr.
@@ -281,16 +287,28 @@ impl Output<'_> {
                 self.warned_of_language.set(true);
             }
         }
-        // Each word once a sentence: a pasted blob repeats its pieces thousands of times.
+        // Each word once a sentence, cut to 40 characters, and at most
+        // UNKNOWN_WORDS_LISTED in a run: a pasted blob repeats its pieces thousands of times,
+        // and a megabyte without spaces is hundreds of sentences of one unknown word each.
         let mut warned = std::collections::HashSet::new();
         for word in translation
             .unknown_words
             .iter()
             .filter(|word| warned.insert(word.as_str()))
         {
-            warn(format_args!(
-                "unknown source word {word:?} is translated as <unk>"
-            ));
+            let listed = self.unknown_words_listed.get();
+            self.unknown_words_listed.set(listed + 1);
+            if listed < UNKNOWN_WORDS_LISTED {
+                warn(format_args!(
+                    "unknown source word {:?} is translated as <unk>",
+                    super::truncate_chars(word, 40)
+                ));
+            } else if listed == UNKNOWN_WORDS_LISTED {
+                warn(format_args!(
+                    "more unknown source words are translated as <unk>; they are not listed \
+                     (translate --json shows each translation's tokens)"
+                ));
+            }
         }
         if translation.short {
             warn(format_args!(

@@ -6,7 +6,10 @@
 //! pass cuts a segment again wherever `.`, `!` or `?` (closing quotes or brackets after it
 //! allowed) is followed by a space and a word, unless the segmenter's own language rules
 //! know the word before it: an abbreviation (`z. B.`, `usw.`, `Nr.`), an initial, a number
-//! (`am 3. mai`), an exclamation word (`Yahoo!`). An ellipsis is not an end.
+//! (`am 3. mai`), an exclamation word (`Yahoo!`). An ellipsis (`...`, `…`) before a word
+//! runs on as often as it ends: in cased text the case of that word tells (the segmenter
+//! already cut before a capital), in text without capitals nothing tells, and a cut there
+//! costs a fragment translated alone where no cut can cost a whole sentence.
 
 use sentencex::languages::Language;
 
@@ -23,16 +26,20 @@ const OPENERS: &[char] = &['"', '\'', '„', '“', '‚', '‘', '«', '»', '(
 /// none where the segment holds one sentence.
 pub(super) fn further_starts(language: &dyn Language, segment: &str) -> Vec<usize> {
     let bytes = segment.as_bytes();
+    let uncased = !segment.chars().any(char::is_uppercase);
     let mut starts = Vec::new();
     let mut at = 0;
     while at < bytes.len() {
-        if !is_terminator(bytes[at]) {
+        if terminator_len(segment, at) == 0 {
             at += 1;
             continue;
         }
         let run_start = at;
-        while at < bytes.len() && is_terminator(bytes[at]) {
-            at += 1;
+        while at < bytes.len() {
+            match terminator_len(segment, at) {
+                0 => break,
+                len => at += len,
+            }
         }
         let run = &segment[run_start..at];
         let after_closers = skip_closers(segment, at);
@@ -45,7 +52,14 @@ pub(super) fn further_starts(language: &dyn Language, segment: &str) -> Vec<usiz
         let quoted = segment[at..after_closers].contains(|c| QUOTES.contains(&c));
         let continues_quote =
             quoted && run != "." && segment[next..].starts_with(char::is_lowercase);
-        if !continues_quote && ends_sentence(language, &segment[..run_start], run, &segment[next..])
+        if !continues_quote
+            && ends_sentence(
+                language,
+                &segment[..run_start],
+                run,
+                &segment[next..],
+                uncased,
+            )
         {
             starts.push(next);
         }
@@ -54,9 +68,17 @@ pub(super) fn further_starts(language: &dyn Language, segment: &str) -> Vec<usiz
     starts
 }
 
-fn is_terminator(byte: u8) -> bool {
-    matches!(byte, b'.' | b'!' | b'?')
+/// The length in bytes of the terminator at `at` (`.`, `!`, `?` or `…`); 0 where none is.
+fn terminator_len(text: &str, at: usize) -> usize {
+    match text.as_bytes()[at] {
+        b'.' | b'!' | b'?' => 1,
+        // Bytes, not a slice of the text: `at` may stand inside another character.
+        _ if text.as_bytes()[at..].starts_with("…".as_bytes()) => ELLIPSIS.len_utf8(),
+        _ => 0,
+    }
 }
+
+const ELLIPSIS: char = '…';
 
 /// The offset after any closing quotes and brackets at `at`, and after a token of them alone
 /// that follows (pre-tokenized text: `bestreite . “ weißt du`).
@@ -110,11 +132,21 @@ fn starts_with_letter(next: &str) -> bool {
         .starts_with(char::is_alphabetic)
 }
 
-/// Whether the terminator `run` between `head` and the word starting `next` ends a sentence.
-fn ends_sentence(language: &dyn Language, head: &str, run: &str, next: &str) -> bool {
-    // Two or more full stops are an ellipsis, which runs on as often as it ends.
-    if run.len() > 1 && run.bytes().all(|b| b == b'.') {
-        return false;
+/// Whether the terminator `run` between `head` and the word starting `next` ends a sentence;
+/// `uncased`: the segment has no capital letter, so the case of `next` tells nothing.
+fn ends_sentence(
+    language: &dyn Language,
+    head: &str,
+    run: &str,
+    next: &str,
+    uncased: bool,
+) -> bool {
+    // An ellipsis (two or more full stops, or `…`) runs on as often as it ends; where case
+    // cannot tell, cut: a fragment translated alone loses nothing, a sentence left inside
+    // another is often not translated at all.
+    let ellipsis = run.contains(ELLIPSIS) || (run.len() > 1 && run.bytes().all(|b| b == b'.'));
+    if ellipsis {
+        return uncased && starts_with_letter(next);
     }
     // Pre-tokenized text: a terminator standing alone as a token ends the sentence before
     // it (but a spaced ellipsis, `. . .`, does not).
@@ -210,7 +242,9 @@ mod tests {
             "das haus nr. 5 ist rot.",
             "nach abs. 3 gilt die frist, tel. 030 1234.",
             "j. r. r. tolkien schrieb bücher.",
-            "ich weiß nicht ... vielleicht morgen.",
+            "Ich weiß nicht ... vielleicht morgen.",
+            "Ich versuchte, ihn zu überreden... ohne Erfolg.",
+            "Er zögerte … und ging dann doch.",
             "dies gilt u.a. für kinder.",
         ] {
             assert_eq!(cut("de", segment), [segment], "{segment}");
@@ -305,9 +339,26 @@ mod tests {
             "ja ! ?",
             "es kostet 3.5 kg",
             "so . . . weiter",
-            "eh... na ja",
+            "Eh... na ja",
+            "warte …",
         ] {
             assert_eq!(cut("de", segment), [segment.trim()], "{segment}");
         }
+    }
+
+    #[test]
+    fn an_ellipsis_before_a_word_is_cut_where_case_cannot_tell() {
+        assert_eq!(
+            cut("de", "ich mochte ein bier... ich mochte ein cola"),
+            ["ich mochte ein bier...", "ich mochte ein cola"]
+        );
+        assert_eq!(
+            cut("de", "ich mochte ein bier… ich mochte ein cola"),
+            ["ich mochte ein bier…", "ich mochte ein cola"]
+        );
+        assert_eq!(
+            cut("de", "ich weiß nicht ... vielleicht morgen."),
+            ["ich weiß nicht ...", "vielleicht morgen."]
+        );
     }
 }
