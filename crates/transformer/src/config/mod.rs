@@ -194,11 +194,38 @@ fn read_toml(text: &str) -> Result<Config, ConfigError> {
         message: one_line(e.message()),
     };
     // A syntax error: the line says where, the text on it which key (if any).
-    let deserializer = toml::Deserializer::parse(text)
-        .map_err(|e| located(&e, e.span().and_then(|span| key_at(text, span.start))))?;
+    let deserializer = toml::Deserializer::parse(text).map_err(|e| {
+        let mut error = located(&e, e.span().and_then(|span| key_at(text, span.start)));
+        // A table header written twice: toml says "duplicate key" and names nothing.
+        let header = e
+            .span()
+            .and_then(|span| text.lines().nth(line_of_offset(text, span.start) - 1))
+            .and_then(|line| line.trim().strip_prefix('['))
+            .and_then(|rest| rest.split_once(']'))
+            .map(|(name, _)| name.trim().to_string());
+        if let (Some(name), true) = (header, error.message.starts_with("duplicate key")) {
+            error.message = format!("the table [{name}] is written twice; merge the two into one");
+            error.key = Some(name);
+        }
+        error
+    })?;
     serde_path_to_error::deserialize(deserializer).map_err(|e| {
         let path = e.path().to_string();
+        let array_of_tables = path
+            .split_once('[')
+            .filter(|(section, _)| !section.contains('.'))
+            .map(|(section, _)| section.to_string());
         let inner = e.into_inner();
+        // `[[model]]` is an array of tables, which serde reads as the struct's fields in
+        // order ("key model[0]: invalid type: map, expected a whole number").
+        if let Some(section) = array_of_tables {
+            let mut error = located(&inner, Some(section.clone()));
+            error.line = line_of_text(text, &format!("[[{section}]]")).or(error.line);
+            error.message = format!(
+                "[[{section}]] makes a list of tables; write [{section}] (one pair of brackets)"
+            );
+            return error;
+        }
         // "." is the top level: a syntax-level error, where the text on its line says more.
         let key = Some(path)
             .filter(|path| path != ".")
@@ -211,9 +238,32 @@ fn read_toml(text: &str) -> Result<Config, ConfigError> {
     })
 }
 
+/// The line (from 1) whose text, trimmed, starts with `start`.
+fn line_of_text(text: &str, start: &str) -> Option<usize> {
+    text.lines()
+        .position(|line| line.trim().starts_with(start))
+        .map(|index| index + 1)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_table_written_twice_or_as_a_list_is_named() {
+        let twice = parse("[model]\nlayers = 2\n[model]\nheads = 2\n").unwrap_err();
+        assert_eq!(twice.line, Some(3));
+        assert_eq!(twice.key.as_deref(), Some("model"));
+        assert!(
+            twice.message.contains("[model] is written twice"),
+            "{}",
+            twice.message
+        );
+        let list = parse("[training]\nseed = 1\n\n[[model]]\nlayers = 2\n").unwrap_err();
+        assert_eq!(list.line, Some(4));
+        assert_eq!(list.key.as_deref(), Some("model"));
+        assert!(list.message.contains("write [model]"), "{}", list.message);
+    }
 
     fn parse(text: &str) -> Result<Config, ConfigError> {
         Config::parse(text, "test.toml")
