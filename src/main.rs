@@ -14,8 +14,8 @@ use std::process::ExitCode;
 use clap::Parser;
 // The library's modules, under the names the command-line modules use (`crate::config`).
 use transformer::{
-    atomic_file, checkpoint, config, data, device, distributed, document, infer, kernels, metrics,
-    model, plot, serve, train,
+    atomic_file, checkpoint, config, corpus, device, distributed, document, infer, kernels,
+    metrics, model, plot, serve, tokenize, train, training_data,
 };
 
 use cli::Cli;

@@ -14,10 +14,10 @@ use std::path::Path;
 use candle_core::{Device, Tensor};
 use common::{teacher_forced, Sources};
 use transformer::checkpoint::{self, Checkpoint};
-use transformer::data::batch::with_boundaries;
-use transformer::data::vocab::{BOS_ID, EOS_ID, PAD_ID};
 use transformer::infer::{beam_search, teacher_forced_log_probs, BeamSettings, Hypothesis};
 use transformer::model::{masks, DecodingModel};
+use transformer::tokenize::vocab::{BOS_ID, EOS_ID, PAD_ID};
+use transformer::training_data::batch::with_boundaries;
 
 const SOURCES: [&str; 2] = ["ich mochte ein bier", "er mochte wasser"];
 /// Longest hypothesis enumerated: 1 + 11 + 121 ended ones, and 1331 of three tokens cut open

@@ -9,14 +9,14 @@ use common::{padded, teacher_forced, Sources};
 
 use candle_core::{Device, Tensor};
 use transformer::checkpoint::{self, Checkpoint};
-use transformer::data::batch::with_boundaries;
-use transformer::data::vocab::EOS_ID;
 use transformer::infer::translator::{ConfiguredTranslator, DecodeOptions};
 use transformer::infer::{
     beam_search, greedy_batch, greedy_decode, incremental_log_probs, teacher_forced_log_probs,
     BeamSettings, Hypothesis,
 };
 use transformer::model::Prompt;
+use transformer::tokenize::vocab::EOS_ID;
+use transformer::training_data::batch::with_boundaries;
 
 const SOURCES: [&str; 4] = [
     "ich mochte ein bier",

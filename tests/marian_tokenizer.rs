@@ -10,7 +10,7 @@ use std::path::Path;
 
 use common::{marian_expected, MARIAN_FIXTURES};
 use serde_json::Value;
-use transformer::data::marian::MarianTokenizer;
+use transformer::tokenize::marian::MarianTokenizer;
 
 fn ids(value: &Value) -> Vec<u32> {
     serde_json::from_value(value.clone()).unwrap()

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 use transformer::config::CorpusSource;
-use transformer::data::read_corpus;
+use transformer::corpus::read_corpus;
 
 fn corpus_dir() -> PathBuf {
     let dir = std::env::var_os("MULTI30K_DIR")

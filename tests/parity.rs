@@ -12,12 +12,12 @@ use std::path::Path;
 use candle_core::{Device, Tensor};
 use serde_json::Value;
 use transformer::checkpoint;
-use transformer::data::vocab::PAD_ID;
 use transformer::infer::settings::{self, DecodeRequest, Layer};
 use transformer::infer::teacher_forced_log_probs;
 use transformer::infer::{LoadOptions, Translator};
-use transformer::model::encoder_decoder::EncoderDecoder;
+use transformer::model::families::encoder_decoder::EncoderDecoder;
 use transformer::model::{masks, Mode};
+use transformer::tokenize::vocab::PAD_ID;
 
 const FIXTURES: [&str; 5] = [
     "tests/fixtures/parity",

@@ -14,7 +14,7 @@ use transformer::infer::sampling::{sample, Sampling};
 use transformer::infer::{
     always_wanted, beam_search, greedy_batch, BeamSettings, DecodeInput, NEVER_GENERATED,
 };
-use transformer::model::decoder_only::DecoderOnly;
+use transformer::model::families::decoder_only::DecoderOnly;
 use transformer::model::{Mode, Model, Prompt, TeacherForced};
 
 const FIXTURE: &str = "tests/fixtures/parity-lm";

@@ -11,12 +11,14 @@ use transformer::config::CorpusSource;
 use transformer::config::{
     Activation, ComputeDtype, Config, ModelConfig, NormPlacement, PositionEncoding,
 };
-use transformer::data::vocab::PAD_ID;
-use transformer::data::{encode_pairs, read_corpus, EncodedCorpus, IdWidth, Tokenizers};
+use transformer::corpus::read_corpus;
 use transformer::infer::teacher_forced_log_probs;
 use transformer::model::{DropoutRng, Mode};
+use transformer::tokenize::vocab::PAD_ID;
+use transformer::tokenize::Tokenizers;
 use transformer::train::loss::LabelSmoothing;
 use transformer::train::{Trainer, TrainingData};
+use transformer::training_data::{encode_pairs, EncodedCorpus, IdWidth};
 
 fn toy_trainer(model: ModelConfig) -> Trainer {
     try_toy_trainer(Config {
@@ -54,10 +56,10 @@ fn small_model() -> ModelConfig {
 }
 
 /// Every training pair of `trainer` in one batch.
-fn whole_batch(trainer: &Trainer) -> transformer::data::PaddedBatch {
+fn whole_batch(trainer: &Trainer) -> transformer::training_data::PaddedBatch {
     let pairs = &trainer.data().pairs;
     let all: Vec<u32> = (0..pairs.len() as u32).collect();
-    transformer::data::PaddedBatch::from_corpus(pairs, &all, PAD_ID)
+    transformer::training_data::PaddedBatch::from_corpus(pairs, &all, PAD_ID)
 }
 
 /// The toy pairs as one batch: (src, tgt_in, tgt_out).

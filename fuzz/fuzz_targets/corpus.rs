@@ -4,7 +4,7 @@
 
 use libfuzzer_sys::fuzz_target;
 use transformer::config::CorpusSource;
-use transformer::data::read_corpus;
+use transformer::corpus::read_corpus;
 
 fuzz_target!(|data: &[u8]| {
     let dir = tempfile::tempdir().unwrap();

@@ -9,7 +9,8 @@ use candle_core::Device;
 use candle_nn::VarMap;
 use libfuzzer_sys::fuzz_target;
 use transformer::config::{Config, DataConfig, ModelConfig, TokenizerKind};
-use transformer::data::{read_corpus, Tokenizers};
+use transformer::corpus::read_corpus;
+use transformer::tokenize::Tokenizers;
 use transformer::model::{make_model, EncoderDecoder, VocabSizes};
 use transformer::infer::translator::{DecodeOptions, ConfiguredTranslator};
 

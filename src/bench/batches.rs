@@ -10,8 +10,10 @@ use anyhow::Context;
 use candle_core::{DType, Device, Tensor};
 
 use crate::config::Config;
-use crate::data::vocab::PAD_ID;
-use crate::data::{encode_pairs, read_corpus, PaddedBatch, Tokenizers};
+use crate::corpus::read_corpus;
+use crate::tokenize::vocab::PAD_ID;
+use crate::tokenize::Tokenizers;
+use crate::training_data::{encode_pairs, PaddedBatch};
 
 /// The config of workload 3, whose data pipeline the batches come from, relative to the
 /// repository root (where the benchmark runs).
@@ -25,8 +27,11 @@ pub fn export_multi30k_batches(path: &Path, count: usize) -> anyhow::Result<()> 
     let tokenizers = Tokenizers::learn(&config.data, &pairs)?;
     let (encoded, _) = encode_pairs(&pairs, &tokenizers, config.model.max_len)?;
     let t = &config.training;
-    let corpus = crate::data::EncodedCorpus::from_pairs(&encoded, crate::data::IdWidth::U32);
-    let batches = crate::data::epoch_batches(&corpus, t.max_tokens, (t.seed, 0), PAD_ID);
+    let corpus = crate::training_data::EncodedCorpus::from_pairs(
+        &encoded,
+        crate::training_data::IdWidth::U32,
+    );
+    let batches = crate::training_data::epoch_batches(&corpus, t.max_tokens, (t.seed, 0), PAD_ID);
     let mut tensors = Vec::new();
     for (i, batch) in batches.iter().take(count).enumerate() {
         let as_i64 = |ids: &[u32], cols: usize| -> anyhow::Result<Tensor> {

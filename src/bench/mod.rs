@@ -21,14 +21,13 @@ pub use decoding::{decoding, DecodeWorkload};
 pub use marian::{marian_decoding, MarianWorkload};
 
 use crate::config::{Config, ModelConfig};
-use crate::data::vocab::BOS_ID;
-use crate::data::{
-    encode_pairs, read_corpus, EncodedCorpus, EncodedPair, IdWidth, PaddedBatch, SentencePair,
-    Tokenizers,
-};
+use crate::corpus::{read_corpus, SentencePair};
 use crate::distributed::{Collective, SingleProcess};
 use crate::model::{TrainedWeights, VocabSizes};
+use crate::tokenize::vocab::BOS_ID;
+use crate::tokenize::Tokenizers;
 use crate::train::{Trainer, TrainingData};
+use crate::training_data::{encode_pairs, EncodedCorpus, EncodedPair, IdWidth, PaddedBatch};
 
 /// Training steps run before timing starts (allocator and caches warm up).
 const WARMUP_STEPS: usize = 2;
@@ -257,7 +256,7 @@ pub fn matmul_ceiling(reps: usize, device: &Device) -> anyhow::Result<Measuremen
     let (rows, inner, out) = MATMUL_SHAPE;
     let varmap = VarMap::new();
     let vb = candle_nn::VarBuilder::from_varmap(&varmap, DType::F32, device);
-    let layer = crate::model::linear::Linear::new(inner, out, vb)?;
+    let layer = crate::model::weights::linear::Linear::new(inner, out, vb)?;
     let xs = Tensor::randn(0f32, 1.0, (rows, inner), device)?;
     for _ in 0..3 {
         layer.forward(&xs)?;

@@ -9,7 +9,7 @@ use super::stdout::print_line;
 use super::UsageError;
 use crate::checkpoint::Task;
 use crate::cli::AttentionArgs;
-use crate::data::corpus::normalize_sentence;
+use crate::corpus::normalize_sentence;
 use crate::infer::attention::{attention_grids, TeacherForcedPair};
 use crate::infer::translator::DecodeOptions;
 use crate::plot::write_attention_heatmaps;

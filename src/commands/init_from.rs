@@ -45,7 +45,7 @@ pub(super) fn initial_weights(
     config: &mut Config,
     path: &Path,
     device: &candle_core::Device,
-) -> anyhow::Result<(crate::data::Tokenizers, HashMap<String, Tensor>)> {
+) -> anyhow::Result<(crate::tokenize::Tokenizers, HashMap<String, Tensor>)> {
     let named = || format!("training.init_from = {:?}", path.display().to_string());
     if path.as_os_str().is_empty() || !path.exists() {
         bail!(

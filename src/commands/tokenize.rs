@@ -7,7 +7,7 @@ use super::stdin_lines::{BatchEnd, StdinLines};
 use super::stdout::{print_line, warn};
 use crate::checkpoint::{self, Task};
 use crate::cli::TokenizeArgs;
-use crate::data::Tokenizers;
+use crate::tokenize::Tokenizers;
 
 pub fn run(args: TokenizeArgs) -> anyhow::Result<()> {
     let dir = super::checkpoint_or_latest(args.checkpoint.as_deref(), Task::Translate)?;
@@ -44,7 +44,7 @@ fn tokenized(tokenizers: &Tokenizers, text: &str, args: &TokenizeArgs) -> anyhow
         let ids = specials.source(&encoded.ids);
         (
             &tokenizers.src,
-            crate::data::vocab::Encoded {
+            crate::tokenize::vocab::Encoded {
                 ids,
                 unknown: encoded.unknown,
             },

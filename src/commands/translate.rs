@@ -263,7 +263,7 @@ fn read_stdin() -> anyhow::Result<String> {
 struct Output<'a> {
     /// For the warning a multilingual model's source without a target-language token gets,
     /// and whether it was given.
-    tokenizers: &'a crate::data::Tokenizers,
+    tokenizers: &'a crate::tokenize::Tokenizers,
     warned_of_language: std::cell::Cell<bool>,
     json: bool,
     /// The model's `max_len` and the positions a source's specials take, for the warning

@@ -192,7 +192,7 @@ pub fn padded(rows: &[Vec<u32>]) -> candle_core::Tensor {
         .flat_map(|r| {
             r.iter()
                 .copied()
-                .chain(std::iter::repeat(transformer::data::vocab::PAD_ID))
+                .chain(std::iter::repeat(transformer::tokenize::vocab::PAD_ID))
                 .take(width)
         })
         .collect();
@@ -211,7 +211,7 @@ pub struct Sources {
 #[allow(dead_code)]
 impl Sources {
     pub fn of(rows: &[Vec<u32>], max_steps: &[usize]) -> Self {
-        use transformer::data::vocab::{BOS_ID, PAD_ID};
+        use transformer::tokenize::vocab::{BOS_ID, PAD_ID};
         let ids = padded(rows);
         let prefix = candle_core::Tensor::full(BOS_ID, (rows.len(), 1), ids.device()).unwrap();
         Self {
@@ -250,7 +250,7 @@ pub fn teacher_forced(
     src: &candle_core::Tensor,
     tgt_in: &candle_core::Tensor,
 ) -> transformer::model::TeacherForced {
-    let pad = transformer::data::vocab::PAD_ID;
+    let pad = transformer::tokenize::vocab::PAD_ID;
     transformer::model::TeacherForced::with_masks(src.clone(), tgt_in.clone(), pad).unwrap()
 }
 

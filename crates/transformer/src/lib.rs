@@ -1,27 +1,24 @@
 //! `transformer`: The Annotated Transformer (Vaswani et al., 2017, as ported by Harvard NLP)
 //! on Candle, with a trainer and a translator around it.
 //!
-//! Where each part of the paper lives:
-//! - [`model::attention`]: scaled dot-product attention and MultiHeadedAttention (3.2, Fig. 2)
-//! - [`model::layers`]: LayerNorm, SublayerConnection (residual + norm), the position-wise
-//!   feed-forward network (3.1, 3.3)
+//! Where each part of the paper lives (Figure 1, bottom to top):
+//! - [`model::embeddings`]: embeddings scaled by sqrt(d_model), sinusoidal positions (3.4,
+//!   3.5), and each side's embedding stack
+//! - [`model::attention`]: scaled dot-product attention and MultiHeadedAttention (3.2, Fig. 2);
+//!   [`model::masks`]: padding and subsequent-position masks (3.2.3)
+//! - [`model::feed_forward`]: the position-wise feed-forward network (3.3)
+//! - [`model::sublayer`]: LayerNorm and the SublayerConnection, Add & Norm (3.1)
 //! - [`model::encoder`], [`model::decoder`]: the two stacks of Figure 1
-//! - [`model::embeddings`]: embeddings scaled by sqrt(d_model), sinusoidal positions (3.4, 3.5)
-//! - [`model::masks`]: padding and subsequent-position masks (3.2.3)
-//! - [`model::encoder_decoder`]: EncoderDecoder and the Generator; [`model::init`]: the
-//!   reference's `make_model` initialisation (Xavier), through `Model::fresh`
-//! - [`model::attention_maps`]: every head's attention for one sentence pair (the
-//!   Annotated Transformer's "Attention Visualization")
-//! - [`model::linear`]: the linear layers, named as the reference's, each owning every form
-//!   of its weight
-//! - [`model::families`]: `Model`, any family (the encoder-decoder, the decoder-only language
-//!   model of [`model::decoder_only`]) built from one table; checkpoints, training and the
-//!   commands hold a `Model`. [`model::family`]: what every family does, and the
-//!   `TeacherForced` batch its training pass reads
+//! - [`model::generator`]: the final Linear and softmax
+//! - [`model::families`]: whole models, one file per family (the encoder-decoder of Figure 1,
+//!   the decoder-only language model), `Model` (any of them, from one table) and what every
+//!   family does; [`model::init`]: the reference's `make_model` initialisation (Xavier)
 //! - [`model::decoding`]: the decoding contract every family implements (start a state,
 //!   step it to next-token logits, reorder its rows), which every decoder is written against
-//! - [`model::weights`]: the trained weights and how each pass sees them (the variables, a
-//!   mixed-precision step's casts, a frozen view for decoding)
+//! - [`model::weights`]: the forms weights take (a linear layer's, an embedding table's,
+//!   int8) and the trained weights as each pass sees them
+//! - [`model::attention_maps`]: every head's attention for one sentence pair (the
+//!   Annotated Transformer's "Attention Visualization")
 //! - [`kernels`]: the ops the time goes to (linear, attention, LayerNorm, the residual with
 //!   its dropout, the loss, Adam), fused on the CPU and composed from candle ops elsewhere;
 //!   dropout (5.4) from a seeded source
@@ -33,8 +30,9 @@
 //!   generator, one or the other as `infer::Inference`
 //! - [`metrics`]: BLEU (6.1) and chrF exactly as sacreBLEU computes them, and a training
 //!   run's metrics.jsonl records
-//! - [`data`]: corpora and cleaning (streamed in blocks at any size), word and BPE
-//!   tokenizers, the training corpus as flat ids cached on disk, token-budget batches
+//! - [`corpus`]: parallel corpora read and cleaned (streamed in blocks at any size);
+//!   [`tokenize`]: word, BPE and SentencePiece tokenizers and the special ids;
+//!   [`training_data`]: a run's corpora as flat ids cached on disk, token-budget batches
 //! - [`checkpoint`]: the run directory, written atomically ([`atomic_file`]), and the format
 //!   layer that maps a file's tensor names onto the modules; [`plot`]:
 //!   loss.png and attention heatmaps
@@ -47,7 +45,7 @@
 pub mod atomic_file;
 pub mod checkpoint;
 pub mod config;
-pub mod data;
+pub mod corpus;
 pub mod device;
 pub mod distributed;
 pub mod document;
@@ -58,4 +56,6 @@ pub mod model;
 pub mod plot;
 pub mod progress;
 pub mod serve;
+pub mod tokenize;
 pub mod train;
+pub mod training_data;

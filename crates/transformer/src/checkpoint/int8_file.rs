@@ -11,7 +11,7 @@ use anyhow::{bail, Context};
 use candle_core::{DType, Device, Tensor};
 
 use crate::kernels::int8::{as_signed, quantize_rows};
-use crate::model::linear::scale_name;
+use crate::model::weights::scale_name;
 
 /// The metadata key saying which checkpoint an int8 one was quantized from.
 pub const QUANTIZED_FROM: &str = "quantized_from";

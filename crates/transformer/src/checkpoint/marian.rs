@@ -3,7 +3,7 @@
 //! (`model.safetensors`, or `pytorch_model.bin`) load through [`MarianFormat`] onto the same
 //! modules as our own checkpoints, `generation_config.json` gives the `[decode]` defaults
 //! (transformers' `generate()` settings), and `source.spm` / `target.spm` / `vocab.json` are
-//! the tokenizer ([`crate::data::marian`]).
+//! the tokenizer ([`crate::tokenize::marian`]).
 
 use std::borrow::Cow;
 use std::path::{Path, PathBuf};
@@ -17,7 +17,7 @@ use crate::config::{
     Activation, Architecture, ComputeType, Config, DataConfig, DecodeConfig, LengthNormalization,
     ModelConfig, NormPlacement, PositionEncoding, TokenizerKind,
 };
-use crate::data::Tokenizers;
+use crate::tokenize::Tokenizers;
 
 /// transformers' names for a Marian directory's files.
 pub const CONFIG_JSON: &str = "config.json";

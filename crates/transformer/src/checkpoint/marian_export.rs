@@ -20,8 +20,8 @@ use super::write::{write_synced, write_tensors, Destination};
 use crate::config::{
     Activation, Architecture, Config, LengthNormalization, NormPlacement, PositionEncoding,
 };
-use crate::data::marian::{TARGET_VOCAB_FILE, VOCAB_FILE};
-use crate::data::Tokenizers;
+use crate::tokenize::marian::{TARGET_VOCAB_FILE, VOCAB_FILE};
+use crate::tokenize::Tokenizers;
 
 /// The files an export writes (the vocabularies' as the tokenizer has them).
 pub const WRITTEN: &[&str] = &[
@@ -29,8 +29,8 @@ pub const WRITTEN: &[&str] = &[
     GENERATION_CONFIG_JSON,
     TOKENIZER_CONFIG_JSON,
     SAFETENSORS_FILE,
-    crate::data::marian::SOURCE_SPM,
-    crate::data::marian::TARGET_SPM,
+    crate::tokenize::marian::SOURCE_SPM,
+    crate::tokenize::marian::TARGET_SPM,
     VOCAB_FILE,
     TARGET_VOCAB_FILE,
 ];
@@ -152,7 +152,7 @@ fn check_exportable(dir: &Path, config: &Config, tokenizers: &Tokenizers) -> any
             dir.display()
         )
     };
-    if !matches!(tokenizers.tgt, crate::data::TextTokenizer::Marian(_)) {
+    if !matches!(tokenizers.tgt, crate::tokenize::TextTokenizer::Marian(_)) {
         return refuse(format!(
             "its tokenizer is data.tokenizer = \"{}\", and transformers' MarianTokenizer reads \
              SentencePiece models (source.spm, target.spm); train with model.arch = \

@@ -43,9 +43,9 @@ use anyhow::{bail, Context};
 use candle_core::{DType, Device, Tensor};
 
 use crate::config::{ComputeType, Config};
-use crate::data::Tokenizers;
 use crate::metrics::MetricRecord;
 use crate::model::Model;
+use crate::tokenize::Tokenizers;
 use crate::train::{ResumePoint, TrainingState, STATE_FORMAT};
 use format::ByModule;
 pub use lock::{DirLock, LockHeld, WhenHeld};
@@ -337,7 +337,10 @@ fn read_config_and_tokenizers(dir: &Path) -> anyhow::Result<(Config, Tokenizers)
         marian::check_agreement(dir, &config, &tokenizers)?;
         return Ok((config, tokenizers));
     }
-    let marian_files = [marian::SAFETENSORS_FILE, crate::data::marian::VOCAB_FILE];
+    let marian_files = [
+        marian::SAFETENSORS_FILE,
+        crate::tokenize::marian::VOCAB_FILE,
+    ];
     if !dir.join(CONFIG_FILE).is_file() && marian_files.iter().all(|f| dir.join(f).is_file()) {
         bail!(
             "{} looks like a Hugging Face MarianMT directory but has no {}; download that \

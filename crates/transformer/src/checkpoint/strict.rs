@@ -13,9 +13,9 @@ use candle_nn::{Init, VarBuilder, VarMap};
 use super::format::{ByModule, WeightFormat};
 use super::int8_file;
 use crate::config::{ComputeType, Config};
-use crate::data::Tokenizers;
-use crate::model::linear::scale_name;
+use crate::model::weights::scale_name;
 use crate::model::{Model, INT8_MARKER};
+use crate::tokenize::Tokenizers;
 
 /// Every tensor a backend served, as served, by module name.
 type ServedLog = Arc<Mutex<Vec<(String, Tensor)>>>;

@@ -14,8 +14,8 @@ use super::tensor_file;
 use super::{CONFIG_FILE, METRICS_FILE, MODEL_FILE, OPTIMIZER_FILE, STATE_FILE};
 use crate::atomic_file::{advice_for, write_atomic};
 use crate::config::Config;
-use crate::data::Tokenizers;
 use crate::metrics::MetricRecord;
+use crate::tokenize::Tokenizers;
 use crate::train::TrainingState;
 
 /// What a checkpoint holds, borrowed from a training run.

@@ -5,9 +5,9 @@
 use anyhow::bail;
 use candle_core::{Device, Tensor};
 
-use crate::data::{SpecialIds, TextTokenizer, Tokenizers};
 use crate::model::{ModelFamily, TeacherForced};
 use crate::plot::{AttentionGrid, HeadMaps};
+use crate::tokenize::{SpecialIds, TextTokenizer, Tokenizers};
 
 /// A source sentence and the target the decoder is fed, as ids with their boundaries.
 pub struct TeacherForcedPair {

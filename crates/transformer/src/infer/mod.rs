@@ -24,9 +24,9 @@ pub use greedy::{greedy_batch, greedy_decode, incremental_log_probs, teacher_for
 
 use candle_core::Device;
 
-use crate::data::vocab::{BOS_ID, PAD_ID};
-use crate::data::Tokenizers;
 use crate::model::{Model, Prompt};
+use crate::tokenize::vocab::{BOS_ID, PAD_ID};
+use crate::tokenize::Tokenizers;
 use text_generator::TextGenerator;
 use translator::{ConfiguredTranslator, DecodeOptions};
 
@@ -71,7 +71,7 @@ pub struct DecodeInput<'a> {
     /// Stop a row after producing this id (it is kept in the hypothesis); `None` never
     /// stops early, as the reference's demo does.
     pub end: Option<u32>,
-    /// Ids the decoders never generate (the vocabularies' [`crate::data::SpecialIds`]); the
+    /// Ids the decoders never generate (the vocabularies' [`crate::tokenize::SpecialIds`]); the
     /// reference's own loop (`greedy_decode`) keeps every id.
     pub never: &'a [u32],
     /// A row still open at its step limit gets `end` as its last id, scored 0 (see

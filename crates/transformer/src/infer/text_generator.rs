@@ -10,9 +10,9 @@ use candle_core::{Device, Tensor};
 use super::beam::{beam_search, BeamSettings};
 use super::sampling::{sample, Sampling};
 use super::{always_wanted, DecodeInput, NEVER_GENERATED};
-use crate::data::vocab::{BOS_ID, EOS_ID};
-use crate::data::TextTokenizer;
 use crate::model::{DecodingModel, Prompt};
+use crate::tokenize::vocab::{BOS_ID, EOS_ID};
+use crate::tokenize::TextTokenizer;
 
 /// How a continuation picks its tokens.
 #[derive(Debug, Clone, Copy, PartialEq)]

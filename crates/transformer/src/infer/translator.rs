@@ -6,11 +6,11 @@ use candle_core::{Device, Tensor};
 use serde::Serialize;
 
 use crate::config::LengthNormalization;
-use crate::data::Tokenizers;
 use crate::infer::{
     always_wanted, beam_search, greedy_batch, DecodeInput, Hypothesis, StillWanted,
 };
 use crate::model::{masks, DecodingModel, Prompt, Source};
+use crate::tokenize::Tokenizers;
 
 /// Target tokens allowed beyond the source length when no maximum is given.
 const DEFAULT_EXTRA_TARGET_TOKENS: usize = 50;

@@ -45,7 +45,7 @@ use anyhow::bail;
 /// (`\n`, `\r\n` or `\r` end a line), trailing whitespace stripped from each line. `.gz` files
 /// are decompressed first.
 pub fn read_segments(path: &Path, flag: &'static str) -> anyhow::Result<Vec<String>> {
-    let text = crate::data::read_text(path, crate::data::PathOrigin::Flag(flag))?;
+    let text = crate::corpus::read_text(path, crate::corpus::PathOrigin::Flag(flag))?;
     let text = text.replace("\r\n", "\n").replace('\r', "\n");
     let text = text.strip_suffix('\n').unwrap_or(&text);
     if text.is_empty() {

@@ -6,11 +6,11 @@ use std::sync::Mutex;
 use candle_core::{Result, Tensor, D};
 use candle_nn::VarBuilder;
 
-use super::linear::{Linear, LinearGroup};
 use crate::config::ModelConfig;
 use crate::kernels::attention::scaled_dot_product;
 use crate::kernels::attention_cached::{attend_cached, CachedKeys};
 use crate::kernels::dropout::Mode;
+use crate::model::weights::linear::{Linear, LinearGroup};
 
 /// Keys and values, `(batch, heads, len, d_k)` each where they are split into heads, or
 /// `(.., d_model)` with the heads side by side where a decoding step reads them.

@@ -4,7 +4,7 @@
 
 use candle_core::{Result, Tensor};
 
-use super::attention::MultiHeadedAttention;
+use crate::model::attention::MultiHeadedAttention;
 
 /// Attention probabilities per layer, each `(heads, queries, keys)`.
 pub struct AttentionMaps {

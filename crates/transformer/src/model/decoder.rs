@@ -6,13 +6,12 @@ use std::any::Any;
 use candle_core::{Result, Tensor};
 use candle_nn::VarBuilder;
 
-use super::attention::{reordered, KeyValueCache, KeyValues, Lineage, MultiHeadedAttention};
-use super::decoding::DecodingState;
-use super::layers::{
-    apply_final_norm, final_norm, Norm, PositionwiseFeedForward, SublayerConnection,
-};
 use crate::config::ModelConfig;
 use crate::kernels::dropout::Mode;
+use crate::model::attention::{reordered, KeyValueCache, KeyValues, Lineage, MultiHeadedAttention};
+use crate::model::decoding::DecodingState;
+use crate::model::feed_forward::PositionwiseFeedForward;
+use crate::model::sublayer::{apply_final_norm, final_norm, Norm, SublayerConnection};
 
 /// Self-attention, source attention and feed-forward, each in a SublayerConnection.
 pub struct DecoderLayer {

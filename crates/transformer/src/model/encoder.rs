@@ -4,12 +4,11 @@
 use candle_core::{Result, Tensor};
 use candle_nn::VarBuilder;
 
-use super::attention::{KeyValueCache, Lineage, MultiHeadedAttention};
-use super::layers::{
-    apply_final_norm, final_norm, Norm, PositionwiseFeedForward, SublayerConnection,
-};
 use crate::config::ModelConfig;
 use crate::kernels::dropout::Mode;
+use crate::model::attention::{KeyValueCache, Lineage, MultiHeadedAttention};
+use crate::model::feed_forward::PositionwiseFeedForward;
+use crate::model::sublayer::{apply_final_norm, final_norm, Norm, SublayerConnection};
 
 /// Self-attention then feed-forward, each wrapped in a SublayerConnection.
 pub struct EncoderLayer {

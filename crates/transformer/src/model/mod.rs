@@ -5,29 +5,30 @@
 //! state_dict keys, so checkpoints move between the two unchanged; a foreign file's names
 //! are mapped onto them by `checkpoint::format`, never here.
 
+// Figure 1, bottom to top.
 pub mod attention;
-pub mod attention_maps;
 pub mod decoder;
-pub mod decoder_only;
-pub mod decoding;
 pub mod embeddings;
 pub mod encoder;
-pub mod encoder_decoder;
-pub mod families;
-pub mod family;
-pub mod init;
-pub mod layers;
-pub mod linear;
+pub mod feed_forward;
+pub mod generator;
 pub mod masks;
-pub mod table;
+pub mod sublayer;
+// Whole models, one file per family, and what every family does.
+pub mod families;
+pub mod init;
+// What decoding asks of a model; what attention looked like.
+pub mod attention_maps;
+pub mod decoding;
+// The forms weights take.
 pub mod weights;
 
 pub use crate::config::VocabSizes;
 pub use crate::kernels::dropout::{DropoutRng, Mode};
 pub use attention_maps::AttentionMaps;
 pub use decoding::{DecodingModel, DecodingState, Prompt, Source};
+pub use families::family::{ModelFamily, TeacherForced};
 pub use families::Model;
-pub use family::{ModelFamily, TeacherForced};
 pub use init::named_vars;
-pub use linear::INT8_MARKER;
 pub use weights::TrainedWeights;
+pub use weights::INT8_MARKER;

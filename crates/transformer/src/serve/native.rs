@@ -14,7 +14,7 @@ use serde_json::{json, Value};
 use super::app::{answer, refused, Shared};
 use super::body::{self, Accepts};
 use super::error::ApiError;
-use crate::data::corpus::normalize_sentence;
+use crate::corpus::normalize_sentence;
 use crate::document::SentenceBatch;
 use crate::infer::settings::{self, DecodeRequest};
 use crate::infer::translator::{DecodeOptions, Translation};

@@ -3,13 +3,11 @@
 //! corpora.
 
 use crate::config::Config;
-use crate::data::training_corpus::{
-    encode_training_corpus, learn_tokenizers, CacheUse, CorpusCache,
-};
-use crate::data::{
-    encode_pairs, read_corpus, EncodedCorpus, EncodedPair, SentencePair, Tokenizers,
-};
+use crate::corpus::{read_corpus, SentencePair};
 use crate::progress::Progress;
+use crate::tokenize::Tokenizers;
+use crate::training_data::{encode_pairs, EncodedCorpus, EncodedPair};
+use crate::training_data::{encode_training_corpus, learn_tokenizers, CacheUse, CorpusCache};
 
 /// Everything the loop trains on.
 pub struct TrainingData {
@@ -59,7 +57,7 @@ impl TrainingData {
     /// those it was trained with), encodes everything; says what it did through `note`, one
     /// line at a time, and reports its long passes over the corpus to `progress`.
     /// A large training corpus streams through in blocks and is cached encoded (see
-    /// `data::training_corpus`). Also returns the first `samples` training sources, to show
+    /// `training_data::cache`). Also returns the first `samples` training sources, to show
     /// translations of at the end.
     pub fn prepare(
         config: &Config,

@@ -10,8 +10,8 @@ use candle_core::{DType, Tensor, Var};
 
 use super::events::StopReason;
 use super::state::Fnv1a;
-use crate::data::PaddedBatch;
 use crate::distributed::Collective;
+use crate::training_data::PaddedBatch;
 
 /// The batches of `group` that `rank` of `world` trains on.
 pub fn share(
@@ -112,7 +112,7 @@ mod tests {
     #[test]
     fn a_group_is_dealt_round_robin_and_a_short_one_leaves_late_ranks_empty() {
         let batch = |n| {
-            PaddedBatch::new(&[&crate::data::EncodedPair {
+            PaddedBatch::new(&[&crate::training_data::EncodedPair {
                 src: vec![1; n],
                 tgt: vec![1, 2],
             }])

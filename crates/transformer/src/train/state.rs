@@ -7,9 +7,9 @@ use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
-use crate::data::EncodedCorpus;
-pub(super) use crate::data::Fnv1a;
 use crate::metrics::MetricRecord;
+use crate::training_data::EncodedCorpus;
+pub(super) use crate::training_data::Fnv1a;
 
 /// Bumped when the file's meaning changes, so that an old checkpoint is refused by name.
 pub const STATE_FORMAT: u32 = 1;
@@ -126,7 +126,7 @@ impl RunClock {
 mod tests {
     use super::*;
 
-    use crate::data::{EncodedPair, IdWidth};
+    use crate::training_data::{EncodedPair, IdWidth};
 
     fn pair(src: &[u32], tgt: &[u32]) -> EncodedPair {
         EncodedPair {

@@ -2,8 +2,8 @@
 
 use candle_core::{Device, Tensor};
 
-use crate::data::specials::SpecialIds;
 use crate::model::TrainedWeights;
+use crate::tokenize::specials::SpecialIds;
 
 /// A row of an embedding table that training leaves as it is: its gradient is zeroed before
 /// clipping and the optimiser (Adam then never moves it).

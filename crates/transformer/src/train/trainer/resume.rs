@@ -9,11 +9,11 @@ use candle_core::{Device, Tensor};
 
 use super::Trainer;
 use crate::config::Config;
-use crate::data::EpochPlan;
 use crate::distributed::{Collective, SingleProcess};
 use crate::model::DropoutRng;
 use crate::train::data::TrainingData;
 use crate::train::state::{RunPosition, TrainingState, STATE_FORMAT};
+use crate::training_data::EpochPlan;
 
 /// A saved run to continue: the model's tensors, Adam's moments (`<name>.exp_avg`,
 /// `<name>.exp_avg_sq`) and the loop's state.

@@ -8,7 +8,6 @@ use std::time::Duration;
 use candle_core::{DType, Tensor};
 
 use super::Trainer;
-use crate::data::PaddedBatch;
 use crate::metrics::MetricRecord;
 use crate::model::{Mode, Model, TeacherForced};
 use crate::train::clip::clip_grad_norm;
@@ -17,6 +16,7 @@ use crate::train::events::StepReport;
 use crate::train::outcome::finite_loss;
 use crate::train::schedule::rate_of_step;
 use crate::train::state::RunClock;
+use crate::training_data::PaddedBatch;
 
 impl Trainer {
     /// One optimiser step on `group`, advancing the position and the metrics.

@@ -1,23 +1,27 @@
 //! The model families and the one table that builds them: the encoder-decoder (`model.arch =
 //! "encoder-decoder"`, the paper's translation model) and the decoder-only language model
 //! (`"decoder-only"`). The trainer, checkpoints and commands hold a [`Model`], never a
-//! family's own type; decoding goes through [`super::DecodingModel`], which every family
+//! family's own type; decoding goes through [`crate::model::DecodingModel`], which every family
 //! implements.
 //!
 //! Adding a family: a file with its modules, `impl ModelFamily` and `impl DecodingModel` for
 //! it, an `Architecture` variant in the config, and one row in [`FAMILIES`].
+
+pub mod decoder_only;
+pub mod encoder_decoder;
+pub mod family;
 
 use std::ops::Deref;
 
 use candle_core::{Device, Result};
 use candle_nn::{VarBuilder, VarMap};
 
-use super::decoder_only::DecoderOnly;
-use super::decoding::DecodingModel;
-use super::encoder_decoder::EncoderDecoder;
-use super::family::ModelFamily;
-use super::init::fresh_model;
 use crate::config::{Architecture, ModelConfig, VocabSizes};
+use crate::model::decoding::DecodingModel;
+use crate::model::families::decoder_only::DecoderOnly;
+use crate::model::families::encoder_decoder::EncoderDecoder;
+use crate::model::families::family::ModelFamily;
+use crate::model::init::fresh_model;
 
 /// Builds a family's modules from a `VarBuilder` (fresh variables, or a checkpoint's
 /// tensors through its format).

@@ -1,6 +1,6 @@
 //! An embedding table `(vocab, d_model)` and the forms it takes: float (a variable being
 //! trained, or a loaded checkpoint's tensor), or int8 with one scale per row when the
-//! checkpoint is loaded for int8 decoding (see [`super::linear::INT8_MARKER`]). A generator
+//! checkpoint is loaded for int8 decoding (see [`crate::model::weights::INT8_MARKER`]). A generator
 //! that shares the table (`share_embeddings`) shares whichever form it is.
 
 use std::sync::Arc;
@@ -8,7 +8,7 @@ use std::sync::Arc;
 use candle_core::{DType, Result, Tensor};
 use candle_nn::{Init, VarBuilder};
 
-use super::linear::{fetch_int8, INT8_MARKER};
+use super::int8::{fetch_int8, INT8_MARKER};
 use crate::kernels::int8::QuantizedMatrix;
 
 #[derive(Clone)]

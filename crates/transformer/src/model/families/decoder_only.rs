@@ -13,15 +13,16 @@ use std::any::Any;
 use candle_core::{Result, Tensor};
 use candle_nn::VarBuilder;
 
-use super::attention::{KeyValueCache, Lineage};
-use super::decoding::{own_state, DecodingModel, DecodingState, Source};
-use super::encoder::Encoder;
-use super::encoder_decoder::{EmbeddingStack, Generator};
-use super::family::{ModelFamily, TeacherForced};
-use super::layers::apply_final_norm;
-use super::masks;
 use crate::config::ModelConfig;
 use crate::kernels::dropout::Mode;
+use crate::model::attention::{KeyValueCache, Lineage};
+use crate::model::decoding::{own_state, DecodingModel, DecodingState, Source};
+use crate::model::embeddings::EmbeddingStack;
+use crate::model::encoder::Encoder;
+use crate::model::families::family::{ModelFamily, TeacherForced};
+use crate::model::generator::Generator;
+use crate::model::masks;
+use crate::model::sublayer::apply_final_norm;
 
 /// A next-token language model.
 pub struct DecoderOnly {

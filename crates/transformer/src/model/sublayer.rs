@@ -1,14 +1,14 @@
-//! The pieces every layer is made of: LayerNorm, SublayerConnection (residual + norm) and
-//! PositionwiseFeedForward (paper sections 3.1 and 3.3).
+//! Add & Norm of Figure 1: LayerNorm (the reference's and torch's), and the
+//! SublayerConnection that wraps every sublayer in a residual connection and a norm (paper
+//! section 3.1; pre-norm as The Annotated Transformer, or post-norm as the paper).
 
 use candle_core::{Result, Tensor};
 use candle_nn::{Init, Module, VarBuilder};
 
-use super::linear::Linear;
-use crate::config::{Activation, ModelConfig, NormPlacement};
-use crate::kernels::dropout::{dropout, Mode};
+use crate::config::{ModelConfig, NormPlacement};
+use crate::kernels::dropout::Mode;
 use crate::kernels::layer_norm::{layer_norm, NormKind};
-use crate::kernels::residual::{relu_dropout, residual_dropout};
+use crate::kernels::residual::residual_dropout;
 
 /// The reference's LayerNorm epsilon.
 const LAYER_NORM_EPS: f32 = 1e-6;
@@ -148,41 +148,11 @@ pub fn apply_final_norm(norm: &Option<Norm>, xs: Tensor) -> Result<Tensor> {
     }
 }
 
-/// FFN(x) = max(0, x W_1 + b_1) W_2 + b_2 (equation 2), with dropout after the ReLU (or the
-/// swish or GELU a config names instead).
-pub struct PositionwiseFeedForward {
-    w_1: Linear,
-    w_2: Linear,
-    activation: Activation,
-    dropout: f64,
-}
-
-impl PositionwiseFeedForward {
-    pub fn new(cfg: &ModelConfig, vb: VarBuilder) -> Result<Self> {
-        Ok(Self {
-            w_1: Linear::with_bias(cfg.d_model, cfg.d_ff, cfg.ffn_bias, vb.pp("w_1"))?,
-            w_2: Linear::with_bias(cfg.d_ff, cfg.d_model, cfg.ffn_bias, vb.pp("w_2"))?,
-            activation: cfg.activation,
-            dropout: cfg.ffn_dropout(),
-        })
-    }
-
-    /// `(batch, len, d_model)` -> `(batch, len, d_model)`.
-    pub fn forward(&self, xs: &Tensor, mode: Mode) -> Result<Tensor> {
-        let hidden = self.w_1.forward(xs)?;
-        let hidden = match self.activation {
-            // Fused with its dropout on the CPU.
-            Activation::Relu => relu_dropout(&hidden, self.dropout, mode)?,
-            Activation::Swish => dropout(&hidden.silu()?, self.dropout, mode)?,
-            Activation::Gelu => dropout(&hidden.gelu_erf()?, self.dropout, mode)?,
-        };
-        self.w_2.forward(&hidden)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::Activation;
+    use crate::model::feed_forward::PositionwiseFeedForward;
     use candle_core::{DType, Device};
     use candle_nn::VarMap;
 

@@ -13,9 +13,9 @@ use std::ops::Deref;
 use candle_core::{DType, Device, Result, Tensor, Var};
 use candle_nn::{VarBuilder, VarMap};
 
-use super::families::Model;
-use super::init::named_vars;
 use crate::config::{ModelConfig, VocabSizes};
+use crate::model::families::Model;
+use crate::model::init::named_vars;
 
 /// A model's parameters as variables, with the model that trains them.
 pub struct TrainedWeights {

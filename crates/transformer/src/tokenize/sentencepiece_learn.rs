@@ -11,7 +11,7 @@ use tokenizers::models::unigram::{Unigram, UnigramTrainerBuilder};
 use tokenizers::models::{ModelWrapper, TrainerWrapper};
 use tokenizers::{AddedToken, Tokenizer};
 
-use super::sentencepiece::{prepare_text_as, NormalizerSpec};
+use crate::tokenize::sentencepiece::{prepare_text_as, NormalizerSpec};
 
 /// SentencePiece's `nmt_nfkc` normalisation rule as its precompiled character map (NFKC plus
 /// the NMT fixes: control characters dropped, odd spaces folded), the one every OPUS-MT

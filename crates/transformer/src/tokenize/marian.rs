@@ -10,7 +10,7 @@ use std::path::Path;
 
 use anyhow::{bail, Context};
 
-use super::sentencepiece::SentencePiece;
+use crate::tokenize::sentencepiece::SentencePiece;
 
 /// The files of a Marian directory's tokenizer, as transformers' `MarianTokenizer` names them.
 pub const SOURCE_SPM: &str = "source.spm";

@@ -1,156 +1,17 @@
-//! EncoderDecoder and the Generator: the whole of Figure 1, the "encoder-decoder" family.
+//! EncoderDecoder: the whole of Figure 1, the "encoder-decoder" family.
 
 use candle_core::{Result, Tensor};
 use candle_nn::VarBuilder;
 
-use super::attention_maps::{attention_maps, AttentionLayers, AttentionMaps};
-use super::decoder::{Decoder, EncoderDecoderState};
-use super::decoding::{own_state, DecodingModel, DecodingState, Source};
-use super::embeddings::{Embeddings, PositionalEncoding};
-use super::encoder::Encoder;
-use super::family::{ModelFamily, TeacherForced};
-use super::linear::Linear;
-use super::table::Table;
 use crate::config::{ModelConfig, VocabSizes};
 use crate::kernels::dropout::Mode;
-use crate::kernels::log_softmax::log_softmax_last_dim;
-
-/// The reference's `nn.Sequential(Embeddings, PositionalEncoding)`: parameters `0.lut.weight`
-/// and the buffer `1.pe`.
-pub struct EmbeddingStack {
-    embeddings: Embeddings,
-    positions: PositionalEncoding,
-    /// Another stack's table under this stack's own name, when it reads that table
-    /// (`share_source_embeddings`).
-    shared: Option<(String, Table)>,
-}
-
-impl EmbeddingStack {
-    pub fn new(cfg: &ModelConfig, vocab: usize, vb: VarBuilder) -> Result<Self> {
-        Ok(Self {
-            embeddings: Embeddings::new(cfg, vocab, vb.pp(0))?,
-            positions: PositionalEncoding::new(cfg, vb.pp(1))?,
-            shared: None,
-        })
-    }
-
-    /// A stack reading `other`'s token table (one vocabulary for both sides), with its own
-    /// positions.
-    pub fn sharing(cfg: &ModelConfig, other: &EmbeddingStack, vb: VarBuilder) -> Result<Self> {
-        let table = other.table();
-        let name = vb.pp(0).pp("lut").pp("weight").prefix();
-        // As the generator's tied copy: a checkpoint lists the shared table under this
-        // stack's name too, which is accepted (and so marked as read) when present.
-        let lut = vb.pp(0).pp("lut");
-        if lut.contains_tensor("weight") {
-            lut.get(table.dims()?, "weight")?;
-        }
-        Ok(Self {
-            embeddings: Embeddings::sharing(table, cfg),
-            positions: PositionalEncoding::new(cfg, vb.pp(1))?,
-            shared: Some((name, table.clone())),
-        })
-    }
-
-    /// The shared table under this stack's own name, for checkpoints; none when the table
-    /// is the stack's own (or int8, which no checkpoint lists twice).
-    pub fn tied_copy(&self) -> Option<(String, Tensor)> {
-        let (name, table) = self.shared.as_ref()?;
-        Some((name.clone(), table.float()?.clone()))
-    }
-
-    /// The name the shared table is listed under again, if it is shared.
-    pub fn tied_name(&self) -> Option<String> {
-        self.shared.as_ref().map(|(name, _)| name.clone())
-    }
-
-    /// The fixed position table under its name, for checkpoints; none when positions are
-    /// learned.
-    pub fn position_buffer(&self) -> Option<(String, Tensor)> {
-        self.positions.buffer()
-    }
-
-    /// Rows of the position table.
-    pub fn max_positions(&self) -> usize {
-        self.positions.max_len()
-    }
-
-    /// The token embedding matrix `(vocab, d_model)`, for a generator that shares it.
-    pub fn table(&self) -> &Table {
-        self.embeddings.table()
-    }
-
-    /// `(batch, len)` ids at positions `offset..` (0 for a whole sequence, the decoded
-    /// length for an incremental step) -> `(batch, len, d_model)`.
-    pub fn forward(&self, ids: &Tensor, offset: usize, mode: Mode) -> Result<Tensor> {
-        self.positions
-            .forward(&self.embeddings.forward(ids)?, offset, mode)
-    }
-}
-
-/// The final linear projection and log-softmax over the target vocabulary.
-pub struct Generator {
-    proj: Linear,
-    /// The target embedding's matrix under the projection's own weight name, when the
-    /// projection shares it (`share_embeddings`).
-    shared: Option<(String, Table)>,
-}
-
-impl Generator {
-    pub fn new(d_model: usize, vocab: usize, vb: VarBuilder) -> Result<Self> {
-        Ok(Self {
-            proj: Linear::new(d_model, vocab, vb.pp("proj"))?,
-            shared: None,
-        })
-    }
-
-    /// The generator over `embed`'s vocabulary: with `share_embeddings`, sharing its matrix.
-    pub fn for_config(cfg: &ModelConfig, embed: &EmbeddingStack, vb: VarBuilder) -> Result<Self> {
-        if cfg.share_embeddings {
-            Self::sharing(embed.table(), vb)
-        } else {
-            Self::new(cfg.d_model, embed.table().dims()?.0, vb)
-        }
-    }
-
-    /// A generator whose matrix is `table` `(vocab, d_model)`, the target embedding's
-    /// (`share_embeddings`); only its bias `proj.bias` is its own.
-    fn sharing(table: &Table, vb: VarBuilder) -> Result<Self> {
-        // PyTorch's state_dict lists a tied matrix under both names: accept (and so mark as
-        // read, for strict loading) the generator's copy when a checkpoint has it.
-        if vb.contains_tensor("proj.weight") {
-            vb.get(table.dims()?, "proj.weight")?;
-        }
-        Ok(Self {
-            shared: Some((vb.pp("proj").pp("weight").prefix(), table.clone())),
-            proj: Linear::over_table(table, true, vb.pp("proj"))?,
-        })
-    }
-
-    /// The shared matrix under the generator's own name, as PyTorch's state_dict lists a
-    /// tied matrix twice (`generator.proj.weight` beside the embedding's): a checkpoint
-    /// carries it so that `load_state_dict(strict=True)` reads it unchanged.
-    pub fn tied_copy(&self) -> Option<(String, Tensor)> {
-        let (name, table) = self.shared.as_ref()?;
-        Some((name.clone(), table.float()?.clone()))
-    }
-
-    /// The name the shared matrix is listed under again, if it is shared.
-    pub fn tied_name(&self) -> Option<String> {
-        self.shared.as_ref().map(|(name, _)| name.clone())
-    }
-
-    /// `(..., d_model)` -> log-probabilities `(..., tgt_vocab)`.
-    pub fn log_probs(&self, xs: &Tensor) -> Result<Tensor> {
-        log_softmax_last_dim(&self.logits(xs)?)
-    }
-
-    /// `(..., d_model)` -> unnormalised scores `(..., tgt_vocab)`, for a loss that applies
-    /// the log-softmax itself.
-    pub fn logits(&self, xs: &Tensor) -> Result<Tensor> {
-        self.proj.forward(xs)
-    }
-}
+use crate::model::attention_maps::{attention_maps, AttentionLayers, AttentionMaps};
+use crate::model::decoder::{Decoder, EncoderDecoderState};
+use crate::model::decoding::{own_state, DecodingModel, DecodingState, Source};
+use crate::model::embeddings::EmbeddingStack;
+use crate::model::encoder::Encoder;
+use crate::model::families::family::{ModelFamily, TeacherForced};
+use crate::model::generator::Generator;
 
 /// The standard encoder-decoder: embed and encode the source, embed and decode the target
 /// against the encoder's memory.

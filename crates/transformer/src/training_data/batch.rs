@@ -1,17 +1,11 @@
 //! Turning sentence pairs into padded id matrices, in a seeded order per epoch.
 
-use super::corpus::SentencePair;
-use super::encoded_corpus::{EncodedCorpus, EpochPlan};
-use super::tokenizer::Tokenizers;
-use super::vocab::{BOS_ID, EOS_ID, PAD_ID};
-
-/// A pair as ids: the source `<s> w1 .. wn </s>` and the target `<s> v1 .. vm </s>`.
-#[derive(Debug, Clone, PartialEq)]
-pub struct EncodedPair {
-    /// Empty for a language model's example, which has no source.
-    pub src: Vec<u32>,
-    pub tgt: Vec<u32>,
-}
+use super::encoded::EncodedCorpus;
+use super::epoch_plan::EpochPlan;
+use super::pair::EncodedPair;
+use crate::corpus::SentencePair;
+use crate::tokenize::vocab::{BOS_ID, EOS_ID, PAD_ID};
+use crate::tokenize::Tokenizers;
 
 /// Wraps ids in `<s>` ... `</s>`.
 pub fn with_boundaries(ids: &[u32]) -> Vec<u32> {
@@ -191,7 +185,7 @@ mod tests {
         let pairs: Vec<EncodedPair> = (1..=40u32)
             .map(|i| pair(&vec![i + 3; (i % 8 + 1) as usize], &[i + 3]))
             .collect();
-        let corpus = EncodedCorpus::from_pairs(&pairs, super::super::encoded_corpus::IdWidth::U16);
+        let corpus = EncodedCorpus::from_pairs(&pairs, crate::training_data::IdWidth::U16);
         let batches = epoch_batches(&corpus, 30, (9, 0), PAD_ID);
         let mut seen: Vec<u32> = Vec::new();
         for b in &batches {

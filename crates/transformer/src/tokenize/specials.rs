@@ -3,7 +3,7 @@
 //! `<s>`), or a MarianMT model's (a source ends with `</s>` and has no start symbol, the
 //! decoder starts from `<pad>`, which is never generated).
 
-use super::vocab::{BOS_ID, EOS_ID, PAD_ID, UNK_ID};
+use crate::tokenize::vocab::{BOS_ID, EOS_ID, PAD_ID, UNK_ID};
 
 /// Where a model's special ids are and what they do.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,17 +1,17 @@
 //! What a model family is: [`ModelFamily`], beside the decoding contract
 //! ([`DecodingModel`]) every family also implements, and the teacher-forced batch its
 //! training pass reads. The families themselves, and the table that builds them, are in
-//! [`super::families`].
+//! [`crate::model::families`].
 
 use std::any::Any;
 
 use candle_core::{Result, Tensor};
 
-use super::attention_maps::AttentionMaps;
-use super::decoding::{DecodingModel, Source};
-use super::masks;
-use crate::data::SpecialIds;
 use crate::kernels::dropout::Mode;
+use crate::model::attention_maps::AttentionMaps;
+use crate::model::decoding::{DecodingModel, Source};
+use crate::model::masks;
+use crate::tokenize::SpecialIds;
 
 /// A padded batch as a teacher-forced pass reads it.
 pub enum TeacherForced {

@@ -6,9 +6,11 @@
 //! `data.joint_vocab`, otherwise one per side (`target_vocab.json`), the shorter filled with
 //! unused entries so that `<pad>`, where the decoder starts, has one id on both sides.
 
-use super::marian::{MarianTokenizer, SOURCE_SPM, TARGET_SPM, TARGET_VOCAB_FILE, VOCAB_FILE};
-use super::sentencepiece::SentencePiece;
-use super::sentencepiece_learn::learn_unigram;
+use crate::tokenize::marian::{
+    MarianTokenizer, SOURCE_SPM, TARGET_SPM, TARGET_VOCAB_FILE, VOCAB_FILE,
+};
+use crate::tokenize::sentencepiece::SentencePiece;
+use crate::tokenize::sentencepiece_learn::learn_unigram;
 
 /// Learns the tokenizer from `sources` and `targets`.
 pub fn learn_marian<'a>(

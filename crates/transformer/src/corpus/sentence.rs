@@ -9,8 +9,6 @@ use std::path::Path;
 use anyhow::Context;
 use unicode_normalization::UnicodeNormalization;
 
-use crate::config::CorpusSource;
-
 /// One sentence pair, whitespace-normalised.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SentencePair {
@@ -104,13 +102,6 @@ pub fn read_text(path: &Path, origin: PathOrigin) -> anyhow::Result<String> {
     })
 }
 
-/// Reads and cleans a whole corpus into memory (validation and test sets; training streams
-/// through [`super::corpus_stream`]); fails on misaligned files, malformed TSV lines or
-/// invalid UTF-8, naming the file and line, or when nothing is left.
-pub fn read_corpus(source: &CorpusSource) -> anyhow::Result<(Vec<SentencePair>, CleaningReport)> {
-    super::corpus_stream::read_pairs(source)
-}
-
 /// A sentence as the model reads it: composed Unicode (NFC, so that `ü` typed as one
 /// character or as `u` + combining diaeresis is the same word), every run of whitespace
 /// (no-break spaces and tabs included) one space, trimmed, without a byte-order mark.
@@ -165,6 +156,8 @@ pub(super) fn is_placeholder(text: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::CorpusSource;
+    use crate::corpus::read_corpus;
 
     #[test]
     fn tsv_pairs_are_split_at_the_first_tab_and_blank_lines_skipped() {
@@ -191,10 +184,10 @@ mod tests {
             train: source,
             ..crate::config::DataConfig::default()
         };
-        let tokenizers = crate::data::Tokenizers::learn(&data, &pairs).unwrap();
-        let (encoded, _) = crate::data::encode_pairs(&pairs, &tokenizers, 16).unwrap();
+        let tokenizers = crate::tokenize::Tokenizers::learn(&data, &pairs).unwrap();
+        let (encoded, _) = crate::training_data::encode_pairs(&pairs, &tokenizers, 16).unwrap();
         assert!(encoded.iter().all(|p| p.src.is_empty() && p.tgt.len() == 6));
-        let batch = crate::data::PaddedBatch::new(&encoded.iter().collect::<Vec<_>>());
+        let batch = crate::training_data::PaddedBatch::new(&encoded.iter().collect::<Vec<_>>());
         assert_eq!((batch.src_len, batch.src.len(), batch.tgt_len), (0, 0, 5));
         // One vocabulary, learned once from the text, stands on both sides.
         assert_eq!(tokenizers.src.vocab_size(), tokenizers.tgt.vocab_size());

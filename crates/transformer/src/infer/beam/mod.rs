@@ -5,11 +5,16 @@
 
 use candle_core::{Result, Tensor};
 
+mod batch;
+mod pool;
+
 use super::{DecodeInput, Hypothesis, ABANDONED, NOT_A_NUMBER};
 use crate::config::LengthNormalization;
 use crate::kernels::log_softmax::top_log_probs;
 use crate::model::decoding::feed_prefix;
 use crate::model::{DecodingModel, DecodingState};
+use batch::BatchSearch;
+use pool::{best_candidates, FinishedPool};
 
 /// Beam search settings.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -212,201 +217,6 @@ pub fn beam_search(
         state.reorder(&keep_rows)?;
     }
     Ok(batch.into_results())
-}
-
-/// Every row's search, and which of them are still open.
-struct BatchSearch<'a> {
-    settings: BeamSettings,
-    k: usize,
-    max_steps: &'a [usize],
-    /// Each row's last prefix id, which its first step feeds.
-    start: Vec<u32>,
-    searches: Vec<Search>,
-    results: Vec<Option<Vec<Hypothesis>>>,
-    /// The rows still searching, in the order of their beams in the decoding state, each
-    /// with its first beam's row there; a row's beams are consecutive, in order.
-    active: Vec<(usize, usize)>,
-    steps: usize,
-}
-
-impl<'a> BatchSearch<'a> {
-    fn new(first: Vec<Vec<u32>>, max_steps: &'a [usize], settings: BeamSettings) -> Self {
-        let rows = first.len();
-        Self {
-            settings,
-            k: settings.beam.max(1),
-            max_steps,
-            start: first.into_iter().map(|row| row[0]).collect(),
-            searches: (0..rows).map(|_| Search::new(settings)).collect(),
-            results: vec![None; rows],
-            active: (0..rows).map(|row| (row, row)).collect(),
-            steps: 0,
-        }
-    }
-
-    /// A row allowed no step at all is done before the first (with the empty hypothesis).
-    fn drop_rows_without_steps(&mut self, state: &mut dyn DecodingState) -> Result<()> {
-        let searching: Vec<usize> = (0..self.searches.len())
-            .filter(|&row| self.max_steps[row] > 0)
-            .collect();
-        if searching.len() < self.searches.len() {
-            let rows: Vec<u32> = searching.iter().map(|&row| row as u32).collect();
-            state.reorder(&rows)?;
-        }
-        self.active = searching
-            .into_iter()
-            .enumerate()
-            .map(|(first, row)| (row, first))
-            .collect();
-        Ok(())
-    }
-
-    /// Gives every beam of a row about to take its last step `end` as its only candidate,
-    /// scored 0 (transformers' `forced_eos_token_id`, which leaves only `end`'s score, 0 in
-    /// log space, standing).
-    fn end_rows_at_their_limit(&self, candidates: &mut [Vec<(u32, f32)>], end: u32) {
-        for &(row, first_beam) in &self.active {
-            if self.steps + 1 == self.max_steps[row] {
-                let beams = self.searches[row].beams.len();
-                for beam in &mut candidates[first_beam..first_beam + beams] {
-                    *beam = vec![(end, 0.0)];
-                }
-            }
-        }
-    }
-
-    fn open_rows(&self) -> usize {
-        self.active
-            .iter()
-            .map(|&(row, _)| self.searches[row].beams.len())
-            .sum()
-    }
-
-    /// The id each open beam feeds next, in the state's row order.
-    fn last_ids(&self) -> Vec<u32> {
-        self.active
-            .iter()
-            .flat_map(|&(row, _)| last_ids(&self.searches[row].beams, self.start[row]))
-            .collect()
-    }
-
-    /// Advances every open row by its beams' `candidates`; returns the state rows the next
-    /// step keeps, in order.
-    fn advance(&mut self, candidates: &[Vec<(u32, f32)>], end: Option<u32>) -> Vec<u32> {
-        self.steps += 1;
-        let mut next_active = Vec::with_capacity(self.active.len());
-        let mut keep_rows: Vec<u32> = Vec::new();
-        for &(row, first_beam) in &self.active {
-            let search = &mut self.searches[row];
-            let own = &candidates[first_beam..first_beam + search.beams.len()];
-            let going_on = match search.advance(own, self.k, end) {
-                Advance::Stop => false,
-                Advance::Continue { beams, parents } => {
-                    let more = self.steps < self.max_steps[row];
-                    if more {
-                        next_active.push((row, keep_rows.len()));
-                        keep_rows.extend(parents.iter().map(|&p| (first_beam + p) as u32));
-                        search.beams = beams;
-                    } else {
-                        // Cut by the step limit: the open beams compete with the ended ones
-                        // on length-normalised score, as Hugging Face's `finalize` adds them
-                        // (an ended one is not better for having ended).
-                        search.beams.clear();
-                        beams.into_iter().for_each(|b| search.finished.offer(b));
-                    }
-                    more
-                }
-            };
-            if !going_on {
-                let done = std::mem::replace(search, Search::new(self.settings));
-                let n_best = self.settings.n_best.clamp(1, self.k);
-                self.results[row] = Some(done.into_n_best(n_best, self.settings));
-            }
-        }
-        self.active = next_active;
-        keep_rows
-    }
-
-    /// A row allowed no step gets the empty hypothesis.
-    fn into_results(self) -> Vec<Vec<Hypothesis>> {
-        self.results
-            .into_iter()
-            .map(|r| r.unwrap_or_else(|| vec![Hypothesis::empty()]))
-            .collect()
-    }
-}
-
-/// The best `capacity` ended hypotheses by length-normalised score.
-struct FinishedPool {
-    capacity: usize,
-    alpha: f32,
-    normalization: LengthNormalization,
-    hypotheses: Vec<(f32, Hypothesis)>,
-}
-
-impl FinishedPool {
-    fn new(capacity: usize, settings: BeamSettings) -> Self {
-        Self {
-            capacity,
-            alpha: settings.length_penalty,
-            normalization: settings.normalization,
-            hypotheses: Vec::with_capacity(capacity + 1),
-        }
-    }
-
-    fn normalised(&self, hypothesis: &Hypothesis) -> f32 {
-        hypothesis.score() / self.normalization.divisor(hypothesis.ids.len(), self.alpha)
-    }
-
-    fn offer(&mut self, hypothesis: Hypothesis) {
-        let score = self.normalised(&hypothesis);
-        self.hypotheses.push((score, hypothesis));
-        self.hypotheses.sort_by(|a, b| b.0.total_cmp(&a.0));
-        self.hypotheses.truncate(self.capacity);
-    }
-
-    /// Once full, the search is over when no open beam, scored at its current length, beats
-    /// the worst ended hypothesis (the heuristic of Hugging Face's beam search; with one beam
-    /// it makes beam search equal greedy decoding).
-    fn cannot_improve(&self, open: &[Hypothesis]) -> bool {
-        let Some(worst) = self.hypotheses.last().map(|h| h.0) else {
-            return false;
-        };
-        let best_open = open
-            .iter()
-            .map(|h| self.normalised(h))
-            .fold(f32::NEG_INFINITY, f32::max);
-        self.hypotheses.len() == self.capacity && best_open <= worst
-    }
-
-    /// The hypotheses, best first.
-    fn into_ranked(self) -> Vec<Hypothesis> {
-        self.hypotheses.into_iter().map(|(_, h)| h).collect()
-    }
-}
-
-/// The `count` best (beam, id, token log-prob) extensions by total log-prob, best first;
-/// `rows[b]` holds beam b's `count` most likely next ids and their log-probs.
-fn best_candidates(
-    beams: &[Hypothesis],
-    rows: &[Vec<(u32, f32)>],
-    count: usize,
-) -> Vec<(usize, u32, f32)> {
-    let mut candidates: Vec<(f32, usize, u32, f32)> = Vec::new();
-    for (beam, row) in rows.iter().enumerate() {
-        let base = beams[beam].score();
-        candidates.extend(
-            row.iter()
-                .take(count)
-                .map(|&(id, log_prob)| (base + log_prob, beam, id, log_prob)),
-        );
-    }
-    candidates.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)).then(a.2.cmp(&b.2)));
-    candidates.truncate(count);
-    candidates
-        .into_iter()
-        .map(|(_, beam, id, lp)| (beam, id, lp))
-        .collect()
 }
 
 #[cfg(test)]
