@@ -5,12 +5,14 @@ use clap::{Parser, Subcommand};
 mod attention;
 mod average;
 mod bench;
+mod completions;
 mod decode;
 mod device;
 mod eval;
 mod export;
 mod generate;
 mod infer_test;
+mod man;
 mod parsers;
 mod plot;
 mod quantize;
@@ -23,12 +25,14 @@ mod translate;
 pub use attention::AttentionArgs;
 pub use average::AverageArgs;
 pub use bench::{BenchArgs, BenchWorkload};
+pub use completions::CompletionsArgs;
 pub use decode::{DecodeArgs, DecodeSettingsArgs};
 pub use device::DeviceArgs;
 pub use eval::EvalArgs;
 pub use export::{ExportArgs, ExportFormat};
 pub use generate::GenerateArgs;
 pub use infer_test::InferTestArgs;
+pub use man::ManArgs;
 use parsers::{at_least_one, finite, non_negative};
 pub use plot::PlotArgs;
 pub use quantize::QuantizeArgs;
@@ -136,4 +140,15 @@ pub enum Command {
     /// The Annotated Transformer's untrained-model demo: greedy decoding with random weights
     #[command(after_help = "Example:\n  transformer infer-test --runs 10 --seed 1")]
     InferTest(InferTestArgs),
+    /// Print the shell completion script for bash, zsh, fish, elvish or powershell
+    #[command(
+        after_help = "Examples:\n  transformer completions bash > ~/.local/share/bash-completion/completions/transformer\n  \
+                            transformer completions zsh > ~/.zfunc/_transformer\n  \
+                            transformer completions fish > ~/.config/fish/completions/transformer.fish"
+    )]
+    Completions(CompletionsArgs),
+    /// Print the man page (roff) of transformer and of each subcommand, or write them as files
+    #[command(after_help = "Examples:\n  transformer man | man -l -\n  \
+                            transformer man --out-dir ~/.local/share/man/man1")]
+    Man(ManArgs),
 }
