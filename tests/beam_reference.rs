@@ -16,7 +16,7 @@ use common::{teacher_forced, Sources};
 use transformer::checkpoint::{self, Checkpoint};
 use transformer::infer::{beam_search, teacher_forced_log_probs, BeamSettings, Hypothesis};
 use transformer::model::{masks, DecodingModel};
-use transformer::tokenize::vocab::{BOS_ID, EOS_ID, PAD_ID};
+use transformer::tokenize::specials::{BOS_ID, EOS_ID, PAD_ID};
 use transformer::training_data::batch::with_boundaries;
 
 const SOURCES: [&str; 2] = ["ich mochte ein bier", "er mochte wasser"];

@@ -575,6 +575,8 @@ fn help_shows_an_example_for_every_subcommand() {
         "attention",
         "bench",
         "infer-test",
+        "completions",
+        "man",
     ] {
         transformer()
             .args([subcommand, "--help"])
@@ -847,4 +849,140 @@ fn a_search_cut_by_max_len_keeps_its_best_hypothesis_open_or_ended() {
             "beam {beam}: {wide:?} {wide_score}"
         );
     }
+}
+
+#[test]
+fn completions_bash_prints_a_script_that_completes_the_subcommands_and_their_flags() {
+    let output = succeeded(transformer().args(["completions", "bash"]));
+    let script = String::from_utf8(output.stdout).unwrap();
+    assert!(script.contains("translate"), "{script}");
+    assert!(script.contains("--checkpoint"), "{script}");
+    assert!(script.contains("complete "), "{script}");
+    assert!(output.stderr.is_empty());
+}
+
+#[test]
+fn every_shell_gets_a_completion_script() {
+    for shell in ["bash", "zsh", "fish", "elvish", "powershell"] {
+        let output = succeeded(transformer().args(["completions", shell]));
+        let script = String::from_utf8(output.stdout).unwrap();
+        assert!(script.contains("infer-test"), "{shell}: {script}");
+    }
+}
+
+#[test]
+fn a_shell_completions_does_not_know_is_a_usage_error() {
+    let output = transformer()
+        .args(["completions", "tcsh"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(stderr.starts_with("error: "), "{stderr}");
+    assert!(
+        stderr.contains("tcsh") && stderr.contains("bash"),
+        "{stderr}"
+    );
+    assert!(output.stdout.is_empty());
+}
+
+/// The subcommands `transformer --help` lists, without `help`.
+fn subcommand_names() -> Vec<String> {
+    let output = succeeded(transformer().arg("--help"));
+    let help = String::from_utf8(output.stdout).unwrap();
+    help.split_once("Commands:\n")
+        .unwrap()
+        .1
+        .lines()
+        .take_while(|line| !line.trim().is_empty())
+        .filter_map(|line| line.split_whitespace().next())
+        .filter(|name| *name != "help")
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn man_prints_a_roff_page_for_the_command_and_each_subcommand() {
+    let output = succeeded(transformer().arg("man"));
+    let roff = String::from_utf8(output.stdout).unwrap();
+    let subcommands = subcommand_names();
+    assert!(roff.contains("\n.TH transformer 1 "), "{roff}");
+    assert_eq!(
+        roff.lines().filter(|l| l.starts_with(".TH ")).count(),
+        1 + subcommands.len()
+    );
+    for name in &subcommands {
+        assert!(
+            roff.contains(&format!("\n.TH transformer-{name} 1 ")),
+            "no page for {name}"
+        );
+    }
+    assert!(roff.contains("checkpoint"), "{roff}");
+    // Rendered by man itself where it is installed; the checks above stand without it.
+    let man_works = std::process::Command::new("man")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if man_works {
+        let mut child = std::process::Command::new("man")
+            .args(["-l", "-"])
+            .env("MANWIDTH", "80")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        std::io::Write::write_all(&mut stdin, roff.as_bytes()).unwrap();
+        drop(stdin);
+        let rendered = child.wait_with_output().unwrap();
+        let text = String::from_utf8_lossy(&rendered.stdout);
+        assert!(
+            rendered.status.success(),
+            "{}",
+            String::from_utf8_lossy(&rendered.stderr)
+        );
+        assert!(text.contains("transformer-translate"), "{text}");
+    }
+}
+
+#[test]
+fn man_out_dir_writes_one_page_file_per_subcommand() {
+    let dir = TempDir::new().unwrap();
+    let out = dir.path().join("man1");
+    let output = succeeded(transformer().arg("man").arg("--out-dir").arg(&out));
+    assert!(output.stdout.is_empty());
+    for name in ["transformer".to_string()].into_iter().chain(
+        subcommand_names()
+            .iter()
+            .map(|n| format!("transformer-{n}")),
+    ) {
+        let page = std::fs::read_to_string(out.join(format!("{name}.1")))
+            .unwrap_or_else(|e| panic!("{name}.1: {e}"));
+        assert!(page.contains(&format!("\n.TH {name} 1 ")), "{page}");
+        assert_eq!(page.matches("\n.TH ").count(), 1, "{page}");
+    }
+    assert_eq!(
+        std::fs::read_dir(&out).unwrap().count(),
+        1 + subcommand_names().len(),
+        "only the pages, no temporary files"
+    );
+}
+
+#[test]
+fn man_out_dir_that_cannot_be_created_is_one_error_naming_it() {
+    let dir = TempDir::new().unwrap();
+    let file = dir.path().join("file");
+    std::fs::write(&file, b"").unwrap();
+    let output = transformer()
+        .arg("man")
+        .arg("--out-dir")
+        .arg(file.join("man1"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.starts_with("error: cannot create "), "{stderr}");
+    assert!(stderr.contains("--out-dir"), "{stderr}");
 }

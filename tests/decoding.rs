@@ -15,7 +15,7 @@ use transformer::infer::{
     BeamSettings, Hypothesis,
 };
 use transformer::model::Prompt;
-use transformer::tokenize::vocab::EOS_ID;
+use transformer::tokenize::specials::EOS_ID;
 use transformer::training_data::batch::with_boundaries;
 
 const SOURCES: [&str; 4] = [

@@ -17,7 +17,7 @@ use transformer::infer::teacher_forced_log_probs;
 use transformer::infer::{LoadOptions, Translator};
 use transformer::model::families::encoder_decoder::EncoderDecoder;
 use transformer::model::{masks, Mode};
-use transformer::tokenize::vocab::PAD_ID;
+use transformer::tokenize::specials::PAD_ID;
 
 const FIXTURES: [&str; 5] = [
     "tests/fixtures/parity",

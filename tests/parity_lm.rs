@@ -11,11 +11,10 @@ use serde_json::Value;
 use transformer::checkpoint;
 use transformer::config::{Architecture, Config};
 use transformer::infer::sampling::{sample, Sampling};
-use transformer::infer::{
-    always_wanted, beam_search, greedy_batch, BeamSettings, DecodeInput, NEVER_GENERATED,
-};
+use transformer::infer::{always_wanted, beam_search, greedy_batch, BeamSettings, DecodeInput};
 use transformer::model::families::decoder_only::DecoderOnly;
 use transformer::model::{Mode, Model, Prompt, TeacherForced};
+use transformer::tokenize::specials::NEVER_GENERATED;
 
 const FIXTURE: &str = "tests/fixtures/parity-lm";
 const TOLERANCE: f32 = 1e-4;

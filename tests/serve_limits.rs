@@ -104,7 +104,7 @@ fn never_ending_checkpoint() -> &'static Path {
         let weights = dir.join("model.safetensors");
         let mut tensors = candle_core::safetensors::load(&weights, &Device::Cpu).unwrap();
         let mut bias = tensors["generator.proj.bias"].to_vec1::<f32>().unwrap();
-        bias[transformer::tokenize::vocab::EOS_ID as usize] = -1e4;
+        bias[transformer::tokenize::specials::EOS_ID as usize] = -1e4;
         tensors.insert(
             "generator.proj.bias".into(),
             Tensor::new(bias, &Device::Cpu).unwrap(),

@@ -14,7 +14,7 @@ use transformer::config::{
 use transformer::corpus::read_corpus;
 use transformer::infer::teacher_forced_log_probs;
 use transformer::model::{DropoutRng, Mode};
-use transformer::tokenize::vocab::PAD_ID;
+use transformer::tokenize::specials::PAD_ID;
 use transformer::tokenize::Tokenizers;
 use transformer::train::loss::LabelSmoothing;
 use transformer::train::{Trainer, TrainingData};

@@ -11,7 +11,7 @@ use candle_core::{DType, Device, Tensor};
 
 use crate::config::Config;
 use crate::corpus::read_corpus;
-use crate::tokenize::vocab::PAD_ID;
+use crate::tokenize::specials::PAD_ID;
 use crate::tokenize::Tokenizers;
 use crate::training_data::{encode_pairs, PaddedBatch};
 

@@ -10,11 +10,10 @@ use rand_chacha::ChaCha8Rng;
 
 use super::Measurement;
 use crate::config::{LengthNormalization, ModelConfig};
-use crate::infer::{
-    always_wanted, beam_search, greedy_batch, BeamSettings, DecodeInput, NEVER_GENERATED,
-};
+use crate::infer::{always_wanted, beam_search, greedy_batch, BeamSettings, DecodeInput};
 use crate::model::{masks, DecodingModel, Prompt, Source, TrainedWeights, VocabSizes};
-use crate::tokenize::vocab::{BOS_ID, PAD_ID};
+use crate::tokenize::specials::NEVER_GENERATED;
+use crate::tokenize::specials::{BOS_ID, PAD_ID};
 
 /// How the decoding workloads decode.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

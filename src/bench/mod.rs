@@ -24,7 +24,7 @@ use crate::config::{Config, ModelConfig};
 use crate::corpus::{read_corpus, SentencePair};
 use crate::distributed::{Collective, SingleProcess};
 use crate::model::{TrainedWeights, VocabSizes};
-use crate::tokenize::vocab::BOS_ID;
+use crate::tokenize::specials::BOS_ID;
 use crate::tokenize::Tokenizers;
 use crate::train::{Trainer, TrainingData};
 use crate::training_data::{encode_pairs, EncodedCorpus, EncodedPair, IdWidth, PaddedBatch};

@@ -3,11 +3,13 @@
 mod attention;
 mod average;
 mod bench;
+mod completions;
 mod eval;
 mod export;
 mod generate;
 mod infer_test;
 mod init_from;
+mod man;
 mod plot;
 mod quantize;
 mod sentences;
@@ -54,6 +56,8 @@ pub fn run(command: Command) -> anyhow::Result<()> {
         Command::Serve(args) => serve::run(args),
         Command::Bench(args) => bench::run(args),
         Command::InferTest(args) => infer_test::run(args),
+        Command::Completions(args) => completions::run(args),
+        Command::Man(args) => man::run(args),
     }
 }
 

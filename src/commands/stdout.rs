@@ -25,6 +25,14 @@ pub fn print_line(text: &str) -> anyhow::Result<()> {
         .map_err(write_error)
 }
 
+/// Writes `text` as it is (a whole generated file: no newline added) to stdout and flushes it.
+pub fn print(text: &str) -> anyhow::Result<()> {
+    let mut out = std::io::stdout().lock();
+    out.write_all(text.as_bytes())
+        .and_then(|()| out.flush())
+        .map_err(write_error)
+}
+
 /// Writes `warning: MESSAGE` to stderr, and nothing when stderr is gone: a warning about one
 /// line must never end a stream whose stderr a reader closed (`eprintln!` would panic).
 pub fn warn(message: std::fmt::Arguments) {

@@ -192,7 +192,7 @@ pub fn padded(rows: &[Vec<u32>]) -> candle_core::Tensor {
         .flat_map(|r| {
             r.iter()
                 .copied()
-                .chain(std::iter::repeat(transformer::tokenize::vocab::PAD_ID))
+                .chain(std::iter::repeat(transformer::tokenize::specials::PAD_ID))
                 .take(width)
         })
         .collect();
@@ -211,7 +211,7 @@ pub struct Sources {
 #[allow(dead_code)]
 impl Sources {
     pub fn of(rows: &[Vec<u32>], max_steps: &[usize]) -> Self {
-        use transformer::tokenize::vocab::{BOS_ID, PAD_ID};
+        use transformer::tokenize::specials::{BOS_ID, PAD_ID};
         let ids = padded(rows);
         let prefix = candle_core::Tensor::full(BOS_ID, (rows.len(), 1), ids.device()).unwrap();
         Self {
@@ -237,7 +237,7 @@ impl Sources {
             },
             max_steps: &self.max_steps,
             end,
-            never: &transformer::infer::NEVER_GENERATED,
+            never: &transformer::tokenize::specials::NEVER_GENERATED,
             end_at_limit: false,
             still_wanted: &transformer::infer::always_wanted,
         }
@@ -250,7 +250,7 @@ pub fn teacher_forced(
     src: &candle_core::Tensor,
     tgt_in: &candle_core::Tensor,
 ) -> transformer::model::TeacherForced {
-    let pad = transformer::tokenize::vocab::PAD_ID;
+    let pad = transformer::tokenize::specials::PAD_ID;
     transformer::model::TeacherForced::with_masks(src.clone(), tgt_in.clone(), pad).unwrap()
 }
 

@@ -25,7 +25,6 @@ pub use greedy::{greedy_batch, greedy_decode, incremental_log_probs, teacher_for
 use candle_core::Device;
 
 use crate::model::{Model, Prompt};
-use crate::tokenize::vocab::{BOS_ID, PAD_ID};
 use crate::tokenize::Tokenizers;
 use text_generator::TextGenerator;
 use translator::{ConfiguredTranslator, DecodeOptions};
@@ -114,14 +113,6 @@ impl Hypothesis {
         self.log_probs.iter().sum()
     }
 }
-
-/// Ids that decoding never generates in this tool's vocabularies (a model family with other
-/// special ids passes its own as `DecodeInput::never`): `<pad>` only fills a batch and `<s>`
-/// only starts a target. A model still gives them a little probability (label smoothing spreads mass over
-/// `<s>`), and a wide beam over a small vocabulary would otherwise extend hypotheses with
-/// them: `<s>` in the middle of a translation, or alternatives that read the same. The
-/// reference's own loop (`greedy_decode`) and the untrained demo keep every id.
-pub const NEVER_GENERATED: [u32; 2] = [PAD_ID, BOS_ID];
 
 /// Asked between decoding steps: whether someone still waits for the result. A server's
 /// client that gave up (its time limit passed, its connection closed) makes it false, and

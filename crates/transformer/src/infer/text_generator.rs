@@ -9,9 +9,10 @@ use candle_core::{Device, Tensor};
 
 use super::beam::{beam_search, BeamSettings};
 use super::sampling::{sample, Sampling};
-use super::{always_wanted, DecodeInput, NEVER_GENERATED};
+use super::{always_wanted, DecodeInput};
 use crate::model::{DecodingModel, Prompt};
-use crate::tokenize::vocab::{BOS_ID, EOS_ID};
+use crate::tokenize::specials::NEVER_GENERATED;
+use crate::tokenize::specials::{BOS_ID, EOS_ID};
 use crate::tokenize::TextTokenizer;
 
 /// How a continuation picks its tokens.

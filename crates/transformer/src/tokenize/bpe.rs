@@ -9,10 +9,11 @@ use tokenizers::models::bpe::{BpeTrainerBuilder, BPE};
 use tokenizers::pre_tokenizers::metaspace::{Metaspace, PrependScheme};
 use tokenizers::{AddedToken, Tokenizer};
 
-use super::tokenizer::TextTokenizer;
 use crate::config::DataConfig;
 use crate::tokenize::long_words;
-use crate::tokenize::vocab::{Encoded, BOS, EOS, PAD, UNK, UNK_ID};
+use crate::tokenize::specials::{BOS, EOS, PAD, UNK, UNK_ID};
+use crate::tokenize::tokenizer::TextTokenizer;
+use crate::tokenize::vocab::Encoded;
 
 /// The pre-tokenizer of our BPE: SentencePiece-style words, `▁` marking a word start.
 pub(super) fn metaspace() -> Metaspace {

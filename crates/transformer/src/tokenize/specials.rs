@@ -3,7 +3,23 @@
 //! `<s>`), or a MarianMT model's (a source ends with `</s>` and has no start symbol, the
 //! decoder starts from `<pad>`, which is never generated).
 
-use crate::tokenize::vocab::{BOS_ID, EOS_ID, PAD_ID, UNK_ID};
+/// This tool's special tokens, first in every vocabulary it makes, in this order.
+pub const PAD: &str = "<pad>";
+pub const BOS: &str = "<s>";
+pub const EOS: &str = "</s>";
+pub const UNK: &str = "<unk>";
+pub const PAD_ID: u32 = 0;
+pub const BOS_ID: u32 = 1;
+pub const EOS_ID: u32 = 2;
+pub const UNK_ID: u32 = 3;
+
+/// Ids that decoding never generates in this tool's vocabularies (a model family with other
+/// special ids passes its own as `DecodeInput::never`): `<pad>` only fills a batch and `<s>`
+/// only starts a target. A model still gives them a little probability (label smoothing spreads mass over
+/// `<s>`), and a wide beam over a small vocabulary would otherwise extend hypotheses with
+/// them: `<s>` in the middle of a translation, or alternatives that read the same. The
+/// reference's own loop (`greedy_decode`) and the untrained demo keep every id.
+pub const NEVER_GENERATED: [u32; 2] = [PAD_ID, BOS_ID];
 
 /// Where a model's special ids are and what they do.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -10,7 +10,8 @@ use super::bpe::encode_in_pieces;
 use crate::corpus::normalize_sentence;
 use crate::tokenize::long_words;
 use crate::tokenize::marian::MarianTokenizer;
-use crate::tokenize::vocab::{tokenize, Encoded, Vocab, UNK, UNK_ID};
+use crate::tokenize::specials::{UNK, UNK_ID};
+use crate::tokenize::vocab::{tokenize, Encoded, Vocab};
 
 pub const JOINT_TOKENIZER_FILE: &str = "tokenizer.json";
 pub const SRC_TOKENIZER_FILE: &str = "tokenizer.src.json";
@@ -125,7 +126,7 @@ mod tests {
     use crate::config::{DataConfig, TokenizerKind};
     use crate::corpus::SentencePair;
     use crate::tokenize::bpe::{bpe_json, learn_bpe, metaspace, WordIdsCache};
-    use crate::tokenize::vocab::{BOS, EOS, PAD};
+    use crate::tokenize::specials::{BOS, EOS, PAD};
     use crate::tokenize::Tokenizers;
     use tokenizers::models::bpe::{BpeTrainerBuilder, BPE};
     use tokenizers::AddedToken;

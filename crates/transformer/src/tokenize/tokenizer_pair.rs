@@ -6,15 +6,15 @@ use std::path::Path;
 use std::sync::Arc;
 
 use super::bpe::{bpe_json, learn_bpe, load_bpe};
-use super::tokenizer::{
-    marian_is_for_translation, MarianSide, TextTokenizer, JOINT_TOKENIZER_FILE, SRC_TOKENIZER_FILE,
-    SRC_VOCAB_FILE, TGT_TOKENIZER_FILE, TGT_VOCAB_FILE,
-};
 use crate::config::{DataConfig, TokenizerKind};
 use crate::corpus::SentencePair;
 use crate::tokenize::marian::MarianTokenizer;
 use crate::tokenize::marian_learn::learn_marian;
 use crate::tokenize::specials::SpecialIds;
+use crate::tokenize::tokenizer::{
+    marian_is_for_translation, MarianSide, TextTokenizer, JOINT_TOKENIZER_FILE, SRC_TOKENIZER_FILE,
+    SRC_VOCAB_FILE, TGT_TOKENIZER_FILE, TGT_VOCAB_FILE,
+};
 use crate::tokenize::vocab::{tokenize, Vocab};
 
 /// The source and target tokenizers of a model.

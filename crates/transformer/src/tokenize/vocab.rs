@@ -5,14 +5,8 @@ use std::path::Path;
 
 use anyhow::{bail, Context};
 
-pub const PAD: &str = "<pad>";
-pub const BOS: &str = "<s>";
-pub const EOS: &str = "</s>";
-pub const UNK: &str = "<unk>";
-pub const PAD_ID: u32 = 0;
-pub const BOS_ID: u32 = 1;
-pub const EOS_ID: u32 = 2;
-pub const UNK_ID: u32 = 3;
+use crate::tokenize::specials::{BOS, EOS, PAD, UNK, UNK_ID};
+
 const SPECIALS: [&str; 4] = [PAD, BOS, EOS, UNK];
 
 /// A word-level vocabulary.

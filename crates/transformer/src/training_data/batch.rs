@@ -4,7 +4,7 @@ use super::encoded::EncodedCorpus;
 use super::epoch_plan::EpochPlan;
 use super::pair::EncodedPair;
 use crate::corpus::SentencePair;
-use crate::tokenize::vocab::{BOS_ID, EOS_ID, PAD_ID};
+use crate::tokenize::specials::{BOS_ID, EOS_ID, PAD_ID};
 use crate::tokenize::Tokenizers;
 
 /// Wraps ids in `<s>` ... `</s>`.

@@ -1,0 +1,156 @@
+//! A checkpoint loaded for each use: decoding (in a compute type), resuming a run, starting
+//! a new run from its weights (`training.init_from`, export), or only its tokenizers.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context};
+use candle_core::{Device, Tensor};
+
+use super::read::{read_config_and_tokenizers, read_parts};
+use super::read_weights::read_tensors;
+use super::strict::{build_model, build_model_as};
+use super::{resolve, write, Checkpoint, LAST_DIR, MODEL_FILE, OPTIMIZER_FILE, STATE_FILE};
+use crate::config::{ComputeType, Config};
+use crate::tokenize::Tokenizers;
+use crate::train::{ResumePoint, TrainingState, STATE_FORMAT};
+
+/// Loads the checkpoint at `path` (see `resolve`) onto `device`, in float32.
+pub fn load(path: &Path, device: &Device) -> anyhow::Result<Checkpoint> {
+    load_as(path, device, Some(ComputeType::Float32))
+}
+
+/// Loads the checkpoint at `path` onto `device` for decoding in `compute`, or without it in
+/// the checkpoint's `decode.compute_type`: int8 quantizes every linear layer's weight as the
+/// model is built. A device without int8 products decodes in float32, with a note saying so
+/// (in `config.notes`); `config.decode.compute_type` is what the model computes in.
+pub fn load_as(
+    path: &Path,
+    device: &Device,
+    compute: Option<ComputeType>,
+) -> anyhow::Result<Checkpoint> {
+    let dir = resolve(path)?;
+    let (mut config, tokenizers, weights) = read_parts(&dir, device)?;
+    // An int8 checkpoint decodes in int8 unless asked otherwise, whatever its config says.
+    let default = if weights.is_int8() {
+        ComputeType::Int8
+    } else {
+        config.decode.compute_type
+    };
+    let mut compute = compute.unwrap_or(default);
+    if compute == ComputeType::Int8 && !crate::device::multiplies_int8(device) {
+        config.notes.push(format!(
+            "int8 products run on the CPU only: decoding in float32 on {}{}",
+            crate::device::describe(device),
+            if weights.is_int8() {
+                " from the int8 weights scaled back"
+            } else {
+                ""
+            }
+        ));
+        compute = ComputeType::Float32;
+    }
+    let model = build_model_as(&config, &tokenizers, weights, device, compute)?;
+    config.decode.compute_type = compute;
+    Ok(Checkpoint {
+        dir,
+        config,
+        tokenizers,
+        model,
+    })
+}
+
+/// A run's `last/` checkpoint with everything `train --resume` needs, checked as strictly
+/// as `load` checks weights.
+pub struct ResumeCheckpoint {
+    pub dir: PathBuf,
+    pub config: Config,
+    pub tokenizers: Tokenizers,
+    pub point: ResumePoint,
+}
+
+/// Reads the resumable checkpoint of the run directory `run_dir`.
+pub fn load_for_resume(run_dir: &Path, device: &Device) -> anyhow::Result<ResumeCheckpoint> {
+    let dir = Some(write::restore_retired(&run_dir.join(LAST_DIR)))
+        .filter(|dir| dir.join(MODEL_FILE).is_file())
+        .ok_or_else(|| {
+            anyhow::anyhow!(
+                "{} has no {LAST_DIR}/{MODEL_FILE}; pass the run directory that `transformer \
+                 train` wrote (runs/<name>)",
+                run_dir.display()
+            )
+        })?;
+    let state_path = dir.join(STATE_FILE);
+    let text = std::fs::read_to_string(&state_path).with_context(|| {
+        format!(
+            "cannot read {}; this checkpoint was not written for resuming (an older version \
+             or a best/ copy), so start a new run",
+            state_path.display()
+        )
+    })?;
+    let state: TrainingState = serde_json::from_str(&text).map_err(|e| {
+        anyhow::anyhow!(
+            "{} is damaged ({e}); resume from a copy or start a new run",
+            state_path.display()
+        )
+    })?;
+    if state.format != STATE_FORMAT {
+        bail!(
+            "{} has format {}, but this version of transformer reads format {STATE_FORMAT}; \
+             resume it with the version that wrote it, or start a new run",
+            state_path.display(),
+            state.format
+        );
+    }
+    let (config, tokenizers, weights) = read_parts(&dir, device)?;
+    weights.refuse_int8("cannot be trained")?;
+    let weights =
+        build_model(&config, &tokenizers, weights.clone(), device).map(|_| weights.tensors)?;
+    let moments = read_tensors(&dir.join(OPTIMIZER_FILE), device)?;
+    Ok(ResumeCheckpoint {
+        dir,
+        config,
+        tokenizers,
+        point: ResumePoint {
+            weights,
+            moments,
+            state,
+        },
+    })
+}
+
+/// A checkpoint's weights to start a new run from (`training.init_from`): its config,
+/// tokenizers and tensors, checked as strictly as `load` checks them.
+pub struct InitialWeights {
+    pub dir: PathBuf,
+    pub config: Config,
+    pub tokenizers: Tokenizers,
+    pub weights: HashMap<String, Tensor>,
+}
+
+/// Reads the checkpoint at `path` (see `resolve`) for `training.init_from` or an export,
+/// which `purpose` names in the refusal of an int8 checkpoint ("cannot be ...").
+pub fn load_initial_weights(
+    path: &Path,
+    device: &Device,
+    purpose: &str,
+) -> anyhow::Result<InitialWeights> {
+    let dir = resolve(path)?;
+    let (config, tokenizers, weights) = read_parts(&dir, device)?;
+    weights.refuse_int8(purpose)?;
+    let weights =
+        build_model(&config, &tokenizers, weights.clone(), device).map(|_| weights.tensors)?;
+    Ok(InitialWeights {
+        dir,
+        config,
+        tokenizers,
+        weights,
+    })
+}
+/// The config and tokenizers of the checkpoint at `path` (see `resolve`), without its
+/// weights: what `tokenize` needs.
+pub fn load_tokenizers(path: &Path) -> anyhow::Result<(PathBuf, Config, Tokenizers)> {
+    let dir = resolve(path)?;
+    let (config, tokenizers) = read_config_and_tokenizers(&dir)?;
+    Ok((dir, config, tokenizers))
+}

@@ -1,0 +1,83 @@
+//! A checkpoint directory's parts read: its config, tokenizers and weights (under their
+//! module names), ours or a Hugging Face MarianMT directory's, each failure naming its file.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use anyhow::{bail, Context};
+use candle_core::Device;
+
+use super::format::{self, ByModule};
+use super::read_weights::{read_pytorch_tensors, read_tensors, read_weights_file};
+use super::{int8_file, marian, CONFIG_FILE, MODEL_FILE};
+use crate::config::Config;
+use crate::tokenize::Tokenizers;
+
+/// A checkpoint directory's config, tokenizers and weights (under their module names,
+/// through our format), each failure naming its file.
+pub(super) fn read_parts(
+    dir: &Path,
+    device: &Device,
+) -> anyhow::Result<(Config, Tokenizers, ByModule)> {
+    let (config, tokenizers) = read_config_and_tokenizers(dir)?;
+    if marian::is_hugging_face_dir(dir) {
+        let weights = read_marian_weights(dir, &config, device)?;
+        marian::check_sizes(&config, &weights)?;
+        return Ok((config, tokenizers, weights));
+    }
+    let path = dir.join(MODEL_FILE);
+    let file = read_weights_file(&path, device, true)?;
+    let mut weights = format::to_modules(
+        Arc::new(format::AnnotatedTransformer),
+        file.tensors,
+        path.clone(),
+    )
+    .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+    weights.quantized_from = file.metadata.get(int8_file::QUANTIZED_FROM).cloned();
+    Ok((config, tokenizers, weights))
+}
+
+/// A checkpoint directory's config and tokenizers (a MarianMT directory's read from its
+/// JSON files and checked against each other), each failure naming its file.
+pub(super) fn read_config_and_tokenizers(dir: &Path) -> anyhow::Result<(Config, Tokenizers)> {
+    if marian::is_hugging_face_dir(dir) {
+        let config = marian::read_config(dir)?;
+        let tokenizers = Tokenizers::load(dir, &config.data)?;
+        marian::check_agreement(dir, &config, &tokenizers)?;
+        return Ok((config, tokenizers));
+    }
+    let marian_files = [
+        marian::SAFETENSORS_FILE,
+        crate::tokenize::marian::VOCAB_FILE,
+    ];
+    if !dir.join(CONFIG_FILE).is_file() && marian_files.iter().all(|f| dir.join(f).is_file()) {
+        bail!(
+            "{} looks like a Hugging Face MarianMT directory but has no {}; download that \
+             file too (it holds the model's sizes)",
+            dir.display(),
+            marian::CONFIG_JSON
+        );
+    }
+    let config = Config::load_saved(&dir.join(CONFIG_FILE))?;
+    let tokenizers = Tokenizers::load(dir, &config.data).with_context(|| {
+        format!(
+            "checkpoint {} is incomplete or damaged (train again or pick another run)",
+            dir.display()
+        )
+    })?;
+    Ok((config, tokenizers))
+}
+/// A Hugging Face MarianMT directory's weights, through [`marian::MarianFormat`].
+fn read_marian_weights(dir: &Path, config: &Config, device: &Device) -> anyhow::Result<ByModule> {
+    let path = marian::weights_file(dir)?;
+    let tensors = if path.extension().is_some_and(|e| e == "bin") {
+        read_pytorch_tensors(&path, device)?
+    } else {
+        read_tensors(&path, device)?
+    };
+    let format = Arc::new(marian::MarianFormat {
+        shared: config.model.share_source_embeddings,
+    });
+    format::to_modules(format, tensors, path.clone())
+        .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
+}

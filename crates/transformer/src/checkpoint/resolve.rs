@@ -1,0 +1,66 @@
+//! Which checkpoint a path names: a checkpoint directory, a Hugging Face MarianMT
+//! directory, or a run directory's `best/` or `last/`, with a retired copy put back first.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::bail;
+
+use super::{marian, write, BEST_DIR, LAST_DIR, MODEL_FILE};
+
+/// The checkpoint a path names: the directory itself when it holds weights (or is a Hugging
+/// Face MarianMT directory), else its `best/`, else its `last/` (so a run directory works
+/// too). A checkpoint that a save killed between its two renames left only as its retired
+/// copy is put back first (see [`super::write::restore_retired`]).
+pub fn resolve(path: &Path) -> anyhow::Result<PathBuf> {
+    let path = &write::restore_retired(path);
+    if path.is_file() {
+        let parent = path.parent().filter(|p| !p.as_os_str().is_empty());
+        bail!(
+            "{} is a file, not a checkpoint directory; pass the directory that holds it ({})",
+            path.display(),
+            parent.map_or_else(|| ".".into(), |p| p.display().to_string())
+        );
+    }
+    if !path.is_dir() {
+        bail!(
+            "checkpoint directory {} does not exist; train one with `transformer train` or pass \
+             --checkpoint DIR",
+            path.display()
+        );
+    }
+    if marian::is_hugging_face_dir(path) {
+        return Ok(path.to_path_buf());
+    }
+    std::iter::once(path.to_path_buf())
+        .chain(
+            [BEST_DIR, LAST_DIR]
+                .into_iter()
+                .map(|name| write::restore_retired(&path.join(name))),
+        )
+        .find(|dir| dir.join(MODEL_FILE).is_file())
+        .ok_or_else(|| {
+            anyhow::anyhow!(
+                "{} holds no {MODEL_FILE} (nor best/ or last/ with one); the checkpoint is \
+                 incomplete, train again or pick another run",
+                path.display()
+            )
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_weights_file_given_as_the_checkpoint_names_its_directory() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join(MODEL_FILE);
+        std::fs::write(&file, b"").unwrap();
+        let err = resolve(&file).unwrap_err().to_string();
+        assert!(
+            err.contains("is a file, not a checkpoint directory"),
+            "{err}"
+        );
+        assert!(err.contains(&dir.path().display().to_string()), "{err}");
+    }
+}

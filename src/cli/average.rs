@@ -1,0 +1,19 @@
+//! `transformer average`'s flags: the run and how many kept checkpoints to average.
+
+use std::path::PathBuf;
+
+use clap::Args;
+
+use super::at_least_one;
+
+#[derive(Debug, Args)]
+pub struct AverageArgs {
+    /// Run directory (holds checkpoints/step-N/)
+    pub run_dir: PathBuf,
+    /// How many of the newest kept checkpoints to average
+    #[arg(long, value_name = "K", value_parser = at_least_one)]
+    pub last: usize,
+    /// Where to write the averaged checkpoint (default: RUN_DIR/averaged)
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+}

@@ -1,0 +1,40 @@
+//! How to decode (`--beam`, `--length-penalty`, `--max-len`, `--compute-type`) and how many
+//! sentences together, as translate, eval and serve take them.
+
+use clap::Args;
+
+use super::{at_least_one, finite};
+use crate::config::ComputeType;
+
+#[derive(Debug, Args)]
+pub struct DecodeArgs {
+    #[command(flatten)]
+    pub settings: DecodeSettingsArgs,
+    /// Most sentences decoded together (from stdin: of the lines already waiting, so that a
+    /// line typed at a terminal is translated at once)
+    #[arg(long, default_value_t = 32, value_name = "N", value_parser = at_least_one)]
+    pub batch_size: usize,
+}
+
+/// How to decode, each over the checkpoint's `[decode]` setting.
+#[derive(Debug, Args)]
+pub struct DecodeSettingsArgs {
+    /// Beam size; 1 is greedy decoding (at most the target vocabulary's size) [default: the
+    /// checkpoint's decode.beam (a MarianMT directory's num_beams), else 1]
+    #[arg(long, value_name = "N", value_parser = at_least_one)]
+    pub beam: Option<usize>,
+    /// Length penalty exponent for beam search: scores are divided by ((5 + len) / 6)^alpha
+    /// (len^alpha for a MarianMT checkpoint, as transformers divides); negative values favour
+    /// short translations [default: the checkpoint's decode.length_penalty, else 1.0]
+    #[arg(long, value_name = "ALPHA", value_parser = finite, allow_negative_numbers = true)]
+    pub length_penalty: Option<f64>,
+    /// Most target tokens to generate, </s> included [default: the checkpoint's
+    /// decode.max_len, else source length + 50]
+    #[arg(long, value_name = "N", value_parser = at_least_one)]
+    pub max_len: Option<usize>,
+    /// What the linear layers compute in: float32, or int8 (weights quantized per output
+    /// row when the checkpoint loads, CPU only) [default: the checkpoint's
+    /// decode.compute_type, else float32]
+    #[arg(long, value_name = "TYPE", value_parser = ComputeType::parse)]
+    pub compute_type: Option<ComputeType>,
+}

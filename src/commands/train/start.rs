@@ -1,0 +1,172 @@
+//! The trainer a run starts with: a new run from `--config` (or the built-in base config,
+//! `training.init_from`'s weights), or one resumed from its `last/` checkpoint; either way
+//! its run directory locked against a second `train` and cleared of leftovers.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context};
+
+use super::count;
+use crate::checkpoint::{self, history, DirLock, LockHeld, WhenHeld, BEST_DIR, RUNS_ROOT};
+use crate::cli::TrainArgs;
+use crate::commands::init_from;
+use crate::config::Config;
+use crate::distributed::Collective;
+use crate::progress::{DataBars, Verbosity};
+use crate::train::{Trainer, TrainingData};
+
+/// How many training sources to translate when training ends.
+const SAMPLE_TRANSLATIONS: usize = 5;
+/// A new run from `--config` (or the built-in base config).
+pub(super) fn new_trainer(
+    args: &TrainArgs,
+    device: &candle_core::Device,
+    collective: Box<dyn Collective>,
+    verbosity: Verbosity,
+) -> anyhow::Result<(Trainer, PathBuf, Vec<String>, Option<DirLock>)> {
+    let (mut config, name) = match &args.config {
+        Some(path) => (Config::load(path)?, config_name(path)),
+        None => (Config::builtin_base()?, "base".into()),
+    };
+    if let Some(seed) = args.seed {
+        config.training.seed = seed;
+    }
+    let run_dir = args
+        .out
+        .clone()
+        .or_else(|| config.run.dir.clone())
+        .unwrap_or_else(|| Path::new(RUNS_ROOT).join(&name));
+    config.run.dir = Some(run_dir.clone());
+    let lead = collective.rank() == 0;
+    let run_lock = lead.then(|| lock_run(&run_dir)).transpose()?;
+    if checkpoint::resolve(&run_dir).is_ok() && !args.overwrite {
+        bail!(
+            "{} already holds a checkpoint; continue it with `transformer train --resume {0}`, \
+             pass --overwrite to replace it, or --out DIR to train into another directory",
+            run_dir.display()
+        );
+    }
+    let initial = match config.training.init_from.clone() {
+        Some(path) => Some(init_from::initial_weights(&mut config, &path, device)?),
+        None => None,
+    };
+    let (tokenizers, weights) = initial.unzip();
+    let inherited = tokenizers.is_some();
+    let (data, samples) = TrainingData::prepare(
+        &config,
+        tokenizers,
+        SAMPLE_TRANSLATIONS,
+        &DataBars { verbosity },
+        |line| {
+            if lead {
+                eprintln!("{line}")
+            }
+        },
+    )?;
+    if config.decode.length_ratio.is_none() {
+        // What marks a translation short, measured on what the model learns from.
+        config.decode.length_ratio = data.length_ratio();
+    }
+    if inherited && lead {
+        init_from::warn_of_unknown_tokens(&data, &config);
+    }
+    let mut trainer = Trainer::joined(config, data, device, collective)?;
+    if let Some(weights) = weights {
+        trainer.start_from(&weights)?;
+        // What fine-tuning starts from, so that its epochs' numbers have a baseline.
+        if let (true, Some((loss, bleu))) = (lead, trainer.validate()?) {
+            let bleu = bleu.map_or(String::new(), |b| format!(", valid BLEU {b:.2}"));
+            eprintln!("before training: valid loss {loss:.4}{bleu} (training.init_from's weights)");
+        }
+    }
+    if lead {
+        // First what can still fail: a leftover that cannot be removed refuses the run while
+        // the replaced one is whole.
+        checkpoint::clear_leftovers(&run_dir)?;
+        remove_replaced_run(&run_dir)?;
+    }
+    Ok((trainer, run_dir, samples, run_lock))
+}
+
+/// The run directory's lock, which a second `train` into it is refused by.
+fn lock_run(run_dir: &Path) -> anyhow::Result<DirLock> {
+    DirLock::acquire(run_dir, WhenHeld::REFUSE).map_err(|e| match e.downcast::<LockHeld>() {
+        Ok(held) => anyhow::anyhow!(
+            "{} is being trained by another process ({}); let it finish or stop it, or train \
+             into another directory with --out DIR",
+            run_dir.display(),
+            held.holder
+        ),
+        Err(e) => e,
+    })
+}
+
+/// Removes what a run being replaced (`--overwrite`) leaves that would be read as the new
+/// run's: its best/ and averaged/ would answer for the run directory, and its kept
+/// checkpoints be averaged with the new ones. Done once the new run is ready to train, so
+/// that a config or corpus error leaves the old run whole.
+fn remove_replaced_run(run_dir: &Path) -> anyhow::Result<()> {
+    for stale in [BEST_DIR, history::AVERAGED_DIR, history::KEPT_DIR] {
+        let stale = run_dir.join(stale);
+        if stale.is_dir() {
+            std::fs::remove_dir_all(&stale).with_context(|| {
+                format!(
+                    "cannot remove {} of the run being replaced; remove it by hand",
+                    stale.display()
+                )
+            })?;
+        }
+    }
+    Ok(())
+}
+
+/// The run in `run_dir`, at the step its `last/` checkpoint was written.
+pub(super) fn resumed_trainer(
+    run_dir: &Path,
+    device: &candle_core::Device,
+    collective: Box<dyn Collective>,
+    verbosity: Verbosity,
+) -> anyhow::Result<(Trainer, PathBuf, Vec<String>, Option<DirLock>)> {
+    let lead = collective.rank() == 0;
+    let run_lock = lead.then(|| lock_run(run_dir)).transpose()?;
+    let saved = checkpoint::load_for_resume(run_dir, device)?;
+    let mut config = saved.config;
+    config.run.dir = Some(run_dir.to_path_buf());
+    let (data, samples) = TrainingData::prepare(
+        &config,
+        Some(saved.tokenizers),
+        SAMPLE_TRANSLATIONS,
+        &DataBars { verbosity },
+        |line| {
+            if lead {
+                eprintln!("{line}")
+            }
+        },
+    )?;
+    let trainer = Trainer::resume_joined(config, data, device, saved.point, collective)
+        .with_context(|| format!("cannot resume from {}", saved.dir.display()))?;
+    if lead {
+        checkpoint::clear_leftovers(run_dir)?;
+    }
+    if !lead {
+        return Ok((trainer, run_dir.to_path_buf(), samples, run_lock));
+    }
+    // Records logged after the checkpoint by the stopped process would be logged again.
+    checkpoint::save_metrics(run_dir, trainer.metrics())?;
+    let p = trainer.position();
+    eprintln!(
+        "resuming {} at step {} (epoch {}, {} into it)",
+        run_dir.display(),
+        p.step,
+        p.epoch,
+        count(p.steps_in_epoch, "step")
+    );
+    Ok((trainer, run_dir.to_path_buf(), samples, run_lock))
+}
+
+/// `configs/base.toml` -> `base`.
+fn config_name(path: &Path) -> String {
+    path.file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "run".into())
+}
