@@ -37,8 +37,11 @@ const ONE_WAY: &[(&str, &str)] = &[
         "model",
         "train infer decoding serve checkpoint data corpus tokenize document distributed plot metrics",
     ),
-    // Reading and tokenizing text knows nothing of a model or what runs one.
-    ("data corpus tokenize", "model train infer decoding serve"),
+    // Reading, tokenizing and encoding text knows nothing of a model or what runs one.
+    (
+        "data corpus tokenize training_data",
+        "model train infer decoding serve",
+    ),
     // The kernels sit under everything that computes.
     ("kernels", "model train infer decoding serve data corpus tokenize"),
 ];

@@ -38,7 +38,13 @@ fn teacher_forced_log_probs_equal_transformers_within_1e4() {
         // transformers' attention mask is the source's padding: ours must be the same.
         let mask = tensor(&matrix(&case["attention_mask"]));
         let specials = loaded.tokenizers.specials();
-        let batch = transformer::model::TeacherForced::framed(src, tgt_in, &specials).unwrap();
+        let batch = transformer::model::TeacherForced::framed(
+            src,
+            tgt_in,
+            specials.pad,
+            specials.decoder_starts_from_pad(),
+        )
+        .unwrap();
         let transformer::model::TeacherForced::WithSource { source, .. } = &batch else {
             unreachable!()
         };

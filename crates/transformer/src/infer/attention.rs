@@ -55,7 +55,13 @@ pub fn attention_grids(
     let (src, tgt_in) = (pair.src.as_slice(), pair.tgt_in.as_slice());
     let src_ids = Tensor::new(src, device)?.unsqueeze(0)?;
     let tgt_ids = Tensor::new(tgt_in, device)?.unsqueeze(0)?;
-    let batch = TeacherForced::framed(src_ids, tgt_ids, &tokenizers.specials())?;
+    let specials = tokenizers.specials();
+    let batch = TeacherForced::framed(
+        src_ids,
+        tgt_ids,
+        specials.pad,
+        specials.decoder_starts_from_pad(),
+    )?;
     let maps = model.attention_maps(&batch)?;
     let src_tokens = tokens(&tokenizers.src, src);
     let tgt_tokens = tokens(&tokenizers.tgt, tgt_in);

@@ -165,53 +165,6 @@ pub fn sinusoid_halves_table(max_len: usize, d_model: usize, device: &Device) ->
     Tensor::from_vec(table, (max_len, d_model), device)
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_position_table_follows_the_sine_cosine_formula() {
-        let table = sinusoid_table(50, 8, &Device::Cpu).unwrap();
-        let table = table.to_vec2::<f32>().unwrap();
-        for pos in [0usize, 1, 7, 49] {
-            for i in 0..4 {
-                let angle = pos as f64 / 10000f64.powf(2. * i as f64 / 8.);
-                assert!((table[pos][2 * i] as f64 - angle.sin()).abs() < 1e-5);
-                assert!((table[pos][2 * i + 1] as f64 - angle.cos()).abs() < 1e-5);
-            }
-        }
-        assert_eq!(table[0][0], 0.0);
-        assert_eq!(table[0][1], 1.0);
-    }
-
-    #[test]
-    fn the_halves_layout_puts_every_sine_before_every_cosine() {
-        for d_model in [8, 7] {
-            let table = sinusoid_table(50, d_model, &Device::Cpu).unwrap();
-            let halves = sinusoid_halves_table(50, d_model, &Device::Cpu).unwrap();
-            let (table, halves) = (
-                table.to_vec2::<f32>().unwrap(),
-                halves.to_vec2::<f32>().unwrap(),
-            );
-            let sines = d_model.div_ceil(2);
-            for (pos, (halves, table)) in halves.iter().zip(&table).enumerate() {
-                for (i, &a) in halves.iter().enumerate() {
-                    let column = if i < sines {
-                        2 * i
-                    } else {
-                        2 * (i - sines) + 1
-                    };
-                    let b = table[column];
-                    assert!(
-                        (a - b).abs() < 1e-4,
-                        "d {d_model} pos {pos} i {i}: {a} vs {b}"
-                    );
-                }
-            }
-        }
-    }
-}
-
 /// The reference's `nn.Sequential(Embeddings, PositionalEncoding)`: parameters `0.lut.weight`
 /// and the buffer `1.pe`.
 pub struct EmbeddingStack {
@@ -282,5 +235,52 @@ impl EmbeddingStack {
     pub fn forward(&self, ids: &Tensor, offset: usize, mode: Mode) -> Result<Tensor> {
         self.positions
             .forward(&self.embeddings.forward(ids)?, offset, mode)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_position_table_follows_the_sine_cosine_formula() {
+        let table = sinusoid_table(50, 8, &Device::Cpu).unwrap();
+        let table = table.to_vec2::<f32>().unwrap();
+        for pos in [0usize, 1, 7, 49] {
+            for i in 0..4 {
+                let angle = pos as f64 / 10000f64.powf(2. * i as f64 / 8.);
+                assert!((table[pos][2 * i] as f64 - angle.sin()).abs() < 1e-5);
+                assert!((table[pos][2 * i + 1] as f64 - angle.cos()).abs() < 1e-5);
+            }
+        }
+        assert_eq!(table[0][0], 0.0);
+        assert_eq!(table[0][1], 1.0);
+    }
+
+    #[test]
+    fn the_halves_layout_puts_every_sine_before_every_cosine() {
+        for d_model in [8, 7] {
+            let table = sinusoid_table(50, d_model, &Device::Cpu).unwrap();
+            let halves = sinusoid_halves_table(50, d_model, &Device::Cpu).unwrap();
+            let (table, halves) = (
+                table.to_vec2::<f32>().unwrap(),
+                halves.to_vec2::<f32>().unwrap(),
+            );
+            let sines = d_model.div_ceil(2);
+            for (pos, (halves, table)) in halves.iter().zip(&table).enumerate() {
+                for (i, &a) in halves.iter().enumerate() {
+                    let column = if i < sines {
+                        2 * i
+                    } else {
+                        2 * (i - sines) + 1
+                    };
+                    let b = table[column];
+                    assert!(
+                        (a - b).abs() < 1e-4,
+                        "d {d_model} pos {pos} i {i}: {a} vs {b}"
+                    );
+                }
+            }
+        }
     }
 }

@@ -2,9 +2,7 @@
 //! parallel pass, saved as `tokenizer.json`, and encoding with a per-word cache, long words in
 //! pieces.
 
-use std::path::Path;
-
-use anyhow::{anyhow, Context};
+use anyhow::anyhow;
 use tokenizers::models::bpe::{BpeTrainerBuilder, BPE};
 use tokenizers::pre_tokenizers::metaspace::{Metaspace, PrependScheme};
 use tokenizers::{AddedToken, Tokenizer};
@@ -12,7 +10,6 @@ use tokenizers::{AddedToken, Tokenizer};
 use crate::config::DataConfig;
 use crate::tokenize::long_words;
 use crate::tokenize::specials::{BOS, EOS, PAD, UNK, UNK_ID};
-use crate::tokenize::tokenizer::TextTokenizer;
 use crate::tokenize::vocab::Encoded;
 
 /// The pre-tokenizer of our BPE: SentencePiece-style words, `▁` marking a word start.
@@ -25,7 +22,7 @@ pub(super) fn metaspace() -> Metaspace {
 pub(super) fn learn_bpe<'a>(
     texts: impl Iterator<Item = &'a str> + Send,
     cfg: &DataConfig,
-) -> anyhow::Result<TextTokenizer> {
+) -> anyhow::Result<Tokenizer> {
     let mut counts = BpeWordCounts::default();
     texts.for_each(|text| counts.add(text));
     learn_bpe_from_counts(&counts, cfg)
@@ -105,7 +102,7 @@ impl BpeWordCounts {
 pub fn learn_bpe_from_counts(
     counts: &BpeWordCounts,
     cfg: &DataConfig,
-) -> anyhow::Result<TextTokenizer> {
+) -> anyhow::Result<Tokenizer> {
     let specials = [PAD, BOS, EOS, UNK]
         .map(|s| AddedToken::from(s, true))
         .to_vec();
@@ -128,63 +125,19 @@ pub fn learn_bpe_from_counts(
     tokenizer
         .add_special_tokens(added)
         .map_err(|e| anyhow!("cannot add the special tokens: {e}"))?;
-    Ok(TextTokenizer::Bpe(Box::new(tokenizer)))
+    Ok(tokenizer)
 }
 
 /// Words already split into BPE ids, kept per worker thread while a corpus is encoded: a
 /// corpus repeats its words millions of times, tokenizers' own cache holds 10,000.
 #[derive(Default)]
-pub struct WordIdsCache(ahash::AHashMap<String, Vec<u32>>);
+pub struct WordIdsCache(pub(super) ahash::AHashMap<String, Vec<u32>>);
 
 /// Words the cache holds before it starts over (a few hundred megabytes at most).
 pub(super) const WORD_CACHE_WORDS: usize = 1 << 20;
 
-impl TextTokenizer {
-    /// The ids of a sentence already normalised ([`normalize_sentence`], as the corpus reader
-    /// leaves it), as [`Self::encode`] gives them, faster for BPE: word by word through
-    /// `cache`. A sentence the shortcut might read otherwise (holding `▁` or `<`, which could
-    /// start a special token) takes the full path.
-    pub fn encode_normalized(
-        &self,
-        text: &str,
-        cache: &mut WordIdsCache,
-    ) -> anyhow::Result<Vec<u32>> {
-        let Self::Bpe(tokenizer) = self else {
-            return Ok(self.encode(text)?.ids);
-        };
-        if text.is_empty() || text.contains(['▁', '<']) {
-            return Ok(self.encode(text)?.ids);
-        }
-        let mut ids = Vec::with_capacity(text.len() / 3);
-        let mut word = String::new();
-        for piece in text.split(' ') {
-            if long_words::is_long(piece) {
-                long_words::note_cut(piece);
-                ids.extend(word_in_pieces(tokenizer, piece)?.into_iter().map(|t| t.id));
-                continue;
-            }
-            if let Some(known) = cache.0.get(piece) {
-                ids.extend_from_slice(known);
-                continue;
-            }
-            word.clear();
-            word.push('▁');
-            word.push_str(piece);
-            let tokens = tokenizers::Model::tokenize(tokenizer.get_model(), &word)
-                .map_err(|e| anyhow!("cannot tokenize {text:?}: {e}"))?;
-            let word_ids: Vec<u32> = tokens.iter().map(|t| t.id).collect();
-            ids.extend_from_slice(&word_ids);
-            if cache.0.len() >= WORD_CACHE_WORDS {
-                cache.0.clear();
-            }
-            cache.0.insert(piece.to_string(), word_ids);
-        }
-        Ok(ids)
-    }
-}
-
 /// A sentence holding a word too long to segment whole (see [`long_words`]), word by word,
-/// the long ones in pieces: the ids [`TextTokenizer::encode`] gives, and the pieces that
+/// the long ones in pieces: the ids `TextTokenizer::encode` gives, and the pieces that
 /// became `<unk>`.
 pub(super) fn encode_in_pieces(tokenizer: &Tokenizer, text: &str) -> anyhow::Result<Encoded> {
     let mut encoded = Encoded {
@@ -239,18 +192,4 @@ pub(super) fn bpe_json(tokenizer: &Tokenizer) -> anyhow::Result<String> {
     tokenizer
         .to_string(true)
         .map_err(|e| anyhow!("cannot serialise the tokenizer: {e}"))
-}
-
-pub(super) fn load_bpe(path: &Path) -> anyhow::Result<TextTokenizer> {
-    if !path.is_file() {
-        anyhow::bail!(
-            "{} is missing; the checkpoint's config.toml says data.tokenizer = \"bpe\", so the \
-             checkpoint is incomplete: copy the file from the run that wrote it, or train again",
-            path.display()
-        );
-    }
-    let tokenizer = Tokenizer::from_file(path)
-        .map_err(|e| anyhow!("{e}"))
-        .with_context(|| format!("cannot read tokenizer {}", path.display()))?;
-    Ok(TextTokenizer::Bpe(Box::new(tokenizer)))
 }

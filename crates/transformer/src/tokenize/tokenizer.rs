@@ -1,12 +1,13 @@
 //! Text <-> ids for each side: word vocabularies (the toy config) or BPE subwords learned with
 //! Hugging Face `tokenizers` and saved as `tokenizer.json`, which Python reads too.
 
+use std::path::Path;
 use std::sync::Arc;
 
-use anyhow::anyhow;
+use anyhow::{anyhow, Context};
 use tokenizers::Tokenizer;
 
-use super::bpe::encode_in_pieces;
+use super::bpe::{encode_in_pieces, word_in_pieces, WordIdsCache, WORD_CACHE_WORDS};
 use crate::corpus::normalize_sentence;
 use crate::tokenize::long_words;
 use crate::tokenize::marian::MarianTokenizer;
@@ -36,6 +37,11 @@ pub struct MarianSide {
 }
 
 impl TextTokenizer {
+    /// A learned BPE tokenizer as one side's tokenizer.
+    pub fn bpe(tokenizer: Tokenizer) -> Self {
+        Self::Bpe(Box::new(tokenizer))
+    }
+
     /// Text -> ids (no `<s>`/`</s>`), and the pieces that became `<unk>`. Our tokenizers
     /// read the text as training read it ([`normalize_sentence`]: NFC, one space for every
     /// run of whitespace); a MarianMT tokenizer reads it as transformers' MarianTokenizer
@@ -118,6 +124,64 @@ pub(super) fn marian_is_for_translation() -> anyhow::Error {
         "data.tokenizer = \"marian\" is a translation model's tokenizer (source.spm and \
          target.spm), and this corpus is a language model's text; use data.tokenizer = \"bpe\""
     )
+}
+
+impl TextTokenizer {
+    /// The ids of a sentence already normalised ([`normalize_sentence`], as the corpus reader
+    /// leaves it), as [`Self::encode`] gives them, faster for BPE: word by word through
+    /// `cache`. A sentence the shortcut might read otherwise (holding `▁` or `<`, which could
+    /// start a special token) takes the full path.
+    pub fn encode_normalized(
+        &self,
+        text: &str,
+        cache: &mut WordIdsCache,
+    ) -> anyhow::Result<Vec<u32>> {
+        let Self::Bpe(tokenizer) = self else {
+            return Ok(self.encode(text)?.ids);
+        };
+        if text.is_empty() || text.contains(['▁', '<']) {
+            return Ok(self.encode(text)?.ids);
+        }
+        let mut ids = Vec::with_capacity(text.len() / 3);
+        let mut word = String::new();
+        for piece in text.split(' ') {
+            if long_words::is_long(piece) {
+                long_words::note_cut(piece);
+                ids.extend(word_in_pieces(tokenizer, piece)?.into_iter().map(|t| t.id));
+                continue;
+            }
+            if let Some(known) = cache.0.get(piece) {
+                ids.extend_from_slice(known);
+                continue;
+            }
+            word.clear();
+            word.push('▁');
+            word.push_str(piece);
+            let tokens = tokenizers::Model::tokenize(tokenizer.get_model(), &word)
+                .map_err(|e| anyhow!("cannot tokenize {text:?}: {e}"))?;
+            let word_ids: Vec<u32> = tokens.iter().map(|t| t.id).collect();
+            ids.extend_from_slice(&word_ids);
+            if cache.0.len() >= WORD_CACHE_WORDS {
+                cache.0.clear();
+            }
+            cache.0.insert(piece.to_string(), word_ids);
+        }
+        Ok(ids)
+    }
+}
+
+pub(super) fn load_bpe(path: &Path) -> anyhow::Result<TextTokenizer> {
+    if !path.is_file() {
+        anyhow::bail!(
+            "{} is missing; the checkpoint's config.toml says data.tokenizer = \"bpe\", so the \
+             checkpoint is incomplete: copy the file from the run that wrote it, or train again",
+            path.display()
+        );
+    }
+    let tokenizer = Tokenizer::from_file(path)
+        .map_err(|e| anyhow!("{e}"))
+        .with_context(|| format!("cannot read tokenizer {}", path.display()))?;
+    Ok(TextTokenizer::Bpe(Box::new(tokenizer)))
 }
 
 #[cfg(test)]
@@ -229,7 +293,7 @@ mod tests {
             .build()
             .into();
         reference.train(&mut trainer, texts.clone()).unwrap();
-        let TextTokenizer::Bpe(ours) = learn_bpe(texts, &cfg).unwrap() else {
+        let TextTokenizer::Bpe(ours) = TextTokenizer::bpe(learn_bpe(texts, &cfg).unwrap()) else {
             panic!("a BPE tokenizer");
         };
         assert_eq!(bpe_json(&ours).unwrap(), bpe_json(&reference).unwrap());

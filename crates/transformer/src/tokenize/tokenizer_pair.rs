@@ -5,7 +5,8 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use super::bpe::{bpe_json, learn_bpe, load_bpe};
+use super::bpe::{bpe_json, learn_bpe};
+use super::tokenizer::load_bpe;
 use crate::config::{DataConfig, TokenizerKind};
 use crate::corpus::SentencePair;
 use crate::tokenize::marian::MarianTokenizer;
@@ -95,7 +96,7 @@ impl Tokenizers {
                 })
             }
             TokenizerKind::Bpe if cfg.joint_vocab => {
-                let joint = learn_bpe(sources().chain(targets()), cfg)?;
+                let joint = TextTokenizer::bpe(learn_bpe(sources().chain(targets()), cfg)?);
                 Ok(Self {
                     src: joint.clone(),
                     tgt: joint,
@@ -103,8 +104,8 @@ impl Tokenizers {
                 })
             }
             TokenizerKind::Bpe => Ok(Self {
-                src: learn_bpe(sources(), cfg)?,
-                tgt: learn_bpe(targets(), cfg)?,
+                src: TextTokenizer::bpe(learn_bpe(sources(), cfg)?),
+                tgt: TextTokenizer::bpe(learn_bpe(targets(), cfg)?),
                 joint: false,
             }),
             TokenizerKind::Marian => Ok(Self::marian(learn_marian(
@@ -127,7 +128,7 @@ impl Tokenizers {
                 let words: Vec<Vec<String>> = texts.map(tokenize).collect();
                 TextTokenizer::Word(Vocab::build(words.iter().map(Vec::as_slice), cfg.min_freq))
             }
-            TokenizerKind::Bpe => learn_bpe(texts, cfg)?,
+            TokenizerKind::Bpe => TextTokenizer::bpe(learn_bpe(texts, cfg)?),
             TokenizerKind::Marian => return Err(marian_is_for_translation()),
         };
         Ok(Self {

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use super::cache_entry::{publish, write_synced};
+use super::cache_entry::{publish, write_synced, IDS_FILE, META_FILE, OFFSETS_FILE};
 use super::cache_key::{digest_files, hex, key_of};
 use crate::config::{CorpusCacheMode, CorpusSource, DataConfig};
 use crate::corpus::CleaningReport;
@@ -74,10 +74,6 @@ pub(super) struct EncodedMeta {
     pub(super) too_long: usize,
     pub(super) samples: Vec<String>,
 }
-
-pub(super) const IDS_FILE: &str = "ids.bin";
-pub(super) const OFFSETS_FILE: &str = "offsets.bin";
-pub(super) const META_FILE: &str = "meta.json";
 
 /// What a learned-tokenizer entry says about itself (`meta.json`, written last): each
 /// file's checksum.

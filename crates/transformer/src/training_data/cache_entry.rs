@@ -5,7 +5,11 @@ use std::fs::File;
 use std::io::Write;
 use std::path::Path;
 
-use super::cache::META_FILE;
+/// The files of an encoded corpus's entry: its ids, the offsets between its pairs, and what
+/// it holds with the checksums of both.
+pub(super) const IDS_FILE: &str = "ids.bin";
+pub(super) const OFFSETS_FILE: &str = "offsets.bin";
+pub(super) const META_FILE: &str = "meta.json";
 
 /// Fills a hidden staging directory beside `dir` and renames it to `dir`: readers see a whole
 /// entry or none. Another process that published the same entry first wins (its entry is the

@@ -6,10 +6,9 @@ use std::io::{BufWriter, Write};
 use std::sync::{Arc, Mutex};
 
 use super::cache::{
-    warn_not_cached, CacheUse, CorpusCache, EncodedMeta, PreparedCorpus, CACHE_FORMAT, IDS_FILE,
-    META_FILE, OFFSETS_FILE,
+    warn_not_cached, CacheUse, CorpusCache, EncodedMeta, PreparedCorpus, CACHE_FORMAT,
 };
-use super::cache_entry::{publish, write_synced};
+use super::cache_entry::{publish, write_synced, IDS_FILE, META_FILE, OFFSETS_FILE};
 use crate::config::DataConfig;
 use crate::corpus::{stream_corpus, total_bytes, ReadCounter};
 use crate::corpus::{CleaningReport, SentencePair};

@@ -145,12 +145,12 @@ fn learn_streamed(cfg: &DataConfig, progress: &dyn Progress) -> anyhow::Result<T
             TextTokenizer::Word(Vocab::from_counts(tgt, cfg.min_freq)),
         ),
         BlockCounts::Bpe(src, _) if joint_bpe => {
-            let joint = learn_bpe_from_counts(&src, cfg)?;
+            let joint = TextTokenizer::bpe(learn_bpe_from_counts(&src, cfg)?);
             (joint.clone(), joint)
         }
         BlockCounts::Bpe(src, tgt) => (
-            learn_bpe_from_counts(&src, cfg)?,
-            learn_bpe_from_counts(&tgt, cfg)?,
+            TextTokenizer::bpe(learn_bpe_from_counts(&src, cfg)?),
+            TextTokenizer::bpe(learn_bpe_from_counts(&tgt, cfg)?),
         ),
     };
     Ok(if target_only {

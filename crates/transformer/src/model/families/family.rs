@@ -11,7 +11,6 @@ use crate::kernels::dropout::Mode;
 use crate::model::attention_maps::AttentionMaps;
 use crate::model::decoding::{DecodingModel, Source};
 use crate::model::masks;
-use crate::tokenize::SpecialIds;
 
 /// A padded batch as a teacher-forced pass reads it.
 pub enum TeacherForced {
@@ -29,18 +28,24 @@ pub enum TeacherForced {
 impl TeacherForced {
     /// The batch of padded source ids `(batch, src_len)` and target prefix `tgt_in` `(batch,
     /// tgt_len)`, with their masks (`pad` hidden; the target also from later positions).
-    /// A batch of padded sources and decoder inputs framed as `specials` says: padding
-    /// hidden from every attention, except that a decoder started from the padding id
-    /// (MarianMT's) keeps its first position visible, with a causal-only mask as
-    /// transformers' (real positions never see the padding after them anyway).
-    pub fn framed(src: Tensor, tgt_in: Tensor, specials: &SpecialIds) -> Result<Self> {
-        if !specials.decoder_starts_from_pad() {
-            return Self::with_masks(src, tgt_in, specials.pad);
+    /// A batch of padded sources and decoder inputs framed as a vocabulary's special ids say
+    /// (`pad`, and whether the decoder starts from it): padding hidden from every attention,
+    /// except that a decoder started from the padding id (MarianMT's) keeps its first
+    /// position visible, with a causal-only mask as transformers' (real positions never see
+    /// the padding after them anyway).
+    pub fn framed(
+        src: Tensor,
+        tgt_in: Tensor,
+        pad: u32,
+        decoder_starts_from_pad: bool,
+    ) -> Result<Self> {
+        if !decoder_starts_from_pad {
+            return Self::with_masks(src, tgt_in, pad);
         }
         let (batch, len) = tgt_in.dims2()?;
         Ok(Self::WithSource {
             source: Source {
-                mask: masks::padding_mask(&src, specials.pad)?,
+                mask: masks::padding_mask(&src, pad)?,
                 ids: src,
             },
             tgt_mask: masks::subsequent_mask(len, tgt_in.device())?.repeat((batch, 1, 1))?,
@@ -135,11 +140,11 @@ mod tests {
     fn a_decoder_started_from_the_padding_id_still_sees_its_first_position() {
         let src = Tensor::new(&[[4u32, 5]], &Device::Cpu).unwrap();
         let tgt_in = Tensor::new(&[[9u32, 5, 9]], &Device::Cpu).unwrap();
-        let marian = TeacherForced::framed(src.clone(), tgt_in, &SpecialIds::marian(9, 0, 1));
+        let marian = TeacherForced::framed(src.clone(), tgt_in, 0, true);
         let rows = first_mask(&marian.unwrap());
         assert_eq!(rows, vec![vec![1, 0, 0], vec![1, 1, 0], vec![1, 1, 1]]);
         let tgt_in = Tensor::new(&[[1u32, 5, 0]], &Device::Cpu).unwrap();
-        let ours = TeacherForced::framed(src, tgt_in, &SpecialIds::ours()).unwrap();
+        let ours = TeacherForced::framed(src, tgt_in, 0, false).unwrap();
         assert_eq!(
             first_mask(&ours),
             vec![vec![1, 0, 0], vec![1, 1, 0], vec![1, 1, 0]]

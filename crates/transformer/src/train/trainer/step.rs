@@ -156,7 +156,12 @@ impl Trainer {
         let tgt_out = Tensor::from_slice(&batch.tgt_out, batch.size * batch.tgt_len, dev)?;
         let inputs = if model.reads_source() {
             let src = Tensor::from_slice(&batch.src, (batch.size, batch.src_len), dev)?;
-            TeacherForced::framed(src, tgt_in, &self.specials)?
+            TeacherForced::framed(
+                src,
+                tgt_in,
+                self.specials.pad,
+                self.specials.decoder_starts_from_pad(),
+            )?
         } else {
             TeacherForced::TargetOnly { ids: tgt_in }
         };
