@@ -46,6 +46,19 @@ fn disable_transparent_huge_pages() {
     }
 }
 
+/// What the user can do about a library error, in the command line's words: the library's
+/// errors name files and values, never a flag.
+fn advice(error: &anyhow::Error) -> &'static str {
+    if error
+        .chain()
+        .any(|cause| cause.downcast_ref::<checkpoint::NoCheckpoint>().is_some())
+    {
+        "; train one with `transformer train` or pass --checkpoint DIR"
+    } else {
+        ""
+    }
+}
+
 fn main() -> ExitCode {
     // SAFETY: sets a process-wide allocator option; no allocation is in flight.
     unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, -1) };
@@ -64,7 +77,7 @@ fn main() -> ExitCode {
             let message = format!("{e:#}");
             // Written, not `eprintln!`ed: a closed stderr must not turn an error into a panic.
             let line = message.lines().next().unwrap_or_default();
-            let _ = writeln!(std::io::stderr(), "error: {line}");
+            let _ = writeln!(std::io::stderr(), "error: {line}{}", advice(&e));
             if let Some(interrupted) = e.downcast_ref::<commands::Interrupted>() {
                 ExitCode::from(interrupted.exit_code)
             } else if e.downcast_ref::<commands::UsageError>().is_some() {

@@ -10,6 +10,14 @@ use common::{succeeded, transformer};
 use transformer::infer::settings::{self, DecodeRequest, Layer};
 use transformer::infer::{LoadOptions, Translator};
 
+/// The decoding settings named as the command line names them.
+const FLAGS: settings::SettingNames = settings::SettingNames {
+    beam: "--beam",
+    length_penalty: "--length-penalty",
+    max_len: "--max-len",
+    n_best: "--n-best",
+};
+
 const FIXTURE: &str = "tests/fixtures/parity";
 const SOURCES: [&str; 3] = ["ich mochte ein bier", "ich mochte ein cola", "ein bier"];
 
@@ -110,7 +118,7 @@ fn a_setting_out_of_bounds_is_refused_naming_where_it_was_asked() {
         ..DecodeRequest::default()
     };
     let refused = translator
-        .resolver(Some(Layer::asked(asked, settings::FLAGS)), None)
+        .resolver(Some(Layer::asked(asked, FLAGS)), None)
         .expect_err("a beam wider than the vocabulary is refused");
     assert!(!refused.in_config, "the flag asked for it, not the file");
     assert!(refused.message.contains("--beam"), "{}", refused.message);

@@ -19,6 +19,14 @@ use transformer::model::families::encoder_decoder::EncoderDecoder;
 use transformer::model::{masks, Mode};
 use transformer::tokenize::specials::PAD_ID;
 
+/// The decoding settings named as the command line names them.
+const FLAGS: settings::SettingNames = settings::SettingNames {
+    beam: "--beam",
+    length_penalty: "--length-penalty",
+    max_len: "--max-len",
+    n_best: "--n-best",
+};
+
 const FIXTURES: [&str; 5] = [
     "tests/fixtures/parity",
     "tests/fixtures/parity-post-norm",
@@ -125,7 +133,7 @@ fn greedy_decodes_match(fixture: &str) {
             ..DecodeRequest::default()
         };
         let options = translator
-            .resolver(Some(Layer::asked(asked, settings::FLAGS)), None)
+            .resolver(Some(Layer::asked(asked, FLAGS)), None)
             .unwrap()
             .defaults();
         let got = translator.translate(&[source], &options).unwrap().remove(0);

@@ -14,7 +14,7 @@ use candle_core::Device;
 
 use super::Measurement;
 use crate::config::ComputeType;
-use crate::infer::settings::{self, DecodeRequest, Layer};
+use crate::infer::settings::{DecodeRequest, Layer};
 use crate::infer::{LoadOptions, Translator};
 
 /// Most tokens each translation generates, `</s>` included.
@@ -54,7 +54,7 @@ pub fn marian_decoding(
         n_best: None,
     };
     let options = opened
-        .resolver(Some(Layer::asked(asked, settings::FLAGS)), None)?
+        .resolver(Some(Layer::asked(asked, crate::cli::FLAGS)), None)?
         .defaults();
     let translator = opened.with(options);
     // One sentence first, untimed, to warm up.

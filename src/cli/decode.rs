@@ -38,3 +38,11 @@ pub struct DecodeSettingsArgs {
     #[arg(long, value_name = "TYPE", value_parser = ComputeType::parse)]
     pub compute_type: Option<ComputeType>,
 }
+
+/// The decoding settings as the command line names them, for the resolver's errors.
+pub const FLAGS: crate::infer::settings::SettingNames = crate::infer::settings::SettingNames {
+    beam: "--beam",
+    length_penalty: "--length-penalty",
+    max_len: "--max-len",
+    n_best: "--n-best",
+};

@@ -26,7 +26,7 @@ pub use attention::AttentionArgs;
 pub use average::AverageArgs;
 pub use bench::{BenchArgs, BenchWorkload};
 pub use completions::CompletionsArgs;
-pub use decode::{DecodeArgs, DecodeSettingsArgs};
+pub use decode::{DecodeArgs, DecodeSettingsArgs, FLAGS};
 pub use device::DeviceArgs;
 pub use eval::EvalArgs;
 pub use export::{ExportArgs, ExportFormat};

@@ -58,7 +58,7 @@ fn continuation(args: &GenerateArgs, loaded: &Checkpoint) -> anyhow::Result<Cont
         length_penalty: args.length_penalty,
         ..DecodeRequest::default()
     };
-    let options = settings::resolver_of(loaded, Some(Layer::asked(asked, settings::FLAGS)), None)
+    let options = settings::resolver_of(loaded, Some(Layer::asked(asked, crate::cli::FLAGS)), None)
         .map_err(super::refused)?
         .defaults();
     Ok(match options.beam_settings() {

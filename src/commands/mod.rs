@@ -26,8 +26,8 @@ use std::path::{Path, PathBuf};
 use crate::checkpoint::{self, Checkpoint, Task, RUNS_ROOT};
 use crate::cli::{Command, DecodeSettingsArgs, DeviceArgs};
 use crate::config::ComputeType;
-use crate::device::select;
-use crate::infer::settings::{self, DecodeRequest, Layer, Refused, Resolver};
+use crate::device::{select, DeviceError};
+use crate::infer::settings::{DecodeRequest, Layer, Refused, Resolver};
 use crate::infer::text_generator::TextGenerator;
 use crate::infer::translator::DecodeOptions;
 use crate::infer::{LoadOptions, Translator};
@@ -113,7 +113,11 @@ impl std::error::Error for UsageError {}
 /// not the user's own (auto on a CUDA build). Quiet hides the news that a GPU was found,
 /// never that none could be used.
 fn device_from(args: &DeviceArgs, verbosity: Verbosity) -> anyhow::Result<candle_core::Device> {
-    let selected = select(args.device)?;
+    let selected = select(args.device).map_err(|error| match error {
+        DeviceError::CudaUnavailable { ordinal, why } => {
+            anyhow::anyhow!("--device cuda:{ordinal} is not available: {why}; use --device cpu")
+        }
+    })?;
     let hidden = verbosity == Verbosity::Quiet && selected.note_is_news;
     if let Some(note) = selected.note.filter(|_| !hidden) {
         eprintln!("{note}");
@@ -194,7 +198,7 @@ fn decode_resolver(
         n_best: None,
     };
     translator
-        .resolver(Some(Layer::asked(flags, settings::FLAGS)), door_beam)
+        .resolver(Some(Layer::asked(flags, crate::cli::FLAGS)), door_beam)
         .map_err(refused)
 }
 

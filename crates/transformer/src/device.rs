@@ -72,8 +72,16 @@ pub fn steps_between_end_checks(device: &Device) -> usize {
     }
 }
 
+/// A device that cannot be had.
+#[derive(Debug, thiserror::Error)]
+pub enum DeviceError {
+    /// CUDA device `ordinal` was asked for and cannot be opened, for the reason `why`.
+    #[error("cuda:{ordinal} is not available: {why}")]
+    CudaUnavailable { ordinal: usize, why: String },
+}
+
 /// Resolves a request to a device; asking for CUDA where there is none is an error.
-pub fn select(request: DeviceRequest) -> anyhow::Result<SelectedDevice> {
+pub fn select(request: DeviceRequest) -> Result<SelectedDevice, DeviceError> {
     match request {
         DeviceRequest::Cpu => Ok(SelectedDevice {
             device: Device::Cpu,
@@ -81,9 +89,8 @@ pub fn select(request: DeviceRequest) -> anyhow::Result<SelectedDevice> {
             note_is_news: false,
         }),
         DeviceRequest::Cuda(ordinal) => {
-            let device = open_cuda(ordinal).map_err(|why| {
-                anyhow::anyhow!("--device cuda:{ordinal} is not available: {why}; use --device cpu")
-            })?;
+            let device =
+                open_cuda(ordinal).map_err(|why| DeviceError::CudaUnavailable { ordinal, why })?;
             Ok(SelectedDevice {
                 device,
                 note: None,

@@ -10,7 +10,7 @@ use super::count;
 use crate::checkpoint::{self, history, DirLock, LockHeld, WhenHeld, BEST_DIR, RUNS_ROOT};
 use crate::cli::TrainArgs;
 use crate::commands::init_from;
-use crate::config::Config;
+use crate::config::{Config, ConfigReadError};
 use crate::distributed::Collective;
 use crate::progress::{DataBars, Verbosity};
 use crate::train::{Trainer, TrainingData};
@@ -25,7 +25,7 @@ pub(super) fn new_trainer(
     verbosity: Verbosity,
 ) -> anyhow::Result<(Trainer, PathBuf, Vec<String>, Option<DirLock>)> {
     let (mut config, name) = match &args.config {
-        Some(path) => (Config::load(path)?, config_name(path)),
+        Some(path) => (load_config(path)?, config_name(path)),
         None => (Config::builtin_base()?, "base".into()),
     };
     if let Some(seed) = args.seed {
@@ -169,4 +169,12 @@ fn config_name(path: &Path) -> String {
     path.file_stem()
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_else(|| "run".into())
+}
+
+/// The config at `path`; a file that cannot be read names the flag that gave it.
+fn load_config(path: &std::path::Path) -> anyhow::Result<Config> {
+    Config::load(path).map_err(|error| match error.downcast::<ConfigReadError>() {
+        Ok(unreadable) => anyhow::anyhow!("{unreadable}; check the path given to --config"),
+        Err(error) => error,
+    })
 }

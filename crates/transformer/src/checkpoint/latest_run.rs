@@ -4,21 +4,17 @@
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
-use super::{resolve, Task, CONFIG_FILE, MODEL_FILE};
+use super::{resolve, NoCheckpoint, Task, CONFIG_FILE, MODEL_FILE};
 use crate::config::Config;
 
 /// The run under `root` whose model can do `task` and whose weights were written last.
 pub fn latest_run(root: &Path, task: Task) -> anyhow::Result<PathBuf> {
-    let none_found = || {
-        anyhow::anyhow!(
-            "no {} checkpoint found under {}/; train one with `transformer train` or pass \
-             --checkpoint DIR",
-            match task {
-                Task::Translate => "translation",
-                Task::Continue => "language-model",
-            },
-            root.display()
-        )
+    let none_found = || NoCheckpoint::NoneUnder {
+        root: root.to_path_buf(),
+        kind: match task {
+            Task::Translate => "translation",
+            Task::Continue => "language-model",
+        },
     };
     let entries = std::fs::read_dir(root).map_err(|_| none_found())?;
     let mut best: Option<(SystemTime, PathBuf)> = None;
@@ -38,7 +34,7 @@ pub fn latest_run(root: &Path, task: Task) -> anyhow::Result<PathBuf> {
             best = Some((modified, entry.path()));
         }
     }
-    best.map(|(_, dir)| dir).ok_or_else(none_found)
+    best.map(|(_, dir)| dir).ok_or_else(|| none_found().into())
 }
 
 #[cfg(test)]
@@ -46,11 +42,19 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_missing_runs_directory_says_how_to_get_a_checkpoint() {
+    fn a_missing_runs_directory_is_a_typed_error_naming_it() {
+        // The binary adds how to get a checkpoint (tests/cli.rs).
         let dir = tempfile::tempdir().unwrap();
-        let err = latest_run(&dir.path().join("runs"), Task::Translate)
-            .unwrap_err()
-            .to_string();
-        assert!(err.contains("transformer train"), "{err}");
+        let err = latest_run(&dir.path().join("runs"), Task::Translate).unwrap_err();
+        let Some(NoCheckpoint::NoneUnder { root, kind }) = err.downcast_ref::<NoCheckpoint>()
+        else {
+            panic!("{err:#}")
+        };
+        assert_eq!(root, &dir.path().join("runs"));
+        assert_eq!(*kind, "translation");
+        assert!(
+            err.to_string().contains("no translation checkpoint found"),
+            "{err}"
+        );
     }
 }

@@ -54,7 +54,7 @@ pub use load::{
 };
 pub use lock::{DirLock, LockHeld, WhenHeld};
 use read::read_parts;
-pub use resolve::resolve;
+pub use resolve::{resolve, NoCheckpoint};
 pub use write::{save, save_metrics, CheckpointContents, Destination};
 
 /// Clears what interrupted saves left in `run_dir` (beside `last/` and `best/`, and among the

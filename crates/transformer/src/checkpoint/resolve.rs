@@ -7,6 +7,15 @@ use anyhow::bail;
 
 use super::{marian, write, BEST_DIR, LAST_DIR, MODEL_FILE};
 
+/// A checkpoint that is not there to read; the caller says how to get one.
+#[derive(Debug, thiserror::Error)]
+pub enum NoCheckpoint {
+    #[error("checkpoint directory {} does not exist", path.display())]
+    Missing { path: PathBuf },
+    #[error("no {kind} checkpoint found under {}/", root.display())]
+    NoneUnder { root: PathBuf, kind: &'static str },
+}
+
 /// The checkpoint a path names: the directory itself when it holds weights (or is a Hugging
 /// Face MarianMT directory), else its `best/`, else its `last/` (so a run directory works
 /// too). A checkpoint that a save killed between its two renames left only as its retired
@@ -22,11 +31,10 @@ pub fn resolve(path: &Path) -> anyhow::Result<PathBuf> {
         );
     }
     if !path.is_dir() {
-        bail!(
-            "checkpoint directory {} does not exist; train one with `transformer train` or pass \
-             --checkpoint DIR",
-            path.display()
-        );
+        return Err(NoCheckpoint::Missing {
+            path: path.to_path_buf(),
+        }
+        .into());
     }
     if marian::is_hugging_face_dir(path) {
         return Ok(path.to_path_buf());

@@ -86,14 +86,20 @@ impl fmt::Display for ConfigError {
 
 impl std::error::Error for ConfigError {}
 
+/// A config file that cannot be read at all (its contents' errors are [`ConfigError`]s).
+#[derive(Debug, thiserror::Error)]
+#[error("cannot read config {}: {source}", path.display())]
+pub struct ConfigReadError {
+    pub path: PathBuf,
+    pub source: std::io::Error,
+}
+
 impl Config {
     /// Reads and validates a config file.
     pub fn load(path: &Path) -> anyhow::Result<Self> {
-        let text = std::fs::read_to_string(path).map_err(|e| {
-            anyhow::anyhow!(
-                "cannot read config {}: {e}; check the path given to --config",
-                path.display()
-            )
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigReadError {
+            path: path.to_path_buf(),
+            source,
         })?;
         Ok(Self::parse(&text, &path.display().to_string())?)
     }

@@ -52,14 +52,6 @@ pub struct SettingNames {
     pub n_best: &'static str,
 }
 
-/// The command line's flags.
-pub const FLAGS: SettingNames = SettingNames {
-    beam: "--beam",
-    length_penalty: "--length-penalty",
-    max_len: "--max-len",
-    n_best: "--n-best",
-};
-
 /// A config file's `[decode]` keys.
 pub const CONFIG_KEYS: SettingNames = SettingNames {
     beam: "decode.beam",

@@ -2,6 +2,14 @@
 
 use super::*;
 
+/// Settings named as a command line would name them.
+const FLAGS: SettingNames = SettingNames {
+    beam: "--beam",
+    length_penalty: "--length-penalty",
+    max_len: "--max-len",
+    n_best: "--n-best",
+};
+
 fn bounds() -> DecodeBounds {
     DecodeBounds {
         target_vocab: 10,
