@@ -2,7 +2,7 @@
 
 mod common;
 
-use common::{succeeded, train_tiny, transformer};
+use common::{subcommand_names, succeeded, train_tiny, transformer};
 use std::path::Path;
 
 use predicates::prelude::*;
@@ -884,21 +884,6 @@ fn a_shell_completions_does_not_know_is_a_usage_error() {
         "{stderr}"
     );
     assert!(output.stdout.is_empty());
-}
-
-/// The subcommands `transformer --help` lists, without `help`.
-fn subcommand_names() -> Vec<String> {
-    let output = succeeded(transformer().arg("--help"));
-    let help = String::from_utf8(output.stdout).unwrap();
-    help.split_once("Commands:\n")
-        .unwrap()
-        .1
-        .lines()
-        .take_while(|line| !line.trim().is_empty())
-        .filter_map(|line| line.split_whitespace().next())
-        .filter(|name| *name != "help")
-        .map(str::to_string)
-        .collect()
 }
 
 #[test]

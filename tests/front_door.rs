@@ -6,17 +6,9 @@ mod common;
 use std::path::{Path, PathBuf};
 
 use candle_core::Device;
-use common::{succeeded, transformer};
+use common::{succeeded, transformer, translated_ids, FLAGS};
 use transformer::infer::settings::{self, DecodeRequest, Layer};
 use transformer::infer::{LoadOptions, Translator};
-
-/// The decoding settings named as the command line names them.
-const FLAGS: settings::SettingNames = settings::SettingNames {
-    beam: "--beam",
-    length_penalty: "--length-penalty",
-    max_len: "--max-len",
-    n_best: "--n-best",
-};
 
 const FIXTURE: &str = "tests/fixtures/parity";
 const SOURCES: [&str; 3] = ["ich mochte ein bier", "ich mochte ein cola", "ein bier"];
@@ -25,34 +17,17 @@ fn opened() -> Translator {
     Translator::open(Path::new(FIXTURE), &Device::Cpu, LoadOptions::default()).unwrap()
 }
 
-/// `transformer translate --json`'s ids for `source`.
-fn command_line_ids(source: &str) -> Vec<u64> {
-    let output = succeeded(
-        transformer()
-            .args([
-                "translate",
-                "--device",
-                "cpu",
-                "--json",
-                "--checkpoint",
-                FIXTURE,
-            ])
-            .arg(source),
-    );
-    let json: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
-    serde_json::from_value(json["ids"].clone()).unwrap()
-}
-
 #[test]
 fn the_library_translates_a_batch_as_the_command_line_translates_each_sentence() {
     let translator = opened();
     let options = translator.default_options().unwrap();
     let translations = translator.translate(&SOURCES, &options).unwrap();
     assert_eq!(translations.len(), SOURCES.len());
-    for (source, translation) in SOURCES.iter().zip(&translations) {
+    let sources: Vec<String> = SOURCES.iter().map(|s| s.to_string()).collect();
+    let command_line = translated_ids(Path::new(FIXTURE), &sources, &["--device", "cpu"]);
+    for ((source, translation), ids) in SOURCES.iter().zip(&translations).zip(&command_line) {
         assert_eq!(translation.source, *source);
-        let ids: Vec<u64> = translation.ids.iter().map(|&id| u64::from(id)).collect();
-        assert_eq!(ids, command_line_ids(source), "{source:?}");
+        assert_eq!(&translation.ids, ids, "{source:?}");
         assert!(!translation.translation.is_empty(), "{source:?}");
     }
 }

@@ -6,26 +6,18 @@
 
 mod common;
 
-use common::{largest_difference, succeeded, teacher_forced, transformer};
+use common::{largest_difference, succeeded, teacher_forced, transformer, FLAGS};
 use std::path::Path;
 
 use candle_core::{Device, Tensor};
 use serde_json::Value;
 use transformer::checkpoint;
-use transformer::infer::settings::{self, DecodeRequest, Layer};
+use transformer::infer::settings::{DecodeRequest, Layer};
 use transformer::infer::teacher_forced_log_probs;
 use transformer::infer::{LoadOptions, Translator};
 use transformer::model::families::encoder_decoder::EncoderDecoder;
 use transformer::model::{masks, Mode};
 use transformer::tokenize::specials::PAD_ID;
-
-/// The decoding settings named as the command line names them.
-const FLAGS: settings::SettingNames = settings::SettingNames {
-    beam: "--beam",
-    length_penalty: "--length-penalty",
-    max_len: "--max-len",
-    n_best: "--n-best",
-};
 
 const FIXTURES: [&str; 5] = [
     "tests/fixtures/parity",

@@ -5,7 +5,7 @@ mod common;
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use common::{succeeded, transformer};
+use common::{subcommand_names, succeeded, transformer};
 
 /// The long flags (`--name`) in `text`, without `--help`.
 fn long_flags(text: &str) -> BTreeSet<String> {
@@ -55,28 +55,13 @@ fn help_flags(subcommand: &str) -> BTreeSet<String> {
     long_flags(&options)
 }
 
-/// The subcommands `transformer --help` lists, without `help`.
-fn subcommands() -> BTreeSet<String> {
-    let output = succeeded(transformer().arg("--help"));
-    let help = String::from_utf8(output.stdout).unwrap();
-    help.split_once("Commands:\n")
-        .unwrap()
-        .1
-        .lines()
-        .take_while(|line| !line.trim().is_empty())
-        .filter_map(|line| line.split_whitespace().next())
-        .filter(|name| *name != "help")
-        .map(str::to_string)
-        .collect()
-}
-
 #[test]
 fn the_readme_usage_lines_name_exactly_the_flags_of_each_subcommands_help() {
     let usage = readme_usage();
     let listed: BTreeSet<String> = usage.keys().cloned().collect();
     assert_eq!(
         listed,
-        subcommands(),
+        subcommand_names().into_iter().collect::<BTreeSet<String>>(),
         "the usage block of docs/usage.md lists every subcommand"
     );
     for (subcommand, flags) in &usage {

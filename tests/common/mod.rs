@@ -267,3 +267,30 @@ pub const MARIAN_FIXTURES: [&str; 3] = [
 pub fn marian_expected(dir: &Path) -> serde_json::Value {
     serde_json::from_str(&std::fs::read_to_string(dir.join("expected.json")).unwrap()).unwrap()
 }
+
+/// The decoding settings named as the command line names them (the binary's own table; the
+/// library names no flag).
+#[allow(dead_code)]
+pub const FLAGS: transformer::infer::settings::SettingNames =
+    transformer::infer::settings::SettingNames {
+        beam: "--beam",
+        length_penalty: "--length-penalty",
+        max_len: "--max-len",
+        n_best: "--n-best",
+    };
+
+/// The subcommands `transformer --help` lists, without `help`.
+#[allow(dead_code)]
+pub fn subcommand_names() -> Vec<String> {
+    let output = succeeded(transformer().arg("--help"));
+    let help = String::from_utf8(output.stdout).unwrap();
+    help.split_once("Commands:\n")
+        .unwrap()
+        .1
+        .lines()
+        .take_while(|line| !line.trim().is_empty())
+        .filter_map(|line| line.split_whitespace().next())
+        .filter(|name| *name != "help")
+        .map(str::to_string)
+        .collect()
+}

@@ -13,6 +13,7 @@ use crate::commands::init_from;
 use crate::config::{Config, ConfigReadError};
 use crate::distributed::Collective;
 use crate::progress::{DataBars, Verbosity};
+use crate::tokenize::Tokenizers;
 use crate::train::{Trainer, TrainingData};
 
 /// How many training sources to translate when training ends.
@@ -52,17 +53,7 @@ pub(super) fn new_trainer(
     };
     let (tokenizers, weights) = initial.unzip();
     let inherited = tokenizers.is_some();
-    let (data, samples) = TrainingData::prepare(
-        &config,
-        tokenizers,
-        SAMPLE_TRANSLATIONS,
-        &DataBars { verbosity },
-        |line| {
-            if lead {
-                eprintln!("{line}")
-            }
-        },
-    )?;
+    let (data, samples) = prepare_data(&config, tokenizers, verbosity, lead)?;
     if config.decode.length_ratio.is_none() {
         // What marks a translation short, measured on what the model learns from.
         config.decode.length_ratio = data.length_ratio();
@@ -132,17 +123,7 @@ pub(super) fn resumed_trainer(
     let saved = checkpoint::load_for_resume(run_dir, device)?;
     let mut config = saved.config;
     config.run.dir = Some(run_dir.to_path_buf());
-    let (data, samples) = TrainingData::prepare(
-        &config,
-        Some(saved.tokenizers),
-        SAMPLE_TRANSLATIONS,
-        &DataBars { verbosity },
-        |line| {
-            if lead {
-                eprintln!("{line}")
-            }
-        },
-    )?;
+    let (data, samples) = prepare_data(&config, Some(saved.tokenizers), verbosity, lead)?;
     let trainer = Trainer::resume_joined(config, data, device, saved.point, collective)
         .with_context(|| format!("cannot resume from {}", saved.dir.display()))?;
     if lead {
@@ -165,6 +146,27 @@ pub(super) fn resumed_trainer(
 }
 
 /// `configs/base.toml` -> `base`.
+/// The run's data from its config (with `tokenizers` when they are inherited or resumed),
+/// its passes drawn as bars and its report said on stderr by the lead rank only.
+fn prepare_data(
+    config: &Config,
+    tokenizers: Option<Tokenizers>,
+    verbosity: Verbosity,
+    lead: bool,
+) -> anyhow::Result<(TrainingData, Vec<String>)> {
+    TrainingData::prepare(
+        config,
+        tokenizers,
+        SAMPLE_TRANSLATIONS,
+        &DataBars { verbosity },
+        |line| {
+            if lead {
+                eprintln!("{line}")
+            }
+        },
+    )
+}
+
 fn config_name(path: &Path) -> String {
     path.file_stem()
         .map(|s| s.to_string_lossy().into_owned())
@@ -172,7 +174,7 @@ fn config_name(path: &Path) -> String {
 }
 
 /// The config at `path`; a file that cannot be read names the flag that gave it.
-fn load_config(path: &std::path::Path) -> anyhow::Result<Config> {
+fn load_config(path: &Path) -> anyhow::Result<Config> {
     Config::load(path).map_err(|error| match error.downcast::<ConfigReadError>() {
         Ok(unreadable) => anyhow::anyhow!("{unreadable}; check the path given to --config"),
         Err(error) => error,

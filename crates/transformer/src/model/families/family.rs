@@ -26,8 +26,6 @@ pub enum TeacherForced {
 }
 
 impl TeacherForced {
-    /// The batch of padded source ids `(batch, src_len)` and target prefix `tgt_in` `(batch,
-    /// tgt_len)`, with their masks (`pad` hidden; the target also from later positions).
     /// A batch of padded sources and decoder inputs framed as a vocabulary's special ids say
     /// (`pad`, and whether the decoder starts from it): padding hidden from every attention,
     /// except that a decoder started from the padding id (MarianMT's) keeps its first
@@ -53,6 +51,8 @@ impl TeacherForced {
         })
     }
 
+    /// The batch of padded source ids `(batch, src_len)` and target prefix `tgt_in` `(batch,
+    /// tgt_len)`, with their masks (`pad` hidden; the target also from later positions).
     pub fn with_masks(src: Tensor, tgt_in: Tensor, pad: u32) -> Result<Self> {
         Ok(Self::WithSource {
             source: Source {
