@@ -6,6 +6,7 @@
 mod bench;
 mod cli;
 mod commands;
+mod library_log;
 mod progress;
 
 use std::io::Write;
@@ -14,8 +15,8 @@ use std::process::ExitCode;
 use clap::Parser;
 // The library's modules, under the names the command-line modules use (`crate::config`).
 use transformer::{
-    atomic_file, checkpoint, config, corpus, device, distributed, document, infer, kernels,
-    metrics, model, plot, serve, tokenize, train, training_data,
+    atomic_file, checkpoint, config, corpus, decoding, device, distributed, document, infer,
+    kernels, metrics, model, plot, serve, tokenize, train, training_data,
 };
 
 use cli::Cli;
@@ -49,13 +50,23 @@ fn disable_transparent_huge_pages() {
 /// What the user can do about a library error, in the command line's words: the library's
 /// errors name files and values, never a flag.
 fn advice(error: &anyhow::Error) -> &'static str {
-    if error
+    let cause = |is: fn(&(dyn std::error::Error + 'static)) -> bool| error.chain().any(is);
+    if cause(|c| c.is::<checkpoint::NoCheckpoint>()) {
+        return "; train one with `transformer train` or pass --checkpoint DIR";
+    }
+    match error
         .chain()
-        .any(|cause| cause.downcast_ref::<checkpoint::NoCheckpoint>().is_some())
+        .find_map(|c| c.downcast_ref::<checkpoint::WrongModel>())
+        .map(|wrong| wrong.task)
     {
-        "; train one with `transformer train` or pass --checkpoint DIR"
-    } else {
-        ""
+        Some(checkpoint::Task::Translate) => {
+            "; use `transformer generate`: translate, eval, attention and serve need an \
+             encoder-decoder"
+        }
+        Some(checkpoint::Task::Continue) => {
+            "; use `transformer translate`: generate needs a decoder-only language model"
+        }
+        None => "",
     }
 }
 
@@ -63,6 +74,7 @@ fn main() -> ExitCode {
     // SAFETY: sets a process-wide allocator option; no allocation is in flight.
     unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, -1) };
     disable_transparent_huge_pages();
+    library_log::install();
     let cli = Cli::parse();
     // The command runs on one of rayon's threads, not beside them: decoding calls into the pool
     // hundreds of times a second, and a third thread on two cores made every call a hand-over

@@ -14,7 +14,7 @@ use std::path::Path;
 use candle_core::{Device, Tensor};
 use common::{teacher_forced, Sources};
 use transformer::checkpoint::{self, Checkpoint};
-use transformer::infer::{beam_search, teacher_forced_log_probs, BeamSettings, Hypothesis};
+use transformer::decoding::{beam_search, teacher_forced_log_probs, BeamSettings, Hypothesis};
 use transformer::model::{masks, DecodingModel};
 use transformer::tokenize::specials::{BOS_ID, EOS_ID, PAD_ID};
 use transformer::training_data::batch::with_boundaries;

@@ -9,11 +9,11 @@ use common::{padded, teacher_forced, Sources};
 
 use candle_core::{Device, Tensor};
 use transformer::checkpoint::{self, Checkpoint};
-use transformer::infer::translator::{ConfiguredTranslator, DecodeOptions};
-use transformer::infer::{
+use transformer::decoding::{
     beam_search, greedy_batch, greedy_decode, incremental_log_probs, teacher_forced_log_probs,
     BeamSettings, Hypothesis,
 };
+use transformer::infer::translator::{ConfiguredTranslator, DecodeOptions};
 use transformer::model::Prompt;
 use transformer::tokenize::specials::EOS_ID;
 use transformer::training_data::batch::with_boundaries;

@@ -9,6 +9,8 @@ mod doc_paths;
 mod fake_tree;
 #[path = "house/import_graph.rs"]
 mod import_graph;
+#[path = "house/library_voice.rs"]
+mod library_voice;
 #[path = "house/rust_source.rs"]
 mod rust_source;
 
@@ -42,6 +44,8 @@ const ONE_WAY: &[(&str, &str)] = &[
         "data corpus tokenize training_data",
         "model train infer decoding serve",
     ),
+    // The searches know the model's step contract, not what runs them.
+    ("decoding", "infer train serve checkpoint document"),
     // The kernels sit under everything that computes.
     ("kernels", "model train infer decoding serve data corpus tokenize"),
 ];
@@ -215,12 +219,44 @@ fn the_architecture_doc_names_only_paths_that_exist() {
 }
 
 #[test]
+fn the_library_prints_nothing_exits_nowhere_and_names_no_flag() {
+    assert_none(
+        "library lines that print, exit or name a flag: report through the caller (log, \
+         Progress, a typed error, names the caller passes)",
+        library_voice::violations(workspace(), LIBRARY),
+    );
+}
+
+#[test]
+fn a_print_an_exit_and_a_flag_in_the_library_are_found_and_comments_and_tests_are_not() {
+    let file = "//! Mentions --out in a comment, and eprintln! too.\n\
+                pub fn f() {\n    eprintln!(\"hi\");\n}\n\
+                pub fn g() -> String {\n    \"pass --overwrite to replace it\".into()\n}\n\
+                pub fn h() {\n    std::process::exit(1)\n}\n\
+                pub const BUILD: &str = \"cargo build --release --features cuda\";\n\
+                #[cfg(test)]\nmod tests {\n    fn t() { println!(\"--x\"); }\n}\n";
+    let dir = tree(&[("crates/transformer/src/lib.rs", file)]);
+    assert_eq!(
+        library_voice::violations(dir.path(), LIBRARY),
+        [
+            "crates/transformer/src/lib.rs:3: eprintln!",
+            "crates/transformer/src/lib.rs:6: --overwrite",
+            "crates/transformer/src/lib.rs:9: process::exit",
+        ]
+    );
+}
+
+#[test]
 fn a_clean_tree_passes_every_check() {
     let dir = tree(CLEAN);
     assert_eq!(long_files(dir.path()), Vec::<String>::new());
     assert_eq!(circles(dir.path()), Vec::<String>::new());
     assert_eq!(imports_against_the_flow(dir.path()), Vec::<String>::new());
     assert_eq!(missing_doc_paths(dir.path()), Vec::<String>::new());
+    assert_eq!(
+        library_voice::violations(dir.path(), LIBRARY),
+        Vec::<String>::new()
+    );
 }
 
 #[test]

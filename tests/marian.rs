@@ -14,7 +14,7 @@ use common::{
 };
 use serde_json::Value;
 use transformer::checkpoint::{self, Task};
-use transformer::infer::teacher_forced_log_probs;
+use transformer::decoding::teacher_forced_log_probs;
 
 fn matrix(value: &Value) -> Vec<Vec<u32>> {
     serde_json::from_value(value.clone()).unwrap()

@@ -12,7 +12,7 @@ use transformer::config::{
     Activation, ComputeDtype, Config, ModelConfig, NormPlacement, PositionEncoding,
 };
 use transformer::corpus::read_corpus;
-use transformer::infer::teacher_forced_log_probs;
+use transformer::decoding::teacher_forced_log_probs;
 use transformer::model::{DropoutRng, Mode};
 use transformer::tokenize::specials::PAD_ID;
 use transformer::tokenize::Tokenizers;

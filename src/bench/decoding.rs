@@ -10,7 +10,7 @@ use rand_chacha::ChaCha8Rng;
 
 use super::Measurement;
 use crate::config::{LengthNormalization, ModelConfig};
-use crate::infer::{always_wanted, beam_search, greedy_batch, BeamSettings, DecodeInput};
+use crate::decoding::{always_wanted, beam_search, greedy_batch, BeamSettings, DecodeInput};
 use crate::model::{masks, DecodingModel, Prompt, Source, TrainedWeights, VocabSizes};
 use crate::tokenize::specials::NEVER_GENERATED;
 use crate::tokenize::specials::{BOS_ID, PAD_ID};

@@ -37,7 +37,7 @@ use parsers::{at_least_one, finite, non_negative};
 pub use plot::PlotArgs;
 pub use quantize::QuantizeArgs;
 pub use sentences::SentencesArgs;
-pub use serve::ServeArgs;
+pub use serve::{ServeArgs, NAMES as SERVE_NAMES};
 pub use tokenize::TokenizeArgs;
 pub use train::TrainArgs;
 pub use translate::{FormatArg, TranslateArgs};

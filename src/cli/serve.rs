@@ -111,3 +111,22 @@ fn language_code(text: &str) -> Result<String, String> {
         ))
     }
 }
+
+/// How the server's answers and errors name its settings: by these flags.
+pub const NAMES: crate::serve::ServeSettingNames = crate::serve::ServeSettingNames {
+    max_body_bytes: "serve --max-body-bytes",
+    max_chars: "serve --max-chars",
+    max_texts: "serve --max-texts",
+    max_request_tokens: "serve --max-request-tokens",
+    max_queue: "serve --max-queue",
+    timeout: "serve --timeout-ms",
+    file_timeout: "serve --file-timeout-ms",
+    max_file_bytes: "serve --max-file-bytes",
+    max_file_chars: "serve --max-file-chars",
+    max_connections: "serve --max-connections",
+    api_key: "serve --api-key",
+    files_dir: "--files-dir",
+    files_off: "serve --disable-files-translation",
+    address: "another --port or --host",
+    languages: "--source-lang and --target-lang",
+};

@@ -6,7 +6,7 @@ use crate::cli::AverageArgs;
 
 pub fn run(args: AverageArgs) -> anyhow::Result<()> {
     let out = args.out.unwrap_or_else(|| args.run_dir.join(AVERAGED_DIR));
-    let steps = average(&args.run_dir, args.last, &out)?;
+    let steps = average(&args.run_dir, args.last, &out).map_err(super::naming_out_flags)?;
     eprintln!(
         "averaged the checkpoints of steps {} into {}",
         steps

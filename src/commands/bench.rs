@@ -13,7 +13,7 @@ const BATCH_SENTENCES: usize = 32;
 
 pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     // Under mpirun (the multi30k workload only), rank 0 prints the measurement.
-    let collective = distributed::join()?;
+    let collective = distributed::join(super::MPI_RESUME_ADVICE)?;
     let lead = collective.rank() == 0;
     let device_args = DeviceArgs {
         device: args.device.device.for_local_rank(collective.local_rank()),

@@ -7,7 +7,7 @@ use super::stdin_lines::{BatchEnd, StdinLines};
 use super::stdout::{print_line, warn};
 use crate::checkpoint::{self, Checkpoint, Task};
 use crate::cli::GenerateArgs;
-use crate::infer::sampling::Sampling;
+use crate::decoding::sampling::Sampling;
 use crate::infer::settings::{self, DecodeRequest, Layer};
 use crate::infer::text_generator::{Continuation, Continued};
 use crate::progress::Verbosity;

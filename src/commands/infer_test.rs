@@ -6,7 +6,7 @@ use candle_nn::VarMap;
 use super::stdout::print_line;
 use crate::cli::InferTestArgs;
 use crate::config::ModelConfig;
-use crate::infer::{always_wanted, greedy_decode, DecodeInput};
+use crate::decoding::{always_wanted, greedy_decode, DecodeInput};
 use crate::model::{masks, Model, Prompt, Source, VocabSizes};
 use crate::progress::Verbosity;
 

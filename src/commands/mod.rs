@@ -38,6 +38,18 @@ pub use stdout::StdoutClosed;
 /// (`composed`), as a GPU runs it; `fused` or unset is the default.
 pub const KERNELS_VARIABLE: &str = "TRANSFORMER_KERNELS";
 
+/// How an MPI rank that gave up waiting for the others says to resume the run.
+const MPI_RESUME_ADVICE: &str = "resume with `mpirun ... transformer train --resume RUN_DIR`";
+
+/// `error`, where the library refused the output directory, in the flags' words (`--out`,
+/// `--overwrite`).
+fn naming_out_flags(error: anyhow::Error) -> anyhow::Error {
+    match error.downcast_ref::<checkpoint::OutRefused>() {
+        Some(refused) => anyhow::anyhow!(refused.worded("--out", "--overwrite")),
+        None => error,
+    }
+}
+
 /// Runs one parsed command.
 pub fn run(command: Command) -> anyhow::Result<()> {
     choose_kernels()?;

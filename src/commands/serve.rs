@@ -56,6 +56,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
             max_file_chars: args.max_file_chars,
             timeout: Duration::from_millis(args.file_timeout_ms as u64),
         }),
+        names: crate::cli::SERVE_NAMES,
     };
     let loaded = translator.checkpoint();
     let (source, target) = (

@@ -20,7 +20,7 @@ mod start;
 
 pub fn run(args: TrainArgs) -> anyhow::Result<()> {
     // Under mpirun, rank 0 alone shows progress and writes the run directory.
-    let collective = distributed::join()?;
+    let collective = distributed::join(super::MPI_RESUME_ADVICE)?;
     let lead = collective.rank() == 0;
     let verbosity = if args.quiet || !lead {
         Verbosity::Quiet

@@ -229,8 +229,8 @@ impl Sources {
         Self::of(&[ids.to_vec()], &[steps])
     }
 
-    pub fn input(&self, end: Option<u32>) -> transformer::infer::DecodeInput<'_> {
-        transformer::infer::DecodeInput {
+    pub fn input(&self, end: Option<u32>) -> transformer::decoding::DecodeInput<'_> {
+        transformer::decoding::DecodeInput {
             prompt: transformer::model::Prompt {
                 source: Some(&self.source),
                 prefix: &self.prefix,
@@ -239,7 +239,7 @@ impl Sources {
             end,
             never: &transformer::tokenize::specials::NEVER_GENERATED,
             end_at_limit: false,
-            still_wanted: &transformer::infer::always_wanted,
+            still_wanted: &transformer::decoding::always_wanted,
         }
     }
 }

@@ -13,7 +13,7 @@
 //! - [`model::families`]: whole models, one file per family (the encoder-decoder of Figure 1,
 //!   the decoder-only language model), `Model` (any of them, from one table) and what every
 //!   family does; [`model::init`]: the reference's `make_model` initialisation (Xavier)
-//! - [`model::decoding`]: the decoding contract every family implements (start a state,
+//! - [`model::step`]: the decoding contract every family implements (start a state,
 //!   step it to next-token logits, reorder its rows), which every decoder is written against
 //! - [`model::weights`]: the forms weights take (a linear layer's, an embedding table's,
 //!   int8) and the trained weights as each pass sees them
@@ -24,9 +24,10 @@
 //!   dropout (5.4) from a seeded source
 //! - [`train`]: label smoothing (5.4), Adam and the Noam schedule (5.3), the loop, and the
 //!   state that lets a run resume exactly
-//! - [`infer`]: greedy decoding (the reference's loop and a cached, batched one), beam
-//!   search, sampling, over the decoding contract; the one resolver of decoding settings
-//!   ([`infer::settings`]); the translator (sentences in, sentences out) and the text
+//! - [`decoding`]: greedy decoding (the reference's loop and a cached, batched one), beam
+//!   search and sampling, over the decoding contract
+//! - [`infer`]: the one front door (`Translator::open`), the one resolver of decoding
+//!   settings ([`infer::settings`]); the translator (sentences in, sentences out) and the text
 //!   generator, one or the other as `infer::Inference`
 //! - [`metrics`]: BLEU (6.1) and chrF exactly as sacreBLEU computes them, and a training
 //!   run's metrics.jsonl records
@@ -36,7 +37,7 @@
 //! - [`checkpoint`]: the run directory, written atomically ([`atomic_file`]), and the format
 //!   layer that maps a file's tensor names onto the modules; [`plot`]:
 //!   loss.png and attention heatmaps
-//! - [`serve`]: `transformer serve`, the LibreTranslate-compatible HTTP server with dynamic
+//! - [`serve`]: the LibreTranslate-compatible HTTP server with dynamic
 //!   batching, its own `/v1` API, metrics and a page with the attention heatmap
 //! - [`config`]: every hyper-parameter and its default; [`device`]: CPU or CUDA
 //! - [`distributed`]: data-parallel training's ranks and gradient sums (one process, MPI,
@@ -46,6 +47,7 @@ pub mod atomic_file;
 pub mod checkpoint;
 pub mod config;
 pub mod corpus;
+pub mod decoding;
 pub mod device;
 pub mod distributed;
 pub mod document;

@@ -9,7 +9,7 @@ use crate::checkpoint::{history, BEST_DIR, LAST_DIR};
 use crate::commands::stdout::print_line;
 use crate::commands::stop_signals::signal_name;
 use crate::commands::{Interrupted, UsageError};
-use crate::infer::sampling::Sampling;
+use crate::decoding::sampling::Sampling;
 use crate::infer::text_generator::Continuation;
 use crate::infer::Inference;
 use crate::train::{Diverged, RunOutcome, StopReason, Trainer};

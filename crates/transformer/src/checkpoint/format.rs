@@ -141,7 +141,7 @@ impl ByModule {
             |from| format!("the float checkpoint it was quantized from ({from})"),
         );
         anyhow::bail!(
-            "{} holds int8 weights (made by `transformer quantize`), which {purpose}; use {source} \
+            "{} holds int8 weights (a quantized checkpoint), which {purpose}; use {source} \
              instead",
             self.path.display()
         )

@@ -101,7 +101,7 @@ pub fn average(run_dir: &Path, last: usize, out: &Path) -> anyhow::Result<Vec<us
     sources.push(run_dir);
     // Taken before `out` is checked: what it holds cannot change until the save.
     let destination = Destination::lock(out, WhenHeld::BRIEFLY)?;
-    super::replace::check(out, "--out", &sources, super::replace::Kind::Float)?;
+    super::replace::check(out, &sources, super::replace::Kind::Float)?;
     let device = Device::Cpu;
     let mut sums: HashMap<String, Tensor> = HashMap::new();
     let mut newest = None;
@@ -135,7 +135,7 @@ pub fn average(run_dir: &Path, last: usize, out: &Path) -> anyhow::Result<Vec<us
         newest = Some((config, tokenizers));
     }
     let Some((config, tokenizers)) = newest else {
-        anyhow::bail!("--last must be at least 1")
+        anyhow::bail!("cannot average no checkpoints: ask for at least 1")
     };
     let mut tensors = Vec::with_capacity(sums.len());
     for (name, sum) in sums {

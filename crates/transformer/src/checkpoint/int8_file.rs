@@ -1,4 +1,4 @@
-//! int8 checkpoints (`transformer quantize`): our checkpoint layout, with every matrix the
+//! int8 checkpoints (quantized ones): our checkpoint layout, with every matrix the
 //! model reads in int8 stored as safetensors `I8` values `(out, in)` under its own name and
 //! its row scales as F32 `(out,)` under `<name>_scale` (CTranslate2's naming); the rest
 //! (biases, norms, position tables) stays F32. In memory the values travel in `U8` tensors
@@ -34,7 +34,7 @@ pub fn check(
         if let Some(problem) = problem {
             bail!(
                 "{} tensor {name} {problem}; the file is damaged: quantize the float checkpoint \
-                 again (`transformer quantize`)",
+                 again",
                 path.display()
             );
         }

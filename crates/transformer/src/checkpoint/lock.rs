@@ -195,7 +195,7 @@ fn lock_file(dir: &Path, path: &Path, when_held: WhenHeld) -> anyhow::Result<Fil
                 // A wait longer than a moment is said, once, so that it is not a hang.
                 if !said_so && started.elapsed() >= SAY_WAITING_AFTER {
                     said_so = true;
-                    eprintln!(
+                    log::info!(
                         "waiting for {}: another process is writing it ({}); giving up in {:.0} s",
                         dir.display(),
                         holder(&mut file),

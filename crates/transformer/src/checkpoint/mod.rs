@@ -41,7 +41,7 @@ mod write;
 
 use std::path::{Path, PathBuf};
 
-use anyhow::{bail, Context};
+use anyhow::Context;
 
 use crate::config::Config;
 use crate::metrics::MetricRecord;
@@ -54,6 +54,7 @@ pub use load::{
 };
 pub use lock::{DirLock, LockHeld, WhenHeld};
 use read::read_parts;
+pub use replace::OutRefused;
 pub use resolve::{resolve, NoCheckpoint};
 pub use write::{save, save_metrics, CheckpointContents, Destination};
 
@@ -86,7 +87,7 @@ pub fn load_metrics(run_dir: &Path) -> anyhow::Result<Vec<MetricRecord>> {
     let path = run_dir.join(METRICS_FILE);
     let text = std::fs::read_to_string(&path).map_err(|e| {
         anyhow::anyhow!(
-            "cannot read {}: {e}; pass a run directory that `transformer train` wrote",
+            "cannot read {}: {e}; pass a run directory that training wrote",
             path.display()
         )
     })?;
@@ -119,22 +120,40 @@ pub enum Task {
     Continue,
 }
 
+/// A checkpoint whose model cannot do `task`.
+#[derive(Debug, thiserror::Error)]
+#[error("{} {}", .dir.display(), .task.refused_by_the_other_family())]
+pub struct WrongModel {
+    pub dir: PathBuf,
+    /// What was asked of it.
+    pub task: Task,
+}
+
+impl Task {
+    /// What a checkpoint of the other family says when asked to do this.
+    fn refused_by_the_other_family(self) -> &'static str {
+        match self {
+            Self::Translate => {
+                "holds a decoder-only language model (model.arch = \"decoder-only\"), which \
+                 cannot translate"
+            }
+            Self::Continue => {
+                "holds a translation model (model.arch = \"encoder-decoder\"), which cannot \
+                 continue a prompt alone"
+            }
+        }
+    }
+}
+
 impl Checkpoint {
-    /// The model, when it can do `task`; else an error that names the checkpoint and the
-    /// command to use instead.
-    pub fn model_for(&self, task: Task) -> anyhow::Result<&Model> {
+    /// The model, when it can do `task`; else a [`WrongModel`] naming the checkpoint.
+    pub fn model_for(&self, task: Task) -> Result<&Model, WrongModel> {
         match (task, self.model.reads_source()) {
             (Task::Translate, true) | (Task::Continue, false) => Ok(&self.model),
-            (Task::Translate, false) => bail!(
-                "{} holds a decoder-only language model (model.arch = \"decoder-only\"); use \
-                 `transformer generate`: translate, eval, attention and serve need an encoder-decoder",
-                self.dir.display()
-            ),
-            (Task::Continue, true) => bail!(
-                "{} holds a translation model (model.arch = \"encoder-decoder\"); use \
-                 `transformer translate`: generate needs a decoder-only language model",
-                self.dir.display()
-            ),
+            _ => Err(WrongModel {
+                dir: self.dir.clone(),
+                task,
+            }),
         }
     }
 }

@@ -4,11 +4,10 @@
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
-use anyhow::bail;
 use candle_core::{DType, Device};
 
 use super::lock::WhenHeld;
-use super::replace::{self, Kind};
+use super::replace::{self, Kind, OutRefused};
 use super::strict::build_model_int8_served;
 use super::write::{sync_dir, write_synced, Destination};
 use super::{int8_file, read_parts, resolve, CONFIG_FILE, MODEL_FILE};
@@ -32,14 +31,13 @@ pub fn quantize(source: &Path, out: &Path, overwrite: bool) -> anyhow::Result<Qu
     let dir = resolve(source)?;
     // Taken before anything is checked: what `out` holds cannot change until the save.
     let destination = Destination::lock(out, WhenHeld::BRIEFLY)?;
+    replace::check(out, &[source, &dir], Kind::Int8)?;
     if !overwrite && std::fs::symlink_metadata(out).is_ok() {
-        replace::check(out, "--out", &[source, &dir], Kind::Int8)?;
-        bail!(
-            "{} already exists; pass --overwrite to replace it, or --out DIR to write elsewhere",
-            out.display()
-        );
+        return Err(OutRefused::Exists {
+            out: out.to_path_buf(),
+        }
+        .into());
     }
-    replace::check(out, "--out", &[source, &dir], Kind::Int8)?;
     let device = Device::Cpu;
     let (mut config, tokenizers, weights) = read_parts(&dir, &device)?;
     weights.refuse_int8("is quantized already")?;

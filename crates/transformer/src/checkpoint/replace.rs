@@ -1,20 +1,18 @@
 //! Whether a command may replace an existing directory with the checkpoint it writes
-//! (`average --out`, `quantize --out --overwrite`): only a checkpoint directory of the kind it
+//! (averaging, quantizing): only a checkpoint directory of the kind it
 //! writes, holding nothing a checkpoint does not, never one that is or holds what is being
 //! read, and never one a training run resumes from.
 
-use std::path::Path;
-
-use anyhow::bail;
+use std::path::{Path, PathBuf};
 
 use super::{tensor_file, CONFIG_FILE, MODEL_FILE, OPTIMIZER_FILE, STATE_FILE};
 
 /// The kind of checkpoint a command writes, which is the only kind it replaces.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
-    /// Float weights, no resume state (`average`).
+    /// Float weights, no resume state (averaging).
     Float,
-    /// int8 weights (`quantize`).
+    /// int8 weights (quantizing).
     Int8,
 }
 
@@ -22,15 +20,62 @@ impl Kind {
     fn name(self) -> &'static str {
         match self {
             Self::Float => "an earlier averaged checkpoint",
-            Self::Int8 => "an earlier int8 checkpoint (`transformer quantize`)",
+            Self::Int8 => "an earlier int8 checkpoint",
         }
     }
 }
 
-/// Refuses `out` (given as `flag`, for errors) when replacing it could lose work: it is or
-/// holds one of `sources`, it is not a directory, or it is not a checkpoint of `kind` with
-/// only a checkpoint's files in it.
-pub fn check(out: &Path, flag: &str, sources: &[&Path], kind: Kind) -> anyhow::Result<()> {
+/// Why the output directory is not written. The message names it as "the output
+/// directory"; [`OutRefused::worded`] names it (and the way to allow a replacement) as the
+/// caller does.
+#[derive(Debug, thiserror::Error)]
+#[error("{}", self.worded("the output directory", "overwrite"))]
+pub enum OutRefused {
+    /// It is, or holds, what is being read.
+    HoldsSource { out: PathBuf, read: PathBuf },
+    /// It exists and is not a directory.
+    NotADirectory { out: PathBuf },
+    /// It is a directory, but not one of the kind written.
+    NotReplaceable {
+        out: PathBuf,
+        why: String,
+        kind: Kind,
+    },
+    /// It exists and replacing was not asked for.
+    Exists { out: PathBuf },
+}
+
+impl OutRefused {
+    /// The message, naming the output directory's setting `out_setting` (`--out`) and the
+    /// one that allows replacing it `overwrite_setting` (`--overwrite`).
+    pub fn worded(&self, out_setting: &str, overwrite_setting: &str) -> String {
+        match self {
+            Self::HoldsSource { out, read } => format!(
+                "{out_setting} {} is or holds {}, which is being read; write somewhere else",
+                out.display(),
+                read.display()
+            ),
+            Self::NotADirectory { out } => format!(
+                "{out_setting} {} exists and is not a directory; name a new directory",
+                out.display()
+            ),
+            Self::NotReplaceable { out, why, kind } => format!(
+                "{out_setting} {} {why}; only {} is replaced: choose another {out_setting}",
+                out.display(),
+                kind.name()
+            ),
+            Self::Exists { out } => format!(
+                "{} already exists; pass {overwrite_setting} to replace it, or write elsewhere \
+                 ({out_setting} DIR)",
+                out.display()
+            ),
+        }
+    }
+}
+
+/// Refuses `out` when replacing it could lose work: it is or holds one of `sources`, it is
+/// not a directory, or it is not a checkpoint of `kind` with only a checkpoint's files in it.
+pub fn check(out: &Path, sources: &[&Path], kind: Kind) -> Result<(), OutRefused> {
     if std::fs::symlink_metadata(out).is_err() {
         return Ok(());
     }
@@ -38,11 +83,10 @@ pub fn check(out: &Path, flag: &str, sources: &[&Path], kind: Kind) -> anyhow::R
     for source in sources {
         if let (Some(out_real), Ok(source_real)) = (&out_real, source.canonicalize()) {
             if source_real.starts_with(out_real) {
-                bail!(
-                    "{flag} {} is or holds {}, which is being read; write somewhere else",
-                    out.display(),
-                    source.display()
-                );
+                return Err(OutRefused::HoldsSource {
+                    out: out.to_path_buf(),
+                    read: source.to_path_buf(),
+                });
             }
         }
     }
@@ -51,21 +95,18 @@ pub fn check(out: &Path, flag: &str, sources: &[&Path], kind: Kind) -> anyhow::R
         return Ok(());
     }
     if !out.is_dir() {
-        bail!(
-            "{flag} {} exists and is not a directory; name a new directory",
-            out.display()
-        );
+        return Err(OutRefused::NotADirectory {
+            out: out.to_path_buf(),
+        });
     }
-    let refuse = |why: String| {
-        anyhow::anyhow!(
-            "{flag} {} {why}; only {} is replaced: choose another {flag}",
-            out.display(),
-            kind.name()
-        )
+    let refuse = |why: String| OutRefused::NotReplaceable {
+        out: out.to_path_buf(),
+        why,
+        kind,
     };
     let entries = std::fs::read_dir(out).map_err(|e| refuse(format!("cannot be read ({e})")))?;
     for entry in entries {
-        let entry = entry?;
+        let entry = entry.map_err(|e| refuse(format!("cannot be read ({e})")))?;
         let name = entry.file_name();
         let name = name.to_string_lossy();
         if name == OPTIMIZER_FILE || name == STATE_FILE {
@@ -74,7 +115,8 @@ pub fn check(out: &Path, flag: &str, sources: &[&Path], kind: Kind) -> anyhow::R
         let written = [".toml", ".safetensors", ".txt", ".json", ".spm"]
             .iter()
             .any(|ext| name.ends_with(ext));
-        if !entry.file_type()?.is_file() || !written {
+        let is_file = entry.file_type().is_ok_and(|t| t.is_file());
+        if !is_file || !written {
             return Err(refuse(format!("holds {name}, which no checkpoint has")));
         }
     }

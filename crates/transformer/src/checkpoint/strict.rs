@@ -14,7 +14,7 @@ use super::format::{ByModule, WeightFormat};
 use super::int8_file;
 use crate::config::{ComputeType, Config};
 use crate::model::weights::scale_name;
-use crate::model::{Model, INT8_MARKER};
+use crate::model::Model;
 use crate::tokenize::Tokenizers;
 
 /// Every tensor a backend served, as served, by module name.
@@ -29,7 +29,7 @@ struct RecordingBackend {
     /// How the file names them, for errors.
     format: Arc<dyn WeightFormat>,
     requested: Arc<Mutex<HashSet<String>>>,
-    /// Answers for every linear layer's [`INT8_MARKER`]: the model is built for int8.
+    /// The model is built for int8: its matrices are served as int8.
     int8: bool,
     /// The row scales of float matrices quantized here, until their layer asks for them.
     scales: Mutex<HashMap<String, Tensor>>,
@@ -54,27 +54,28 @@ impl RecordingBackend {
         (backend, requested)
     }
 
-    /// `name` as `dtype` asks: int8 (`U8`: a matrix's values, quantized here when the file
-    /// holds floats, its scales then kept for [`scale_name`]), or float (an int8 matrix's
-    /// values scaled back).
+    /// `name` in the form the build computes in: built for int8, a matrix as int8 (`U8`
+    /// values, quantized here when the file holds floats, its scales then kept for
+    /// [`scale_name`]), which the layer asked for as float and so knows by its dtype; else
+    /// floats (an int8 matrix's values scaled back) as `dtype` asks.
     fn serve(&self, name: &str, dtype: DType) -> candle_core::Result<Tensor> {
         let pending = self.scales.lock().ok().and_then(|mut s| s.remove(name));
         let tensor = match pending {
             Some(scales) => scales,
             None => {
                 let tensor = self.fetch(name)?;
-                match (dtype, tensor.dtype()) {
-                    (DType::U8, DType::U8) => tensor,
-                    (DType::U8, _) => {
+                match tensor.dtype() {
+                    DType::U8 if self.int8 || dtype == DType::U8 => tensor,
+                    DType::U8 => {
+                        let scales = self.fetch(&scale_name(name))?;
+                        int8_file::dequantized(&tensor, &scales)?.to_dtype(dtype)?
+                    }
+                    _ if self.int8 && is_matrix_weight(name, &tensor) => {
                         let (values, scales) = int8_file::quantized(&tensor)?;
                         if let Ok(mut pending) = self.scales.lock() {
                             pending.insert(scale_name(name), scales);
                         }
                         values
-                    }
-                    (_, DType::U8) => {
-                        let scales = self.fetch(&scale_name(name))?;
-                        int8_file::dequantized(&tensor, &scales)?.to_dtype(dtype)?
                     }
                     _ => tensor.to_dtype(dtype)?,
                 }
@@ -138,15 +139,17 @@ impl SimpleBackend for RecordingBackend {
     }
 
     fn contains_tensor(&self, name: &str) -> bool {
-        let marker = name
-            .strip_suffix(INT8_MARKER)
-            .is_some_and(|prefix| prefix.is_empty() || prefix.ends_with('.'));
-        (self.int8 && marker)
-            || self
-                .tensors
-                .lock()
-                .is_ok_and(|tensors| tensors.contains_key(name))
+        self.tensors
+            .lock()
+            .is_ok_and(|tensors| tensors.contains_key(name))
     }
+}
+
+/// Whether `tensor` is a layer's weight matrix (a linear layer's or an embedding table's,
+/// torch's `weight` of two dimensions), the tensors decoding in int8 quantizes.
+fn is_matrix_weight(name: &str, tensor: &Tensor) -> bool {
+    let weight = name == "weight" || name.ends_with(".weight");
+    weight && tensor.rank() == 2 && tensor.dtype().is_float()
 }
 
 /// The model `config` describes (any family) from `weights` (in our format), loaded
@@ -160,8 +163,8 @@ pub(super) fn build_model(
     build_model_as(config, tokenizers, weights, device, ComputeType::Float32)
 }
 
-/// As [`build_model`], its linear layers built for `compute` (int8: see
-/// [`crate::model::INT8_MARKER`]).
+/// As [`build_model`], its matrices served in the form `compute` reads (int8: see
+/// [`crate::model::weights`]).
 pub(super) fn build_model_as(
     config: &Config,
     tokenizers: &Tokenizers,

@@ -139,16 +139,16 @@ impl Config {
                 .find(|key| !model.contains_key(**key));
             if let Some(key) = missing {
                 anyhow::bail!(
-                    "{} has no model.{key}; `transformer train` writes every size, so the \
-                     file was cut or edited: restore it from the run that wrote it or train again",
+                    "{} has no model.{key}; training writes every size, so the file was \
+                     cut or edited: restore it from the run that wrote it or train again",
                     path.display()
                 );
             }
         }
         if let Some(None) = model {
             anyhow::bail!(
-                "{} has no [model] table ({}); `transformer train` writes it whole, so the \
-                 checkpoint is damaged: restore the file from the run that wrote it or train again",
+                "{} has no [model] table ({}); training writes it whole, so the checkpoint is \
+                 damaged: restore the file from the run that wrote it or train again",
                 path.display(),
                 if text.trim().is_empty() {
                     "it is empty"

@@ -99,21 +99,22 @@ pub fn launched_world_size() -> Option<usize> {
 }
 
 /// This process's place in the job: MPI's world under `mpirun` (in a build with `--features
-/// mpi`), otherwise a single process.
-pub fn join() -> anyhow::Result<Box<dyn Collective>> {
+/// mpi`), otherwise a single process. A rank left waiting for the others ends the process
+/// with one line that ends in `resume_advice` (how to resume the run, in the caller's words).
+pub fn join(resume_advice: &'static str) -> anyhow::Result<Box<dyn Collective>> {
     match launched_world_size() {
         None => Ok(Box::new(SingleProcess)),
-        Some(world) => join_mpi(world),
+        Some(world) => join_mpi(world, resume_advice),
     }
 }
 
 #[cfg(feature = "mpi")]
-fn join_mpi(_world: usize) -> anyhow::Result<Box<dyn Collective>> {
-    Ok(Box::new(mpi_world::MpiWorld::join()?))
+fn join_mpi(_world: usize, resume_advice: &'static str) -> anyhow::Result<Box<dyn Collective>> {
+    Ok(Box::new(mpi_world::MpiWorld::join(resume_advice)?))
 }
 
 #[cfg(not(feature = "mpi"))]
-fn join_mpi(world: usize) -> anyhow::Result<Box<dyn Collective>> {
+fn join_mpi(world: usize, _resume_advice: &'static str) -> anyhow::Result<Box<dyn Collective>> {
     if world == 1 {
         return Ok(Box::new(SingleProcess));
     }

@@ -37,15 +37,17 @@ pub struct MpiWorld {
 
 impl MpiWorld {
     /// Initialises MPI (the calling thread is the one that makes every MPI call) and starts
-    /// the watchdog of its calls.
-    pub fn join() -> anyhow::Result<Self> {
+    /// the watchdog of its calls, whose last word is `resume_advice`.
+    pub fn join(resume_advice: &'static str) -> anyhow::Result<Self> {
         let env_timeout = watchdog::timeout_from_env()?;
         let (universe, _) = mpi::initialize_with_threading(mpi::Threading::Funneled)
             .ok_or_else(|| anyhow::anyhow!("MPI could not be initialised (or already was)"))?;
         let world = universe.world();
         let (rank, size) = (world.rank(), world.size());
         let timeout = env_timeout.unwrap_or(super::DEFAULT_COLLECTIVE_TIMEOUT);
-        let watchdog = Watchdog::start(timeout, move |overdue| give_up(rank, size, overdue))?;
+        let watchdog = Watchdog::start(timeout, move |overdue| {
+            give_up(rank, size, overdue, resume_advice)
+        })?;
         // Ranks that share a node's memory are that node's ranks: one GPU each, in rank order.
         let node = {
             let _watched = watchdog.watch("MPI's start (grouping the ranks by host)");
@@ -145,14 +147,13 @@ impl Collective for MpiWorld {
 /// The watchdog's end of a rank left waiting: one line that says what happened and what to do,
 /// then exit status 1, which makes mpirun end the job. `_exit`, not `exit`: the thread blocked
 /// in MPI may hold locks that exit handlers would wait on.
-fn give_up(rank: i32, size: i32, overdue: Overdue) -> ! {
+fn give_up(rank: i32, size: i32, overdue: Overdue, resume_advice: &str) -> ! {
     let _ = writeln!(
         std::io::stderr(),
         "error: rank {rank} of {size} waited {:.0} s for the other ranks in {}: a rank has \
          stopped or the network between the hosts is down, so this rank stops too; the last \
-         checkpoint is in last/ of the run directory: resume with `mpirun ... transformer train \
-         --resume RUN_DIR` once every host is back ({} sets how long a rank waits, {} s by \
-         default)",
+         checkpoint is in last/ of the run directory: {resume_advice} once every host is back \
+         ({} sets how long a rank waits, {} s by default)",
         overdue.waited.as_secs_f64(),
         overdue.what,
         super::COLLECTIVE_TIMEOUT_VARIABLE,

@@ -7,9 +7,8 @@ use std::collections::BTreeMap;
 
 use candle_core::{Device, Tensor};
 
-use super::beam::{beam_search, BeamSettings};
-use super::sampling::{sample, Sampling};
-use super::{always_wanted, DecodeInput};
+use crate::decoding::sampling::{sample, Sampling};
+use crate::decoding::{always_wanted, beam_search, BeamSettings, DecodeInput};
 use crate::model::{DecodingModel, Prompt};
 use crate::tokenize::specials::NEVER_GENERATED;
 use crate::tokenize::specials::{BOS_ID, EOS_ID};

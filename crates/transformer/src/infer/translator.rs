@@ -6,7 +6,7 @@ use candle_core::{Device, Tensor};
 use serde::Serialize;
 
 use crate::config::LengthNormalization;
-use crate::infer::{
+use crate::decoding::{
     always_wanted, beam_search, greedy_batch, DecodeInput, Hypothesis, StillWanted,
 };
 use crate::model::{masks, DecodingModel, Prompt, Source};

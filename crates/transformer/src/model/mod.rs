@@ -19,16 +19,15 @@ pub mod families;
 pub mod init;
 // What decoding asks of a model; what attention looked like.
 pub mod attention_maps;
-pub mod decoding;
+pub mod step;
 // The forms weights take.
 pub mod weights;
 
 pub use crate::config::VocabSizes;
 pub use crate::kernels::dropout::{DropoutRng, Mode};
 pub use attention_maps::AttentionMaps;
-pub use decoding::{DecodingModel, DecodingState, Prompt, Source};
 pub use families::family::{ModelFamily, TeacherForced};
 pub use families::Model;
 pub use init::named_vars;
+pub use step::{DecodingModel, DecodingState, Prompt, Source};
 pub use weights::TrainedWeights;
-pub use weights::INT8_MARKER;

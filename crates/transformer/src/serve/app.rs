@@ -6,10 +6,12 @@ use std::time::Duration;
 
 use super::auth::ApiKey;
 use super::batcher::{Queue, Refused, Reply};
+use super::body;
 use super::error::ApiError;
 use super::files::FileStore;
 use super::languages::LanguagePair;
 use super::metrics::Metrics;
+use super::setting_names::ServeSettingNames;
 use crate::document::SentenceSplitter;
 use crate::infer::settings::{DecodeRequest, Resolver, SettingNames};
 use crate::infer::translator::{DecodeOptions, Translation};
@@ -38,6 +40,8 @@ pub struct AppState {
     pub pair: LanguagePair,
     pub key: ApiKey,
     pub limits: Limits,
+    /// How answers name the settings.
+    pub names: ServeSettingNames,
     /// Resolves each request's decoding settings over the checkpoint's and the flags'.
     pub decode: Resolver,
     pub max_batch: usize,
@@ -74,9 +78,10 @@ impl AppState {
         if texts.len() > self.limits.max_texts {
             return Err(ApiError::bad_request(format!(
                 "invalid request: q holds {} texts, more than this server's limit of {} \
-                 (serve --max-texts); send them in several requests",
+                 ({}); send them in several requests",
                 texts.len(),
-                self.limits.max_texts
+                self.limits.max_texts,
+                self.names.max_texts
             )));
         }
         Ok(())
@@ -99,9 +104,10 @@ impl AppState {
             if chars > self.limits.max_chars {
                 return Err(ApiError::bad_request(format!(
                     "invalid request: text {} has {chars} characters, more than this server's \
-                     limit of {} (serve --max-chars); split it",
+                     limit of {} ({}); split it",
                     i + 1,
-                    self.limits.max_chars
+                    self.limits.max_chars,
+                    self.names.max_chars
                 )));
             }
         }
@@ -141,12 +147,41 @@ impl AppState {
             return Err(ApiError::bad_request(format!(
                 "invalid request: it may decode {cost} tokens (the tokens each sentence reads \
                  and may generate, times the beam of {beam}), more than this server's limit of \
-                 {} per request (serve --max-request-tokens); send fewer or shorter texts, a \
-                 smaller max_len or a narrower beam",
-                self.limits.max_request_tokens
+                 {} per request ({}); send fewer or shorter texts, a smaller max_len or a \
+                 narrower beam",
+                self.limits.max_request_tokens, self.names.max_request_tokens
             )));
         }
         Ok(())
+    }
+
+    /// The answer to work the queue would not take.
+    pub fn refused(&self, why: Refused) -> ApiError {
+        match why {
+            Refused::Full { queued, capacity } => ApiError::too_many_requests(format!(
+                "slow down: the server's queue holds {queued} of {capacity} sentences ({}); \
+                 retry in a moment",
+                self.names.max_queue
+            )),
+            Refused::Stopped => {
+                ApiError::unavailable("the server is stopping; retry elsewhere or later")
+            }
+        }
+    }
+
+    /// A request's body as `T` (see [`body::parse`]), within the server's body limit, and
+    /// its API key (`key_of` the request) checked: every handler's first steps.
+    pub fn accept<T: serde::de::DeserializeOwned>(
+        &self,
+        headers: &axum::http::HeaderMap,
+        body: Result<axum::body::Bytes, axum::extract::rejection::BytesRejection>,
+        accepts: body::Accepts,
+        key_of: impl FnOnce(&T) -> Option<String>,
+    ) -> Result<T, ApiError> {
+        let limit = (self.limits.max_body_bytes, self.names.max_body_bytes);
+        let request = body::parse(headers, body, limit, accepts)?;
+        self.key.check(key_of(&request).as_deref())?;
+        Ok(request)
     }
 
     /// Queues `sentences` and waits for their translations.
@@ -158,12 +193,16 @@ impl AppState {
         if sentences.len() > self.queue.capacity() {
             return Err(ApiError::bad_request(format!(
                 "invalid request: {} sentences are more than this server queues at once ({}, \
-                 serve --max-queue); send them in several requests",
+                 {}); send them in several requests",
                 sentences.len(),
-                self.queue.capacity()
+                self.queue.capacity(),
+                self.names.max_queue
             )));
         }
-        let reply = self.queue.translate(sentences, options).map_err(refused)?;
+        let reply = self
+            .queue
+            .translate(sentences, options)
+            .map_err(|why| self.refused(why))?;
         answer(reply).await
     }
 }
@@ -176,19 +215,6 @@ pub async fn answer<T>(reply: Reply<T>) -> Result<T, ApiError> {
         Err(_) => Err(ApiError::internal(
             "translation failed: the model thread stopped; restart the server",
         )),
-    }
-}
-
-/// The answer to work the queue would not take.
-pub fn refused(why: Refused) -> ApiError {
-    match why {
-        Refused::Full { queued, capacity } => ApiError::too_many_requests(format!(
-            "slow down: the server's queue holds {queued} of {capacity} sentences \
-             (serve --max-queue); retry in a moment"
-        )),
-        Refused::Stopped => {
-            ApiError::unavailable("the server is stopping; retry elsewhere or later")
-        }
     }
 }
 

@@ -24,10 +24,10 @@ pub enum Accepts {
 pub fn parse<T: DeserializeOwned>(
     headers: &HeaderMap,
     body: Result<Bytes, BytesRejection>,
-    max_bytes: usize,
+    (max_bytes, limit_name): (usize, &str),
     accepts: Accepts,
 ) -> Result<T, ApiError> {
-    let bytes = body.map_err(|rejection| body_error(rejection, max_bytes))?;
+    let bytes = body.map_err(|rejection| body_error(rejection, max_bytes, limit_name))?;
     let object = match content_type(headers).as_deref() {
         Some("application/json") => json_object(&bytes)?,
         Some("application/x-www-form-urlencoded") if accepts == Accepts::JsonOrForm => {
@@ -62,31 +62,31 @@ fn content_type(headers: &HeaderMap) -> Option<String> {
     (!media.is_empty()).then(|| media.to_ascii_lowercase())
 }
 
-/// The answer to a body over `max_bytes`.
-pub fn too_large(max_bytes: usize) -> ApiError {
+/// The answer to a body over `max_bytes` (the setting `limit_name`).
+pub fn too_large(max_bytes: usize, limit_name: &str) -> ApiError {
     ApiError::with_status(
         StatusCode::PAYLOAD_TOO_LARGE,
         format!(
             "the request body is larger than this server's limit of {max_bytes} bytes \
-             (serve --max-body-bytes); send fewer or shorter texts per request"
+             ({limit_name}); send fewer or shorter texts per request"
         ),
     )
 }
 
-/// The answer to a file larger than `--max-file-bytes` (`max_bytes`).
-pub fn file_too_large(max_bytes: usize) -> ApiError {
+/// The answer to a file larger than `max_bytes` (the setting `limit_name`).
+pub fn file_too_large(max_bytes: usize, limit_name: &str) -> ApiError {
     ApiError::with_status(
         StatusCode::PAYLOAD_TOO_LARGE,
         format!(
-            "the file is larger than this server's limit of {max_bytes} bytes \
-             (serve --max-file-bytes); split it"
+            "the file is larger than this server's limit of {max_bytes} bytes ({limit_name}); \
+             split it"
         ),
     )
 }
 
-fn body_error(rejection: BytesRejection, max_bytes: usize) -> ApiError {
+fn body_error(rejection: BytesRejection, max_bytes: usize, limit_name: &str) -> ApiError {
     if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
-        too_large(max_bytes)
+        too_large(max_bytes, limit_name)
     } else {
         ApiError::with_status(
             rejection.status(),

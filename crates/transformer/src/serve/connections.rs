@@ -44,16 +44,17 @@ fn reserved_descriptors(limit: u64) -> u64 {
 }
 
 impl ConnectionLimits {
-    /// `max_connections` lowered, with a warning, to what the process's limit on open files
-    /// allows: past that, accepting fails for everyone instead of a 503 for the newest.
-    pub fn within_open_file_limit(mut self) -> Self {
+    /// `max_connections` lowered, with a warning naming it as `setting`, to what the
+    /// process's limit on open files allows: past that, accepting fails for everyone instead
+    /// of a 503 for the newest.
+    pub fn within_open_file_limit(mut self, setting: &str) -> Self {
         if let Some(limit) = open_file_limit() {
             let room = usize::try_from(limit.saturating_sub(reserved_descriptors(limit)).max(1))
                 .unwrap_or(usize::MAX);
             if self.max_connections > room {
-                eprintln!(
-                    "warning: --max-connections {} lowered to {room}: this process may open {limit} \
-                     files (ulimit -n); raise that limit to allow more",
+                log::warn!(
+                    "{setting} {} lowered to {room}: this process may open {limit} files \
+                     (ulimit -n); raise that limit to allow more",
                     self.max_connections
                 );
                 self.max_connections = room;
@@ -74,13 +75,17 @@ fn open_file_limit() -> Option<u64> {
     (status == 0 && limit.rlim_cur != libc::RLIM_INFINITY).then_some(limit.rlim_cur)
 }
 
-/// Serves `router` on `listener` until `stop` resolves, then drains (see the module docs).
+/// Serves `router` on `listener` until `stop` resolves, then drains (see the module docs);
+/// a connection past the limit is answered [`too_many_connections`], naming the limit as
+/// `setting`.
 pub async fn serve(
     listener: TcpListener,
     router: Router,
     limits: ConnectionLimits,
+    setting: &str,
     stop: impl Future<Output = ()>,
 ) {
+    let refusal = too_many_connections(setting);
     let slots = Arc::new(Semaphore::new(limits.max_connections));
     let (stopping, _) = watch::channel(false);
     let mut stop = std::pin::pin!(stop);
@@ -96,7 +101,7 @@ pub async fn serve(
             () = &mut stop => break,
         };
         let Ok(slot) = slots.clone().try_acquire_owned() else {
-            refuse(&stream);
+            let _ = stream.try_write(&refusal);
             continue;
         };
         let connection = serve_connection(stream, router.clone(), limits, stopping.subscribe());
@@ -113,8 +118,8 @@ pub async fn serve(
         .await
         .is_err()
     {
-        eprintln!(
-            "warning: connections still open {} ms after the stop were dropped",
+        log::warn!(
+            "connections still open {} ms after the stop were dropped",
             limits.drain.as_millis()
         );
     }
@@ -263,14 +268,19 @@ impl Drop for Answering {
     }
 }
 
-/// The answer to a connection past `max_connections`, written without waiting (the socket's
-/// buffer takes it whole) before the connection is closed.
-const TOO_MANY_CONNECTIONS: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\n\
-content-type: application/json\r\nretry-after: 1\r\nconnection: close\r\ncontent-length: 87\r\n\r\n\
-{\"error\":\"too many connections to this server (serve --max-connections); retry later\"}\n";
-
-fn refuse(stream: &TcpStream) {
-    let _ = stream.try_write(TOO_MANY_CONNECTIONS);
+/// The answer to a connection past `max_connections` (named as `setting`), written without
+/// waiting (the socket's buffer takes it whole) before the connection is closed.
+fn too_many_connections(setting: &str) -> Vec<u8> {
+    let body = serde_json::json!({
+        "error": format!("too many connections to this server ({setting}); retry later")
+    });
+    let body = format!("{body}\n");
+    format!(
+        "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\nretry-after: \
+         1\r\nconnection: close\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .into_bytes()
 }
 
 /// After a failed accept: a client that reset its connection is nothing; running out of file
@@ -281,7 +291,7 @@ async fn pause_after(error: std::io::Error) {
         error.kind(),
         ConnectionAborted | ConnectionRefused | ConnectionReset
     ) {
-        eprintln!("warning: cannot accept a connection: {error}; retrying in a second");
+        log::warn!("cannot accept a connection: {error}; retrying in a second");
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
 }
@@ -292,7 +302,8 @@ mod tests {
 
     #[test]
     fn the_refusal_is_a_whole_http_response_of_its_stated_length() {
-        let text = std::str::from_utf8(TOO_MANY_CONNECTIONS).unwrap();
+        let refusal = too_many_connections("serve --max-connections \"x\"");
+        let text = std::str::from_utf8(&refusal).unwrap();
         let (head, body) = text.split_once("\r\n\r\n").unwrap();
         assert!(head.starts_with("HTTP/1.1 503 "));
         assert!(head.contains(&format!("content-length: {}", body.len())));

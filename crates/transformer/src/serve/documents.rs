@@ -14,6 +14,7 @@ use serde_json::{json, Value};
 use super::app::Shared;
 use super::error::ApiError;
 use super::files::{safe_file_name, FileStore};
+use super::setting_names::ServeSettingNames;
 use crate::document::{DocumentFormat, DocxLimits, Prepared};
 use crate::infer::settings::{self, DecodeRequest};
 
@@ -39,16 +40,19 @@ pub async fn translate_file(
             e.body_text()
         ))
     })?;
-    // The upload is a body like any other: bounded by --timeout-ms, however slowly it comes.
-    let form = tokio::time::timeout(state.limits.timeout, read_form(multipart, files))
+    // The upload is a body like any other: bounded by the request timeout, however slowly it
+    // comes.
+    let reading = read_form(multipart, files, &state.names);
+    let form = tokio::time::timeout(state.limits.timeout, reading)
         .await
         .map_err(|_| {
             ApiError::with_status(
                 axum::http::StatusCode::REQUEST_TIMEOUT,
                 format!(
-                    "the upload took longer than this server's limit of {} ms (serve \
-                     --timeout-ms); send it faster or send a smaller file",
-                    state.limits.timeout.as_millis()
+                    "the upload took longer than this server's limit of {} ms ({}); send it \
+                     faster or send a smaller file",
+                    state.limits.timeout.as_millis(),
+                    state.names.timeout
                 ),
             )
         })??;
@@ -84,7 +88,8 @@ pub async fn translate_file(
     if chars > max_chars {
         return Err(ApiError::bad_request(format!(
             "invalid request: the file holds {chars} characters of text, more than this \
-             server's limit of {max_chars} (serve --max-file-chars); split it"
+             server's limit of {max_chars} ({}); split it",
+            state.names.max_file_chars
         )));
     }
     // A batch's worth at a time: other requests' sentences queue between them.
@@ -101,7 +106,7 @@ pub async fn translate_file(
         .store(&translated, &name, format.media_type())
         .map_err(|e| {
             // The server's own paths and advice are for its operator, not the client.
-            eprintln!("warning: /translate_file: {e:#}");
+            log::warn!("/translate_file: {e:#}");
             ApiError::internal("the translated file could not be stored on the server; retry later")
         })?;
     Ok(Json(json!({
@@ -112,14 +117,19 @@ pub async fn translate_file(
 /// The server's stored files, or 403 when file translation is off.
 fn file_store(state: &Shared) -> Result<&FileStore, ApiError> {
     state.files.as_ref().ok_or_else(|| {
-        ApiError::forbidden(
-            "files translation is disabled on this server (serve --disable-files-translation)",
-        )
+        ApiError::forbidden(format!(
+            "files translation is disabled on this server ({})",
+            state.names.files_off
+        ))
     })
 }
 
 /// Reads the form's fields; the file's bytes up to the server's limit.
-async fn read_form(mut multipart: Multipart, files: &FileStore) -> Result<FileForm, ApiError> {
+async fn read_form(
+    mut multipart: Multipart,
+    files: &FileStore,
+    names: &ServeSettingNames,
+) -> Result<FileForm, ApiError> {
     let mut form = FileForm::default();
     let max = files.settings.max_file_bytes;
     while let Some(mut field) = multipart.next_field().await.map_err(multipart_error)? {
@@ -130,7 +140,7 @@ async fn read_form(mut multipart: Multipart, files: &FileStore) -> Result<FileFo
                 let mut bytes = Vec::new();
                 while let Some(chunk) = field.chunk().await.map_err(multipart_error)? {
                     if bytes.len() + chunk.len() > max {
-                        return Err(super::body::file_too_large(max));
+                        return Err(super::body::file_too_large(max, names.max_file_bytes));
                     }
                     bytes.extend_from_slice(&chunk);
                 }

@@ -60,7 +60,8 @@ pub struct Download {
 impl FileStore {
     /// Creates the directory (or a fresh temporary one). Temporary directories that servers
     /// killed before they could clean up left behind are removed.
-    pub fn open(settings: FileSettings) -> anyhow::Result<Self> {
+    /// `dir_setting` names the setting that gives the directory, for errors.
+    pub fn open(settings: FileSettings, dir_setting: &str) -> anyhow::Result<Self> {
         let mut settings = settings;
         // Far enough: an `Instant` cannot reach past a few centuries.
         settings.ttl = settings.ttl.min(Duration::from_secs(100 * 365 * 24 * 3600));
@@ -68,14 +69,14 @@ impl FileStore {
             Some(dir) => {
                 if dir.exists() && !dir.is_dir() {
                     anyhow::bail!(
-                        "--files-dir {} is not a directory; give a directory",
+                        "{dir_setting} {} is not a directory; give a directory",
                         dir.display()
                     );
                 }
                 let created = !dir.exists();
                 std::fs::create_dir_all(dir).with_context(|| {
                     format!(
-                        "cannot create --files-dir {}; give a writable directory",
+                        "cannot create {dir_setting} {}; give a writable directory",
                         dir.display()
                     )
                 })?;
@@ -96,7 +97,7 @@ impl FileStore {
                     rand::rng().next_u32()
                 ));
                 std::fs::create_dir(&dir).with_context(|| {
-                    format!("cannot create {}; give --files-dir", dir.display())
+                    format!("cannot create {}; give {dir_setting}", dir.display())
                 })?;
                 restrict_to_owner(&dir);
                 (dir, true)
@@ -106,7 +107,7 @@ impl FileStore {
         let probe = dir.join(format!(".probe-{:08x}", rand::rng().next_u32()));
         std::fs::write(&probe, b"").with_context(|| {
             format!(
-                "cannot write in --files-dir {}; give a writable directory",
+                "cannot write in {dir_setting} {}; give a writable directory",
                 dir.display()
             )
         })?;
@@ -341,7 +342,8 @@ mod tests {
     #[test]
     fn a_link_finds_its_file_until_it_expires_and_no_other_name_finds_anything() {
         let dir = tempfile::tempdir().unwrap();
-        let store = FileStore::open(settings(dir.path(), Duration::from_millis(200), 8)).unwrap();
+        let store =
+            FileStore::open(settings(dir.path(), Duration::from_millis(200), 8), "dir").unwrap();
         let link = store.store(b"hello", "a.txt", "text/plain").unwrap();
         assert!(link.ends_with(".a.txt"));
         assert_eq!(store.find(&link).unwrap().bytes, b"hello");
@@ -369,7 +371,7 @@ mod tests {
         std::fs::write(dir.path().join("notes.txt"), b"mine").unwrap();
         let left = "0123456789abcdef0123456789abcdef";
         std::fs::write(dir.path().join(left), b"a killed server's").unwrap();
-        let store = FileStore::open(settings(dir.path(), Duration::MAX, 8)).unwrap();
+        let store = FileStore::open(settings(dir.path(), Duration::MAX, 8), "dir").unwrap();
         let mode = std::fs::metadata(dir.path()).unwrap().permissions().mode();
         assert_eq!(mode & 0o777, 0o755);
         assert!(dir.path().join("notes.txt").exists());
@@ -381,7 +383,8 @@ mod tests {
     #[test]
     fn the_oldest_file_goes_first_beyond_the_limit() {
         let dir = tempfile::tempdir().unwrap();
-        let store = FileStore::open(settings(dir.path(), Duration::from_secs(60), 2)).unwrap();
+        let store =
+            FileStore::open(settings(dir.path(), Duration::from_secs(60), 2), "dir").unwrap();
         let first = store.store(b"1", "1.txt", "text/plain").unwrap();
         std::thread::sleep(Duration::from_millis(2));
         let second = store.store(b"2", "2.txt", "text/plain").unwrap();

@@ -37,13 +37,12 @@ pub async fn translate(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Json<Value>, ApiError> {
-    let request: TranslateRequest = body::parse(
+    let request: TranslateRequest = state.accept(
         &headers,
         body,
-        state.limits.max_body_bytes,
         Accepts::JsonOrForm,
+        |r: &TranslateRequest| r.api_key.clone(),
     )?;
-    state.key.check(request.api_key.as_deref())?;
     let (texts, is_list) = body::texts(request.q)?;
     let detected = state
         .pair
@@ -238,13 +237,10 @@ pub async fn detect(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Json<Value>, ApiError> {
-    let request: DetectRequest = body::parse(
-        &headers,
-        body,
-        state.limits.max_body_bytes,
-        Accepts::JsonOrForm,
-    )?;
-    state.key.check(request.api_key.as_deref())?;
+    let request: DetectRequest =
+        state.accept(&headers, body, Accepts::JsonOrForm, |r: &DetectRequest| {
+            r.api_key.clone()
+        })?;
     let (texts, is_list) = body::texts(request.q)?;
     state.check_count(&texts)?;
     let candidates = json!([{ "confidence": 100.0, "language": state.pair.source }]);

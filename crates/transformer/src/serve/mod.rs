@@ -21,6 +21,7 @@ mod metrics;
 mod native;
 mod page;
 mod routes;
+mod setting_names;
 mod spec;
 
 use std::future::Future;
@@ -33,6 +34,7 @@ pub use app::Limits;
 pub use batcher::BatchPolicy;
 pub use connections::ConnectionLimits;
 pub use files::FileSettings;
+pub use setting_names::ServeSettingNames;
 
 use crate::checkpoint::Checkpoint;
 use crate::document::SentenceSplitter;
@@ -58,6 +60,8 @@ pub struct ServeSettings {
     pub sentence_split: bool,
     /// Where and how long translated files are kept; `None`: `/translate_file` is off.
     pub files: Option<FileSettings>,
+    /// How answers and errors name these settings.
+    pub names: ServeSettingNames,
 }
 
 /// Widest beam a request may ask for: each beam is a decoder row, so this bounds the work
@@ -75,9 +79,13 @@ pub fn serve(
     ready: impl FnOnce(SocketAddr) + Send + 'static,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
-    let pair = language_pair(translator.checkpoint())?;
+    let names = settings.names;
+    let pair = language_pair(translator.checkpoint(), names.languages)?;
     let splitter = SentenceSplitter::new(Some(&pair.source), settings.sentence_split);
-    let files = settings.files.map(FileStore::open).transpose()?;
+    let files = settings
+        .files
+        .map(|files| FileStore::open(files, names.files_dir))
+        .transpose()?;
     let translator = Arc::new(translator);
     let metrics = Arc::new(Metrics::new());
     let device_name = crate::device::describe(translator.device());
@@ -87,8 +95,9 @@ pub fn serve(
         queue,
         metrics,
         pair,
-        key: ApiKey::new(settings.api_key),
+        key: ApiKey::new(settings.api_key, names.api_key),
         limits: settings.limits,
+        names,
         decode: settings.decode,
         max_batch: settings.policy.max_batch,
         device: device_name,
@@ -98,7 +107,9 @@ pub fn serve(
         listening: std::sync::OnceLock::new(),
     });
     let addr = settings.addr;
-    let connections = settings.connections.within_open_file_limit();
+    let connections = settings
+        .connections
+        .within_open_file_limit(names.max_connections);
     let http = std::thread::Builder::new()
         .name("http".into())
         .spawn(move || serve_http(state, addr, connections, ready, shutdown))
@@ -130,7 +141,7 @@ fn serve_http(
     runtime.block_on(async move {
         let listener = tokio::net::TcpListener::bind(addr)
             .await
-            .with_context(|| format!("cannot listen on {addr}; pick another --port or --host"))?;
+            .with_context(|| format!("cannot listen on {addr}; pick {}", state.names.address))?;
         let _ = state.listening.set(listener.local_addr()?);
         ready(listener.local_addr()?);
         // Expired download links' files go within a minute of expiring.
@@ -144,13 +155,16 @@ fn serve_http(
                 }
             }
         });
-        connections::serve(listener, routes::router(state), connections, shutdown).await;
+        let limit_name = state.names.max_connections;
+        let router = routes::router(state);
+        connections::serve(listener, router, connections, limit_name, shutdown).await;
         Ok(())
     })
 }
 
-/// The checkpoint's `data.source_lang` and `data.target_lang`, which clients name.
-fn language_pair(checkpoint: &Checkpoint) -> anyhow::Result<LanguagePair> {
+/// The checkpoint's `data.source_lang` and `data.target_lang`, which clients name; where it
+/// names none, the error says to give them as `setting`.
+fn language_pair(checkpoint: &Checkpoint, setting: &str) -> anyhow::Result<LanguagePair> {
     let data = &checkpoint.config.data;
     match (&data.source_lang, &data.target_lang) {
         (Some(source), Some(target)) => Ok(LanguagePair {
@@ -158,15 +172,14 @@ fn language_pair(checkpoint: &Checkpoint) -> anyhow::Result<LanguagePair> {
             target: target.clone(),
         }),
         _ if crate::checkpoint::marian::is_hugging_face_dir(&checkpoint.dir) => anyhow::bail!(
-            "{} does not say which languages it translates; pass --source-lang and \
-             --target-lang (e.g. de and en), or add source_lang and target_lang to its \
-             tokenizer_config.json",
+            "{} does not say which languages it translates; pass {setting} (e.g. de and en), \
+             or add source_lang and target_lang to its tokenizer_config.json",
             checkpoint.dir.display()
         ),
         _ => anyhow::bail!(
-            "{} does not say which languages it translates; pass --source-lang and \
-             --target-lang (e.g. de and en), or add data.source_lang and data.target_lang to its \
-             config.toml (or to the training config for new runs)",
+            "{} does not say which languages it translates; pass {setting} (e.g. de and en), \
+             or add data.source_lang and data.target_lang to its config.toml (or to the \
+             training config for new runs)",
             checkpoint.dir.display()
         ),
     }

@@ -11,7 +11,7 @@ use axum::Json;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
-use super::app::{answer, refused, Shared};
+use super::app::{answer, Shared};
 use super::body::{self, Accepts};
 use super::error::ApiError;
 use crate::corpus::normalize_sentence;
@@ -46,11 +46,9 @@ pub async fn translate(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Json<TranslateResponse>, ApiError> {
-    let request: TranslateRequest =
-        body::parse(&headers, body, state.limits.max_body_bytes, Accepts::Json)?;
-    state
-        .key
-        .check(bearer(&headers).or(request.api_key.as_deref()))?;
+    let request = state.accept(&headers, body, Accepts::Json, |r: &TranslateRequest| {
+        bearer(&headers).or(r.api_key.as_deref()).map(str::to_owned)
+    })?;
     let options = options(&state, &request)?;
     let (texts, _) = body::texts(Some(request.q))?;
     let batch = SentenceBatch::new(&state.splitter, &texts);
@@ -179,7 +177,7 @@ pub async fn attention(
     let reply = state
         .queue
         .attention(text, layers, options)
-        .map_err(refused)?;
+        .map_err(|why| state.refused(why))?;
     let (_, grids) = answer(reply).await?;
     let png = tokio::task::spawn_blocking(move || attention_heatmaps_png(&grids))
         .await

@@ -88,21 +88,21 @@ fn file_body_limit(state: &Shared) -> usize {
         })
 }
 
-/// Bounds each request by `--timeout-ms` (reading its body included) and records its
+/// Bounds each request by the server's timeout (reading its body included) and records its
 /// status and latency.
 async fn track(State(state): State<Shared>, request: Request, next: Next) -> Response {
     let endpoint = endpoint_label(request.uri().path());
     let started = Instant::now();
-    let (timeout, max, flag) = match (endpoint, &state.files) {
+    let (timeout, max, setting) = match (endpoint, &state.files) {
         ("translate_file", Some(files)) => (
             files.settings.timeout,
             file_body_limit(&state),
-            "--file-timeout-ms",
+            state.names.file_timeout,
         ),
         _ => (
             state.limits.timeout,
             state.limits.max_body_bytes,
-            "--timeout-ms",
+            state.names.timeout,
         ),
     };
     let declared = request
@@ -113,15 +113,16 @@ async fn track(State(state): State<Shared>, request: Request, next: Next) -> Res
         // Refused before the body is read, which a client may be slow to send.
         match (endpoint, &state.files) {
             ("translate_file", Some(files)) => {
-                body::file_too_large(files.settings.max_file_bytes).into_response()
+                body::file_too_large(files.settings.max_file_bytes, state.names.max_file_bytes)
+                    .into_response()
             }
-            _ => body::too_large(max).into_response(),
+            _ => body::too_large(max, state.names.max_body_bytes).into_response(),
         }
     } else {
         match tokio::time::timeout(timeout, next.run(request)).await {
             Ok(response) => response,
             Err(_) => ApiError::unavailable(format!(
-                "the request took longer than this server's limit of {} ms (serve {flag}); \
+                "the request took longer than this server's limit of {} ms ({setting}); \
              retry, or send fewer or shorter texts",
                 timeout.as_millis()
             ))

@@ -35,13 +35,13 @@ pub fn is_long(word: &str) -> bool {
     word.len() > MAX_WORD_CHARS && word.chars().nth(MAX_WORD_CHARS).is_some()
 }
 
-/// Says once per process that long words are cut, on stderr.
+/// Says once per process that long words are cut, as a warning (`log`).
 pub fn note_cut(word: &str) {
     static SAID: Once = Once::new();
     SAID.call_once(|| {
         let preview: String = word.chars().take(20).collect();
-        eprintln!(
-            "warning: a word of {} characters (\"{preview}...\") is segmented in pieces of at \
+        log::warn!(
+            "a word of {} characters (\"{preview}...\") is segmented in pieces of at \
              most {MAX_WORD_CHARS} characters, as every such word is (said once)",
             word.chars().count()
         );

@@ -88,7 +88,7 @@ impl Trainer {
         let seed = config.training.seed;
         if config.training.dtype == ComputeDtype::Bf16 && !crate::device::multiplies_bf16(device) {
             anyhow::bail!(
-                "training.dtype = \"bf16\" needs a GPU (--device cuda): candle's CPU backend \
+                "training.dtype = \"bf16\" needs a GPU: candle's CPU backend \
                  has no bf16 matrix product; use dtype = \"f32\" on the CPU"
             )
         }

@@ -327,8 +327,8 @@ pub(super) const MOST_TOKENIZER_BYTES: u64 = 256 << 20;
 
 /// One line: which cache entry is damaged, how, and that the run replaces it.
 pub(super) fn warn_damaged(what: &str, dir: &Path, why: &str, instead: &str) {
-    eprintln!(
-        "warning: the cached {what} in {} is damaged: {why}; {instead} and replacing the entry",
+    log::warn!(
+        "the cached {what} in {} is damaged: {why}; {instead} and replacing the entry",
         dir.display()
     );
 }
@@ -359,8 +359,8 @@ pub(super) fn warn_not_cached(what: &str, dir: &Path, e: &anyhow::Error) {
         Some(ErrorKind::DirectoryNotEmpty | ErrorKind::PermissionDenied) => stuck.as_str(),
         _ => crate::atomic_file::advice_for(e.as_ref()),
     };
-    eprintln!(
-        "warning: cannot cache {what} in {}: {e:#}; {advice}, or set data.cache = \"off\" \
+    log::warn!(
+        "cannot cache {what} in {}: {e:#}; {advice}, or set data.cache = \"off\" \
          (this run goes on without the cache)",
         dir.display()
     );

@@ -17,9 +17,9 @@
 mod bounds;
 mod of_checkpoint;
 
-use super::beam::BeamSettings;
 use super::translator::DecodeOptions;
 use crate::config::{DecodeConfig, LengthNormalization};
+use crate::decoding::BeamSettings;
 use bounds::{check_beam, check_length_penalty, check_max_len, check_n_best};
 pub use of_checkpoint::resolver_of;
 

@@ -16,12 +16,12 @@ use candle_nn::VarBuilder;
 use crate::config::ModelConfig;
 use crate::kernels::dropout::Mode;
 use crate::model::attention::{KeyValueCache, Lineage};
-use crate::model::decoding::{own_state, DecodingModel, DecodingState, Source};
 use crate::model::embeddings::EmbeddingStack;
 use crate::model::encoder::Encoder;
 use crate::model::families::family::{ModelFamily, TeacherForced};
 use crate::model::generator::Generator;
 use crate::model::masks;
+use crate::model::step::{own_state, DecodingModel, DecodingState, Source};
 use crate::model::sublayer::apply_final_norm;
 
 /// A next-token language model.

@@ -7,11 +7,11 @@ use crate::config::{ModelConfig, VocabSizes};
 use crate::kernels::dropout::Mode;
 use crate::model::attention_maps::{attention_maps, AttentionLayers, AttentionMaps};
 use crate::model::decoder::{Decoder, EncoderDecoderState};
-use crate::model::decoding::{own_state, DecodingModel, DecodingState, Source};
 use crate::model::embeddings::EmbeddingStack;
 use crate::model::encoder::Encoder;
 use crate::model::families::family::{ModelFamily, TeacherForced};
 use crate::model::generator::Generator;
+use crate::model::step::{own_state, DecodingModel, DecodingState, Source};
 
 /// The standard encoder-decoder: embed and encode the source, embed and decode the target
 /// against the encoder's memory.

@@ -9,8 +9,8 @@ use candle_core::{Result, Tensor};
 
 use crate::kernels::dropout::Mode;
 use crate::model::attention_maps::AttentionMaps;
-use crate::model::decoding::{DecodingModel, Source};
 use crate::model::masks;
+use crate::model::step::{DecodingModel, Source};
 
 /// A padded batch as a teacher-forced pass reads it.
 pub enum TeacherForced {

@@ -17,11 +17,11 @@ use candle_core::{Device, Result};
 use candle_nn::{VarBuilder, VarMap};
 
 use crate::config::{Architecture, ModelConfig, VocabSizes};
-use crate::model::decoding::DecodingModel;
 use crate::model::families::decoder_only::DecoderOnly;
 use crate::model::families::encoder_decoder::EncoderDecoder;
 use crate::model::families::family::ModelFamily;
 use crate::model::init::fresh_model;
+use crate::model::step::DecodingModel;
 
 /// Builds a family's modules from a `VarBuilder` (fresh variables, or a checkpoint's
 /// tensors through its format).

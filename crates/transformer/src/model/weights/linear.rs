@@ -5,11 +5,10 @@
 //! A weight being trained is read as it is: it changes after every optimiser step. A fixed
 //! weight (a loaded checkpoint, a frozen view for validation) keeps the forms decoding reads
 //! faster, made on first use: its transpose, and (in a [`LinearGroup`]) the concatenation
-//! of layers that read the same input. A checkpoint loaded for int8 decoding
-//! (`--compute-type int8`) says so through its `VarBuilder` ([`INT8_MARKER`]), and each layer
-//! then asks for its weight as int8 values and row scales ([`fetch_int8`]: the loader
-//! quantizes a float weight, or reads an int8 checkpoint's) and keeps nothing else. Model
-//! code calls `forward` and never knows which form answered.
+//! of layers that read the same input. A weight the loader serves as int8 (an int8
+//! checkpoint's, or a float one quantized for int8 decoding: see [`super::int8`]) is kept as
+//! int8 values and row scales and nothing else. Model code calls `forward` and never knows
+//! which form answered.
 
 use std::borrow::Cow;
 use std::ops::Range;
@@ -18,7 +17,7 @@ use std::sync::{Arc, OnceLock};
 use candle_core::{Result, Tensor, D};
 use candle_nn::{Init, VarBuilder};
 
-use super::int8::{fetch_int8, INT8_MARKER};
+use super::int8::{fetch_matrix, Served};
 use crate::kernels;
 use crate::kernels::int8::QuantizedMatrix;
 use crate::model::weights::table::Table;
@@ -97,12 +96,11 @@ impl Linear {
         bias: bool,
         vb: VarBuilder,
     ) -> Result<Self> {
-        if vb.contains_tensor(INT8_MARKER) {
-            let matrix = fetch_int8(&vb, "weight", out_features, in_features)?;
-            return Self::over_int8(Arc::new(matrix), bias, vb);
+        let shape = (out_features, in_features);
+        match fetch_matrix(&vb, "weight", shape, Init::Const(0.))? {
+            Served::Int8(matrix) => Self::over_int8(Arc::new(matrix), bias, vb),
+            Served::Float(weight) => Self::from_weight(weight, bias, vb),
         }
-        let weight = vb.get_with_hints((out_features, in_features), "weight", Init::Const(0.))?;
-        Self::from_weight(weight, bias, vb)
     }
 
     /// A layer over the int8 `matrix` (its own, or a table it shares) and, with `bias`, its

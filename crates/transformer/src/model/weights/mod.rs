@@ -7,5 +7,5 @@ pub mod linear;
 pub mod table;
 mod trained;
 
-pub use int8::{fetch_int8, scale_name, INT8_MARKER};
+pub use int8::{fetch_matrix, scale_name, Served};
 pub use trained::TrainedWeights;

@@ -1,6 +1,6 @@
 //! An embedding table `(vocab, d_model)` and the forms it takes: float (a variable being
-//! trained, or a loaded checkpoint's tensor), or int8 with one scale per row when the
-//! checkpoint is loaded for int8 decoding (see [`crate::model::weights::INT8_MARKER`]). A generator
+//! trained, or a loaded checkpoint's tensor), or int8 with one scale per row when the loader
+//! serves it so (see [`super::int8`]). A generator
 //! that shares the table (`share_embeddings`) shares whichever form it is.
 
 use std::sync::Arc;
@@ -8,7 +8,7 @@ use std::sync::Arc;
 use candle_core::{DType, Result, Tensor};
 use candle_nn::{Init, VarBuilder};
 
-use super::int8::{fetch_int8, INT8_MARKER};
+use super::int8::{fetch_matrix, Served};
 use crate::kernels::int8::QuantizedMatrix;
 
 #[derive(Clone)]
@@ -21,20 +21,14 @@ impl Table {
     /// The table `weight` under `vb` (an `nn.Embedding`'s prefix), initialised as
     /// torch.nn.Embedding is (N(0, 1)) when it is made afresh.
     pub fn new(vocab: usize, d_model: usize, vb: VarBuilder) -> Result<Self> {
-        if vb.contains_tensor(INT8_MARKER) {
-            return Ok(Self::Int8(Arc::new(fetch_int8(
-                &vb, "weight", vocab, d_model,
-            )?)));
-        }
         let init = Init::Randn {
             mean: 0.,
             stdev: 1.,
         };
-        Ok(Self::Float(vb.get_with_hints(
-            (vocab, d_model),
-            "weight",
-            init,
-        )?))
+        Ok(match fetch_matrix(&vb, "weight", (vocab, d_model), init)? {
+            Served::Float(table) => Self::Float(table),
+            Served::Int8(matrix) => Self::Int8(Arc::new(matrix)),
+        })
     }
 
     /// `(vocab, d_model)`.

@@ -11,7 +11,7 @@ mod pool;
 use super::{DecodeInput, Hypothesis, ABANDONED, NOT_A_NUMBER};
 use crate::config::LengthNormalization;
 use crate::kernels::log_softmax::top_log_probs;
-use crate::model::decoding::feed_prefix;
+use crate::model::step::feed_prefix;
 use crate::model::{DecodingModel, DecodingState};
 use batch::BatchSearch;
 use pool::{best_candidates, FinishedPool};

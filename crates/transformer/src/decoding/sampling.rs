@@ -9,7 +9,7 @@ use rand_chacha::ChaCha8Rng;
 
 use super::greedy::first_argmax;
 use super::{DecodeInput, ABANDONED, NOT_A_NUMBER};
-use crate::model::decoding::feed_prefix;
+use crate::model::step::feed_prefix;
 use crate::model::DecodingModel;
 
 /// How `sample` picks each next token.

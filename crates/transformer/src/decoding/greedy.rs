@@ -6,7 +6,7 @@ use candle_core::{DType, Result, Tensor, D};
 
 use super::{DecodeInput, Hypothesis, ABANDONED, NOT_A_NUMBER};
 use crate::kernels::log_softmax::log_softmax_last_dim;
-use crate::model::decoding::feed_prefix;
+use crate::model::step::feed_prefix;
 use crate::model::{masks, DecodingModel, Mode, ModelFamily, TeacherForced};
 
 /// The reference's `greedy_decode` for one row: every step re-runs the whole prefix through
