@@ -13,7 +13,8 @@ use transformer::decoding::{
     beam_search, greedy_batch, greedy_decode, incremental_log_probs, teacher_forced_log_probs,
     BeamSettings, Hypothesis,
 };
-use transformer::infer::translator::{ConfiguredTranslator, DecodeOptions};
+use transformer::infer::settings::DecodeOptions;
+use transformer::infer::translator::ConfiguredTranslator;
 use transformer::model::Prompt;
 use transformer::tokenize::specials::EOS_ID;
 use transformer::training_data::batch::with_boundaries;

@@ -11,7 +11,7 @@ use crate::checkpoint::Task;
 use crate::cli::AttentionArgs;
 use crate::corpus::normalize_sentence;
 use crate::infer::attention::{attention_grids, TeacherForcedPair};
-use crate::infer::translator::DecodeOptions;
+use crate::infer::settings::DecodeOptions;
 use crate::plot::write_attention_heatmaps;
 use crate::progress::Verbosity;
 

@@ -3,10 +3,7 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use anyhow::Context;
-use signal_hook::consts::{SIGINT, SIGTERM};
-use signal_hook::iterator::Signals;
-
+use super::stop_signals::StopSignals;
 use crate::cli::ServeArgs;
 use crate::progress::Verbosity;
 use crate::serve::{
@@ -97,28 +94,18 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
 }
 
 /// Resolves on the first SIGINT or SIGTERM, saying on stderr that the server is stopping; a
-/// second one ends the process at once, as in `train`, whatever is still in flight.
+/// second one ends the process at once, whatever is still in flight.
 fn shutdown_on_signals() -> anyhow::Result<impl std::future::Future<Output = ()>> {
-    let mut signals =
-        Signals::new([SIGINT, SIGTERM]).context("cannot listen for SIGINT and SIGTERM")?;
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    std::thread::Builder::new()
-        .name("signals".into())
-        .spawn(move || {
-            let mut arriving = signals.forever();
-            if arriving.next().is_some() {
-                eprintln!(
-                    "stopping: no new connections; answering the requests in flight (a second \
-                     Ctrl-C stops at once)"
-                );
-                let _ = stop.send(());
-            }
-            if let Some(second) = arriving.next() {
-                eprintln!("stopped at once: a second signal; requests in flight were dropped");
-                std::process::exit(128 + second);
-            }
-        })
-        .context("cannot start the signal thread")?;
+    let on_first = move |_| {
+        eprintln!(
+            "stopping: no new connections; answering the requests in flight (a second Ctrl-C \
+             stops at once)"
+        );
+        let _ = stop.send(());
+    };
+    // Kept for the life of the process: the listening thread holds what it needs.
+    let _signals = StopSignals::install(on_first, "requests in flight were dropped")?;
     Ok(async move {
         let _ = stopped.await;
     })

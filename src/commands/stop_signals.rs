@@ -1,31 +1,52 @@
-//! SIGINT / SIGTERM during training: the first one asks the loop to stop after the current
-//! step (and write a checkpoint); a second one ends the process at once.
+//! SIGINT and SIGTERM, for every command that stops cleanly: the first asks the command to
+//! stop (training saves a checkpoint after the step under way; the server answers what is in
+//! flight), the second ends the process at once, saying so, with the shell's status for
+//! death by that signal (130, 143).
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::io::Write;
+use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::Arc;
 
 use anyhow::Context;
 use signal_hook::consts::{SIGINT, SIGTERM};
-use signal_hook::flag;
+use signal_hook::iterator::Signals;
 
-/// The signals that have arrived since `install`.
+/// The signal that asked to stop, once one has.
 pub struct StopSignals {
-    received: Arc<AtomicUsize>,
+    received: Arc<AtomicI32>,
 }
 
 impl StopSignals {
-    /// Installs the handlers for the rest of the process.
-    pub fn install() -> anyhow::Result<Self> {
-        let received = Arc::new(AtomicUsize::new(0));
-        let armed = Arc::new(AtomicBool::new(false));
-        for signal in [SIGINT, SIGTERM] {
-            // Registered first, so it sees `armed` as the previous signal left it: the second
-            // signal exits with the shell's code for death by that signal.
-            flag::register_conditional_shutdown(signal, 128 + signal, armed.clone())
-                .and_then(|_| flag::register(signal, armed.clone()))
-                .and_then(|_| flag::register_usize(signal, received.clone(), signal as usize))
-                .context("cannot install the SIGINT/SIGTERM handlers")?;
-        }
+    /// Listens, on a thread of its own, for the rest of the process: the first signal is
+    /// recorded and `on_first` told of it; the second prints `on_second` (what is lost) and
+    /// exits.
+    pub fn install(
+        on_first: impl FnOnce(i32) + Send + 'static,
+        on_second: &'static str,
+    ) -> anyhow::Result<Self> {
+        let mut signals =
+            Signals::new([SIGINT, SIGTERM]).context("cannot listen for SIGINT and SIGTERM")?;
+        let received = Arc::new(AtomicI32::new(0));
+        let recorded = received.clone();
+        std::thread::Builder::new()
+            .name("signals".into())
+            .spawn(move || {
+                let mut arriving = signals.forever();
+                if let Some(first) = arriving.next() {
+                    recorded.store(first, Ordering::SeqCst);
+                    on_first(first);
+                }
+                if let Some(second) = arriving.next() {
+                    // Written, not `eprintln!`ed: a closed stderr must not stop the exit.
+                    let _ = writeln!(
+                        std::io::stderr(),
+                        "stopped at once: a second signal ({}); {on_second}",
+                        signal_name(second)
+                    );
+                    std::process::exit(128 + second);
+                }
+            })
+            .context("cannot start the signal thread")?;
         Ok(Self { received })
     }
 
@@ -33,7 +54,7 @@ impl StopSignals {
     pub fn received(&self) -> Option<i32> {
         match self.received.load(Ordering::SeqCst) {
             0 => None,
-            signal => i32::try_from(signal).ok(),
+            signal => Some(signal),
         }
     }
 }

@@ -49,7 +49,10 @@ pub fn run(args: TrainArgs) -> anyhow::Result<()> {
             verbosity,
         ),
         run_dir: run_dir.clone(),
-        signals: StopSignals::install()?,
+        signals: StopSignals::install(
+            |_| {},
+            "the step under way was not saved (the last checkpoint stands)",
+        )?,
         stop_at_step: args.stop_at_step,
         step: position.step,
         saved_step: None,

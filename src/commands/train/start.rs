@@ -9,11 +9,11 @@ use anyhow::{bail, Context};
 use super::count;
 use crate::checkpoint::{self, history, DirLock, LockHeld, WhenHeld, BEST_DIR, RUNS_ROOT};
 use crate::cli::TrainArgs;
-use crate::commands::init_from;
 use crate::config::{Config, ConfigReadError};
 use crate::distributed::Collective;
 use crate::progress::{DataBars, Verbosity};
 use crate::tokenize::Tokenizers;
+use crate::train::init_from;
 use crate::train::{Trainer, TrainingData};
 
 /// How many training sources to translate when training ends.

@@ -12,12 +12,11 @@ use super::{
 /// OPUS-MT's position table: `max_position_embeddings`.
 const MARIAN_MAX_LEN: usize = 512;
 
-/// Resolves `config`'s `arch = "marian"` against the keys `text` (the config file) states.
-pub(super) fn resolve(config: &mut Config, text: &str) {
+/// Resolves `config`'s `arch = "marian"` against the keys the config file states (`table`).
+pub(super) fn resolve(config: &mut Config, table: &toml::Table) {
     if config.model.arch != Architecture::Marian {
         return;
     }
-    let table: toml::Table = toml::from_str(text).unwrap_or_default();
     let stated = |section: &str, key: &str| {
         table
             .get(section)

@@ -35,7 +35,7 @@ const MODEL_SIZE_KEYS: [&str; 5] = ["layers", "d_model", "d_ff", "heads", "max_l
 const BUILTIN_BASE_NAME: &str = "built-in base config";
 
 /// A complete, validated run configuration.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Config {
     pub model: ModelConfig,
@@ -51,6 +51,25 @@ pub struct Config {
     /// setting this tool does not apply); not part of the config itself.
     #[serde(skip)]
     pub notes: Vec<String>,
+    /// The tables and keys the config file states, as read once when it was parsed (a preset
+    /// and `training.init_from` fill only what it leaves out); `None` for a config that
+    /// states everything (the built-in one) or was built otherwise.
+    #[serde(skip)]
+    pub stated: Option<toml::Table>,
+}
+
+/// Two configs are equal when their settings are: what a file stated is how they were
+/// written, not what they say.
+impl PartialEq for Config {
+    fn eq(&self, other: &Self) -> bool {
+        self.model == other.model
+            && self.data == other.data
+            && self.training == other.training
+            && self.decode == other.decode
+            && self.run == other.run
+            && self.source_name == other.source_name
+            && self.notes == other.notes
+    }
 }
 
 /// Where the run directory goes.
@@ -109,6 +128,8 @@ impl Config {
     /// `transformer train` without `--config` runs from any directory.
     pub fn builtin_base() -> Result<Self, ConfigError> {
         let mut config = Self::parse(BUILTIN_BASE, BUILTIN_BASE_NAME)?;
+        // Its every key counts as stated.
+        config.stated = None;
         config.data.train = CorpusSource::Builtin {
             builtin: BuiltinCorpus::Toy,
         };
@@ -166,7 +187,8 @@ impl Config {
             source_name: source_name.to_string(),
             ..located
         })?;
-        marian_preset::resolve(&mut config, text);
+        let stated: toml::Table = toml::from_str(text).unwrap_or_default();
+        marian_preset::resolve(&mut config, &stated);
         config.validate().map_err(|(key, message)| ConfigError {
             source_name: source_name.to_string(),
             line: line_of_key(text, &key),
@@ -174,6 +196,7 @@ impl Config {
             message,
         })?;
         config.source_name = source_name.to_string();
+        config.stated = Some(stated);
         Ok(config)
     }
 

@@ -20,8 +20,9 @@ use std::path::Path;
 
 use candle_core::Device;
 
+use super::settings::DecodeOptions;
 use super::settings::{resolver_of, Layer, Refused, Resolver};
-use super::translator::{ConfiguredTranslator, DecodeOptions, Translation};
+use super::translator::{ConfiguredTranslator, Translation};
 use crate::checkpoint::{self, Checkpoint, Task};
 use crate::config::ComputeType;
 

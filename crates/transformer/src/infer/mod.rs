@@ -19,8 +19,9 @@ use candle_core::Device;
 
 use crate::model::Model;
 use crate::tokenize::Tokenizers;
+use settings::DecodeOptions;
 use text_generator::TextGenerator;
-use translator::{ConfiguredTranslator, DecodeOptions};
+use translator::ConfiguredTranslator;
 
 /// The text-in, text-out front end of a model: a translator for a model that reads a
 /// source, a text generator for one that continues a prompt.

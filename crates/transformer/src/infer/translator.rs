@@ -5,64 +5,12 @@ use anyhow::Context;
 use candle_core::{Device, Tensor};
 use serde::Serialize;
 
-use crate::config::LengthNormalization;
+use super::settings::DecodeOptions;
 use crate::decoding::{
     always_wanted, beam_search, greedy_batch, DecodeInput, Hypothesis, StillWanted,
 };
 use crate::model::{masks, DecodingModel, Prompt, Source};
 use crate::tokenize::Tokenizers;
-
-/// Target tokens allowed beyond the source length when no maximum is given.
-const DEFAULT_EXTRA_TARGET_TOKENS: usize = 50;
-
-/// How to decode, as [`super::settings::resolve`] settles it.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct DecodeOptions {
-    /// 1: greedy (batched); more: beam search with this many beams.
-    pub beam: usize,
-    pub length_penalty: f32,
-    /// Most generated tokens (`</s>` included); default source length + 50.
-    pub max_len: Option<usize>,
-    /// Hypotheses kept per sentence (at most `beam`): the best is the translation, the
-    /// others its `alternatives`.
-    pub n_best: usize,
-    /// What the length penalty divides by: the checkpoint's (see [`DecodeBounds`]).
-    ///
-    /// [`DecodeBounds`]: super::settings::DecodeBounds
-    pub length_normalization: LengthNormalization,
-    /// End a translation still open at the length limit with `</s>` (the checkpoint's).
-    pub end_at_max_len: bool,
-    /// Beam search renormalises over the ids it may generate (the checkpoint's).
-    pub renormalize: bool,
-    /// The checkpoint's target tokens per source token, against which a translation is
-    /// marked `short` (see [`is_short`]).
-    pub length_ratio: f32,
-}
-
-impl DecodeOptions {
-    /// Most tokens decoding generates for a source of `source_tokens` (without `<s>` and
-    /// `</s>`) on a model whose position table has `max_positions` rows.
-    pub fn max_steps(&self, source_tokens: usize, max_positions: usize) -> usize {
-        self.max_len
-            .unwrap_or(source_tokens + DEFAULT_EXTRA_TARGET_TOKENS)
-            .min(max_positions)
-    }
-}
-
-impl Default for DecodeOptions {
-    fn default() -> Self {
-        Self {
-            beam: 1,
-            length_penalty: 1.0,
-            max_len: None,
-            n_best: 1,
-            length_normalization: LengthNormalization::Gnmt,
-            end_at_max_len: false,
-            renormalize: false,
-            length_ratio: crate::config::DecodeConfig::UNMEASURED_LENGTH_RATIO as f32,
-        }
-    }
-}
 
 /// Sources shorter than this many tokens are never marked short: a few words translate to
 /// more or fewer too often to tell.

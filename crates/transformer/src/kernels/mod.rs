@@ -6,8 +6,8 @@
 //! | entry point | what it computes | fused op |
 //! | --- | --- | --- |
 //! | [`linear::linear`] | `x W^T + b` | [`linear_fused`] |
-//! | [`attention::scaled_dot_product`] | softmax(Q K^T / sqrt(d_k), masked), dropout, times V | [`attention_fused`] |
-//! | [`attention_cached::attend_cached`] | a decoding step's attention over its cache and the memory | [`attention_step`] |
+//! | [`attention::scaled_dot_product`] | softmax(Q K^T / sqrt(d_k), masked), dropout, times V | `attention/fused` |
+//! | [`attention::cached::attend_cached`] | a decoding step's attention over its cache and the memory | `attention/step.rs` |
 //! | [`layer_norm::layer_norm`] | the reference's LayerNorm and torch's | [`layer_norm_fused`] |
 //! | [`residual::residual_dropout`] | `x + dropout(y)` (a sublayer's residual) | [`residual`] |
 //! | [`residual::relu_dropout`] | `dropout(max(0, h))` (the feed-forward's middle) | [`residual`] |
@@ -26,9 +26,6 @@ mod simd;
 pub mod adam;
 mod adam_fused;
 pub mod attention;
-pub mod attention_cached;
-mod attention_fused;
-mod attention_step;
 pub mod dropout;
 mod few_rows;
 pub mod int8;

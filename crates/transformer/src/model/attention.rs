@@ -7,8 +7,8 @@ use candle_core::{Result, Tensor, D};
 use candle_nn::VarBuilder;
 
 use crate::config::ModelConfig;
+use crate::kernels::attention::cached::{attend_cached, CachedKeys};
 use crate::kernels::attention::scaled_dot_product;
-use crate::kernels::attention_cached::{attend_cached, CachedKeys};
 use crate::kernels::dropout::Mode;
 use crate::model::weights::linear::{Linear, LinearGroup};
 

@@ -10,11 +10,12 @@ use super::body;
 use super::error::ApiError;
 use super::files::FileStore;
 use super::languages::LanguagePair;
-use super::metrics::Metrics;
+use super::prometheus::ServerCounters;
 use super::setting_names::ServeSettingNames;
 use crate::document::SentenceSplitter;
+use crate::infer::settings::DecodeOptions;
 use crate::infer::settings::{DecodeRequest, Resolver, SettingNames};
-use crate::infer::translator::{DecodeOptions, Translation};
+use crate::infer::translator::Translation;
 use crate::infer::Translator;
 
 /// What a request may ask for.
@@ -36,7 +37,7 @@ pub struct Limits {
 pub struct AppState {
     pub translator: Arc<Translator>,
     pub queue: Queue,
-    pub metrics: Arc<Metrics>,
+    pub metrics: Arc<ServerCounters>,
     pub pair: LanguagePair,
     pub key: ApiKey,
     pub limits: Limits,

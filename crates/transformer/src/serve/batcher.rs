@@ -14,9 +14,10 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::oneshot;
 
-use super::metrics::Metrics;
+use super::prometheus::ServerCounters;
 use crate::infer::attention::{attention_grids, TeacherForcedPair};
-use crate::infer::translator::{ConfiguredTranslator, DecodeOptions, Translation};
+use crate::infer::settings::DecodeOptions;
+use crate::infer::translator::{ConfiguredTranslator, Translation};
 use crate::infer::Translator;
 use crate::plot::AttentionGrid;
 
@@ -151,7 +152,7 @@ pub struct BatchPolicy {
 pub fn queue(
     translator: Arc<Translator>,
     policy: BatchPolicy,
-    metrics: Arc<Metrics>,
+    metrics: Arc<ServerCounters>,
 ) -> (Queue, Worker) {
     let (sender, receiver) = std::sync::mpsc::sync_channel(policy.capacity.max(1));
     let queued = Arc::new(AtomicUsize::new(0));
@@ -175,7 +176,7 @@ pub fn queue(
 pub struct Worker {
     translator: Arc<Translator>,
     policy: BatchPolicy,
-    metrics: Arc<Metrics>,
+    metrics: Arc<ServerCounters>,
     queued: Arc<AtomicUsize>,
     /// Work taken from the channel that could not join the batch being formed (other decode
     /// settings): it goes first next time. Bounded by the queue's capacity, like the channel.

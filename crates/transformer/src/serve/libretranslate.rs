@@ -17,8 +17,9 @@ use super::error::ApiError;
 use super::languages::name_of;
 use crate::document::html::HtmlJob;
 use crate::document::{DocumentFormat, Prepared, SentenceBatch};
+use crate::infer::settings::DecodeOptions;
 use crate::infer::settings::{self, DecodeRequest};
-use crate::infer::translator::{DecodeOptions, Translation};
+use crate::infer::translator::Translation;
 
 /// `/translate`'s fields; others are ignored, as LibreTranslate ignores them.
 #[derive(Debug, Deserialize)]

@@ -17,9 +17,9 @@ mod error;
 mod files;
 mod languages;
 mod libretranslate;
-mod metrics;
 mod native;
 mod page;
+mod prometheus;
 mod routes;
 mod setting_names;
 mod spec;
@@ -44,7 +44,7 @@ use app::AppState;
 use auth::ApiKey;
 use files::FileStore;
 use languages::LanguagePair;
-use metrics::Metrics;
+use prometheus::ServerCounters;
 
 /// How to serve.
 #[derive(Debug, Clone)]
@@ -87,7 +87,7 @@ pub fn serve(
         .map(|files| FileStore::open(files, names.files_dir))
         .transpose()?;
     let translator = Arc::new(translator);
-    let metrics = Arc::new(Metrics::new());
+    let metrics = Arc::new(ServerCounters::new());
     let device_name = crate::device::describe(translator.device());
     let (queue, worker) = batcher::queue(translator.clone(), settings.policy, metrics.clone());
     let state = Arc::new(AppState {

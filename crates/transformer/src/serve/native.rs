@@ -16,8 +16,9 @@ use super::body::{self, Accepts};
 use super::error::ApiError;
 use crate::corpus::normalize_sentence;
 use crate::document::SentenceBatch;
+use crate::infer::settings::DecodeOptions;
 use crate::infer::settings::{self, DecodeRequest};
-use crate::infer::translator::{DecodeOptions, Translation};
+use crate::infer::translator::Translation;
 use crate::plot::attention_heatmaps_png;
 
 /// Longest sentence, in source tokens, whose attention is drawn, and most target tokens

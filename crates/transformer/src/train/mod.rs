@@ -4,6 +4,7 @@ pub mod clip;
 mod data;
 pub mod data_parallel;
 pub mod events;
+pub mod init_from;
 pub mod loss;
 pub mod optimizer;
 mod outcome;

@@ -1,8 +1,8 @@
 //! The bounds every resolved setting meets (see the parent module's rule), each refused with
 //! the name its layer gives it.
 
+use super::DecodeOptions;
 use super::{DecodeBounds, Layer, Refused};
-use crate::infer::translator::DecodeOptions;
 
 /// The length penalty divides scores by ((5 + len) / 6)^alpha: alpha must keep that factor a
 /// finite, non-zero f32 (beam scores are f32) at every length up to the position table, or

@@ -16,12 +16,13 @@
 
 mod bounds;
 mod of_checkpoint;
+mod options;
 
-use super::translator::DecodeOptions;
 use crate::config::{DecodeConfig, LengthNormalization};
 use crate::decoding::BeamSettings;
 use bounds::{check_beam, check_length_penalty, check_max_len, check_n_best};
 pub use of_checkpoint::resolver_of;
+pub use options::DecodeOptions;
 
 /// The settings one layer sets; `None` leaves a setting to the layers below.
 #[derive(Debug, Default, Clone, Copy, PartialEq)]

@@ -1,16 +1,16 @@
 //! A decoding step's attention (paper section 3.2.1, one new query per row): over what earlier
 //! steps left in the self-attention cache, or over the encoder memory. On the CPU in f32
-//! [`super::attention_step`] reads the cache in place; elsewhere the cache is gathered into
+//! `step.rs` reads the cache in place; elsewhere the cache is gathered into
 //! one tensor and attended as in training ([`super::attention::scaled_dot_product`]).
 
 use std::ops::Deref;
 
 use candle_core::{DType, Layout, Result, Storage, Tensor};
 
-use super::attention::scaled_dot_product;
-use super::attention_step::{self, Matrix, Visible};
-use super::dropout::Mode;
-use super::fused_runs;
+use super::scaled_dot_product;
+use super::step::{self, Matrix, Visible};
+use crate::kernels::dropout::Mode;
+use crate::kernels::fused_runs;
 
 /// Where one decoding step's queries find their keys and values, each `d_model` wide with the
 /// heads side by side (as the projections produce them; the heads are split where they are
@@ -81,7 +81,7 @@ fn attend_cached_fused(
     ) else {
         return Ok(None);
     };
-    let out = attention_step::attend(queries[0], heads, &keys, &values, &visible);
+    let out = step::attend(queries[0], heads, &keys, &values, &visible);
     Ok(Some(Tensor::from_vec(out, query.shape(), query.device())?))
 }
 

@@ -21,7 +21,7 @@ use std::sync::Arc;
 
 use rayon::prelude::*;
 
-use super::contiguous_input;
+use crate::kernels::contiguous_input;
 use backward::AttentionGradOp;
 
 mod backward;

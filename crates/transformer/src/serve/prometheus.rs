@@ -30,7 +30,7 @@ pub struct EndpointLabels {
 type Histograms<L> = Family<L, Histogram, fn() -> Histogram>;
 
 /// Every metric, registered once.
-pub struct Metrics {
+pub struct ServerCounters {
     registry: Registry,
     requests: Family<RequestLabels, Counter>,
     latency: Histograms<EndpointLabels>,
@@ -50,7 +50,7 @@ fn latency_histogram() -> Histogram {
     Histogram::new(exponential_buckets(0.001, 2.0, 16))
 }
 
-impl Metrics {
+impl ServerCounters {
     pub fn new() -> Self {
         let requests = Family::<RequestLabels, Counter>::default();
         let latency: Histograms<EndpointLabels> = Family::new_with_constructor(latency_histogram);
@@ -155,7 +155,7 @@ impl Metrics {
     }
 }
 
-impl Default for Metrics {
+impl Default for ServerCounters {
     fn default() -> Self {
         Self::new()
     }
@@ -167,7 +167,7 @@ mod tests {
 
     #[test]
     fn the_exposition_counts_requests_sentences_and_the_queue() {
-        let metrics = Metrics::new();
+        let metrics = ServerCounters::new();
         metrics.record_request("translate", 200, Duration::from_millis(3));
         metrics.record_request("translate", 200, Duration::from_millis(5));
         metrics.record_request("translate", 429, Duration::from_millis(1));

@@ -10,14 +10,13 @@ use std::path::Path;
 use anyhow::{bail, Context};
 use candle_core::Tensor;
 
-use super::stdout::warn;
+use super::TrainingData;
 use crate::checkpoint;
 use crate::config::Config;
-use crate::train::TrainingData;
 
 /// Says how much of the training data the vocabulary inherited through `training.init_from`
 /// does not cover: those tokens train as `<unk>`.
-pub(super) fn warn_of_unknown_tokens(data: &TrainingData, config: &Config) {
+pub fn warn_of_unknown_tokens(data: &TrainingData, config: &Config) {
     let unk = data.tokenizers.specials().unk;
     let ids = data.pairs.all_ids();
     let (unknown, total) = ids.fold((0usize, 0usize), |(unknown, total), id| {
@@ -29,8 +28,8 @@ pub(super) fn warn_of_unknown_tokens(data: &TrainingData, config: &Config) {
             .init_from
             .as_deref()
             .unwrap_or(Path::new(""));
-        eprintln!(
-            "warning: {unknown} of the training data's {total} tokens are not in the vocabulary \
+        log::warn!(
+            "{unknown} of the training data's {total} tokens are not in the vocabulary \
              of training.init_from ({}) and train as <unk>; fine-tune on text that vocabulary \
              covers, or train a new model",
             from.display()
@@ -41,7 +40,7 @@ pub(super) fn warn_of_unknown_tokens(data: &TrainingData, config: &Config) {
 /// `training.init_from`: the checkpoint's tokenizers and weights, once its model is the
 /// config's (dropout aside, which fine-tuning may change); `config.data` takes its tokenizer
 /// settings, so that the run's checkpoints read back the files they carry.
-pub(super) fn initial_weights(
+pub fn initial_weights(
     config: &mut Config,
     path: &Path,
     device: &candle_core::Device,
@@ -49,8 +48,7 @@ pub(super) fn initial_weights(
     let named = || format!("training.init_from = {:?}", path.display().to_string());
     if path.as_os_str().is_empty() || !path.exists() {
         bail!(
-            "{} does not exist; name a checkpoint or run directory that `transformer train` \
-             wrote (relative paths start from the directory you run in)",
+            "{} does not exist; name a checkpoint or run directory that training wrote (relative paths start from the directory you run in)",
             named()
         );
     }
@@ -61,7 +59,7 @@ pub(super) fn initial_weights(
     // pretrained model's sizes and the way it is decoded need not be copied out by hand. A
     // [model] key the config states must agree with the checkpoint (dropout rates aside,
     // which fine-tuning may change).
-    let stated = stated_tables(&config.source_name);
+    let stated = config.stated.clone();
     let saved_model = toml::Table::try_from(&initial.config.model)?;
     let mut model = saved_model.clone();
     let mut differences = Vec::new();
@@ -127,13 +125,13 @@ pub(super) fn initial_weights(
         .filter(|key| stated_data.as_ref().is_some_and(|d| d.contains_key(*key)))
         .collect();
     if !unused.is_empty() {
-        warn(format_args!(
+        log::warn!(
             "data.{} not used: the run keeps the tokenizer of training.init_from ({}, \
              data.tokenizer = \"{}\")",
             unused.join(", data."),
             initial.dir.display(),
             saved.tokenizer
-        ));
+        );
     }
     config.data.tokenizer = saved.tokenizer;
     config.data.joint_vocab = saved.joint_vocab;
@@ -144,14 +142,6 @@ pub(super) fn initial_weights(
         config.data.target_lang = saved.target_lang.clone();
     }
     Ok((initial.tokenizers, initial.weights))
-}
-
-/// The config file at `path` as TOML: what it states; none when it cannot be read again
-/// (the built-in config, which states every section).
-fn stated_tables(path: &str) -> Option<toml::Table> {
-    std::fs::read_to_string(path)
-        .ok()
-        .and_then(|text| toml::from_str::<toml::Table>(&text).ok())
 }
 
 /// The `[model]` keys whose values differ between `ours` and `theirs` (dropout rates aside),

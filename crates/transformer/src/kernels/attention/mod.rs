@@ -1,12 +1,16 @@
 //! Scaled dot-product attention (paper section 3.2.1): in training on the CPU in f32 one fused
-//! node with its own backward pass ([`super::attention_fused`]), elsewhere composed from
+//! node with its own backward pass (`fused`), elsewhere composed from
 //! candle ops (the attention pictures, a GPU, half precision). A decoding step's attention is
-//! [`super::attention_cached`].
+//! [`cached`].
 
 use candle_core::{DType, Result, Tensor, D};
 
+pub mod cached;
+mod fused;
+mod step;
+
 use super::dropout::{dropout, Mode};
-use super::{attention_fused, fused_runs};
+use super::fused_runs;
 
 /// Score given to masked positions: -1e9 as in the reference, not -inf, so a fully masked row
 /// becomes uniform instead of NaN.
@@ -38,7 +42,7 @@ pub fn scaled_dot_product(
                 )
             })
             .transpose()?;
-        let out = attention_fused::attention(query, key, value, (mask, MASKED_SCORE), factors)?;
+        let out = fused::attention(query, key, value, (mask, MASKED_SCORE), factors)?;
         return Ok((out, None));
     }
     let d_k = query.dim(D::Minus1)?;

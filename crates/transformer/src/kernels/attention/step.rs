@@ -6,12 +6,12 @@
 //! tiny gemm calls per layer at beam 5 x 32 sentences), after the cache has been gathered into
 //! one tensor. Here a row's scores are 64-float dot products, its softmax a few dozen values,
 //! and nothing is copied: beam search's reordering becomes a table of which earlier row each
-//! row continues ([`super::attention_cached::CachedKeys`]).
+//! row continues ([`super::cached::CachedKeys`]).
 
 use rayon::prelude::*;
 
-use super::log_softmax::LOWEST_EXPONENT;
-use super::simd::{dot, fma};
+use crate::kernels::log_softmax::LOWEST_EXPONENT;
+use crate::kernels::simd::{dot, fma};
 
 /// A `(rows, width)` matrix read in place: row `i` starts at `data[i * stride]`.
 #[derive(Clone, Copy)]
