@@ -196,6 +196,59 @@ fn a_quantized_checkpoint_is_a_quarter_of_the_size_and_decodes_as_int8_from_floa
 }
 
 #[test]
+fn a_learned_position_table_stays_float_in_int8_quantized_or_on_load() {
+    // The table is added to the embeddings, never multiplied: no int8 form applies to it,
+    // and a model that learns it decodes in int8 either way, as float32 does.
+    let tiny = std::fs::read_to_string("configs/tiny.toml").unwrap();
+    let learned = tiny.replace("[model]\n", "[model]\npositions = \"learned\"\n");
+    assert_ne!(learned, tiny);
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("learned.toml"), learned).unwrap();
+    let data = std::fs::canonicalize("data").unwrap();
+    std::os::unix::fs::symlink(data, dir.path().join("data")).unwrap();
+    let run = dir.path().join("run");
+    succeeded(
+        transformer()
+            .current_dir(dir.path())
+            .args([
+                "train",
+                "--device",
+                "cpu",
+                "--quiet",
+                "--config",
+                "learned.toml",
+                "--out",
+            ])
+            .arg(&run),
+    );
+    let int8 = dir.path().join("int8");
+    succeeded(
+        transformer()
+            .arg("quantize")
+            .arg(&run)
+            .arg("--out")
+            .arg(&int8),
+    );
+    let beer = |checkpoint: &Path, flags: &[&str]| {
+        let out = succeeded(
+            transformer()
+                .args(["translate", "--checkpoint"])
+                .arg(checkpoint)
+                .args(flags)
+                .arg("ich mochte ein bier"),
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    assert_eq!(beer(&run, &[]), "i want a beer .\n");
+    assert_eq!(beer(&run, &["--compute-type", "int8"]), "i want a beer .\n");
+    assert_eq!(beer(&int8, &[]), "i want a beer .\n");
+    assert_eq!(
+        beer(&int8, &["--compute-type", "float32"]),
+        "i want a beer .\n"
+    );
+}
+
+#[test]
 fn an_int8_checkpoint_is_refused_for_training_export_and_quantizing_naming_its_source() {
     let dir = tempfile::tempdir().unwrap();
     let float_dir = std::fs::canonicalize("tests/fixtures/marian-shared").unwrap();
@@ -240,6 +293,12 @@ fn an_int8_checkpoint_is_refused_for_training_export_and_quantizing_naming_its_s
         dir.path(),
         &["quantize", &source, "--out", &int8],
         &["already exists", "--overwrite"],
+    );
+    // A checkpoint that is not there is named as the argument it came from, not a flag.
+    fails_naming(
+        dir.path(),
+        &["quantize", "nowhere", "--out", "q"],
+        &["nowhere", "as CHECKPOINT"],
     );
     // --overwrite replaces an earlier int8 checkpoint, never a float one or other files.
     std::fs::create_dir(dir.path().join("notes")).unwrap();

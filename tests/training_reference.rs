@@ -241,6 +241,36 @@ fn init_from_a_directory_that_is_not_there_says_what_to_name() {
 }
 
 #[test]
+fn init_from_a_language_model_with_translation_pairs_is_refused_before_training() {
+    // The language model's [model] comes with it (arch = "decoder-only"), which learns from
+    // plain text: the run it would make could be neither resumed nor used.
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("lm-on-pairs.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[data]\ntrain = \"{FIXTURE}/pairs.tsv\"\n[training]\nepochs = 1\n\
+             init_from = \"tests/fixtures/parity-lm\"\n"
+        ),
+    )
+    .unwrap();
+    let output = transformer()
+        .args(["train", "--device", "cpu", "--quiet", "--config"])
+        .arg(&config)
+        .arg("--out")
+        .arg(dir.path().join("run"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("training.init_from") && stderr.contains("model.arch"),
+        "{stderr}"
+    );
+    assert!(!dir.path().join("run/last").exists(), "no run was written");
+}
+
+#[test]
 fn init_from_warns_of_training_words_its_vocabulary_lacks() {
     let dir = tempfile::tempdir().unwrap();
     let pairs = dir.path().join("new.tsv");

@@ -9,6 +9,10 @@ use crate::checkpoint::{self, marian_export};
 use crate::cli::{ExportArgs, ExportFormat};
 
 pub fn run(args: ExportArgs) -> anyhow::Result<()> {
+    export(args).map_err(super::naming_out_flags)
+}
+
+fn export(args: ExportArgs) -> anyhow::Result<()> {
     // Taken before anything is checked: what --out holds cannot change until the save.
     let destination = checkpoint::Destination::lock(&args.out, checkpoint::WhenHeld::BRIEFLY)?;
     // symlink_metadata: a dangling link, a device or a pipe is there too, and none of them is

@@ -40,13 +40,17 @@ pub const KERNELS_VARIABLE: &str = "TRANSFORMER_KERNELS";
 /// How an MPI rank that gave up waiting for the others says to resume the run.
 const MPI_RESUME_ADVICE: &str = "resume with `mpirun ... transformer train --resume RUN_DIR`";
 
-/// `error`, where the library refused the output directory, in the flags' words (`--out`,
-/// `--overwrite`).
+/// `error` in the words of a command that reads the checkpoint its CHECKPOINT argument
+/// names and writes `--out` (`quantize`, `average`, `export`): a refused output directory
+/// names `--out` and `--overwrite`, a missing checkpoint the argument.
 fn naming_out_flags(error: anyhow::Error) -> anyhow::Error {
-    match error.downcast_ref::<checkpoint::OutRefused>() {
-        Some(refused) => anyhow::anyhow!(refused.worded("--out", "--overwrite")),
-        None => error,
+    if let Some(refused) = error.downcast_ref::<checkpoint::OutRefused>() {
+        return anyhow::anyhow!(refused.worded("--out", "--overwrite"));
     }
+    if let Some(missing) = error.downcast_ref::<checkpoint::NoCheckpoint>() {
+        return anyhow::anyhow!("{missing}; name a checkpoint or run directory as CHECKPOINT");
+    }
+    error
 }
 
 /// Runs one parsed command.

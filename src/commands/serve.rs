@@ -99,7 +99,7 @@ fn shutdown_on_signals() -> anyhow::Result<impl std::future::Future<Output = ()>
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let on_first = move |_| {
         eprintln!(
-            "stopping: no new connections; answering the requests in flight (a second Ctrl-C \
+            "stopping: no new connections; answering the requests in flight (a second signal \
              stops at once)"
         );
         let _ = stop.send(());

@@ -51,7 +51,7 @@ pub fn run(args: TrainArgs) -> anyhow::Result<()> {
         run_dir: run_dir.clone(),
         signals: StopSignals::install(
             |_| {},
-            "the step under way was not saved (the last checkpoint stands)",
+            "the step under way was not saved (a checkpoint written before it stands)",
         )?,
         stop_at_step: args.stop_at_step,
         step: position.step,

@@ -28,7 +28,23 @@ pub(super) fn average_at_the_end(run_dir: &Path, wanted: usize) -> anyhow::Resul
         return Ok(());
     }
     let out = run_dir.join(history::AVERAGED_DIR);
-    let steps = history::average(run_dir, wanted.min(kept), &out)?;
+    let steps = match history::average(run_dir, wanted.min(kept), &out) {
+        Ok(steps) => steps,
+        // The run's checkpoints stand: what is in the way is said, and the run ends as usual.
+        Err(e) => match e.downcast_ref::<crate::checkpoint::OutRefused>() {
+            Some(refused) => {
+                eprintln!(
+                    "warning: training.average_last: not averaged: {}; move it away, then run \
+                     `transformer average {} --last {}`",
+                    refused.worded("the directory", "--overwrite"),
+                    run_dir.display(),
+                    wanted.min(kept)
+                );
+                return Ok(());
+            }
+            None => return Err(e),
+        },
+    };
     eprintln!(
         "averaged the last {} kept checkpoints (steps {}..={}) into {}",
         steps.len(),

@@ -164,9 +164,14 @@ fn lock_file(dir: &Path, path: &Path, when_held: WhenHeld) -> anyhow::Result<Fil
                     Some(libc::EISDIR) => "it is a directory".to_string(),
                     _ => e.to_string(),
                 };
+                // A lock file that is not there could not be made: its directory is the problem.
+                let advice = if std::fs::symlink_metadata(path).is_ok() {
+                    "remove it if no other process is writing there"
+                } else {
+                    "write somewhere this user may create files"
+                };
                 anyhow::anyhow!(
-                    "cannot lock {}: cannot open {} ({what}); remove it if no `transformer` \
-                     is writing there",
+                    "cannot lock {}: cannot open {} ({what}); {advice}",
                     dir.display(),
                     path.display()
                 )

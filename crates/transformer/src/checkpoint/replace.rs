@@ -43,6 +43,8 @@ pub enum OutRefused {
     },
     /// It exists and replacing was not asked for.
     Exists { out: PathBuf },
+    /// It lies inside a run's kept checkpoints, which later averages would count.
+    InsideHistory { out: PathBuf, history: PathBuf },
 }
 
 impl OutRefused {
@@ -60,13 +62,19 @@ impl OutRefused {
                 out.display()
             ),
             Self::NotReplaceable { out, why, kind } => format!(
-                "{out_setting} {} {why}; only {} is replaced: choose another {out_setting}",
+                "{out_setting} {} {why}; only {} is replaced there: write somewhere else",
                 out.display(),
                 kind.name()
             ),
+            Self::InsideHistory { out, history } => format!(
+                "{out_setting} {} is inside {}, the run's kept checkpoints, which averaging \
+                 reads; write somewhere else",
+                out.display(),
+                history.display()
+            ),
             Self::Exists { out } => format!(
-                "{} already exists; pass {overwrite_setting} to replace it, or write elsewhere \
-                 ({out_setting} DIR)",
+                "{} already exists; pass {overwrite_setting} to replace it, or {out_setting} DIR to \
+                 write elsewhere",
                 out.display()
             ),
         }

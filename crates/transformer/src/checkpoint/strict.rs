@@ -13,6 +13,7 @@ use candle_nn::{Init, VarBuilder, VarMap};
 use super::format::{ByModule, WeightFormat};
 use super::int8_file;
 use crate::config::{ComputeType, Config};
+use crate::model::embeddings::POSITION_TABLE;
 use crate::model::weights::scale_name;
 use crate::model::Model;
 use crate::tokenize::Tokenizers;
@@ -145,11 +146,17 @@ impl SimpleBackend for RecordingBackend {
     }
 }
 
-/// Whether `tensor` is a layer's weight matrix (a linear layer's or an embedding table's,
-/// torch's `weight` of two dimensions), the tensors decoding in int8 quantizes.
+/// Whether `tensor` is a matrix a product reads (a linear layer's or a token embedding
+/// table's: torch's `weight` of two dimensions, not a learned position table, which is
+/// added), the tensors decoding in int8 quantizes, as CTranslate2's converter quantizes.
 fn is_matrix_weight(name: &str, tensor: &Tensor) -> bool {
-    let weight = name == "weight" || name.ends_with(".weight");
-    weight && tensor.rank() == 2 && tensor.dtype().is_float()
+    let Some(module) = name.strip_suffix("weight") else {
+        return false;
+    };
+    let module = module.strip_suffix('.').unwrap_or(module);
+    let is_module = module.is_empty() || name.ends_with(".weight");
+    let positions = module == POSITION_TABLE || module.ends_with(&format!(".{POSITION_TABLE}"));
+    is_module && !positions && tensor.rank() == 2 && tensor.dtype().is_float()
 }
 
 /// The model `config` describes (any family) from `weights` (in our format), loaded

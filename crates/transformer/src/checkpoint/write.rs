@@ -52,10 +52,10 @@ impl Destination {
     pub fn lock(dir: &Path, when_held: WhenHeld) -> anyhow::Result<Self> {
         // Refused before a lock file is made beside it: `--out /dev/null` is no directory.
         if std::fs::symlink_metadata(dir).is_ok_and(|m| !m.is_dir() && !m.is_symlink()) {
-            anyhow::bail!(
-                "{} exists and is not a directory; name a new directory",
-                dir.display()
-            );
+            return Err(super::OutRefused::NotADirectory {
+                out: dir.to_path_buf(),
+            }
+            .into());
         }
         let lock = DirLock::acquire(dir, when_held)?;
         clear_leftovers_locked(dir)?;

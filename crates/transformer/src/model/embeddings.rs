@@ -51,6 +51,11 @@ impl Embeddings {
     }
 }
 
+/// The position table's module name under an embedding stack's positions (the reference's
+/// buffer `pe`; learned, the nn.Embedding `pe` and its `pe.weight`). It is added, never
+/// multiplied, so no int8 form applies to it.
+pub const POSITION_TABLE: &str = "pe";
+
 /// Adds the fixed sine/cosine position table, then dropout.
 ///
 /// The table `pe` `(1, max_len, d_model)` is a buffer, not a parameter: it is written into
@@ -70,15 +75,15 @@ impl PositionalEncoding {
     pub fn new(cfg: &ModelConfig, vb: VarBuilder) -> Result<Self> {
         let learned = cfg.positions == PositionEncoding::Learned;
         let pe = if learned {
-            vb.pp("pe")
+            vb.pp(POSITION_TABLE)
                 .get_with_hints(
                     (cfg.max_len, cfg.d_model),
                     "weight",
                     candle_nn::Init::Const(0.),
                 )?
                 .unsqueeze(0)?
-        } else if vb.contains_tensor("pe") {
-            vb.get((1, cfg.max_len, cfg.d_model), "pe")?
+        } else if vb.contains_tensor(POSITION_TABLE) {
+            vb.get((1, cfg.max_len, cfg.d_model), POSITION_TABLE)?
         } else {
             let table = match cfg.positions {
                 PositionEncoding::SinusoidalHalves => {
@@ -90,7 +95,7 @@ impl PositionalEncoding {
         };
         Ok(Self {
             pe,
-            buffer_name: (!learned).then(|| vb.pp("pe").prefix()),
+            buffer_name: (!learned).then(|| vb.pp(POSITION_TABLE).prefix()),
             dropout: cfg.dropout,
         })
     }

@@ -141,6 +141,15 @@ pub fn initial_weights(
         config.data.source_lang = saved.source_lang.clone();
         config.data.target_lang = saved.target_lang.clone();
     }
+    // The checkpoint's model may not suit the config's data (a language model's, for
+    // translation pairs): the config it makes is checked as a written one would be.
+    if let Some((key, rule)) = config.broken_rule() {
+        bail!(
+            "training.init_from = {}: with that checkpoint's model, the config breaks a rule: \
+             {key}: {rule}; start from a checkpoint that suits the data",
+            initial.dir.display()
+        );
+    }
     Ok((initial.tokenizers, initial.weights))
 }
 
