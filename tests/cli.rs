@@ -274,31 +274,98 @@ fn train_writes_runs_by_config_name_and_translate_finds_the_latest() {
         .stdout("i want a coke .\n");
 }
 
+/// `train` of configs/tiny.toml into `out`, with `--overwrite` or not.
+fn train_tiny_into(out: &Path, overwrite: bool) -> assert_cmd::assert::Assert {
+    let mut cmd = transformer();
+    cmd.args([
+        "train",
+        "--quiet",
+        "--device",
+        "cpu",
+        "--config",
+        "configs/tiny.toml",
+        "--out",
+    ])
+    .arg(out);
+    if overwrite {
+        cmd.arg("--overwrite");
+    }
+    cmd.assert()
+}
+
 #[test]
 fn train_refuses_to_overwrite_a_checkpoint_unless_asked() {
     let dir = train_tiny(&[]);
     let out = dir.path().join("run");
-    let again = |overwrite: bool| {
-        let mut cmd = transformer();
-        cmd.args([
-            "train",
-            "--quiet",
-            "--device",
-            "cpu",
-            "--config",
-            "configs/tiny.toml",
-            "--out",
-        ])
-        .arg(&out);
-        if overwrite {
-            cmd.arg("--overwrite");
-        }
-        cmd.assert()
-    };
+    let again = |overwrite: bool| train_tiny_into(&out, overwrite);
     again(false)
         .code(1)
         .stderr(contains("already holds a checkpoint").and(contains("--overwrite")));
     again(true).success();
+}
+
+#[test]
+fn train_never_removes_what_no_run_wrote_and_never_trains_into_a_checkpoint() {
+    let dir = train_tiny(&[]);
+    // Someone's folders under the names a run keeps its checkpoints by: refused, kept whole,
+    // with --overwrite too.
+    let project = dir.path().join("project");
+    std::fs::create_dir_all(project.join("checkpoints/mydata")).unwrap();
+    std::fs::create_dir_all(project.join("best")).unwrap();
+    std::fs::write(project.join("checkpoints/mydata/thesis.tex"), "precious").unwrap();
+    std::fs::write(project.join("best/photo.jpg"), "precious").unwrap();
+    for overwrite in [false, true] {
+        train_tiny_into(&project, overwrite)
+            .code(1)
+            .stderr(contains("would remove it").and(contains("--out DIR")));
+    }
+    assert!(project.join("checkpoints/mydata/thesis.tex").is_file());
+    assert!(project.join("best/photo.jpg").is_file());
+    // A checkpoint directory is not a run directory: a run in it would leave the old model
+    // answering for it.
+    let quantized = dir.path().join("q");
+    succeeded(
+        transformer()
+            .arg("quantize")
+            .arg(dir.path().join("run"))
+            .arg("--out")
+            .arg(&quantized),
+    );
+    train_tiny_into(&quantized, true)
+        .code(1)
+        .stderr(contains("is a checkpoint, not a run directory"));
+    // A run's kept checkpoints take no other writer's output.
+    transformer()
+        .arg("quantize")
+        .arg(dir.path().join("run"))
+        .arg("--out")
+        .arg(dir.path().join("run/checkpoints/step-99"))
+        .assert()
+        .code(1)
+        .stderr(contains("--out").and(contains("kept checkpoints")));
+    // A checkpoint holding files of its own (a fixture's expected.json) is not replaced.
+    let fixture = dir.path().join("fixture");
+    std::fs::create_dir(&fixture).unwrap();
+    for file in [
+        "config.toml",
+        "model.safetensors",
+        "vocab.src.txt",
+        "vocab.tgt.txt",
+    ] {
+        std::fs::copy(
+            Path::new("tests/fixtures/parity").join(file),
+            fixture.join(file),
+        )
+        .unwrap();
+    }
+    std::fs::write(fixture.join("expected.json"), "{}").unwrap();
+    transformer()
+        .args(["quantize", "tests/fixtures/parity", "--overwrite", "--out"])
+        .arg(&fixture)
+        .assert()
+        .code(1)
+        .stderr(contains("holds expected.json, which no checkpoint has"));
+    assert!(fixture.join("expected.json").is_file());
 }
 
 #[test]

@@ -448,10 +448,16 @@ fn average_replaces_only_an_earlier_averaged_checkpoint_never_the_run_or_other_f
     refused(&other, "holds todo.md, which no checkpoint has");
     assert!(other.join("todo.md").is_file() && run.join("last/model.safetensors").is_file());
     // Inside the run's kept checkpoints, where later averages would count it as one.
-    refused(&run.join("checkpoints/step-0"), "the run's kept checkpoints");
+    refused(
+        &run.join("checkpoints/step-0"),
+        "the run's kept checkpoints",
+    );
     // A file, named as the flag names it.
     refused(&other.join("todo.md"), "--out");
-    assert_eq!(std::fs::read_to_string(other.join("todo.md")).unwrap(), "mine");
+    assert_eq!(
+        std::fs::read_to_string(other.join("todo.md")).unwrap(),
+        "mine"
+    );
     // An earlier average is replaced.
     let averaged = dir.path().join("averaged");
     assert!(average_into(&averaged).status.success());

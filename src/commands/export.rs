@@ -59,6 +59,7 @@ fn export(args: ExportArgs) -> anyhow::Result<()> {
 /// checkpoint being exported, or an existing directory that is not a Hugging Face one (a
 /// run directory, a folder of other files).
 fn check_replaceable(out: &Path, sources: &[&Path]) -> anyhow::Result<()> {
+    checkpoint::refuse_inside_a_run(out)?;
     let Ok(out_real) = out.canonicalize() else {
         return Ok(());
     };

@@ -29,6 +29,9 @@ pub(super) fn new_trainer(
         Some(path) => (load_config(path)?, config_name(path)),
         None => (Config::builtin_base()?, "base".into()),
     };
+    if let Some(dtype) = args.dtype {
+        config.training.dtype = dtype;
+    }
     if let Some(seed) = args.seed {
         config.training.seed = seed;
     }
@@ -40,12 +43,25 @@ pub(super) fn new_trainer(
     config.run.dir = Some(run_dir.clone());
     let lead = collective.rank() == 0;
     let run_lock = lead.then(|| lock_run(&run_dir)).transpose()?;
+    if run_dir.join(checkpoint::MODEL_FILE).exists() {
+        bail!(
+            "{} is a checkpoint, not a run directory (a run keeps its checkpoints in last/ and \
+             best/); train into another directory with --out DIR",
+            run_dir.display()
+        );
+    }
     if checkpoint::resolve(&run_dir).is_ok() && !args.overwrite {
         bail!(
             "{} already holds a checkpoint; continue it with `transformer train --resume {0}`, \
              pass --overwrite to replace it, or --out DIR to train into another directory",
             run_dir.display()
         );
+    }
+    checkpoint::refuse_inside_a_run(&run_dir)
+        .map_err(|e| crate::commands::naming_out_flags(e.into()))?;
+    if lead {
+        // Checked now, before the data is read: what a replaced run leaves must be its own.
+        check_replaced_run(&run_dir, args.overwrite)?;
     }
     let initial = match config.training.init_from.clone() {
         Some(path) => Some(init_from::initial_weights(&mut config, &path, device)?),
@@ -92,6 +108,51 @@ fn lock_run(run_dir: &Path) -> anyhow::Result<DirLock> {
     })
 }
 
+/// Refuses a run directory whose best/, averaged/ or checkpoints/ would be removed (see
+/// [`remove_replaced_run`]) but hold something no run writes, or (without `overwrite`) an
+/// earlier run's checkpoints: those are someone's work.
+fn check_replaced_run(run_dir: &Path, overwrite: bool) -> anyhow::Result<()> {
+    for stale in [BEST_DIR, history::AVERAGED_DIR, history::KEPT_DIR] {
+        let stale = run_dir.join(stale);
+        if std::fs::symlink_metadata(&stale).is_err() {
+            continue;
+        }
+        let checkpoints = if stale.ends_with(history::KEPT_DIR) {
+            let entries = std::fs::read_dir(&stale)
+                .with_context(|| format!("cannot read {}", stale.display()))?;
+            entries.flatten().map(|e| e.path()).collect()
+        } else if std::fs::read_dir(&stale).is_ok_and(|mut e| e.next().is_none()) {
+            // An empty folder is nobody's work.
+            Vec::new()
+        } else {
+            vec![stale.clone()]
+        };
+        for dir in &checkpoints {
+            let foreign = match std::fs::symlink_metadata(dir) {
+                Ok(meta) if meta.is_dir() => checkpoint::foreign_content(dir),
+                _ => Some("is not a checkpoint directory".to_string()),
+            };
+            if let Some(why) = foreign {
+                bail!(
+                    "{} {why}: a new run in {} would remove it; move it away, or train into \
+                     another directory with --out DIR",
+                    dir.display(),
+                    run_dir.display()
+                );
+            }
+        }
+        if !overwrite && !checkpoints.is_empty() {
+            bail!(
+                "{} holds an earlier run's {}; pass --overwrite to replace that run, or --out \
+                 DIR to train into another directory",
+                run_dir.display(),
+                stale.display()
+            );
+        }
+    }
+    Ok(())
+}
+
 /// Removes what a run being replaced (`--overwrite`) leaves that would be read as the new
 /// run's: its best/ and averaged/ would answer for the run directory, and its kept
 /// checkpoints be averaged with the new ones. Done once the new run is ready to train, so
@@ -114,6 +175,7 @@ fn remove_replaced_run(run_dir: &Path) -> anyhow::Result<()> {
 /// The run in `run_dir`, at the step its `last/` checkpoint was written.
 pub(super) fn resumed_trainer(
     run_dir: &Path,
+    dtype: Option<crate::config::ComputeDtype>,
     device: &candle_core::Device,
     collective: Box<dyn Collective>,
     verbosity: Verbosity,
@@ -123,6 +185,9 @@ pub(super) fn resumed_trainer(
     let saved = checkpoint::load_for_resume(run_dir, device)?;
     let mut config = saved.config;
     config.run.dir = Some(run_dir.to_path_buf());
+    if let Some(dtype) = dtype {
+        config.training.dtype = dtype;
+    }
     let (data, samples) = prepare_data(&config, Some(saved.tokenizers), verbosity, lead)?;
     let trainer = Trainer::resume_joined(config, data, device, saved.point, collective)
         .with_context(|| format!("cannot resume from {}", saved.dir.display()))?;

@@ -13,8 +13,7 @@ use super::lock::WhenHeld;
 use super::write::{self, Destination};
 use super::{read_parts, CheckpointContents, MODEL_FILE};
 
-/// Where a run keeps its checkpoint history.
-pub const KEPT_DIR: &str = "checkpoints";
+pub use super::KEPT_DIR;
 /// Where `average` and `training.average_last` write by default.
 pub const AVERAGED_DIR: &str = "averaged";
 
@@ -102,7 +101,6 @@ pub fn average(run_dir: &Path, last: usize, out: &Path) -> anyhow::Result<Vec<us
     // Checked once before the lock, so that a refusal names `out` as such, and again under
     // it: what it holds cannot change until the save.
     super::replace::check(out, &sources, super::replace::Kind::Float)?;
-    refuse_inside_history(out, run_dir)?;
     let destination = Destination::lock(out, WhenHeld::BRIEFLY)?;
     super::replace::check(out, &sources, super::replace::Kind::Float)?;
     let device = Device::Cpu;
@@ -152,29 +150,4 @@ pub fn average(run_dir: &Path, last: usize, out: &Path) -> anyhow::Result<Vec<us
         resume: None,
     })?;
     Ok(chosen.iter().map(|(step, _)| *step).collect())
-}
-
-/// Refuses an `out` inside `run_dir`'s kept checkpoints: a later average would take it for
-/// one of them.
-fn refuse_inside_history(out: &Path, run_dir: &Path) -> Result<(), super::OutRefused> {
-    let history = run_dir.join(KEPT_DIR);
-    // `out` need not exist yet: its parent says where it would be.
-    let real = |path: &Path| {
-        path.canonicalize().ok().or_else(|| {
-            let parent = match path.parent() {
-                Some(parent) if !parent.as_os_str().is_empty() => parent,
-                _ => Path::new("."),
-            };
-            Some(parent.canonicalize().ok()?.join(path.file_name()?))
-        })
-    };
-    match (real(out), history.canonicalize()) {
-        (Some(out_real), Ok(history_real)) if out_real.starts_with(&history_real) => {
-            Err(super::OutRefused::InsideHistory {
-                out: out.to_path_buf(),
-                history,
-            })
-        }
-        _ => Ok(()),
-    }
 }

@@ -54,7 +54,7 @@ pub use load::{
 };
 pub use lock::{DirLock, LockHeld, WhenHeld};
 use read::read_parts;
-pub use replace::OutRefused;
+pub use replace::{foreign_content, refuse_inside_a_run, OutRefused};
 pub use resolve::{resolve, NoCheckpoint};
 pub use write::{save, save_metrics, CheckpointContents, Destination};
 
@@ -78,6 +78,8 @@ pub const OPTIMIZER_FILE: &str = "optimizer.safetensors";
 pub const STATE_FILE: &str = "training_state.json";
 pub const LAST_DIR: &str = "last";
 pub const BEST_DIR: &str = "best";
+/// Where a run keeps its checkpoint history.
+pub const KEPT_DIR: &str = "checkpoints";
 
 /// Where `transformer train` puts runs by default, and `translate` looks for the latest.
 pub const RUNS_ROOT: &str = "runs";

@@ -5,7 +5,31 @@
 
 use std::path::{Path, PathBuf};
 
-use super::{tensor_file, CONFIG_FILE, MODEL_FILE, OPTIMIZER_FILE, STATE_FILE};
+use super::{
+    tensor_file, CONFIG_FILE, KEPT_DIR, LAST_DIR, METRICS_FILE, MODEL_FILE, OPTIMIZER_FILE,
+    STATE_FILE,
+};
+use crate::tokenize::marian::{SOURCE_SPM, TARGET_SPM, TARGET_VOCAB_FILE, VOCAB_FILE};
+use crate::tokenize::tokenizer::{
+    JOINT_TOKENIZER_FILE, SRC_TOKENIZER_FILE, SRC_VOCAB_FILE, TGT_TOKENIZER_FILE, TGT_VOCAB_FILE,
+};
+
+/// Every file a checkpoint of ours holds; a directory with any other is someone's.
+const CHECKPOINT_FILES: [&str; 13] = [
+    CONFIG_FILE,
+    MODEL_FILE,
+    OPTIMIZER_FILE,
+    STATE_FILE,
+    JOINT_TOKENIZER_FILE,
+    SRC_TOKENIZER_FILE,
+    TGT_TOKENIZER_FILE,
+    SRC_VOCAB_FILE,
+    TGT_VOCAB_FILE,
+    SOURCE_SPM,
+    TARGET_SPM,
+    VOCAB_FILE,
+    TARGET_VOCAB_FILE,
+];
 
 /// The kind of checkpoint a command writes, which is the only kind it replaces.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -84,6 +108,7 @@ impl OutRefused {
 /// Refuses `out` when replacing it could lose work: it is or holds one of `sources`, it is
 /// not a directory, or it is not a checkpoint of `kind` with only a checkpoint's files in it.
 pub fn check(out: &Path, sources: &[&Path], kind: Kind) -> Result<(), OutRefused> {
+    refuse_inside_a_run(out)?;
     if std::fs::symlink_metadata(out).is_err() {
         return Ok(());
     }
@@ -112,21 +137,15 @@ pub fn check(out: &Path, sources: &[&Path], kind: Kind) -> Result<(), OutRefused
         why,
         kind,
     };
-    let entries = std::fs::read_dir(out).map_err(|e| refuse(format!("cannot be read ({e})")))?;
-    for entry in entries {
-        let entry = entry.map_err(|e| refuse(format!("cannot be read ({e})")))?;
-        let name = entry.file_name();
-        let name = name.to_string_lossy();
-        if name == OPTIMIZER_FILE || name == STATE_FILE {
-            return Err(refuse("holds a training run's resume state".into()));
-        }
-        let written = [".toml", ".safetensors", ".txt", ".json", ".spm"]
-            .iter()
-            .any(|ext| name.ends_with(ext));
-        let is_file = entry.file_type().is_ok_and(|t| t.is_file());
-        if !is_file || !written {
-            return Err(refuse(format!("holds {name}, which no checkpoint has")));
-        }
+    if std::fs::read_dir(out).is_ok_and(|entries| {
+        entries
+            .flatten()
+            .any(|e| e.file_name() == OPTIMIZER_FILE || e.file_name() == STATE_FILE)
+    }) {
+        return Err(refuse("holds a training run's resume state".into()));
+    }
+    if let Some(why) = foreign_content(out) {
+        return Err(refuse(why));
     }
     if !out.join(CONFIG_FILE).is_file() || !out.join(MODEL_FILE).is_file() {
         return Err(refuse(format!(
@@ -139,4 +158,52 @@ pub fn check(out: &Path, sources: &[&Path], kind: Kind) -> Result<(), OutRefused
         (Kind::Int8, _) => Err(refuse("holds float weights".into())),
         (Kind::Float, _) => Err(refuse("holds int8 or unreadable weights".into())),
     }
+}
+
+/// Refuses an `out` that lies in a training run's kept checkpoints (`RUN/checkpoints/`),
+/// where averaging would count it as one of the run's and a resumed run's pruning would
+/// delete it.
+pub fn refuse_inside_a_run(out: &Path) -> Result<(), OutRefused> {
+    // `out` need not exist yet: where it would be is its parent's real path.
+    let real = out.canonicalize().ok().or_else(|| {
+        let parent = match out.parent() {
+            Some(parent) if !parent.as_os_str().is_empty() => parent,
+            _ => Path::new("."),
+        };
+        Some(parent.canonicalize().ok()?.join(out.file_name()?))
+    });
+    let Some(real) = real else { return Ok(()) };
+    for history in real.ancestors().skip(1) {
+        let Some(run) = history.parent() else { break };
+        let is_run = run.join(LAST_DIR).is_dir() || run.join(METRICS_FILE).is_file();
+        if history.file_name().is_some_and(|n| n == KEPT_DIR) && is_run {
+            return Err(OutRefused::InsideHistory {
+                out: out.to_path_buf(),
+                history: history.to_path_buf(),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// What in `dir` no checkpoint of ours holds (a file of another name, a folder, a link), or
+/// that it cannot be read; `None` when it holds a checkpoint's files only.
+pub fn foreign_content(dir: &Path) -> Option<String> {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) => return Some(format!("cannot be read ({e})")),
+    };
+    for entry in entries {
+        let entry = match entry {
+            Ok(entry) => entry,
+            Err(e) => return Some(format!("cannot be read ({e})")),
+        };
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        let is_file = entry.file_type().is_ok_and(|t| t.is_file());
+        if !is_file || !CHECKPOINT_FILES.contains(&name.as_ref()) {
+            return Some(format!("holds {name}, which no checkpoint has"));
+        }
+    }
+    None
 }
