@@ -280,13 +280,13 @@ fn toy_trainer_in(dtype: ComputeDtype) -> Trainer {
     try_toy_trainer(config).unwrap()
 }
 
-/// Mixed precision, checked on the CPU with f16 (candle's CPU backend cannot multiply bf16
-/// matrices; on a GPU bf16 takes the same path): the forward and backward passes run in f16,
-/// the weights and their updates stay f32, and the losses follow the f32 run's closely.
+/// Mixed precision on the CPU (bf16 products, as PyTorch's autocast): the products of the
+/// forward and backward passes take bf16 inputs, the weights and their updates stay f32, and
+/// the losses follow the f32 run's closely.
 #[test]
-fn half_precision_training_keeps_f32_master_weights_and_follows_the_f32_losses() {
+fn bf16_training_keeps_f32_master_weights_and_follows_the_f32_losses() {
     let mut full = toy_trainer_in(ComputeDtype::F32);
-    let mut half = toy_trainer_in(ComputeDtype::F16);
+    let mut half = toy_trainer_in(ComputeDtype::Bf16);
     let batch = whole_batch(&full);
     let mut losses = (Vec::new(), Vec::new());
     for _ in 0..30 {
@@ -300,12 +300,13 @@ fn half_precision_training_keeps_f32_master_weights_and_follows_the_f32_losses()
     // The same weights, dropout masks and batches: the first steps differ only by rounding.
     // Later the two runs drift apart as training does on any change (this toy run is noisy
     // from step 12 on), so from there on only learning is asserted.
-    for (step, (f32_loss, f16_loss)) in losses.0.iter().zip(&losses.1).take(5).enumerate() {
+    for (step, (f32_loss, bf16_loss)) in losses.0.iter().zip(&losses.1).take(5).enumerate() {
         assert!(
-            (f32_loss - f16_loss).abs() < 0.02 * f32_loss,
-            "step {step}: f32 {f32_loss} vs f16 {f16_loss}"
+            (f32_loss - bf16_loss).abs() < 0.02 * f32_loss,
+            "step {step}: f32 {f32_loss} vs bf16 {bf16_loss}"
         );
     }
+    assert_ne!(losses.0[1], losses.1[1], "bf16 products round");
     let last_five: f64 = losses.1[25..].iter().sum::<f64>() / 5.0;
     assert!(last_five < 0.25 * losses.1[0], "{:?}", losses.1);
     for (name, tensor) in half.named_tensors() {
@@ -314,15 +315,15 @@ fn half_precision_training_keeps_f32_master_weights_and_follows_the_f32_losses()
 }
 
 #[test]
-fn bf16_on_the_cpu_is_refused_with_the_reason_and_the_fix() {
+fn f16_on_the_cpu_is_refused_with_the_reason_and_the_fix() {
     let mut config = Config::default();
-    config.training.dtype = ComputeDtype::Bf16;
+    config.training.dtype = ComputeDtype::F16;
     let error = try_toy_trainer(config).err().unwrap().to_string();
     assert!(
-        error.contains("training.dtype = \"bf16\" needs a GPU"),
+        error.contains("training.dtype = \"f16\" is not for the CPU"),
         "{error}"
     );
-    assert!(error.contains("use dtype = \"f32\""), "{error}");
+    assert!(error.contains("use dtype = \"bf16\""), "{error}");
 }
 
 /// The summed loss of one training pass over the toy pairs (dropout on, seed 0) and the

@@ -68,6 +68,7 @@ pub fn decoding(
         flops: 0.0,
         ranks: None,
         collective_seconds: None,
+        precision: None,
     })
 }
 

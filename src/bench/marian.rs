@@ -84,6 +84,7 @@ pub fn marian_decoding(
         flops: 0.0,
         ranks: None,
         collective_seconds: None,
+        precision: None,
     })
 }
 

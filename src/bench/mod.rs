@@ -20,12 +20,13 @@ use batches::{read_batches, MULTI30K_CONFIG};
 pub use decoding::{decoding, DecodeWorkload};
 pub use marian::{marian_decoding, MarianWorkload};
 
-use crate::config::{Config, ModelConfig};
+use crate::config::{ComputeDtype, Config, ModelConfig};
 use crate::corpus::{read_corpus, SentencePair};
 use crate::distributed::{Collective, SingleProcess};
 use crate::model::{TrainedWeights, VocabSizes};
 use crate::tokenize::specials::BOS_ID;
 use crate::tokenize::Tokenizers;
+use crate::train::precision::Precision;
 use crate::train::{Trainer, TrainingData};
 use crate::training_data::{encode_pairs, EncodedCorpus, EncodedPair, IdWidth, PaddedBatch};
 
@@ -48,6 +49,9 @@ pub struct Measurement {
     pub ranks: Option<usize>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub collective_seconds: Option<f64>,
+    /// What the products computed in (`f32`, `bf16 products (avx512-bf16)`, ...).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub precision: Option<String>,
 }
 
 /// Matrix-product FLOPs of one forward pass of the encoder-decoder on a padded batch.
@@ -137,12 +141,18 @@ fn time_training(
         flops,
         ranks: distributed.then_some(world),
         collective_seconds: distributed.then(|| trainer.collective_seconds() - before),
+        precision: Some(trainer.precision().describe()),
     })
 }
 
 /// Workload 1: the built-in base config (N=6, d_model=512) on the two toy pairs.
-pub fn toy_training(steps: usize, device: &Device) -> anyhow::Result<Measurement> {
-    let config = Config::builtin_base()?;
+pub fn toy_training(
+    steps: usize,
+    dtype: ComputeDtype,
+    device: &Device,
+) -> anyhow::Result<Measurement> {
+    let mut config = Config::builtin_base()?;
+    config.training.dtype = dtype;
     let (pairs, _) = read_corpus(&config.data.train)?;
     let tokenizers = Tokenizers::learn(&config.data, &pairs)?;
     let (encoded, _) = encode_pairs(&pairs, &tokenizers, config.model.max_len)?;
@@ -160,8 +170,13 @@ pub fn toy_training(steps: usize, device: &Device) -> anyhow::Result<Measurement
 
 /// Workload 2: The Annotated Transformer's copy task: vocabulary 11, batches of 80 random
 /// sequences of 10 symbols starting with 1, N=2, d_model 512, d_ff 2048, h 8, no smoothing.
-pub fn copy_task(steps: usize, device: &Device) -> anyhow::Result<Measurement> {
+pub fn copy_task(
+    steps: usize,
+    dtype: ComputeDtype,
+    device: &Device,
+) -> anyhow::Result<Measurement> {
     let mut config = Config::default();
+    config.training.dtype = dtype;
     config.model.layers = 2;
     config.training.label_smoothing = 0.0;
     config.training.warmup = 400;
@@ -191,11 +206,13 @@ pub fn multi30k_training(
     batches: &Path,
     steps: usize,
     accumulate: usize,
+    dtype: ComputeDtype,
     device: &Device,
     collective: Box<dyn Collective>,
 ) -> anyhow::Result<Measurement> {
     let (vocab, loaded) = read_batches(batches)?;
-    let config = Config::load(Path::new(MULTI30K_CONFIG))?;
+    let mut config = Config::load(Path::new(MULTI30K_CONFIG))?;
+    config.training.dtype = dtype;
     let needed = (WARMUP_STEPS + steps) * collective.world() * accumulate.max(1);
     let mut trainer = trainer(config, vocab, device, collective)?;
     anyhow::ensure!(
@@ -242,6 +259,7 @@ pub fn all_reduce(
         flops: 0.0,
         ranks: Some(collective.world()),
         collective_seconds: None,
+        precision: None,
     })
 }
 
@@ -252,8 +270,15 @@ pub const MATMUL_SHAPE: (usize, usize, usize) = (800, 512, 2048);
 /// Workload 0, a ceiling rather than a task: `x W^T` of the shape above, `reps` times, through
 /// the same fused linear layer as training. What one matrix product reaches on this machine,
 /// against which the training workloads' FLOP/s can be read.
-pub fn matmul_ceiling(reps: usize, device: &Device) -> anyhow::Result<Measurement> {
+pub fn matmul_ceiling(
+    reps: usize,
+    dtype: ComputeDtype,
+    device: &Device,
+) -> anyhow::Result<Measurement> {
     let (rows, inner, out) = MATMUL_SHAPE;
+    // The layer's weight is a variable, as in training: in bf16 its products are bf16's.
+    let precision = Precision::plan(dtype, device)?;
+    let _scope = precision.scope();
     let varmap = VarMap::new();
     let vb = candle_nn::VarBuilder::from_varmap(&varmap, DType::F32, device);
     let layer = crate::model::weights::linear::Linear::new(inner, out, vb)?;
@@ -276,6 +301,7 @@ pub fn matmul_ceiling(reps: usize, device: &Device) -> anyhow::Result<Measuremen
         flops: reps as f64 * 2.0 * (rows * inner * out) as f64,
         ranks: None,
         collective_seconds: None,
+        precision: Some(precision.describe()),
     })
 }
 

@@ -60,6 +60,10 @@ pub struct BenchArgs {
     /// --accumulate R trains on the same batches per step as R ranks under mpirun
     #[arg(long, default_value_t = 1, value_name = "N", value_parser = at_least_one)]
     pub accumulate: usize,
+    /// What the training workloads and matmul compute in: f32, or bf16 (on the CPU, products
+    /// in bf16 on its bf16 engine, as training.dtype = "bf16" trains)
+    #[arg(long, value_name = "DTYPE", default_value = "f32", value_parser = crate::config::ComputeDtype::parse)]
+    pub dtype: crate::config::ComputeDtype,
     #[command(flatten)]
     pub device: DeviceArgs,
 }

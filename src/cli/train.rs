@@ -26,6 +26,11 @@ pub struct TrainArgs {
     /// Replace a checkpoint already in the run directory
     #[arg(long)]
     pub overwrite: bool,
+    /// What the passes compute in, over the config's training.dtype (a resumed run's too):
+    /// f32; bf16 (on the CPU, products in bf16 on its bf16 engine, everything else f32; on a
+    /// GPU, the passes in bf16); f16 (GPUs only). Weights and checkpoints stay f32
+    #[arg(long, value_name = "DTYPE", value_parser = crate::config::ComputeDtype::parse)]
+    pub dtype: Option<crate::config::ComputeDtype>,
     /// No progress output (errors and warnings still go to stderr)
     #[arg(long, short)]
     pub quiet: bool,

@@ -29,13 +29,14 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
             eprintln!("wrote {}", args.batches.display());
             return Ok(());
         }
-        BenchWorkload::Matmul => bench::matmul_ceiling(args.steps, &device)?,
-        BenchWorkload::ToyTrain => bench::toy_training(args.steps, &device)?,
-        BenchWorkload::Copy => bench::copy_task(args.steps, &device)?,
+        BenchWorkload::Matmul => bench::matmul_ceiling(args.steps, args.dtype, &device)?,
+        BenchWorkload::ToyTrain => bench::toy_training(args.steps, args.dtype, &device)?,
+        BenchWorkload::Copy => bench::copy_task(args.steps, args.dtype, &device)?,
         BenchWorkload::Multi30k => bench::multi30k_training(
             &args.batches,
             args.steps,
             args.accumulate,
+            args.dtype,
             &device,
             collective,
         )?,

@@ -10,6 +10,7 @@ use super::stop_signals::StopSignals;
 use crate::cli::{DeviceArgs, TrainArgs};
 use crate::distributed;
 use crate::progress::{TrainProgress, Verbosity};
+use crate::train::precision::Precision;
 use finish::{average_at_the_end, report, show_what_it_learned, still_to_train};
 use observer::CheckpointingObserver;
 use start::{new_trainer, resumed_trainer};
@@ -34,10 +35,14 @@ pub fn run(args: TrainArgs) -> anyhow::Result<()> {
     let started = Instant::now();
     // Held to the end: a second `train` into the same run directory is refused.
     let (mut trainer, run_dir, samples, _run_lock) = match &args.resume {
-        Some(run_dir) => resumed_trainer(run_dir, &device, collective, verbosity)?,
+        Some(run_dir) => resumed_trainer(run_dir, args.dtype, &device, collective, verbosity)?,
         None => new_trainer(&args, &device, collective, verbosity)?,
     };
     let position = trainer.position().clone();
+    let precision = trainer.precision();
+    if verbosity == Verbosity::Normal && precision != Precision::F32 {
+        eprintln!("computing in {}", precision.describe());
+    }
     if !still_to_train(&trainer, &run_dir, args.stop_at_step)? {
         return Ok(());
     }

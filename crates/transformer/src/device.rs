@@ -51,11 +51,6 @@ pub struct SelectedDevice {
     pub note_is_news: bool,
 }
 
-/// Whether `device` can multiply bf16 matrices: candle's CPU backend cannot.
-pub fn multiplies_bf16(device: &Device) -> bool {
-    !device.is_cpu()
-}
-
 /// Whether `device` has int8 products (`--compute-type int8`): the CPU's kernels
 /// (`kernels::int8`); a GPU decodes in float32.
 pub fn multiplies_int8(device: &Device) -> bool {

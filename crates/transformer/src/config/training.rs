@@ -70,15 +70,27 @@ pub enum LrSchedule {
 pub enum ComputeDtype {
     #[default]
     F32,
-    /// bfloat16: f32's range with 8 bits of mantissa; GPUs only (candle's CPU backend has no
-    /// bf16 matrix product).
+    /// bfloat16: f32's range with 8 bits of mantissa. On a GPU the passes run in bf16; on
+    /// the CPU the products do, on its bf16 engine (see `train::precision`).
     Bf16,
-    /// float16: without loss scaling, small gradients can underflow to zero; prefer bf16 on
-    /// GPUs that have it. Runs on the CPU too, slowly.
+    /// float16: without loss scaling, small gradients can underflow to zero; prefer bf16.
+    /// GPUs only.
     F16,
 }
 
 impl ComputeDtype {
+    /// `f32`, `bf16` or `f16`, as a config names it.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        match text {
+            "f32" => Ok(Self::F32),
+            "bf16" => Ok(Self::Bf16),
+            "f16" => Ok(Self::F16),
+            other => Err(format!(
+                "{other:?} is not a training dtype: f32, bf16 or f16"
+            )),
+        }
+    }
+
     pub fn candle(self) -> candle_core::DType {
         match self {
             Self::F32 => candle_core::DType::F32,

@@ -124,6 +124,38 @@ mod tests {
     /// Values and all three gradients, for few rows (the few-row kernels) and many (gemm),
     /// with a transposed (strided) input as attention's reshapes produce.
     #[test]
+    fn in_a_bf16_scope_a_trained_layer_matches_f32_within_bf16_rounding_forward_and_backward() {
+        use crate::kernels::bf16::{autocast, engine, Engine};
+        let dev = Device::Cpu;
+        for scope in [engine(), Engine::Emulated] {
+            let _bf16 = autocast(scope);
+            for rows in [1, 7, 130] {
+                let x =
+                    Var::from_tensor(&Tensor::randn(0f32, 1., (rows, 67), &dev).unwrap()).unwrap();
+                let w =
+                    Var::from_tensor(&Tensor::randn(0f32, 1., (70, 67), &dev).unwrap()).unwrap();
+                let b = Var::from_tensor(&Tensor::randn(0f32, 1., 70, &dev).unwrap()).unwrap();
+                // bf16 keeps 8 bits: each product is off by about 2^-8 of itself.
+                assert_fused_matches_composed(&[&x, &w, &b], 2e-2, || {
+                    linear(x.as_tensor(), w.as_tensor(), Some(b.as_tensor())).unwrap()
+                });
+            }
+        }
+    }
+
+    #[test]
+    fn outside_a_bf16_scope_nothing_is_rounded() {
+        let dev = Device::Cpu;
+        let x = Tensor::new(&[[1.0f32 + 1.0 / 1024.0]], &dev).unwrap();
+        let w = Var::from_tensor(&Tensor::new(&[[1.0f32]], &dev).unwrap()).unwrap();
+        let y = linear(&x, w.as_tensor(), None).unwrap();
+        assert_eq!(y.to_vec2::<f32>().unwrap()[0][0], 1.0 + 1.0 / 1024.0);
+        let _bf16 = crate::kernels::bf16::autocast(crate::kernels::bf16::engine());
+        let rounded = linear(&x, w.as_tensor(), None).unwrap();
+        assert_eq!(rounded.to_vec2::<f32>().unwrap()[0][0], 1.0);
+    }
+
+    #[test]
     fn the_fused_linear_matches_the_composed_one_forward_and_backward() {
         let dev = Device::Cpu;
         for rows in [1, 5, 40] {

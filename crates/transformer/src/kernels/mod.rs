@@ -14,6 +14,7 @@
 //! | [`log_softmax::log_softmax_last_dim`] | the Generator's log-softmax in decoding | [`log_softmax`] |
 //! | [`loss::label_smoothed_kl_sum`] | log-softmax and the label-smoothed KL | [`loss_fused`] |
 //! | [`adam::adam_update`] | one Adam step, in place | [`adam_fused`] |
+//! | [`bf16::gemm`] | `A B` with bf16 inputs and f32 sums: a trained linear layer's products inside a bf16 [`bf16::autocast`] scope (`training.dtype = "bf16"` on the CPU) | AVX512-BF16, or emulated |
 //!
 //! The composed path is what a GPU runs, and the CPU can be made to run it too: for this
 //! thread with [`composed_only`] (the tests check every fused op against it), for the whole
@@ -26,6 +27,7 @@ mod simd;
 pub mod adam;
 mod adam_fused;
 pub mod attention;
+pub mod bf16;
 pub mod dropout;
 mod few_rows;
 pub mod int8;

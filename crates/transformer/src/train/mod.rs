@@ -8,6 +8,7 @@ pub mod init_from;
 pub mod loss;
 pub mod optimizer;
 mod outcome;
+pub mod precision;
 pub mod schedule;
 pub mod state;
 pub mod trainer;

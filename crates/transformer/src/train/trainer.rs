@@ -13,8 +13,9 @@ use super::events::{CheckpointKind, StepReport, StopReason};
 use super::loss::LabelSmoothing;
 use super::optimizer::{Adam, AdamSettings};
 use super::outcome::{finite_loss, RunOutcome};
+use super::precision::Precision;
 use super::state::{DataFingerprint, RunClock, RunPosition};
-use crate::config::{ComputeDtype, Config};
+use crate::config::Config;
 use crate::distributed::{Collective, SingleProcess};
 use crate::infer::settings::DecodeOptions;
 use crate::infer::settings::{self, DecodeBounds, Layer};
@@ -67,6 +68,8 @@ pub struct Trainer {
     collective_seconds: f64,
     /// `[decode]`, resolved and checked against the model: how validation translates.
     decode: DecodeOptions,
+    /// What a step computes in (`training.dtype` on this device).
+    precision: Precision,
 }
 
 impl Trainer {
@@ -86,12 +89,7 @@ impl Trainer {
         let vocab = data.tokenizers.vocab_sizes();
         let specials = data.tokenizers.specials();
         let seed = config.training.seed;
-        if config.training.dtype == ComputeDtype::Bf16 && !crate::device::multiplies_bf16(device) {
-            anyhow::bail!(
-                "training.dtype = \"bf16\" needs a GPU: candle's CPU backend \
-                 has no bf16 matrix product; use dtype = \"f32\" on the CPU"
-            )
-        }
+        let precision = Precision::plan(config.training.dtype, device)?;
         let bounds = DecodeBounds {
             target_vocab: vocab.tgt,
             max_positions: config.model.max_len,
@@ -131,6 +129,7 @@ impl Trainer {
             _ => DropoutRng::for_rank(dropout_seed, collective.rank()),
         };
         Ok(Self {
+            precision,
             total_steps: t.epochs * batches_per_epoch.div_ceil(group),
             fingerprint: DataFingerprint::of(&data.pairs),
             criterion: LabelSmoothing::new(vocab.tgt, specials.pad, t.label_smoothing),
@@ -312,6 +311,11 @@ impl Trainer {
 
     pub fn model(&self) -> &Model {
         self.weights.model()
+    }
+
+    /// What a step computes in, as planned for this device.
+    pub fn precision(&self) -> super::precision::Precision {
+        self.precision
     }
 
     pub fn config(&self) -> &Config {

@@ -7,22 +7,36 @@
 //! bias rows, and the backward pass is three products that produce each gradient in its final
 //! layout: `dx = g W`, `dW = g^T x`, `db = 1^T g`. Layers without a bias use the two-operand
 //! form of the same op.
+//!
+//! Inside a bf16 [`autocast`](super::bf16::autocast) scope, a layer whose weight is being
+//! trained takes its three products from [`super::bf16::gemm`] instead: bf16 inputs, f32
+//! sums, as PyTorch's autocast computes them. The scope is read when the node is made, so the
+//! backward pass multiplies as the forward did wherever it runs.
 
 use candle_core::{CpuStorage, CustomOp2, CustomOp3, Layout, Result, Shape, Storage, Tensor};
 
+mod products;
+
+use super::bf16::{self, Engine};
 use super::few_rows::{self, Rows};
 use super::{contiguous_f32, contiguous_input};
+use products::{bf16_into, bf16_product, bias_rows, gemm_into, gemm_parallelism, Strided};
 
 /// The op behind [`linear`] and [`linear_transposed`].
 struct LinearOp {
     /// The second operand is `W^T` `(in, out)` rather than `W` `(out, in)`.
     transposed: bool,
+    /// Products in bf16 on this engine (a trained weight inside an autocast scope).
+    bf16: Option<Engine>,
 }
 
 /// `xs` `(rows, in)`, `weight` `(out, in)`, `bias` `(out,)` -> `(rows, out)`, as one node.
 /// CPU and f32 only: [`super::linear::linear`] decides.
 pub fn linear(xs: &Tensor, weight: &Tensor, bias: Option<&Tensor>) -> Result<Tensor> {
-    let op = LinearOp { transposed: false };
+    let op = LinearOp {
+        transposed: false,
+        bf16: bf16::active().filter(|_| weight.track_op()),
+    };
     match bias {
         Some(bias) => xs.apply_op3(weight, bias, op),
         None => xs.apply_op2(weight, op),
@@ -31,7 +45,10 @@ pub fn linear(xs: &Tensor, weight: &Tensor, bias: Option<&Tensor>) -> Result<Ten
 
 /// As [`linear`], from `weight_t` = `W^T` `(in, out)`: for fixed weights, transposed once.
 pub fn linear_transposed(xs: &Tensor, weight_t: &Tensor, bias: Option<&Tensor>) -> Result<Tensor> {
-    let op = LinearOp { transposed: true };
+    let op = LinearOp {
+        transposed: true,
+        bf16: None,
+    };
     match bias {
         Some(bias) => xs.apply_op3(weight_t, bias, op),
         None => xs.apply_op2(weight_t, op),
@@ -47,9 +64,13 @@ impl LinearOp {
         bias: Option<&[f32]>,
     ) -> Result<(CpuStorage, Shape)> {
         let (rows, in_features, out_features) = self.sizes(x.1, w.1, bias)?;
-        let dst = match self.few_rows_product(x, w, bias, (rows, in_features))? {
-            Some(dst) => dst,
-            None => self.gemm_product(x, w, bias, (rows, in_features, out_features))?,
+        let sizes = (rows, in_features, out_features);
+        let dst = match self.bf16 {
+            Some(engine) => bf16_product(x, w, bias, sizes, engine)?,
+            None => match self.few_rows_product(x, w, bias, (rows, in_features))? {
+                Some(dst) => dst,
+                None => self.gemm_product(x, w, bias, sizes)?,
+            },
         };
         Ok((CpuStorage::F32(dst), Shape::from((rows, out_features))))
     }
@@ -198,11 +219,19 @@ impl LinearOp {
         };
         // W as the (out, in) matrix R of dx = g R, read in place in either layout.
         let r = if self.transposed { w.transposed() } else { w };
-        let dx = gemm_into((rows, in_features, out_features), g, r);
-        let dw = if self.transposed {
-            gemm_into((in_features, out_features, rows), x.transposed(), g)
-        } else {
-            gemm_into((out_features, in_features, rows), g.transposed(), x)
+        let (dx, dw) = match self.bf16 {
+            Some(engine) => (
+                bf16_into((rows, in_features, out_features), g, r, engine)?,
+                bf16_into((out_features, in_features, rows), g.transposed(), x, engine)?,
+            ),
+            None => (
+                gemm_into((rows, in_features, out_features), g, r),
+                if self.transposed {
+                    gemm_into((in_features, out_features, rows), x.transposed(), g)
+                } else {
+                    gemm_into((out_features, in_features, rows), g.transposed(), x)
+                },
+            ),
         };
         let db = with_bias.then(|| {
             let ones = vec![1f32; rows];
@@ -221,89 +250,6 @@ impl LinearOp {
                 .transpose()?,
         ))
     }
-}
-
-/// The `len` elements gemm adds the product to: `bias` in each of the `rows` rows, or zeros.
-fn bias_rows(rows: usize, len: usize, bias: Option<&[f32]>) -> Vec<f32> {
-    let mut dst = Vec::with_capacity(len);
-    match bias {
-        Some(bias) => (0..rows).for_each(|_| dst.extend_from_slice(bias)),
-        None => dst.resize(len, 0.0),
-    }
-    dst
-}
-
-/// gemm on every rayon thread, or on the caller's alone when there is one.
-fn gemm_parallelism() -> gemm::Parallelism {
-    let threads = rayon::current_num_threads();
-    if threads > 1 {
-        gemm::Parallelism::Rayon(threads)
-    } else {
-        gemm::Parallelism::None
-    }
-}
-
-/// A matrix as gemm reads it: its elements from the first, and its row and column strides.
-#[derive(Clone, Copy)]
-struct Strided<'a> {
-    data: &'a [f32],
-    row: usize,
-    col: usize,
-}
-
-impl<'a> Strided<'a> {
-    fn of(storage: &'a CpuStorage, layout: &Layout) -> Result<Self> {
-        Ok(Self {
-            data: &storage.as_slice::<f32>()?[layout.start_offset()..],
-            row: layout.stride()[0],
-            col: layout.stride()[1],
-        })
-    }
-
-    fn transposed(self) -> Self {
-        Self {
-            row: self.col,
-            col: self.row,
-            ..self
-        }
-    }
-}
-
-/// `lhs (m, k) rhs (k, n)` into a new row-major `(m, n)` buffer that gemm writes whole.
-fn gemm_into((m, n, k): (usize, usize, usize), lhs: Strided, rhs: Strided) -> Vec<f32> {
-    if k == 0 {
-        return vec![0.0; m * n];
-    }
-    let mut dst: Vec<f32> = Vec::with_capacity(m * n);
-    let parallelism = gemm_parallelism();
-    // SAFETY: the strides come from the operands' own layouts (or describe their transposes),
-    // so every element gemm reads lies in its slice; with `read_dst` false gemm writes each of
-    // the m x n elements of `dst` without reading it, after which its length is set.
-    unsafe {
-        gemm::gemm(
-            m,
-            n,
-            k,
-            dst.as_mut_ptr(),
-            1,
-            n as isize,
-            false,
-            lhs.data.as_ptr(),
-            lhs.col as isize,
-            lhs.row as isize,
-            rhs.data.as_ptr(),
-            rhs.col as isize,
-            rhs.row as isize,
-            0.0,
-            1.0,
-            false,
-            false,
-            false,
-            parallelism,
-        );
-        dst.set_len(m * n);
-    }
-    dst
 }
 
 impl CustomOp3 for LinearOp {

@@ -95,7 +95,8 @@ impl Trainer {
         self.dropout_rng.begin_step(&self.device, step)?;
         // The step's view of the weights (in mixed precision, their casts), once for all
         // its batches.
-        let model = self.weights.for_step(self.config.training.dtype.candle())?;
+        let model = self.weights.for_step(self.precision.step_dtype())?;
+        let _precision = self.precision.scope();
         let (rank, world) = (self.collective.rank(), self.collective.world());
         for batch in share(group, rank, world) {
             let loss = (self.batch_loss_sum(&model, batch, Mode::Train(&self.dropout_rng))?

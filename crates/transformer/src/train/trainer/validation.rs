@@ -16,7 +16,8 @@ impl Trainer {
     /// takes every `world`-th batch and the sums are added over the ranks.
     pub(super) fn validation_loss(&self, pairs: &[EncodedPair]) -> anyhow::Result<f64> {
         let (mut sum, mut tokens) = (0.0, 0usize);
-        let model = self.weights.for_step(self.config.training.dtype.candle())?;
+        let model = self.weights.for_step(self.precision.step_dtype())?;
+        let _precision = self.precision.scope();
         let batches = ordered_batches(pairs, self.config.training.max_tokens, self.specials.pad);
         let (rank, world) = (self.collective.rank(), self.collective.world());
         for batch in batches.iter().skip(rank).step_by(world) {

@@ -1,0 +1,35 @@
+//! Where products run in bf16: a scope on the thread that runs a training step, as
+//! `torch.autocast("cpu", dtype=torch.bfloat16)` is a scope. Inside it, the linear layers
+//! whose weights are being trained multiply through [`super::gemm`] (forward and backward);
+//! everything else, and every thread outside a scope, computes in f32.
+
+use std::cell::Cell;
+
+use super::Engine;
+
+thread_local! {
+    static ACTIVE: Cell<Option<Engine>> = const { Cell::new(None) };
+}
+
+/// Products in bf16 on `engine` on this thread until the guard drops.
+pub fn autocast(engine: Engine) -> Autocast {
+    Autocast {
+        before: ACTIVE.with(|active| active.replace(Some(engine))),
+    }
+}
+
+/// The engine products run on in bf16 here, inside an [`autocast`] scope.
+pub fn active() -> Option<Engine> {
+    ACTIVE.with(Cell::get)
+}
+
+/// Ends an [`autocast`] scope, restoring the one around it.
+pub struct Autocast {
+    before: Option<Engine>,
+}
+
+impl Drop for Autocast {
+    fn drop(&mut self) {
+        ACTIVE.with(|active| active.set(self.before));
+    }
+}

@@ -1,0 +1,47 @@
+//! The AVX512-BF16 kernel: an [`MR`] x [`NR`] tile of sums in 24 registers; per pair of `k`
+//! values, four 64-byte loads of `B`'s panel, and per row a broadcast of its pair and four
+//! `vdpbf16ps` (each adds two bf16 products into each of 16 f32 lanes).
+
+use std::arch::x86_64::*;
+
+use super::pack::{MR, NR};
+
+/// Adds `A`'s panel times `B`'s panel (`kp` pairs each) to `tile` (`MR x NR`, row-major).
+///
+/// # Safety
+/// The CPU must have AVX512F and AVX512-BF16; `a` holds `kp * MR` words and `b` `kp * NR`.
+#[target_feature(enable = "avx512f,avx512bf16")]
+pub(super) unsafe fn tile(kp: usize, a: &[u32], b: &[u32], tile: &mut [f32; MR * NR]) {
+    debug_assert!(a.len() >= kp * MR && b.len() >= kp * NR);
+    let (a, b, t) = (a.as_ptr(), b.as_ptr(), tile.as_mut_ptr());
+    let mut sums = [[_mm512_setzero_ps(); 4]; MR];
+    for (r, row) in sums.iter_mut().enumerate() {
+        for (v, sum) in row.iter_mut().enumerate() {
+            // SAFETY: the tile holds MR x NR floats.
+            *sum = unsafe { _mm512_loadu_ps(t.add(r * NR + v * 16)) };
+        }
+    }
+    for p in 0..kp {
+        // SAFETY: `b` holds kp * NR words, so the four 16-word loads at p * NR are inside.
+        let panel = unsafe { b.add(p * NR) };
+        let columns: [__m512bh; 4] = std::array::from_fn(|v| {
+            // SAFETY: as above; a __m512i and a __m512bh are the same 64 bytes.
+            unsafe { std::mem::transmute(_mm512_loadu_si512(panel.add(v * 16).cast())) }
+        });
+        for (r, row) in sums.iter_mut().enumerate() {
+            // SAFETY: `a` holds kp * MR words.
+            let pair = unsafe { *a.add(p * MR + r) } as i32;
+            // SAFETY: the same 64 bytes, read as 32 bf16s.
+            let pair: __m512bh = unsafe { std::mem::transmute(_mm512_set1_epi32(pair)) };
+            for (sum, column) in row.iter_mut().zip(columns) {
+                *sum = _mm512_dpbf16_ps(*sum, pair, column);
+            }
+        }
+    }
+    for (r, row) in sums.iter().enumerate() {
+        for (v, sum) in row.iter().enumerate() {
+            // SAFETY: as for the loads.
+            unsafe { _mm512_storeu_ps(t.add(r * NR + v * 16), *sum) };
+        }
+    }
+}

@@ -1,0 +1,199 @@
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+use super::pack::Strided;
+use super::*;
+
+fn random(len: usize, seed: u64) -> Vec<f32> {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    (0..len).map(|_| rng.random_range(-2.0f32..2.0)).collect()
+}
+
+fn row_major(data: &[f32], rows: usize, cols: usize) -> Strided<'_> {
+    Strided {
+        data,
+        rows,
+        cols,
+        row_stride: cols,
+        col_stride: 1,
+    }
+}
+
+/// The engines this CPU can run.
+fn engines() -> Vec<Engine> {
+    let mut all = vec![Engine::Emulated];
+    if engine() == Engine::Avx512Bf16 {
+        all.push(Engine::Avx512Bf16);
+    }
+    all
+}
+
+/// `a b` in f64 from the bf16-rounded inputs (what the kernels must give, up to f32 sums),
+/// and the sum of `|a_ik b_kj|` per element (the scale of rounding errors).
+fn reference(a: Strided, b: Strided) -> (Vec<f64>, Vec<f64>) {
+    let round = |x: f32| f64::from(from_bf16(to_bf16(x)));
+    let (m, k, n) = (a.rows, a.cols, b.cols);
+    let mut exact = vec![0f64; m * n];
+    let mut scale = vec![0f64; m * n];
+    for i in 0..m {
+        for j in 0..n {
+            for l in 0..k {
+                let x = round(a.data[i * a.row_stride + l * a.col_stride]);
+                let y = round(b.data[l * b.row_stride + j * b.col_stride]);
+                exact[i * n + j] += x * y;
+                scale[i * n + j] += (x * y).abs();
+            }
+        }
+    }
+    (exact, scale)
+}
+
+fn check(a: Strided, b: Strided, engine: Engine) {
+    let (m, n) = (a.rows, b.cols);
+    let mut c = vec![f32::NAN; m * n];
+    gemm(a, b, &mut c, false, engine).unwrap();
+    let (exact, scale) = reference(a, b);
+    for (i, ((&got, &want), &scale)) in c.iter().zip(&exact).zip(&scale).enumerate() {
+        // f32 sums of k terms: a few ulps of the sum of magnitudes.
+        let tolerance = 1e-6 * (a.cols as f64 + 4.0) * scale + 1e-30;
+        assert!(
+            (f64::from(got) - want).abs() <= tolerance,
+            "{engine:?} {m}x{}x{n}: element {i} is {got}, wants {want} (tolerance {tolerance})",
+            a.cols
+        );
+    }
+}
+
+#[test]
+fn rounding_to_bf16_is_to_nearest_even_and_keeps_nans_and_infinities() {
+    assert_eq!(to_bf16(1.0), 0x3f80);
+    // 1 + 2^-8 lies halfway between 1 and 1 + 2^-7: ties go to the even (1.0).
+    assert_eq!(to_bf16(1.0 + 1.0 / 256.0), 0x3f80);
+    // 1 + 3 * 2^-8 lies halfway between 1 + 2^-7 and 1 + 2^-6: to the even, up.
+    assert_eq!(to_bf16(1.0 + 3.0 / 256.0), 0x3f82);
+    assert_eq!(to_bf16(1.0 + 1.0 / 256.0 + 1.0 / 65536.0), 0x3f81);
+    assert_eq!(to_bf16(-2.5), 0xc020);
+    assert_eq!(from_bf16(to_bf16(f32::INFINITY)), f32::INFINITY);
+    assert_eq!(from_bf16(to_bf16(f32::MAX)), f32::INFINITY);
+    assert!(from_bf16(to_bf16(f32::NAN)).is_nan());
+    assert!(from_bf16(to_bf16(f32::from_bits(0x7f80_0001))).is_nan());
+    assert_eq!(from_bf16(to_bf16(0.0)), 0.0);
+    assert_eq!(
+        from_bf16(to_bf16(1e-40)).to_bits() >> 16,
+        1e-40f32.to_bits() >> 16
+    );
+}
+
+#[test]
+fn every_engine_gives_the_product_of_the_rounded_inputs_at_every_edge() {
+    for engine in engines() {
+        for &(m, k, n) in &[
+            (1, 1, 1),
+            (1, 2, 64),
+            (5, 7, 3),
+            (6, 64, 64),
+            (7, 65, 65),
+            (13, 255, 130),
+            (97, 300, 129),
+            (200, 33, 70),
+        ] {
+            let a = random(m * k, 1);
+            let b = random(k * n, 2);
+            check(row_major(&a, m, k), row_major(&b, k, n), engine);
+        }
+    }
+}
+
+#[test]
+fn transposed_operands_are_read_through_their_strides() {
+    let (m, k, n) = (37, 70, 90);
+    let a_t = random(k * m, 3);
+    let b_t = random(n * k, 4);
+    for engine in engines() {
+        // A^T stored as k x m, B^T as n x k: both read transposed.
+        check(row_major(&a_t, k, m).t(), row_major(&b_t, n, k).t(), engine);
+    }
+}
+
+#[test]
+fn accumulating_adds_to_what_c_holds() {
+    let (m, k, n) = (9, 20, 11);
+    let (a, b) = (random(m * k, 5), random(k * n, 6));
+    for engine in engines() {
+        let mut once = vec![0f32; m * n];
+        gemm(
+            row_major(&a, m, k),
+            row_major(&b, k, n),
+            &mut once,
+            false,
+            engine,
+        )
+        .unwrap();
+        let mut twice = vec![1f32; m * n];
+        gemm(
+            row_major(&a, m, k),
+            row_major(&b, k, n),
+            &mut twice,
+            true,
+            engine,
+        )
+        .unwrap();
+        for (x, y) in once.iter().zip(&twice) {
+            assert!(
+                (x + 1.0 - y).abs() <= 1e-5 * (1.0 + x.abs()),
+                "{x} + 1 != {y}"
+            );
+        }
+    }
+}
+
+#[test]
+fn the_rounded_product_is_the_f32_product_within_bf16_rounding() {
+    let (m, k, n) = (31, 512, 47);
+    let (a, b) = (random(m * k, 7), random(k * n, 8));
+    let mut c = vec![0f32; m * n];
+    gemm(
+        row_major(&a, m, k),
+        row_major(&b, k, n),
+        &mut c,
+        false,
+        engine(),
+    )
+    .unwrap();
+    for i in 0..m {
+        for j in 0..n {
+            let (mut exact, mut scale) = (0f64, 0f64);
+            for l in 0..k {
+                let p = f64::from(a[i * k + l]) * f64::from(b[l * n + j]);
+                exact += p;
+                scale += p.abs();
+            }
+            // Each input off by at most 2^-9 of itself: each product by 2^-8.
+            let got = f64::from(c[i * n + j]);
+            assert!((got - exact).abs() <= scale / 256.0, "{got} vs {exact}");
+        }
+    }
+}
+
+#[test]
+fn shapes_that_do_not_fit_are_an_error_not_a_panic() {
+    let a = random(6, 9);
+    let b = random(6, 10);
+    let mut c = vec![0f32; 4];
+    assert!(gemm(
+        row_major(&a, 2, 3),
+        row_major(&b, 2, 3),
+        &mut c,
+        false,
+        engine()
+    )
+    .is_err());
+    let short = Strided {
+        data: &a,
+        rows: 3,
+        cols: 3,
+        row_stride: 3,
+        col_stride: 1,
+    };
+    assert!(gemm(short, row_major(&b, 3, 2), &mut [0f32; 6], false, engine()).is_err());
+}
