@@ -11,6 +11,7 @@
 #   WORKLOADS="greedy1:5 greedy32:1 beam5:1" scripts/bench.sh   # a subset (workload:steps)
 #   WORKLOADS=" " MARIAN_WORKLOADS="greedy32:1" scripts/bench.sh # MarianMT only
 #   MARIAN_HF=none scripts/bench.sh              # MarianMT without transformers' generate()
+#   MARIAN_WORKLOADS=none BF16=0 scripts/bench.sh # without MarianMT, without the bf16 rows
 #   scripts/bench.sh --quick         # this tool's side only, one step of each, untimed:
 #                                    # that every workload still runs (.ci/run uses it)
 #   BASELINE=/tmp/transformer-old PEERS=none scripts/bench.sh
@@ -27,8 +28,11 @@ if [ "${1:-}" = "--quick" ]; then
   [ -d data/multi30k ] || scripts/get-multi30k.sh
   "$BIN" bench export-multi30k --device cpu --steps 1 --batches "$OUT/multi30k.safetensors"
   ran=0
-  for workload in matmul toy-train copy multi30k greedy1 greedy32 beam5; do
-    line=$("$BIN" bench "$workload" --device cpu --steps 1 --batches "$OUT/multi30k.safetensors")
+  for workload in matmul toy-train copy multi30k greedy1 greedy32 beam5 matmul-bf16 copy-bf16; do
+    dtype=f32
+    case "$workload" in *-bf16) workload="${workload%-bf16}" dtype=bf16 ;; esac
+    line=$("$BIN" bench "$workload" --device cpu --steps 1 --dtype "$dtype" \
+      --batches "$OUT/multi30k.safetensors")
     # Each workload prints one JSON measurement of positive work.
     python3 -c 'import json, sys; r = json.loads(sys.argv[1]); assert r["work"] > 0 and r["seconds"] > 0, r' "$line"
     echo "bench --quick: $workload ok: $line"
@@ -88,6 +92,9 @@ if [ "$PEERS" != none ] && ! "$CT2_PYTHON" -c "import ctranslate2, safetensors, 
 fi
 
 workloads="${WORKLOADS:-matmul:200 toy-train:10 copy:10 multi30k:8 greedy1:5 greedy32:1 beam5:1}"
+# The training workloads and matmul in bf16 too (BF16=0 leaves them out): ours with
+# training.dtype = "bf16" (bf16 products on the CPU's engine), PyTorch under torch.autocast.
+BF16="${BF16:-1}"
 for entry in $workloads; do
   workload="${entry%%:*}"
   steps="${entry##*:}"
@@ -95,6 +102,17 @@ for entry in $workloads; do
   for _ in $(seq "$REPS"); do
     run candle "$BIN" bench "$workload" --device cpu --steps "$steps" \
       --batches "$OUT/multi30k.safetensors"
+    case "$workload" in
+      matmul | toy-train | copy | multi30k)
+        if [ "$BF16" = 1 ]; then
+          run candle-bf16 "$BIN" bench "$workload" --device cpu --steps "$steps" --dtype bf16 \
+            --batches "$OUT/multi30k.safetensors"
+          [ "$PEERS" = none ] || run pytorch-bf16 "$PYTHON" scripts/bench_torch.py "$workload" \
+            --steps "$steps" --threads "$THREADS" --dtype bf16 \
+            --batches "$OUT/multi30k.safetensors"
+        fi
+        ;;
+    esac
     if [ -n "$BASELINE" ]; then
       run baseline "$BASELINE" bench "$workload" --device cpu --steps "$steps" \
         --batches "$OUT/multi30k.safetensors"
@@ -114,7 +132,8 @@ done
 # MarianMT of OPUS-MT's shape (scripts/make_marian_fixture.py --bench, made once, ~300 MB):
 # ours, CTranslate2 float32 (converted by its own converter) and transformers' generate().
 marian_workloads="${MARIAN_WORKLOADS:-greedy1:8 greedy32:1 beam4:1}"
-[ "$PEERS" = none ] && marian_workloads=""
+# MARIAN_WORKLOADS=none leaves them out.
+if [ "$PEERS" = none ] || [ "$marian_workloads" = none ]; then marian_workloads=""; fi
 if [ -n "$marian_workloads" ]; then
   MARIAN_DIR="$OUT/marian-bench"
   MARIAN_CT2="$OUT/marian-bench-ct2"

@@ -44,6 +44,15 @@ def rss_gb(records):
     return statistics.median(r["rss_kib"] for r in records) / 1024 / 1024
 
 
+def bf16_engine(runs, rows):
+    """The engine our bf16 rows ran on, as their JSON says."""
+    for workload, _ in rows:
+        for record in runs[(workload, "candle-bf16")]:
+            if record.get("precision"):
+                return record["precision"]
+    return "bf16"
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("results")
@@ -77,6 +86,27 @@ def main():
         print(f"| {name} | {unit} | {rate(ours):.4g} | {rate(theirs):.4g} | "
               f"**{rate(ours) / rate(theirs):.2f}x** | {rss_gb(ours):.2f} GB | {rss_gb(theirs):.2f} GB | "
               f"{flops(ours)} | {flops(theirs)} |")
+
+    bf16 = [(w, n) for w, n in NAMES.items() if runs.get((w, "candle-bf16"))]
+    if bf16:
+        print("\nbf16 mixed precision (ours: training.dtype = \"bf16\", "
+              f"{bf16_engine(runs, bf16)}; PyTorch: torch.autocast(\"cpu\", torch.bfloat16)), "
+              "against both PyTorch rows:\n")
+        print("| workload | unit | ours bf16 | PyTorch bf16 | PyTorch f32 | ours bf16 / PyTorch bf16 "
+              "| ours bf16 / PyTorch f32 | ours bf16 / ours f32 | peak RSS ours bf16 | "
+              "peak RSS PyTorch bf16 | GFLOP/s ours bf16 |")
+        print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+        for workload, name in bf16:
+            ours = runs[(workload, "candle-bf16")]
+            theirs = runs.get((workload, "pytorch-bf16"))
+            f32_theirs, f32_ours = runs.get((workload, "pytorch")), runs.get((workload, "candle"))
+            ratio = lambda a, b: f"**{rate(a) / rate(b):.2f}x**" if a and b else "-"
+            value = lambda r: f"{rate(r):.4g}" if r else "-"
+            gflops = statistics.median(r["flops"] / r["seconds"] for r in ours) / 1e9
+            print(f"| {name} | {ours[0]['unit']}/s | {value(ours)} | {value(theirs)} | "
+                  f"{value(f32_theirs)} | {ratio(ours, theirs)} | {ratio(ours, f32_theirs)} | "
+                  f"{ratio(ours, f32_ours)} | {rss_gb(ours):.2f} GB | "
+                  f"{rss_gb(theirs) if theirs else 0:.2f} GB | {gflops:.1f} |")
 
     baseline = [(w, n) for w, n in NAMES.items() if runs.get((w, "baseline"))]
     if baseline:

@@ -29,6 +29,15 @@ WARMUP_STEPS = 2
 DECODE_SRC_LEN, DECODE_STEPS, DECODE_VOCAB = 20, 30, 8000
 
 
+# torch.autocast's device and whether it is on (--dtype bf16), set once by main().
+AUTOCAST_DEVICE, AUTOCAST_ON = "cpu", False
+
+
+def autocast():
+    """bf16 autocast when --dtype bf16 asks for it; otherwise a scope that changes nothing."""
+    return torch.autocast(AUTOCAST_DEVICE, dtype=torch.bfloat16, enabled=AUTOCAST_ON)
+
+
 def synchronize():
     if torch.get_default_device().type == "cuda":
         torch.cuda.synchronize()
@@ -62,10 +71,14 @@ def train(name, model, vocab, smoothing, factor, warmup, dims, batches, steps, u
     def step(src, tgt_in, tgt_out):
         src_mask = (src != PAD).unsqueeze(-2)
         tgt_mask = target_mask(tgt_in, PAD)
-        out = model.forward(src, tgt_in, src_mask, tgt_mask)
-        x = model.generator(out)
-        ntokens = (tgt_out != PAD).sum()
-        loss = criterion(x.contiguous().view(-1, x.size(-1)), tgt_out.contiguous().view(-1)) / ntokens
+        # --dtype bf16: PyTorch's mixed precision as its documentation recommends it, the
+        # forward pass and the loss under autocast, the backward pass outside it.
+        with autocast():
+            out = model.forward(src, tgt_in, src_mask, tgt_mask)
+            x = model.generator(out)
+            ntokens = (tgt_out != PAD).sum()
+            loss = criterion(x.contiguous().view(-1, x.size(-1)),
+                             tgt_out.contiguous().view(-1)) / ntokens
         loss.backward()
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
@@ -154,7 +167,7 @@ def matmul_ceiling(reps):
     rows, inner, out = 800, 512, 2048
     layer = torch.nn.Linear(inner, out)
     x = torch.randn(rows, inner)
-    with torch.no_grad():
+    with torch.no_grad(), autocast():
         for _ in range(3):
             layer(x)
         synchronize()
@@ -194,7 +207,11 @@ def main():
     parser.add_argument("--batches", default="target/bench-multi30k.safetensors")
     parser.add_argument("--threads", type=int, default=os.cpu_count())
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    parser.add_argument("--dtype", default="f32", choices=["f32", "bf16"],
+                        help="bf16: the training workloads and matmul under torch.autocast")
     args = parser.parse_args()
+    global AUTOCAST_DEVICE, AUTOCAST_ON
+    AUTOCAST_DEVICE, AUTOCAST_ON = args.device, args.dtype == "bf16"
     torch.set_num_threads(args.threads)
     torch.set_default_device(args.device)
     torch.manual_seed(0)
@@ -212,6 +229,7 @@ def main():
         # The reference has no batched or beam decoding: a tutorial user decodes the 32
         # sentences one by one with greedy_decode, and that is the baseline for both.
         result = decoding("greedy-32" if args.workload == "greedy32" else "beam5-32", 32)
+    result["precision"] = "autocast bf16" if AUTOCAST_ON else "f32"
     print(json.dumps(result))
 
 

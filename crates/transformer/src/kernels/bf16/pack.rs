@@ -48,10 +48,6 @@ impl Strided<'_> {
         }
     }
 
-    #[inline(always)]
-    fn at(&self, i: usize, j: usize) -> f32 {
-        self.data[i * self.row_stride + j * self.col_stride]
-    }
 }
 
 /// `k` pairs: `k` rounded up to even, halved.
@@ -62,27 +58,39 @@ pub fn pairs(k: usize) -> usize {
 /// Packs `a` (`m x k`) in panels of [`MR`] rows: panel `p` is `pairs(k) * MR` words from
 /// `p * pairs(k) * MR`.
 pub fn pack_a(a: Strided) -> Vec<u32> {
-    pack_panels::<MR>(a, |a, i, j| a.at(i, j), a.rows, a.cols)
+    pack_panels::<MR>(a.data, (a.rows, a.row_stride), (a.cols, a.col_stride))
 }
 
 /// Packs `b` (`k x n`) in panels of [`NR`] columns: panel `p` is `pairs(k) * NR` words from
 /// `p * pairs(k) * NR`.
 pub fn pack_b(b: Strided) -> Vec<u32> {
-    pack_panels::<NR>(b, |b, i, j| b.at(j, i), b.cols, b.rows)
+    pack_panels::<NR>(b.data, (b.cols, b.col_stride), (b.rows, b.row_stride))
 }
 
-/// Panels of `W` lines (rows of `A`, columns of `B`) of the `lines x k` matrix that `read`
-/// gives element `(line, kk)` of.
+/// Panels of `W` lines of the matrix whose element (line, kk) is
+/// `data[line * line_stride + kk * k_stride]`, for `lines` lines of `k` values.
 fn pack_panels<const W: usize>(
-    matrix: Strided,
-    read: fn(&Strided, usize, usize) -> f32,
-    lines: usize,
-    k: usize,
+    data: &[f32],
+    (lines, line_stride): (usize, usize),
+    (k, k_stride): (usize, usize),
 ) -> Vec<u32> {
     let kp = pairs(k);
     let panels = lines.div_ceil(W);
     let mut packed = vec![0u32; panels * kp * W];
     if kp == 0 {
+        return packed;
+    }
+    if line_stride == 1 && k_stride != 1 && W < 16 && native_pairs() {
+        // Panels narrower than a vector: GROUP of them at a time, converted 16 lines at once.
+        const GROUP: usize = 8;
+        packed
+            .par_chunks_mut(GROUP * kp * W)
+            .enumerate()
+            .for_each(|(group, out)| {
+                let first = group * GROUP * W;
+                let width = (GROUP * W).min(lines - first);
+                pack_narrow_panels::<W>(&data[first..], k_stride, width, k, out);
+            });
         return packed;
     }
     packed
@@ -91,17 +99,143 @@ fn pack_panels<const W: usize>(
         .for_each(|(panel, out)| {
             let first = panel * W;
             let width = W.min(lines - first);
-            for line in 0..width {
-                for p in 0..kp {
-                    let low = to_bf16(read(&matrix, first + line, 2 * p));
-                    let high = if 2 * p + 1 < k {
-                        to_bf16(read(&matrix, first + line, 2 * p + 1))
-                    } else {
-                        0
-                    };
-                    out[p * W + line] = u32::from(low) | (u32::from(high) << 16);
-                }
+            let base = first * line_stride;
+            if k_stride == 1 {
+                pack_along_k(data, base, line_stride, width, k, W, out);
+            } else if line_stride == 1 && native_pairs() {
+                pack_contiguous_lines(data, base, k_stride, width, k, W, out);
+            } else {
+                pack_across_lines(data, base, (line_stride, k_stride), width, k, W, out);
             }
         });
     packed
+}
+
+/// Whether the CPU converts pairs of lines with `vcvtne2ps2bf16` (AVX512-BF16 and BW).
+fn native_pairs() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        super::engine() == super::Engine::Avx512Bf16
+            && std::arch::is_x86_feature_detected!("avx512bw")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    false
+}
+
+/// One panel of contiguous lines, a pair of `k` at a time, converted 16 lines an instruction.
+fn pack_contiguous_lines(
+    data: &[f32],
+    base: usize,
+    k_stride: usize,
+    width: usize,
+    k: usize,
+    w: usize,
+    out: &mut [u32],
+) {
+    let zeros = vec![0f32; width];
+    for p in 0..k.div_ceil(2) {
+        let low = &data[base + 2 * p * k_stride..][..width];
+        let high = if 2 * p + 1 < k {
+            &data[base + (2 * p + 1) * k_stride..][..width]
+        } else {
+            &zeros
+        };
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: `native_pairs` checked the CPU's features; the slices hold `width` values.
+        unsafe {
+            super::kernel_avx512::pack_pairs(low, high, &mut out[p * w..][..width]);
+        }
+    }
+}
+
+/// Consecutive panels of `W` contiguous lines (`width` lines in all, from `data`'s start),
+/// each pair of `k` converted for all of them at once, then spread to its panels.
+fn pack_narrow_panels<const W: usize>(
+    data: &[f32],
+    k_stride: usize,
+    width: usize,
+    k: usize,
+    out: &mut [u32],
+) {
+    let kp = pairs(k);
+    let zeros = vec![0f32; width];
+    let mut made = vec![0u32; width];
+    for p in 0..kp {
+        let low = &data[2 * p * k_stride..][..width];
+        let high = if 2 * p + 1 < k {
+            &data[(2 * p + 1) * k_stride..][..width]
+        } else {
+            &zeros
+        };
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: the caller checked `native_pairs`; the slices hold `width` values.
+        unsafe {
+            super::kernel_avx512::pack_pairs(low, high, &mut made);
+        }
+        for (line, pair) in made.iter().enumerate() {
+            out[(line / W) * kp * W + p * W + line % W] = *pair;
+        }
+    }
+}
+
+vectorized! {
+    /// One panel, reading each line's `k` values in order (they are contiguous): a line's
+    /// pairs are two neighbouring floats.
+    fn pack_along_k(
+        data: &[f32],
+        base: usize,
+        line_stride: usize,
+        width: usize,
+        k: usize,
+        w: usize,
+        out: &mut [u32]
+    ) {
+        // Each line's pairs made side by side first (a loop the compiler vectorizes), then
+        // spread to their places a panel's width apart.
+        let mut made = vec![0u32; k.div_ceil(2)];
+        for line in 0..width {
+            let row = &data[base + line * line_stride..][..k];
+            let (pairs, odd) = row.split_at(k & !1);
+            for (pair, two) in made.iter_mut().zip(pairs.chunks_exact(2)) {
+                *pair = u32::from(to_bf16(two[0])) | (u32::from(to_bf16(two[1])) << 16);
+            }
+            if let [last] = odd {
+                made[k / 2] = u32::from(to_bf16(*last));
+            }
+            for (p, pair) in made.iter().enumerate() {
+                out[p * w + line] = *pair;
+            }
+        }
+    }
+}
+
+vectorized! {
+    /// One panel, a pair of `k` at a time across its lines (the lines contiguous, or neither
+    /// dimension is).
+    fn pack_across_lines(
+        data: &[f32],
+        base: usize,
+        strides: (usize, usize),
+        width: usize,
+        k: usize,
+        w: usize,
+        out: &mut [u32]
+    ) {
+        let (line_stride, k_stride) = strides;
+        for p in 0..k.div_ceil(2) {
+            let low = base + 2 * p * k_stride;
+            let pairs = &mut out[p * w..][..width];
+            if 2 * p + 1 < k {
+                let high = low + k_stride;
+                for (line, pair) in pairs.iter_mut().enumerate() {
+                    let (x, y) = (data[low + line * line_stride], data[high + line * line_stride]);
+                    *pair = u32::from(to_bf16(x)) | (u32::from(to_bf16(y)) << 16);
+                }
+            } else {
+                for (line, pair) in pairs.iter_mut().enumerate() {
+                    *pair = u32::from(to_bf16(data[low + line * line_stride]));
+                }
+            }
+        }
+    }
 }
