@@ -10,6 +10,8 @@
 //! side by side, the order `vdpbf16ps` takes them in.
 
 mod autocast;
+#[cfg(target_arch = "x86_64")]
+mod convert_avx512;
 mod gemm;
 #[cfg(target_arch = "x86_64")]
 mod kernel_avx512;

@@ -47,7 +47,6 @@ impl Strided<'_> {
             ..self
         }
     }
-
 }
 
 /// `k` pairs: `k` rounded up to even, halved.
@@ -143,7 +142,7 @@ fn pack_contiguous_lines(
         #[cfg(target_arch = "x86_64")]
         // SAFETY: `native_pairs` checked the CPU's features; the slices hold `width` values.
         unsafe {
-            super::kernel_avx512::pack_pairs(low, high, &mut out[p * w..][..width]);
+            super::convert_avx512::pack_pairs(low, high, &mut out[p * w..][..width]);
         }
     }
 }
@@ -170,7 +169,7 @@ fn pack_narrow_panels<const W: usize>(
         #[cfg(target_arch = "x86_64")]
         // SAFETY: the caller checked `native_pairs`; the slices hold `width` values.
         unsafe {
-            super::kernel_avx512::pack_pairs(low, high, &mut made);
+            super::convert_avx512::pack_pairs(low, high, &mut made);
         }
         for (line, pair) in made.iter().enumerate() {
             out[(line / W) * kp * W + p * W + line % W] = *pair;
