@@ -140,8 +140,19 @@ fn send_signal(flag: &str, child: &Child) {
 
 #[test]
 fn a_run_stopped_mid_epoch_and_resumed_logs_exactly_the_losses_of_an_uninterrupted_run() {
+    stopped_and_resumed_runs_match_the_uninterrupted_one("");
+}
+
+#[test]
+fn a_bf16_run_resumes_exactly_too() {
+    // bf16 products on the CPU are deterministic: each output is summed by one thread in
+    // one order, whatever the split.
+    stopped_and_resumed_runs_match_the_uninterrupted_one("dtype = \"bf16\"\n");
+}
+
+fn stopped_and_resumed_runs_match_the_uninterrupted_one(extra_training: &str) {
     let dir = TempDir::new().unwrap();
-    let config = write_config(dir.path(), 6, "");
+    let config = write_config(dir.path(), 6, extra_training);
     let (whole, parts) = (dir.path().join("whole"), dir.path().join("parts"));
     train(&config, &whole, &[]);
     let stopped = train(&config, &parts, &["--stop-at-step", "7"]);
