@@ -79,16 +79,17 @@ fn pack_panels<const W: usize>(
     if kp == 0 {
         return packed;
     }
-    if line_stride == 1 && k_stride != 1 && W < 16 && native_pairs() {
-        // Panels narrower than a vector: GROUP of them at a time, converted 16 lines at once.
-        const GROUP: usize = 8;
+    if line_stride == 1 && k_stride != 1 && native_pairs() {
+        // Lines contiguous: each pair of `k` converted 16 lines an instruction, panels
+        // narrower than a vector a GROUP at a time.
+        let group = if W < 16 { 8 } else { 1 };
         packed
-            .par_chunks_mut(GROUP * kp * W)
+            .par_chunks_mut(group * kp * W)
             .enumerate()
-            .for_each(|(group, out)| {
-                let first = group * GROUP * W;
-                let width = (GROUP * W).min(lines - first);
-                pack_narrow_panels::<W>(&data[first..], k_stride, width, k, out);
+            .for_each(|(index, out)| {
+                let first = index * group * W;
+                let width = (group * W).min(lines - first);
+                pack_contiguous_lines::<W>(&data[first..], k_stride, width, k, out);
             });
         return packed;
     }
@@ -101,8 +102,6 @@ fn pack_panels<const W: usize>(
             let base = first * line_stride;
             if k_stride == 1 {
                 pack_along_k(data, base, line_stride, width, k, W, out);
-            } else if line_stride == 1 && native_pairs() {
-                pack_contiguous_lines(data, base, k_stride, width, k, W, out);
             } else {
                 pack_across_lines(data, base, (line_stride, k_stride), width, k, W, out);
             }
@@ -121,35 +120,10 @@ fn native_pairs() -> bool {
     false
 }
 
-/// One panel of contiguous lines, a pair of `k` at a time, converted 16 lines an instruction.
-fn pack_contiguous_lines(
-    data: &[f32],
-    base: usize,
-    k_stride: usize,
-    width: usize,
-    k: usize,
-    w: usize,
-    out: &mut [u32],
-) {
-    let zeros = vec![0f32; width];
-    for p in 0..k.div_ceil(2) {
-        let low = &data[base + 2 * p * k_stride..][..width];
-        let high = if 2 * p + 1 < k {
-            &data[base + (2 * p + 1) * k_stride..][..width]
-        } else {
-            &zeros
-        };
-        #[cfg(target_arch = "x86_64")]
-        // SAFETY: `native_pairs` checked the CPU's features; the slices hold `width` values.
-        unsafe {
-            super::convert_avx512::pack_pairs(low, high, &mut out[p * w..][..width]);
-        }
-    }
-}
-
 /// Consecutive panels of `W` contiguous lines (`width` lines in all, from `data`'s start),
-/// each pair of `k` converted for all of them at once, then spread to its panels.
-fn pack_narrow_panels<const W: usize>(
+/// each pair of `k` converted for all of them at once: straight into its place when they fit
+/// one panel, else spread to their panels.
+fn pack_contiguous_lines<const W: usize>(
     data: &[f32],
     k_stride: usize,
     width: usize,
@@ -157,8 +131,17 @@ fn pack_narrow_panels<const W: usize>(
     out: &mut [u32],
 ) {
     let kp = pairs(k);
-    let zeros = vec![0f32; width];
-    let mut made = vec![0u32; width];
+    // The missing partner of an odd `k`'s last value.
+    let zeros = if k % 2 == 1 {
+        vec![0f32; width]
+    } else {
+        Vec::new()
+    };
+    let mut spread = if width > W {
+        vec![0u32; width]
+    } else {
+        Vec::new()
+    };
     for p in 0..kp {
         let low = &data[2 * p * k_stride..][..width];
         let high = if 2 * p + 1 < k {
@@ -166,12 +149,17 @@ fn pack_narrow_panels<const W: usize>(
         } else {
             &zeros
         };
+        let pairs = if width > W {
+            &mut spread[..]
+        } else {
+            &mut out[p * W..][..width]
+        };
         #[cfg(target_arch = "x86_64")]
         // SAFETY: the caller checked `native_pairs`; the slices hold `width` values.
         unsafe {
-            super::convert_avx512::pack_pairs(low, high, &mut made);
+            super::convert_avx512::pack_pairs(low, high, pairs);
         }
-        for (line, pair) in made.iter().enumerate() {
+        for (line, pair) in spread.iter().enumerate() {
             out[(line / W) * kp * W + p * W + line % W] = *pair;
         }
     }
