@@ -369,6 +369,17 @@ fn train_never_removes_what_no_run_wrote_and_never_trains_into_a_checkpoint() {
 }
 
 #[test]
+fn bench_refuses_a_dtype_its_decoding_workloads_would_ignore() {
+    transformer()
+        .args(["bench", "greedy1", "--steps", "1", "--dtype", "bf16"])
+        .assert()
+        .code(2)
+        .stderr(contains(
+            "--dtype bf16 applies to the training workloads and matmul only",
+        ));
+}
+
+#[test]
 fn a_missing_config_file_is_named() {
     transformer()
         .args(["train", "--config", "configs/nope.toml"])

@@ -19,6 +19,20 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         device: args.device.device.for_local_rank(collective.local_rank()),
     };
     let device = super::device_from(&device_args, Verbosity::Normal)?;
+    let takes_dtype = [
+        BenchWorkload::Matmul,
+        BenchWorkload::ToyTrain,
+        BenchWorkload::Copy,
+        BenchWorkload::Multi30k,
+    ];
+    if args.dtype != crate::config::ComputeDtype::F32 && !takes_dtype.contains(&args.workload) {
+        return Err(super::UsageError(format!(
+            "--dtype {} applies to the training workloads and matmul only; decoding runs in \
+             float32 (--compute-type int8 for int8)",
+            args.dtype.name()
+        ))
+        .into());
+    }
     let distributed = [BenchWorkload::Multi30k, BenchWorkload::Allreduce];
     if collective.world() > 1 && !distributed.contains(&args.workload) {
         anyhow::bail!("under mpirun only the multi30k and allreduce workloads run");

@@ -91,6 +91,15 @@ impl ComputeDtype {
         }
     }
 
+    /// As a config names it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::F32 => "f32",
+            Self::Bf16 => "bf16",
+            Self::F16 => "f16",
+        }
+    }
+
     pub fn candle(self) -> candle_core::DType {
         match self {
             Self::F32 => candle_core::DType::F32,

@@ -8,7 +8,7 @@
 
 use std::sync::OnceLock;
 
-use candle_core::{CpuStorage, CustomOp1, Layout, Result, Shape, Tensor};
+use candle_core::{CpuStorage, CustomOp1, DType, Layout, Result, Shape, Tensor};
 
 use super::int8::QuantizedMatrix;
 use super::{fused_runs, linear_fused};
@@ -18,6 +18,12 @@ use super::{fused_runs, linear_fused};
 pub fn linear(xs: &Tensor, weight: &Tensor, bias: Option<&Tensor>) -> Result<Tensor> {
     if fused_runs(&operands(xs, weight, bias)) {
         return linear_fused::linear(xs, weight, bias);
+    }
+    // A bf16 autocast scope holds on the composed path too: the operands rounded to bf16
+    // (and back, so the product sums in f32), the rounding passing gradients straight on.
+    if super::bf16::active().is_some() && weight.track_op() && xs.dtype() == DType::F32 {
+        let round = |t: &Tensor| t.to_dtype(DType::BF16)?.to_dtype(DType::F32);
+        return composed(&round(xs)?, &round(weight)?, bias);
     }
     composed(xs, weight, bias)
 }
@@ -135,12 +141,25 @@ mod tests {
                 let w =
                     Var::from_tensor(&Tensor::randn(0f32, 1., (70, 67), &dev).unwrap()).unwrap();
                 let b = Var::from_tensor(&Tensor::randn(0f32, 1., 70, &dev).unwrap()).unwrap();
-                // bf16 keeps 8 bits: each product is off by about 2^-8 of itself.
+                // bf16 keeps 8 bits: each product is off by about 2^-8 of itself. (The
+                // composed side rounds its operands in the scope too; the fused one against
+                // f32 is `bf16::tests`' rounded-product check.)
                 assert_fused_matches_composed(&[&x, &w, &b], 2e-2, || {
                     linear(x.as_tensor(), w.as_tensor(), Some(b.as_tensor())).unwrap()
                 });
             }
         }
+    }
+
+    #[test]
+    fn the_composed_path_rounds_in_a_bf16_scope_too() {
+        let dev = Device::Cpu;
+        let x = Tensor::new(&[[1.0f32 + 1.0 / 1024.0]], &dev).unwrap();
+        let w = Var::from_tensor(&Tensor::new(&[[1.0f32]], &dev).unwrap()).unwrap();
+        let _composed = crate::kernels::composed_only();
+        let _bf16 = crate::kernels::bf16::autocast(crate::kernels::bf16::engine());
+        let rounded = linear(&x, w.as_tensor(), None).unwrap();
+        assert_eq!(rounded.to_vec2::<f32>().unwrap()[0][0], 1.0);
     }
 
     #[test]
