@@ -69,7 +69,7 @@ vectorized!(
 
 vectorized!(
     /// `log sum_j e^(x_j)` of a row, by way of its maximum.
-    fn row_log_sum_exp(row: &[f32]) -> f32 {
+    pub(super) fn row_log_sum_exp(row: &[f32]) -> f32 {
         let max = row_max(row);
         log_sum_exp::<FUSED>(row, max)
     }
@@ -98,7 +98,7 @@ fn row_max(row: &[f32]) -> f32 {
 
 /// `max + ln sum_j e^(x_j - max)`, the exponentials summed over 16 lanes.
 #[inline(always)]
-fn log_sum_exp<const FUSED: bool>(row: &[f32], max: f32) -> f32 {
+pub(super) fn log_sum_exp<const FUSED: bool>(row: &[f32], max: f32) -> f32 {
     const LANES: usize = 16;
     let mut lanes = [0f32; LANES];
     let whole = row.len() / LANES * LANES;

@@ -50,7 +50,15 @@ pub fn scaled_dot_product(
     // In half precision the scores, the mask's -1e9 and the softmax are f32 (as PyTorch's
     // autocast does): exp and the row sums overflow or lose the small probabilities otherwise.
     let compute_dtype = query.dtype();
-    let scores = (query.matmul(&key.t()?)? / (d_k as f64).sqrt())?.to_dtype(DType::F32)?;
+    // A bf16 autocast scope holds on the composed path too: the products' operands rounded to
+    // bf16 (and back, so that they sum in f32), the rounding passing gradients straight on.
+    let autocast = super::bf16::active().is_some() && tracked && compute_dtype == DType::F32;
+    let round = |t: &Tensor| match autocast {
+        true => t.to_dtype(DType::BF16)?.to_dtype(DType::F32),
+        false => Ok(t.clone()),
+    };
+    let scores =
+        (round(query)?.matmul(&round(key)?.t()?)? / (d_k as f64).sqrt())?.to_dtype(DType::F32)?;
     let scores = match mask {
         Some(mask) => masked_fill(&scores, mask, MASKED_SCORE)?,
         None => scores,
@@ -62,7 +70,10 @@ pub fn scaled_dot_product(
         candle_nn::ops::softmax_last_dim(&scores)?
     };
     let dropped = dropout(&probabilities, dropout_p, mode)?.to_dtype(compute_dtype)?;
-    Ok((dropped.matmul(value)?, Some(probabilities)))
+    Ok((
+        round(&dropped)?.matmul(&round(value)?)?,
+        Some(probabilities),
+    ))
 }
 
 /// Softmax over the last dimension from differentiable ops (candle's fused
@@ -130,6 +141,56 @@ mod tests {
                     .0
             });
         }
+    }
+
+    /// In a bf16 scope both paths round the products' operands: the fused one against the
+    /// composed one within bf16's rounding, forward and backward, on every engine.
+    #[test]
+    fn in_a_bf16_scope_the_fused_attention_matches_the_composed_one_within_bf16_rounding() {
+        use crate::kernels::bf16::{autocast, engine, Engine};
+        let dev = Device::Cpu;
+        let (batch, heads, q_len, k_len, d_k) = (2, 3, 7, 9, 5);
+        let var = |len: usize| {
+            let t = Tensor::randn(0f32, 1., (batch, heads, len, d_k), &dev).unwrap();
+            Var::from_tensor(&t).unwrap()
+        };
+        let (qv, kv, vv) = (var(q_len), var(k_len), var(k_len));
+        let allowed: Vec<u8> = (0..q_len * k_len).map(|i| u8::from(i % 4 != 3)).collect();
+        let mask = Tensor::from_vec(allowed, (1, 1, q_len, k_len), &dev).unwrap();
+        for scope in [engine(), Engine::Emulated] {
+            let _bf16 = autocast(scope);
+            for p in [0.0, 0.2] {
+                assert_fused_matches_composed(&[&qv, &kv, &vv], 3e-2, || {
+                    let rng = DropoutRng::new(4);
+                    let (q, k, v) = (qv.as_tensor(), kv.as_tensor(), vv.as_tensor());
+                    scaled_dot_product(q, k, v, Some(&mask), p, Mode::Train(&rng))
+                        .unwrap()
+                        .0
+                });
+            }
+        }
+    }
+
+    /// 1 + 2^-10 is 1 in bf16: one key, so that the output is V itself, rounded in a scope
+    /// (on both paths) and exact outside one.
+    #[test]
+    fn a_bf16_scope_rounds_the_products_operands_and_only_inside_it() {
+        use crate::kernels::bf16::{autocast, engine};
+        let dev = Device::Cpu;
+        let exact = 1.0f32 + 1.0 / 1024.0;
+        let one = |x: f32| Var::from_tensor(&Tensor::new(&[[[[x]]]], &dev).unwrap()).unwrap();
+        let (q, k, v) = (one(0.5), one(0.25), one(exact));
+        let attend = || {
+            let rng = DropoutRng::new(1);
+            let (q, k, v) = (q.as_tensor(), k.as_tensor(), v.as_tensor());
+            let out = scaled_dot_product(q, k, v, None, 0.0, Mode::Train(&rng)).unwrap();
+            out.0.flatten_all().unwrap().to_vec1::<f32>().unwrap()[0]
+        };
+        assert_eq!(attend(), exact);
+        let _bf16 = autocast(engine());
+        assert_eq!(attend(), 1.0, "fused");
+        let _composed = crate::kernels::composed_only();
+        assert_eq!(attend(), 1.0, "composed");
     }
 
     #[test]

@@ -77,6 +77,17 @@ fn multiply_block(
                 let (r0, height) = (row_panel * MR, MR.min(m - row_panel * MR));
                 let a_panel = &a[(first_panel + row_panel) * kp * MR..][..kp * MR];
                 let a_chunk = &a_panel[p0 * MR..][..chunk * MR];
+                #[cfg(target_arch = "x86_64")]
+                if engine == Engine::Avx512Bf16 && (height, width) == (MR, NR) {
+                    // A whole tile: summed into `c` in place.
+                    let c = &mut rows[r0 * n + c0..][..(MR - 1) * n + NR];
+                    // SAFETY: the engine is only chosen where the CPU has AVX512F and
+                    // AVX512-BF16; the slices hold `chunk` pairs of their panels and `c` MR
+                    // rows of NR floats, n >= NR apart.
+                    unsafe { kernel_avx512::tile(chunk, a_chunk, b_chunk, c.as_mut_ptr(), n) };
+                    continue;
+                }
+                // At the edges, through a scratch tile (what lands past the edge is dropped).
                 for r in 0..height {
                     tile[r * NR..][..width].copy_from_slice(&rows[(r0 + r) * n + c0..][..width]);
                 }
@@ -96,7 +107,7 @@ fn run_kernel(engine: Engine, kp: usize, a: &[u32], b: &[u32], tile: &mut [f32; 
         // SAFETY: `Engine::Avx512Bf16` is only chosen (by `engine()`, or by a test that
         // checked first) where the CPU has AVX512F and AVX512-BF16; the slices hold `kp`
         // pairs of their panels.
-        Engine::Avx512Bf16 => unsafe { kernel_avx512::tile(kp, a, b, tile) },
+        Engine::Avx512Bf16 => unsafe { kernel_avx512::tile(kp, a, b, tile.as_mut_ptr(), NR) },
         _ => kernel_emulated::tile(kp, a, b, tile),
     }
 }

@@ -6,19 +6,22 @@ use std::arch::x86_64::*;
 
 use super::pack::{MR, NR};
 
-/// Adds `A`'s panel times `B`'s panel (`kp` pairs each) to `tile` (`MR x NR`, row-major).
+/// Adds `A`'s panel times `B`'s panel (`kp` pairs each) to the `MR x NR` block of `c` whose
+/// rows start `c_stride` floats apart: a whole tile of the product in place, or a scratch
+/// tile at its edges.
 ///
 /// # Safety
-/// The CPU must have AVX512F and AVX512-BF16; `a` holds `kp * MR` words and `b` `kp * NR`.
+/// The CPU must have AVX512F and AVX512-BF16; `a` holds `kp * MR` words and `b` `kp * NR`;
+/// `c` holds `MR` rows of `NR` floats, `c_stride` apart (`c_stride >= NR`).
 #[target_feature(enable = "avx512f,avx512bf16")]
-pub(super) unsafe fn tile(kp: usize, a: &[u32], b: &[u32], tile: &mut [f32; MR * NR]) {
-    debug_assert!(a.len() >= kp * MR && b.len() >= kp * NR);
-    let (a, b, t) = (a.as_ptr(), b.as_ptr(), tile.as_mut_ptr());
+pub(super) unsafe fn tile(kp: usize, a: &[u32], b: &[u32], c: *mut f32, c_stride: usize) {
+    debug_assert!(a.len() >= kp * MR && b.len() >= kp * NR && c_stride >= NR);
+    let (a, b, t) = (a.as_ptr(), b.as_ptr(), c);
     let mut sums = [[_mm512_setzero_ps(); 4]; MR];
     for (r, row) in sums.iter_mut().enumerate() {
         for (v, sum) in row.iter_mut().enumerate() {
-            // SAFETY: the tile holds MR x NR floats.
-            *sum = unsafe { _mm512_loadu_ps(t.add(r * NR + v * 16)) };
+            // SAFETY: the caller's `c` holds MR rows of NR floats, c_stride apart.
+            *sum = unsafe { _mm512_loadu_ps(t.add(r * c_stride + v * 16)) };
         }
     }
     for p in 0..kp {
@@ -41,7 +44,7 @@ pub(super) unsafe fn tile(kp: usize, a: &[u32], b: &[u32], tile: &mut [f32; MR *
     for (r, row) in sums.iter().enumerate() {
         for (v, sum) in row.iter().enumerate() {
             // SAFETY: as for the loads.
-            unsafe { _mm512_storeu_ps(t.add(r * NR + v * 16), *sum) };
+            unsafe { _mm512_storeu_ps(t.add(r * c_stride + v * 16), *sum) };
         }
     }
 }

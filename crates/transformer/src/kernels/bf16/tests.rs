@@ -117,7 +117,8 @@ fn transposed_operands_are_read_through_their_strides() {
 
 #[test]
 fn accumulating_adds_to_what_c_holds() {
-    let (m, k, n) = (9, 20, 11);
+    // Whole tiles (summed in place) and edges (through the scratch tile), two chunks of k.
+    let (m, k, n) = (13, 300, 130);
     let (a, b) = (random(m * k, 5), random(k * n, 6));
     for engine in engines() {
         let mut once = vec![0f32; m * n];

@@ -78,6 +78,7 @@ impl AttentionGradOp {
             grad_out,
             (1, d_k),
             1.0,
+            extras.bf16,
         );
         // dP = (dO V^T) * D.
         let mut grad_probs = vec![0f32; q_len * k_len];
@@ -89,6 +90,7 @@ impl AttentionGradOp {
             v,
             (d_k, 1),
             1.0,
+            extras.bf16,
         );
         if let Some(f) = factors {
             grad_probs.iter_mut().zip(f).for_each(|(g, f)| *g *= f);
@@ -119,6 +121,7 @@ impl AttentionGradOp {
             k,
             (1, d_k),
             extras.scale,
+            extras.bf16,
         );
         product(
             dk,
@@ -128,6 +131,7 @@ impl AttentionGradOp {
             q,
             (1, d_k),
             extras.scale,
+            extras.bf16,
         );
     }
 }

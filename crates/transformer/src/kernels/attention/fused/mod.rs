@@ -15,12 +15,17 @@
 //! dV = Pd^T dO,  dP = (dO V^T) * D,  dS = P * (dP - rowsum(dP * P)) (0 where masked)
 //! dQ = scale * dS K,  dK = scale * dS^T Q
 //! ```
+//!
+//! Inside a bf16 [`autocast`](crate::kernels::bf16::autocast) scope the five products take
+//! bf16 inputs and sum in f32 ([`crate::kernels::bf16::gemm`]), as PyTorch's autocast runs
+//! `bmm`; the mask, softmax and dropout stay f32.
 
 use candle_core::{CpuStorage, CustomOp3, Layout, Result, Shape, Tensor};
 use std::sync::Arc;
 
 use rayon::prelude::*;
 
+use crate::kernels::bf16::{self, Engine};
 use crate::kernels::contiguous_input;
 use backward::AttentionGradOp;
 
@@ -37,6 +42,8 @@ struct Extras {
     mask: Option<Arc<Vec<u8>>>,
     /// Inverted-dropout factors (0 or 1 / (1 - p)) per (batch, head, query, key).
     dropout: Option<Arc<Vec<f32>>>,
+    /// Products in bf16 on this engine (inside an autocast scope when the op was made).
+    bf16: Option<Engine>,
 }
 
 /// The forward node.
@@ -69,6 +76,7 @@ pub fn attention(
         masked_score,
         mask,
         dropout: dropout.map(Arc::new),
+        bf16: bf16::active(),
     };
     query.contiguous()?.apply_op3(
         &key.contiguous()?,
@@ -129,8 +137,9 @@ impl<'a> Inputs<'a> {
     }
 }
 
-/// `dst (m, n) = alpha * lhs (m, k) rhs (k, n)` on one thread; operands given by their
-/// (column, row) strides, so that transposes are free.
+/// `dst (m, n) = alpha * lhs (m, k) rhs (k, n)` on one thread (f32), or from bf16 inputs on
+/// `bf16`'s engine; operands given by their (column, row) strides, so that transposes are
+/// free.
 #[allow(clippy::too_many_arguments)]
 fn product(
     dst: &mut [f32],
@@ -140,9 +149,28 @@ fn product(
     rhs: &[f32],
     (rhs_cs, rhs_rs): (usize, usize),
     alpha: f32,
+    bf16: Option<Engine>,
 ) {
     debug_assert!(dst.len() >= m * n);
     if m == 0 || n == 0 {
+        return;
+    }
+    if let Some(engine) = bf16 {
+        let operand = |data, rows, cols, (col_stride, row_stride)| bf16::Operand {
+            data,
+            rows,
+            cols,
+            row_stride,
+            col_stride,
+        };
+        let lhs = operand(lhs, m, k, (lhs_cs, lhs_rs));
+        let rhs = operand(rhs, k, n, (rhs_cs, rhs_rs));
+        let dst = &mut dst[..m * n];
+        bf16::gemm(lhs, rhs, dst, false, engine)
+            .expect("attention's operands are the slices of their pair");
+        if alpha != 1.0 {
+            dst.iter_mut().for_each(|x| *x *= alpha);
+        }
         return;
     }
     if k == 0 {
@@ -190,6 +218,7 @@ impl Extras {
             k,
             (d_k, 1),
             self.scale,
+            self.bf16,
         );
         let batch = pair / inputs.heads;
         for (i, row) in probs.chunks_exact_mut(k_len).enumerate() {
@@ -256,6 +285,7 @@ impl CustomOp3 for AttentionOp {
                         v,
                         (1, d_k),
                         1.0,
+                        extras.bf16,
                     );
                 });
         }
