@@ -95,6 +95,10 @@ workloads="${WORKLOADS:-matmul:200 toy-train:10 copy:10 multi30k:8 greedy1:5 gre
 # The training workloads and matmul in bf16 too (BF16=0 leaves them out): ours with
 # training.dtype = "bf16" (bf16 products on the CPU's engine), PyTorch under torch.autocast.
 BF16="${BF16:-1}"
+# Where the CPU has AMX, our bf16 rows run on its tiles; the same rows on AVX512-BF16 too
+# (TRANSFORMER_BF16_ENGINE), to measure which engine is faster there.
+AMX=0
+grep -qw amx_bf16 /proc/cpuinfo && grep -qw avx512_bf16 /proc/cpuinfo && AMX=1
 for entry in $workloads; do
   workload="${entry%%:*}"
   steps="${entry##*:}"
@@ -106,6 +110,9 @@ for entry in $workloads; do
       matmul | toy-train | copy | multi30k)
         if [ "$BF16" = 1 ]; then
           run candle-bf16 "$BIN" bench "$workload" --device cpu --steps "$steps" --dtype bf16 \
+            --batches "$OUT/multi30k.safetensors"
+          [ "$AMX" = 0 ] || TRANSFORMER_BF16_ENGINE=avx512-bf16 run candle-bf16-avx512 "$BIN" \
+            bench "$workload" --device cpu --steps "$steps" --dtype bf16 \
             --batches "$OUT/multi30k.safetensors"
           [ "$PEERS" = none ] || run pytorch-bf16 "$PYTHON" scripts/bench_torch.py "$workload" \
             --steps "$steps" --threads "$THREADS" --dtype bf16 \

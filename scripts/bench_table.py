@@ -30,7 +30,7 @@ def cpu_peak(threads):
     mhz = float(next(l for l in info.splitlines() if l.startswith("cpu MHz")).split(":")[1])
     model = next(l for l in info.splitlines() if l.startswith("model name")).split(":")[1].strip()
     per_cycle = 64 if "avx512f" in flags else 32 if "fma" in flags else 8
-    vectors = [name for name in ("avx512f", "avx512_vnni", "avx512_bf16", "avx_vnni", "amx_int8", "avx2", "fma") if name in flags] or ["no AVX2"]
+    vectors = [name for name in ("avx512f", "avx512_vnni", "avx512_bf16", "avx_vnni", "amx_bf16", "amx_int8", "avx2", "fma") if name in flags] or ["no AVX2"]
     return threads * mhz * 1e6 * per_cycle, model, mhz, per_cycle, vectors
 
 
@@ -42,6 +42,23 @@ def rate(records):
 def rss_gb(records):
     """Median peak resident memory, in GB."""
     return statistics.median(r["rss_kib"] for r in records) / 1024 / 1024
+
+
+def bf16_peak(engine, threads):
+    """The bf16 engine's peak at the nominal clock, and FLOP per cycle and core: a tdpbf16ps
+    (16x16x32 products) per 16 cycles; a 512-bit vdpbf16ps (16 lanes x 2 products) a cycle,
+    two on Zen 5 (full-width pipes: AMD with VP2INTERSECT); emulation at f32's FMA peak."""
+    info = open("/proc/cpuinfo").read()
+    flags = next(l for l in info.splitlines() if l.startswith("flags")).split()
+    mhz = float(next(l for l in info.splitlines() if l.startswith("cpu MHz")).split(":")[1])
+    if "amx-bf16" in engine:
+        per_cycle = 1024
+    elif "avx512-bf16" in engine:
+        zen5 = "AuthenticAMD" in info and "avx512_vp2intersect" in flags
+        per_cycle = 128 if zen5 else 64
+    else:
+        per_cycle = 64 if "avx512f" in flags else 32 if "fma" in flags else 8
+    return threads * mhz * 1e6 * per_cycle, per_cycle
 
 
 def bf16_engine(runs, rows):
@@ -92,9 +109,13 @@ def main():
         print("\nbf16 mixed precision (ours: training.dtype = \"bf16\", "
               f"{bf16_engine(runs, bf16)}; PyTorch: torch.autocast(\"cpu\", torch.bfloat16)), "
               "against both PyTorch rows:\n")
+        engine = bf16_engine(runs, bf16)
+        bf16_max, bf16_per_cycle = bf16_peak(engine, args.threads)
+        print(f"Engine peak: {bf16_per_cycle} FLOP/cycle/core at the nominal clock = "
+              f"{bf16_max / 1e9:.0f} GFLOP/s (turbo clocks can pass it).\n")
         print("| workload | unit | ours bf16 | PyTorch bf16 | PyTorch f32 | ours bf16 / PyTorch bf16 "
               "| ours bf16 / PyTorch f32 | ours bf16 / ours f32 | peak RSS ours bf16 | "
-              "peak RSS PyTorch bf16 | GFLOP/s ours bf16 |")
+              "peak RSS PyTorch bf16 | GFLOP/s ours bf16 (of peak) |")
         print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
         for workload, name in bf16:
             ours = runs[(workload, "candle-bf16")]
@@ -106,7 +127,18 @@ def main():
             print(f"| {name} | {ours[0]['unit']}/s | {value(ours)} | {value(theirs)} | "
                   f"{value(f32_theirs)} | {ratio(ours, theirs)} | {ratio(ours, f32_theirs)} | "
                   f"{ratio(ours, f32_ours)} | {rss_gb(ours):.2f} GB | "
-                  f"{rss_gb(theirs) if theirs else 0:.2f} GB | {gflops:.1f} |")
+                  f"{rss_gb(theirs) if theirs else 0:.2f} GB | {gflops:.1f} "
+                  f"({gflops * 1e9 / bf16_max:.0%}) |")
+        avx512 = [(w, n) for w, n in bf16 if runs.get((w, "candle-bf16-avx512"))]
+        if avx512:
+            print("\nThe same bf16 rows on AVX512-BF16 instead of AMX "
+                  "(TRANSFORMER_BF16_ENGINE=avx512-bf16):\n")
+            print("| workload | unit | AMX | AVX512-BF16 | AMX / AVX512-BF16 |")
+            print("|---|---|---:|---:|---:|")
+            for workload, name in avx512:
+                amx, vec = runs[(workload, "candle-bf16")], runs[(workload, "candle-bf16-avx512")]
+                print(f"| {name} | {amx[0]['unit']}/s | {rate(amx):.4g} | {rate(vec):.4g} | "
+                      f"**{rate(amx) / rate(vec):.2f}x** |")
 
     baseline = [(w, n) for w, n in NAMES.items() if runs.get((w, "baseline"))]
     if baseline:

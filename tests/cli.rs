@@ -379,6 +379,38 @@ fn bench_refuses_a_dtype_its_decoding_workloads_would_ignore() {
         ));
 }
 
+/// `TRANSFORMER_BF16_ENGINE` picks another engine the CPU has (emulation, always), and the
+/// JSON says which ran; a name that is no engine is a warning naming the variable and the
+/// engines, and the best engine runs.
+#[test]
+fn the_bf16_engine_can_be_chosen_and_a_wrong_name_is_a_warning() {
+    let bench = |engine: &str| {
+        let out = transformer()
+            .args(["bench", "matmul", "--steps", "1", "--dtype", "bf16"])
+            .env("TRANSFORMER_BF16_ENGINE", engine)
+            .output()
+            .unwrap();
+        let text = |bytes: Vec<u8>| String::from_utf8(bytes).unwrap();
+        let (stdout, stderr) = (text(out.stdout), text(out.stderr));
+        assert!(out.status.success(), "{stderr}");
+        (stdout, stderr)
+    };
+    let (json, _) = bench("emulated");
+    assert!(
+        json.contains("\"precision\":\"bf16 products (emulated)\""),
+        "{json}"
+    );
+    let (json, warning) = bench("fastest");
+    assert!(
+        warning.contains(
+            "warning: TRANSFORMER_BF16_ENGINE=\"fastest\" is not a bf16 engine (one of \
+             amx-bf16, avx512-bf16, emulated); using "
+        ),
+        "{warning}"
+    );
+    assert!(json.contains("\"precision\":\"bf16 products ("), "{json}");
+}
+
 #[test]
 fn a_missing_config_file_is_named() {
     transformer()

@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use candle_core::{DType, Device, Tensor};
 use candle_nn::VarMap;
-use rand::{Rng, SeedableRng};
+use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
 
@@ -24,11 +24,10 @@ use crate::config::{ComputeDtype, Config, ModelConfig};
 use crate::corpus::{read_corpus, SentencePair};
 use crate::distributed::{Collective, SingleProcess};
 use crate::model::{TrainedWeights, VocabSizes};
-use crate::tokenize::specials::BOS_ID;
 use crate::tokenize::Tokenizers;
 use crate::train::precision::Precision;
 use crate::train::{Trainer, TrainingData};
-use crate::training_data::{encode_pairs, EncodedCorpus, EncodedPair, IdWidth, PaddedBatch};
+use crate::training_data::{copy_task_batch, encode_pairs, EncodedCorpus, IdWidth, PaddedBatch};
 
 /// Training steps run before timing starts (allocator and caches warm up).
 const WARMUP_STEPS: usize = 2;
@@ -182,20 +181,7 @@ pub fn copy_task(
     config.training.warmup = 400;
     let mut trainer = trainer(config, 11, device, Box::new(SingleProcess))?;
     let mut rng = ChaCha8Rng::seed_from_u64(0);
-    let mut batch_for = |_| {
-        let pairs: Vec<EncodedPair> = (0..80)
-            .map(|_| {
-                // The reference's data_gen: column 0 is 1 (here <s>), then 9 symbols in 1..11.
-                let mut ids = vec![BOS_ID];
-                ids.extend((0..9).map(|_| rng.random_range(4..11u32)));
-                EncodedPair {
-                    src: ids.clone(),
-                    tgt: ids,
-                }
-            })
-            .collect();
-        PaddedBatch::new(&pairs.iter().collect::<Vec<_>>())
-    };
+    let mut batch_for = |_| copy_task_batch(&mut rng, 80);
     time_training("copy", &mut trainer, (steps, 1), "tokens", &mut batch_for)
 }
 

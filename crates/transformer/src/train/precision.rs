@@ -5,9 +5,10 @@
 //! - on a GPU, bf16 or f16: the step runs over casts of the weights in that dtype (candle's
 //!   half-precision ops), whose backward pass brings each gradient back to f32;
 //! - on the CPU, bf16: PyTorch's autocast. The passes run over the f32 weights, and the
-//!   products of the linear layers being trained (forward and backward) take bf16 inputs and
-//!   sum in f32 on the CPU's bf16 engine ([`crate::kernels::bf16`]); layer norm, softmax, the
-//!   loss and dropout stay f32. No loss scaling: bf16 keeps f32's exponent.
+//!   products of the linear layers being trained and of attention (forward and backward) take
+//!   bf16 inputs and sum in f32 on the CPU's bf16 engine ([`crate::kernels::bf16`]: AMX,
+//!   AVX512-BF16 or emulated); layer norm, softmax, the loss and dropout stay f32. No loss
+//!   scaling: bf16 keeps f32's exponent.
 
 use candle_core::{DType, Device};
 
@@ -31,11 +32,14 @@ impl Precision {
             (ComputeDtype::F32, _) => Self::F32,
             (ComputeDtype::Bf16, true) => {
                 let engine = bf16::engine();
+                let why = match bf16::available()[0].is_native() {
+                    true => "TRANSFORMER_BF16_ENGINE asks for emulation",
+                    false => "this CPU has no bf16 products (neither AMX-BF16 nor AVX512-BF16)",
+                };
                 if !engine.is_native() {
                     log::warn!(
-                        "this CPU has no bf16 products (no AVX512-BF16): training.dtype = \
-                         \"bf16\" rounds the products' inputs to bf16 but multiplies in f32, \
-                         slower than dtype = \"f32\""
+                        "{why}: training.dtype = \"bf16\" rounds the products' inputs to bf16 \
+                         but multiplies in f32, slower than dtype = \"f32\""
                     );
                 }
                 Self::Bf16Products(engine)

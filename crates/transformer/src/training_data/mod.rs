@@ -7,6 +7,7 @@ pub mod cache;
 mod cache_entry;
 mod cache_key;
 mod checksum;
+mod copy_task;
 mod encode;
 pub mod encoded;
 mod epoch_plan;
@@ -15,6 +16,7 @@ mod pair;
 
 pub use batch::{encode_pairs, epoch_batches, ordered_batches, PaddedBatch};
 pub use cache::{CacheUse, CorpusCache, PreparedCorpus};
+pub use copy_task::{copy_task_batch, COPY_SYMBOLS};
 pub use encode::encode_training_corpus;
 pub use encoded::{EncodedCorpus, Fnv1a, IdWidth};
 pub use epoch_plan::EpochPlan;

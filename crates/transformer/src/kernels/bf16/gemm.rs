@@ -38,6 +38,15 @@ pub fn gemm(
     if m == 0 || n == 0 || k == 0 {
         return Ok(());
     }
+    #[cfg(target_arch = "x86_64")]
+    if engine == Engine::Amx {
+        if *super::amx::tiles() != super::amx::Tiles::Granted {
+            return Err("bf16 gemm: AMX tiles are not available to this process".into());
+        }
+        // SAFETY: the tiles are granted, and the operands fit and are not empty.
+        unsafe { super::amx::gemm_add(a, b, c) };
+        return Ok(());
+    }
     let (a, b) = rayon::join(|| pack_a(a), || pack_b(b));
     let kp = pairs(k);
     let threads = rayon::current_num_threads().max(1);
@@ -76,7 +85,8 @@ fn multiply_block(
             for row_panel in 0..m.div_ceil(MR) {
                 let (r0, height) = (row_panel * MR, MR.min(m - row_panel * MR));
                 let a_panel = &a[(first_panel + row_panel) * kp * MR..][..kp * MR];
-                let a_chunk = &a_panel[p0 * MR..][..chunk * MR];
+                // The panel's rows from pair p0 on, kp words apart.
+                let a_chunk = &a_panel[p0..][..(MR - 1) * kp + chunk];
                 #[cfg(target_arch = "x86_64")]
                 if engine == Engine::Avx512Bf16 && (height, width) == (MR, NR) {
                     // A whole tile: summed into `c` in place.
@@ -84,14 +94,16 @@ fn multiply_block(
                     // SAFETY: the engine is only chosen where the CPU has AVX512F and
                     // AVX512-BF16; the slices hold `chunk` pairs of their panels and `c` MR
                     // rows of NR floats, n >= NR apart.
-                    unsafe { kernel_avx512::tile(chunk, a_chunk, b_chunk, c.as_mut_ptr(), n) };
+                    unsafe {
+                        kernel_avx512::tile(chunk, (a_chunk, kp), b_chunk, c.as_mut_ptr(), n)
+                    };
                     continue;
                 }
                 // At the edges, through a scratch tile (what lands past the edge is dropped).
                 for r in 0..height {
                     tile[r * NR..][..width].copy_from_slice(&rows[(r0 + r) * n + c0..][..width]);
                 }
-                run_kernel(engine, chunk, a_chunk, b_chunk, &mut tile);
+                run_kernel(engine, chunk, (a_chunk, kp), b_chunk, &mut tile);
                 for r in 0..height {
                     rows[(r0 + r) * n + c0..][..width].copy_from_slice(&tile[r * NR..][..width]);
                 }
@@ -101,13 +113,21 @@ fn multiply_block(
 }
 
 #[inline]
-fn run_kernel(engine: Engine, kp: usize, a: &[u32], b: &[u32], tile: &mut [f32; MR * NR]) {
+fn run_kernel(
+    engine: Engine,
+    kp: usize,
+    (a, a_stride): (&[u32], usize),
+    b: &[u32],
+    tile: &mut [f32; MR * NR],
+) {
     match engine {
         #[cfg(target_arch = "x86_64")]
         // SAFETY: `Engine::Avx512Bf16` is only chosen (by `engine()`, or by a test that
         // checked first) where the CPU has AVX512F and AVX512-BF16; the slices hold `kp`
         // pairs of their panels.
-        Engine::Avx512Bf16 => unsafe { kernel_avx512::tile(kp, a, b, tile.as_mut_ptr(), NR) },
-        _ => kernel_emulated::tile(kp, a, b, tile),
+        Engine::Avx512Bf16 => unsafe {
+            kernel_avx512::tile(kp, (a, a_stride), b, tile.as_mut_ptr(), NR)
+        },
+        _ => kernel_emulated::tile(kp, a, a_stride, b, tile),
     }
 }

@@ -6,9 +6,9 @@ use super::pack::{MR, NR};
 use crate::kernels::simd::fma;
 
 vectorized! {
-    /// Adds `A`'s panel times `B`'s panel (`kp` pairs each) to `tile` (`MR x NR`,
-    /// row-major).
-    pub(super) fn tile(kp: usize, a: &[u32], b: &[u32], tile: &mut [f32; MR * NR]) {
+    /// Adds `MR` rows of `A` (`kp` pairs each, rows `a_stride` words apart) times `B`'s
+    /// panel (`kp` pairs) to `tile` (`MR x NR`, row-major).
+    pub(super) fn tile(kp: usize, a: &[u32], a_stride: usize, b: &[u32], tile: &mut [f32; MR * NR]) {
         let mut low = [0f32; NR];
         let mut high = [0f32; NR];
         for p in 0..kp {
@@ -18,7 +18,7 @@ vectorized! {
                 high[j] = f32::from_bits(panel[j] & 0xffff_0000);
             }
             for r in 0..MR {
-                let pair = a[p * MR + r];
+                let pair = a[r * a_stride + p];
                 let (a_low, a_high) = (f32::from_bits(pair << 16), f32::from_bits(pair & 0xffff_0000));
                 let row = &mut tile[r * NR..][..NR];
                 for j in 0..NR {

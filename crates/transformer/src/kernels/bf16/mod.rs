@@ -3,12 +3,17 @@
 //! to bf16 (round to nearest, ties to even) as it is packed, and the products are summed in
 //! f32. Master weights, gradients and every other op stay f32.
 //!
-//! The engine is chosen once at run time ([`engine`]): AVX512-BF16's `vdpbf16ps` (two bf16
-//! products into each f32 lane per instruction: Zen 4, Zen 5, Sapphire Rapids) where the CPU
-//! has it, else the same packed data multiplied in f32 (emulated: the same rounding, f32's
-//! speed at best). Both read one packed layout ([`pack`]): pairs of consecutive `k` values
-//! side by side, the order `vdpbf16ps` takes them in.
+//! The engine is chosen once at run time ([`engine`]): AMX tiles where the CPU has AMX-BF16
+//! and the operating system grants it (Sapphire Rapids and later; checked on a product whose
+//! answer is known before it is trusted), else AVX512-BF16's `vdpbf16ps` (two bf16 products
+//! into each f32 lane per instruction: Zen 4, Zen 5, Sapphire Rapids), else the same packed
+//! data multiplied in f32 (emulated: the same rounding, f32's speed at best). All read one
+//! layout of `B` ([`pack`]): pairs of consecutive `k` values side by side, the order
+//! `vdpbf16ps` and `tdpbf16ps` take them in. `TRANSFORMER_BF16_ENGINE` (`amx-bf16`,
+//! `avx512-bf16`, `emulated`) picks a slower engine the CPU also has, to compare them.
 
+#[cfg(target_arch = "x86_64")]
+mod amx;
 mod autocast;
 #[cfg(target_arch = "x86_64")]
 mod convert_avx512;
@@ -28,6 +33,8 @@ pub use gemm::{gemm, Operand};
 /// The instructions bf16 products run on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Engine {
+    /// AMX-BF16: `tdpbf16ps` on tile registers.
+    Amx,
     /// AVX512-BF16: `vdpbf16ps` on 512-bit registers.
     Avx512Bf16,
     /// No bf16 instructions: the rounded inputs multiplied in f32.
@@ -38,6 +45,7 @@ impl Engine {
     /// What it is called in logs and `bench`'s JSON.
     pub fn name(self) -> &'static str {
         match self {
+            Self::Amx => "amx-bf16",
             Self::Avx512Bf16 => "avx512-bf16",
             Self::Emulated => "emulated",
         }
@@ -49,18 +57,115 @@ impl Engine {
     }
 }
 
-/// The best engine this CPU has, found once.
+/// The engine bf16 products run on here, chosen once: the best this CPU has (see the
+/// module docs), or the one `TRANSFORMER_BF16_ENGINE` names if the CPU has it too.
 pub fn engine() -> Engine {
-    static FOUND: OnceLock<Engine> = OnceLock::new();
-    *FOUND.get_or_init(|| {
-        #[cfg(target_arch = "x86_64")]
-        if std::arch::is_x86_feature_detected!("avx512f")
-            && std::arch::is_x86_feature_detected!("avx512bf16")
-        {
-            return Engine::Avx512Bf16;
+    static CHOSEN: OnceLock<Engine> = OnceLock::new();
+    *CHOSEN.get_or_init(|| {
+        let engines = available();
+        let best = engines[0];
+        let Ok(asked) = std::env::var(ENGINE_VARIABLE) else {
+            return best;
+        };
+        let names = |engines: &[Engine]| {
+            let names: Vec<_> = engines.iter().map(|e| e.name()).collect();
+            names.join(", ")
+        };
+        match engines.iter().find(|e| e.name() == asked) {
+            Some(&engine) => engine,
+            None if ALL.iter().any(|e| e.name() == asked) => {
+                log::warn!(
+                    "{ENGINE_VARIABLE}={asked:?}: this CPU has no {asked} (it has {}); using {}",
+                    names(engines),
+                    best.name()
+                );
+                best
+            }
+            None => {
+                log::warn!(
+                    "{ENGINE_VARIABLE}={asked:?} is not a bf16 engine (one of {}); using {}",
+                    names(&ALL),
+                    best.name()
+                );
+                best
+            }
         }
-        Engine::Emulated
     })
+}
+
+/// Names the engine to use instead of the best (for comparing them).
+const ENGINE_VARIABLE: &str = "TRANSFORMER_BF16_ENGINE";
+
+/// Every engine, fastest first where a CPU has several.
+const ALL: [Engine; 3] = [Engine::Amx, Engine::Avx512Bf16, Engine::Emulated];
+
+/// The engines this CPU runs, best first (emulation always last); found once.
+pub fn available() -> &'static [Engine] {
+    static FOUND: OnceLock<Vec<Engine>> = OnceLock::new();
+    FOUND.get_or_init(find_engines)
+}
+
+fn find_engines() -> Vec<Engine> {
+    let mut engines = Vec::new();
+    #[cfg(target_arch = "x86_64")]
+    {
+        let avx512 = std::arch::is_x86_feature_detected!("avx512f")
+            && std::arch::is_x86_feature_detected!("avx512bf16");
+        let fallback = if avx512 {
+            Engine::Avx512Bf16
+        } else {
+            Engine::Emulated
+        };
+        match amx::tiles() {
+            amx::Tiles::Missing => {}
+            amx::Tiles::Denied(reason) => log::warn!(
+                "this CPU has AMX-BF16 but {reason}: bf16 products run on {} instead",
+                fallback.name()
+            ),
+            amx::Tiles::Granted => match amx_checked() {
+                Ok(()) => engines.push(Engine::Amx),
+                Err(wrong) => log::warn!(
+                    "AMX-BF16 tiles gave a wrong product ({wrong}): bf16 products run on {} \
+                     instead",
+                    fallback.name()
+                ),
+            },
+        }
+        if avx512 {
+            engines.push(Engine::Avx512Bf16);
+        }
+    }
+    engines.push(Engine::Emulated);
+    engines
+}
+
+/// A product on the AMX tiles whose answer is known exactly (small multiples of 1/16, exact
+/// in bf16, and sums exact in f32), across tile edges in every dimension: the kernel is
+/// trusted only once it gives that answer.
+#[cfg(target_arch = "x86_64")]
+fn amx_checked() -> Result<(), String> {
+    let (m, k, n) = (37, 70, 75);
+    let value = |i: usize, j: usize| ((i * 7 + j * 13) % 33) as f32 / 16.0 - 1.0;
+    let a: Vec<f32> = (0..m * k).map(|x| value(x / k, x % k)).collect();
+    let b: Vec<f32> = (0..k * n).map(|x| value(x % n + 5, x / n)).collect();
+    let operand = |data, rows, cols| pack::Strided {
+        data,
+        rows,
+        cols,
+        row_stride: cols,
+        col_stride: 1,
+    };
+    let mut got = vec![0f32; m * n];
+    // SAFETY: called only once the tiles are granted; the operands fit and are not empty.
+    unsafe { amx::gemm_add(operand(&a, m, k), operand(&b, k, n), &mut got) };
+    for (index, &got) in got.iter().enumerate() {
+        let (i, j) = (index / n, index % n);
+        let want: f32 = (0..k).map(|kk| a[i * k + kk] * b[kk * n + j]).sum();
+        if got != want {
+            return Err(format!("C[{i}][{j}] = {got}, not {want}"));
+        }
+    }
+    Ok(())
 }
 
 /// `x` rounded to bf16 (nearest, ties to even), as its 16 bits; a NaN stays a (quiet) NaN.

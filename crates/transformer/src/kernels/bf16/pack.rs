@@ -1,8 +1,10 @@
-//! The packed layout both engines read. A product `C (m x n) = A (m x k) B (k x n)` packs
-//! `A` in panels of [`MR`] rows and `B` in panels of [`NR`] columns; within a panel, for each
-//! pair of `k` values (`k` padded to even with a zero), one `u32` per row (or column) holds
-//! the two bf16s, the lower `k` in the low half. A panel's rows and columns past the matrix's
-//! edge are zeros, so that the kernels never test for edges inside their loops.
+//! The packed layout the engines read. A product `C (m x n) = A (m x k) B (k x n)` packs
+//! `A` row-major in bf16 and `B` in panels of [`NR`] columns. One `u32` holds a pair of
+//! consecutive `k` values (`k` padded to even with a zero), the lower `k` in the low half: a
+//! row of `A` is its pairs side by side (a bf16 row as it lies in memory), and a panel of `B`
+//! has, for each pair, one word per column. Rows and columns past the matrix's edge (to whole
+//! panels of [`MR`] rows and [`NR`] columns) are zeros, so that the kernels never test for
+//! edges inside their loops.
 
 use rayon::prelude::*;
 
@@ -54,47 +56,77 @@ pub fn pairs(k: usize) -> usize {
     k.div_ceil(2)
 }
 
-/// Packs `a` (`m x k`) in panels of [`MR`] rows: panel `p` is `pairs(k) * MR` words from
-/// `p * pairs(k) * MR`.
+/// Packs `a` (`m x k`) row-major, `pairs(k)` words a row, in whole panels of [`MR`] rows:
+/// panel `p` is `pairs(k) * MR` words from `p * pairs(k) * MR`.
 pub fn pack_a(a: Strided) -> Vec<u32> {
-    pack_panels::<MR>(a.data, (a.rows, a.row_stride), (a.cols, a.col_stride))
+    pack_rows(a, pairs(a.cols), a.rows.next_multiple_of(MR))
 }
 
 /// Packs `b` (`k x n`) in panels of [`NR`] columns: panel `p` is `pairs(k) * NR` words from
 /// `p * pairs(k) * NR`.
 pub fn pack_b(b: Strided) -> Vec<u32> {
-    pack_panels::<NR>(b.data, (b.cols, b.col_stride), (b.rows, b.row_stride))
+    pack_b_padded(b, pairs(b.rows))
+}
+
+/// [`pack_b`] with each panel `panel_pairs` pairs long (at least `pairs(k)`; the pairs past
+/// `k` are zeros), for kernels that read `k` in fixed-size steps.
+pub fn pack_b_padded(b: Strided, panel_pairs: usize) -> Vec<u32> {
+    pack_panels::<NR>(
+        b.data,
+        (b.cols, b.col_stride),
+        (b.rows, b.row_stride),
+        panel_pairs,
+    )
+}
+
+/// `a` (`m x k`) row by row, each row's pairs side by side (a row-major bf16 matrix, `k`
+/// padded to even), rows `row_pairs` words apart (at least `pairs(k)`; zeros past `k`), and
+/// `rows` rows (at least `m`; zeros past `m`): the layout AMX tiles load.
+pub fn pack_rows(a: Strided, row_pairs: usize, rows: usize) -> Vec<u32> {
+    let mut packed = pack_panels::<1>(
+        a.data,
+        (a.rows, a.row_stride),
+        (a.cols, a.col_stride),
+        row_pairs,
+    );
+    packed.resize(rows.max(a.rows) * row_pairs, 0);
+    packed
 }
 
 /// Panels of `W` lines of the matrix whose element (line, kk) is
-/// `data[line * line_stride + kk * k_stride]`, for `lines` lines of `k` values.
+/// `data[line * line_stride + kk * k_stride]`, for `lines` lines of `k` values; each panel
+/// `panel_pairs * W` words (`panel_pairs >= pairs(k)`; the pairs past `k` stay zero).
 fn pack_panels<const W: usize>(
     data: &[f32],
     (lines, line_stride): (usize, usize),
     (k, k_stride): (usize, usize),
+    panel_pairs: usize,
 ) -> Vec<u32> {
-    let kp = pairs(k);
+    let kp = panel_pairs.max(pairs(k));
     let panels = lines.div_ceil(W);
     let mut packed = vec![0u32; panels * kp * W];
-    if kp == 0 {
+    if pairs(k) == 0 {
         return packed;
     }
     if line_stride == 1 && k_stride != 1 && native_pairs() {
         // Lines contiguous: each pair of `k` converted 16 lines an instruction, panels
-        // narrower than a vector a GROUP at a time.
-        let group = if W < 16 { 8 } else { 1 };
+        // narrower than a vector a group (about 64 lines) at a time.
+        let group = if W < 16 { 64 / W } else { 1 };
         packed
             .par_chunks_mut(group * kp * W)
             .enumerate()
             .for_each(|(index, out)| {
                 let first = index * group * W;
                 let width = (group * W).min(lines - first);
-                pack_contiguous_lines::<W>(&data[first..], k_stride, width, k, out);
+                pack_contiguous_lines::<W>(&data[first..], (k, k_stride), width, kp, out);
             });
         return packed;
     }
+    // Tasks of some thousands of words at least: a row of A alone is too little work.
+    let least_panels = (4096 / (kp * W)).max(1);
     packed
         .par_chunks_mut(kp * W)
+        .with_min_len(least_panels)
         .enumerate()
         .for_each(|(panel, out)| {
             let first = panel * W;
@@ -110,24 +142,26 @@ fn pack_panels<const W: usize>(
 }
 
 /// Whether the CPU converts pairs of lines with `vcvtne2ps2bf16` (AVX512-BF16 and BW).
+/// (Not by way of `engine()`: choosing the engine packs a test product.)
 fn native_pairs() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
-        super::engine() == super::Engine::Avx512Bf16
+        std::arch::is_x86_feature_detected!("avx512f")
             && std::arch::is_x86_feature_detected!("avx512bw")
+            && std::arch::is_x86_feature_detected!("avx512bf16")
     }
     #[cfg(not(target_arch = "x86_64"))]
     false
 }
 
-/// Consecutive panels of `W` contiguous lines (`width` lines in all, from `data`'s start),
-/// each pair of `k` converted for all of them at once: straight into its place when they fit
-/// one panel, else spread to their panels.
+/// Consecutive panels of `W` contiguous lines (`width` lines in all, from `data`'s start,
+/// panels `panel_pairs * W` words apart), each pair of `k` converted for all of them at once:
+/// straight into its place when they fit one panel, else spread to their panels.
 fn pack_contiguous_lines<const W: usize>(
     data: &[f32],
-    k_stride: usize,
+    (k, k_stride): (usize, usize),
     width: usize,
-    k: usize,
+    panel_pairs: usize,
     out: &mut [u32],
 ) {
     let kp = pairs(k);
@@ -160,7 +194,7 @@ fn pack_contiguous_lines<const W: usize>(
             super::convert_avx512::pack_pairs(low, high, pairs);
         }
         for (line, pair) in spread.iter().enumerate() {
-            out[(line / W) * kp * W + p * W + line % W] = *pair;
+            out[(line / W) * panel_pairs * W + p * W + line % W] = *pair;
         }
     }
 }
@@ -177,22 +211,33 @@ vectorized! {
         w: usize,
         out: &mut [u32]
     ) {
-        // Each line's pairs made side by side first (a loop the compiler vectorizes), then
-        // spread to their places a panel's width apart.
+        // Each line's pairs made side by side (a loop the compiler vectorizes): straight in
+        // place for panels one line wide, else first aside, then spread to their places a
+        // panel's width apart.
+        if w == 1 {
+            line_pairs(&data[base..][..k], &mut out[..k.div_ceil(2)]);
+            return;
+        }
         let mut made = vec![0u32; k.div_ceil(2)];
         for line in 0..width {
-            let row = &data[base + line * line_stride..][..k];
-            let (pairs, odd) = row.split_at(k & !1);
-            for (pair, two) in made.iter_mut().zip(pairs.chunks_exact(2)) {
-                *pair = u32::from(to_bf16(two[0])) | (u32::from(to_bf16(two[1])) << 16);
-            }
-            if let [last] = odd {
-                made[k / 2] = u32::from(to_bf16(*last));
-            }
+            line_pairs(&data[base + line * line_stride..][..k], &mut made);
             for (p, pair) in made.iter().enumerate() {
                 out[p * w + line] = *pair;
             }
         }
+    }
+}
+
+/// A line's `k` values as its pairs, the last one's partner zero when `k` is odd.
+#[inline(always)]
+fn line_pairs(line: &[f32], out: &mut [u32]) {
+    let k = line.len();
+    let (pairs, odd) = line.split_at(k & !1);
+    for (pair, two) in out.iter_mut().zip(pairs.chunks_exact(2)) {
+        *pair = u32::from(to_bf16(two[0])) | (u32::from(to_bf16(two[1])) << 16);
+    }
+    if let [last] = odd {
+        out[k / 2] = u32::from(to_bf16(*last));
     }
 }
 

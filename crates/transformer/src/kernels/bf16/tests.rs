@@ -21,11 +21,7 @@ fn row_major(data: &[f32], rows: usize, cols: usize) -> Strided<'_> {
 
 /// The engines this CPU can run.
 fn engines() -> Vec<Engine> {
-    let mut all = vec![Engine::Emulated];
-    if engine() == Engine::Avx512Bf16 {
-        all.push(Engine::Avx512Bf16);
-    }
-    all
+    available().to_vec()
 }
 
 /// `a b` in f64 from the bf16-rounded inputs (what the kernels must give, up to f32 sums),
