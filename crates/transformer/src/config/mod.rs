@@ -105,20 +105,22 @@ impl fmt::Display for ConfigError {
 
 impl std::error::Error for ConfigError {}
 
-/// A config file that cannot be read at all (its contents' errors are [`ConfigError`]s).
+/// A config file that cannot be read at all (its contents' errors are [`ConfigError`]s). The
+/// reading error is part of the message, not a separate source: a chain printed whole
+/// (`{:#}`) would say it twice.
 #[derive(Debug, thiserror::Error)]
-#[error("cannot read config {}: {source}", path.display())]
+#[error("cannot read config {}: {error}", path.display())]
 pub struct ConfigReadError {
     pub path: PathBuf,
-    pub source: std::io::Error,
+    pub error: std::io::Error,
 }
 
 impl Config {
     /// Reads and validates a config file.
     pub fn load(path: &Path) -> anyhow::Result<Self> {
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigReadError {
+        let text = std::fs::read_to_string(path).map_err(|error| ConfigReadError {
             path: path.to_path_buf(),
-            source,
+            error,
         })?;
         Ok(Self::parse(&text, &path.display().to_string())?)
     }
@@ -292,6 +294,17 @@ mod tests {
         assert_eq!(list.line, Some(4));
         assert_eq!(list.key.as_deref(), Some("model"));
         assert!(list.message.contains("write [model]"), "{}", list.message);
+    }
+
+    #[test]
+    fn an_unreadable_config_says_why_once_however_its_error_is_printed() {
+        let error = Config::load(Path::new("no/such/config.toml")).unwrap_err();
+        let whole = format!("{error:#}");
+        assert_eq!(whole.matches("os error").count(), 1, "{whole}");
+        assert!(
+            whole.starts_with("cannot read config no/such/config.toml: "),
+            "{whole}"
+        );
     }
 
     fn parse(text: &str) -> Result<Config, ConfigError> {
