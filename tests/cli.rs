@@ -411,6 +411,37 @@ fn the_bf16_engine_can_be_chosen_and_a_wrong_name_is_a_warning() {
     assert!(json.contains("\"precision\":\"bf16 products ("), "{json}");
 }
 
+/// A batch file is input like any other: an id outside its vocabulary is named with the file
+/// and the tensor, never a panic in the loss.
+#[test]
+fn a_batch_file_with_an_id_outside_its_vocabulary_is_named_not_a_panic() {
+    use candle_core::{Device, Tensor};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("batches.safetensors");
+    let ids = |v: &[i64]| {
+        Tensor::new(v, &Device::Cpu)
+            .unwrap()
+            .reshape((1, 2))
+            .unwrap()
+    };
+    let tensors = [
+        ("b0.src", ids(&[1, 2])),
+        ("b0.tgt_in", ids(&[1, 5])),
+        ("b0.tgt_out", ids(&[5, 8000])),
+    ];
+    let metadata = std::collections::HashMap::from([("vocab".to_string(), "8000".to_string())]);
+    safetensors::serialize_to_file(tensors.iter().map(|(n, t)| (*n, t)), Some(metadata), &path)
+        .unwrap();
+    transformer()
+        .args(["bench", "multi30k", "--steps", "1", "--batches"])
+        .arg(&path)
+        .assert()
+        .code(1)
+        .stderr(contains(
+            "batches.safetensors: b0.tgt_out holds id 8000, outside the vocabulary of 8000",
+        ));
+}
+
 #[test]
 fn a_missing_config_file_is_named() {
     transformer()

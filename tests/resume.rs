@@ -524,6 +524,40 @@ fn a_diverging_loss_stops_with_the_step_keeps_the_checkpoint_and_suggests_a_fix(
     assert_eq!(checkpoint_step(&run), 1);
 }
 
+/// An update so large that the weights overflow while the loss before it was still a number:
+/// those weights are never written as a checkpoint (a resume would start from NaN).
+#[test]
+fn weights_an_update_overflowed_are_not_written_as_a_checkpoint() {
+    let dir = TempDir::new().unwrap();
+    let config = write_config(dir.path(), 20, "");
+    let text = std::fs::read_to_string(&config).unwrap();
+    let text = text
+        .replace("lr_factor = 2.0", "lr_factor = 1e300")
+        .replace("checkpoint_every = 5", "checkpoint_every = 1");
+    std::fs::write(&config, text).unwrap();
+    let run = dir.path().join("run");
+    transformer()
+        .args([
+            "train",
+            "--device",
+            "cpu",
+            "--stop-at-step",
+            "1",
+            "--config",
+        ])
+        .arg(&config)
+        .arg("--out")
+        .arg(&run)
+        .assert()
+        .code(1)
+        .stderr(
+            contains("the weights became NaN or infinite at step 1")
+                .and(contains("no checkpoint was written"))
+                .and(contains("training.lr_factor")),
+        );
+    assert!(!run.join("last").join("model.safetensors").exists());
+}
+
 #[test]
 fn resuming_a_finished_run_says_there_is_nothing_to_do() {
     let dir = TempDir::new().unwrap();

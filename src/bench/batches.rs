@@ -58,22 +58,41 @@ pub fn export_multi30k_batches(path: &Path, count: usize) -> anyhow::Result<()> 
     Ok(())
 }
 
+/// The batches of a file [`export_multi30k_batches`] wrote, and their vocabulary size; every
+/// id is checked to be one of the vocabulary's (the file may come from anywhere).
 pub(super) fn read_batches(path: &Path) -> anyhow::Result<(usize, Vec<PaddedBatch>)> {
-    let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
-    let (_, metadata) = safetensors::SafeTensors::read_metadata(&bytes)?;
+    let file = path.display();
+    let bytes = std::fs::read(path).with_context(|| format!("reading {file}"))?;
+    let (_, metadata) = safetensors::SafeTensors::read_metadata(&bytes)
+        .with_context(|| format!("{file} is not a safetensors batch file"))?;
     let vocab: usize = metadata
         .metadata()
         .as_ref()
         .and_then(|m| m.get("vocab"))
         .and_then(|v| v.parse().ok())
-        .with_context(|| format!("{} has no vocab metadata", path.display()))?;
-    let tensors = candle_core::safetensors::load_buffer(&bytes, &Device::Cpu)?;
+        .with_context(|| format!("{file} has no vocab metadata"))?;
+    let tensors = candle_core::safetensors::load_buffer(&bytes, &Device::Cpu)
+        .with_context(|| format!("{file} is not a safetensors batch file"))?;
     let ids = |name: String| -> anyhow::Result<(usize, usize, Vec<u32>)> {
         let t = tensors
             .get(&name)
-            .with_context(|| format!("{name} missing"))?;
-        let (rows, cols) = t.dims2()?;
-        let flat = t.to_dtype(DType::U32)?.flatten_all()?.to_vec1::<u32>()?;
+            .with_context(|| format!("{file} has no tensor {name}"))?;
+        let (rows, cols) = t
+            .dims2()
+            .with_context(|| format!("{file}: {name} is not a matrix"))?;
+        let wide = t.to_dtype(DType::I64)?.flatten_all()?.to_vec1::<i64>()?;
+        let flat = wide
+            .iter()
+            .map(|&id| u32::try_from(id).ok().filter(|&id| (id as usize) < vocab))
+            .collect::<Option<Vec<u32>>>();
+        let Some(flat) = flat else {
+            let bad = wide.iter().find(|&&id| id < 0 || id as usize >= vocab);
+            anyhow::bail!(
+                "{file}: {name} holds id {}, outside the vocabulary of {vocab}; write the \
+                 file again with `transformer bench export-multi30k`",
+                bad.copied().unwrap_or_default()
+            )
+        };
         Ok((rows, cols, flat))
     };
     let mut batches = Vec::new();

@@ -26,9 +26,14 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         BenchWorkload::Multi30k,
     ];
     if args.dtype != crate::config::ComputeDtype::F32 && !takes_dtype.contains(&args.workload) {
+        // Decoding, the batch export and the gradient sum have no precision to choose.
+        let why = match args.workload {
+            BenchWorkload::ExportMulti30k => "the batch export writes ids",
+            BenchWorkload::Allreduce => "the gradient sum is f32",
+            _ => "decoding runs in float32 (--compute-type int8 for int8)",
+        };
         return Err(super::UsageError(format!(
-            "--dtype {} applies to the training workloads and matmul only; decoding runs in \
-             float32 (--compute-type int8 for int8)",
+            "--dtype {} applies to the training workloads and matmul only; {why}",
             args.dtype.name()
         ))
         .into());

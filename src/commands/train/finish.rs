@@ -12,7 +12,7 @@ use crate::commands::{Interrupted, UsageError};
 use crate::decoding::sampling::Sampling;
 use crate::infer::text_generator::Continuation;
 use crate::infer::Inference;
-use crate::train::{Diverged, RunOutcome, StopReason, Trainer};
+use crate::train::{Diverged, NonFiniteWeights, RunOutcome, StopReason, Trainer};
 
 /// `training.average_last`: the mean of the newest `wanted` kept checkpoints as `averaged/`,
 /// or of as many as a short run kept, with a warning (the run's work is never refused here).
@@ -102,7 +102,7 @@ pub(super) fn report(
 ) -> anyhow::Result<bool> {
     let resume_hint = format!("`transformer train --resume {}`", run_dir.display());
     match outcome {
-        Err(e) => match e.downcast_ref::<Diverged>() {
+        Err(e) => match diverged(&e) {
             Some(diverged) => Err(anyhow::anyhow!(
                 "{diverged}; {}; lower training.lr_factor, raise training.warmup or set \
                  training.clip_grad_norm (e.g. 1.0), then train again",
@@ -189,4 +189,16 @@ pub(super) fn show_what_it_learned(trainer: &Trainer, samples: &[String]) -> any
         }
     }
     Ok(())
+}
+
+/// What diverged, if `error` says the run diverged: the loss, or weights an update overflowed.
+fn diverged(error: &anyhow::Error) -> Option<String> {
+    error.chain().find_map(|cause| {
+        let loss = cause.downcast_ref::<Diverged>().map(ToString::to_string);
+        loss.or_else(|| {
+            cause
+                .downcast_ref::<NonFiniteWeights>()
+                .map(ToString::to_string)
+        })
+    })
 }

@@ -9,7 +9,7 @@ use crate::commands::stop_signals::StopSignals;
 use crate::metrics::MetricRecord;
 use crate::plot;
 use crate::progress::TrainProgress;
-use crate::train::{CheckpointKind, StepReport, StopReason, TrainObserver, Trainer};
+use crate::train::{self, CheckpointKind, StepReport, StopReason, TrainObserver, Trainer};
 
 /// Shows progress, writes the run directory whenever the loop asks for a checkpoint, and
 /// passes on requests to stop.
@@ -84,6 +84,8 @@ impl TrainObserver for CheckpointingObserver {
             return Ok(());
         }
         let tensors = trainer.named_tensors();
+        // Weights an update overflowed are no checkpoint: the one before stays.
+        train::finite_weights(trainer.step(), &tensors)?;
         let resume_files = match kind {
             CheckpointKind::Last => Some(trainer.resume_files()?),
             CheckpointKind::Best => None,

@@ -33,6 +33,7 @@ pub mod marian_export;
 pub mod quantize;
 mod read;
 mod read_weights;
+pub(crate) use read_weights::non_finite_count;
 mod replace;
 mod resolve;
 mod strict;

@@ -111,7 +111,7 @@ fn check_tensor(tensor: &Tensor, stored: Option<&str>) -> Result<(), String> {
 /// How many values of `tensor` are NaN or infinite: read in place for an f32 tensor on the
 /// CPU (a copy of OPUS-MT's output layer, 119 MB, would raise the load's peak), else
 /// through `0 x`, which is 0 for every finite x and NaN for NaN and the infinities.
-fn non_finite_count(tensor: &Tensor) -> candle_core::Result<usize> {
+pub(crate) fn non_finite_count(tensor: &Tensor) -> candle_core::Result<usize> {
     let tensor = tensor.contiguous()?;
     let (storage, layout) = tensor.storage_and_layout();
     if let (candle_core::Storage::Cpu(cpu), DType::F32) = (&*storage, tensor.dtype()) {

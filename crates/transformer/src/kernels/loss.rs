@@ -58,6 +58,19 @@ mod tests {
     use candle_core::{Device, Var};
 
     #[test]
+    fn a_target_outside_the_vocabulary_is_an_error_not_a_panic() {
+        let dev = Device::Cpu;
+        let logits = Var::from_tensor(&Tensor::randn(0f32, 1., (2, 5), &dev).unwrap()).unwrap();
+        let targets = Tensor::new(&[1u32, 5], &dev).unwrap();
+        let err = label_smoothed_kl_sum(logits.as_tensor(), &targets, 0, 0.1).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("target id 5 is outside the vocabulary of 5"),
+            "{err}"
+        );
+    }
+
+    #[test]
     fn the_fused_loss_and_its_gradient_equal_the_composed_ones() {
         let dev = Device::Cpu;
         let logits = Var::from_tensor(&Tensor::randn(0f32, 3., (6, 9), &dev).unwrap()).unwrap();

@@ -45,6 +45,9 @@ impl FusedLabelSmoothing {
                 self.targets.len()
             )
         }
+        if let Some(id) = self.targets.iter().find(|&&id| id as usize >= vocab) {
+            candle_core::bail!("the loss's target id {id} is outside the vocabulary of {vocab}")
+        }
         Ok((&storage.as_slice::<f32>()?[start..end], vocab))
     }
 }

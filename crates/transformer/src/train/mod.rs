@@ -15,7 +15,7 @@ pub mod trainer;
 
 pub use data::{TrainingData, ValidationData};
 pub use events::{CheckpointKind, StepReport, StopReason};
-pub use outcome::{Diverged, RunOutcome};
+pub use outcome::{finite_weights, Diverged, NonFiniteWeights, RunOutcome};
 pub use state::{RunPosition, TrainingState, STATE_FORMAT};
 pub use trainer::resume::ResumePoint;
 pub use trainer::{TrainObserver, Trainer};

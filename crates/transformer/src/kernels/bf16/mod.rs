@@ -64,9 +64,11 @@ pub fn engine() -> Engine {
     *CHOSEN.get_or_init(|| {
         let engines = available();
         let best = engines[0];
-        let Ok(asked) = std::env::var(ENGINE_VARIABLE) else {
+        let Some(asked) = std::env::var_os(ENGINE_VARIABLE) else {
             return best;
         };
+        // Shown as given (lossily, and cut short): a warning line, not an echo of anything.
+        let asked: String = asked.to_string_lossy().chars().take(40).collect();
         let names = |engines: &[Engine]| {
             let names: Vec<_> = engines.iter().map(|e| e.name()).collect();
             names.join(", ")
