@@ -499,28 +499,39 @@ fn a_full_disk_at_a_checkpoint_names_the_disk_removes_its_partial_save_and_keeps
     assert_eq!(checkpoint_step(&run), 7);
 }
 
-#[test]
-fn a_diverging_loss_stops_with_the_step_keeps_the_checkpoint_and_suggests_a_fix() {
-    let dir = TempDir::new().unwrap();
+/// A run of 20 steps that checkpoints every step at `lr_factor`, trained with `flags`: what it
+/// printed on stderr, and its directory.
+fn diverging_run(
+    dir: &TempDir,
+    lr_factor: &str,
+    flags: &[&str],
+) -> (assert_cmd::assert::Assert, std::path::PathBuf) {
     let config = write_config(dir.path(), 20, "");
     let text = std::fs::read_to_string(&config).unwrap();
     let text = text
-        .replace("lr_factor = 2.0", "lr_factor = 1e30")
+        .replace("lr_factor = 2.0", &format!("lr_factor = {lr_factor}"))
         .replace("checkpoint_every = 5", "checkpoint_every = 1");
     std::fs::write(&config, text).unwrap();
     let run = dir.path().join("run");
-    transformer()
+    let outcome = transformer()
         .args(["train", "--device", "cpu", "--config"])
         .arg(&config)
         .arg("--out")
         .arg(&run)
-        .assert()
-        .code(1)
-        .stderr(
-            contains("the loss became NaN at step 2")
-                .and(contains("checkpoint of step 1 is kept"))
-                .and(contains("training.lr_factor")),
-        );
+        .args(flags)
+        .assert();
+    (outcome, run)
+}
+
+#[test]
+fn a_diverging_loss_stops_with_the_step_keeps_the_checkpoint_and_suggests_a_fix() {
+    let dir = TempDir::new().unwrap();
+    let (outcome, run) = diverging_run(&dir, "1e30", &[]);
+    outcome.code(1).stderr(
+        contains("the loss became NaN at step 2")
+            .and(contains("checkpoint of step 1 is kept"))
+            .and(contains("training.lr_factor")),
+    );
     assert_eq!(checkpoint_step(&run), 1);
 }
 
@@ -529,32 +540,12 @@ fn a_diverging_loss_stops_with_the_step_keeps_the_checkpoint_and_suggests_a_fix(
 #[test]
 fn weights_an_update_overflowed_are_not_written_as_a_checkpoint() {
     let dir = TempDir::new().unwrap();
-    let config = write_config(dir.path(), 20, "");
-    let text = std::fs::read_to_string(&config).unwrap();
-    let text = text
-        .replace("lr_factor = 2.0", "lr_factor = 1e300")
-        .replace("checkpoint_every = 5", "checkpoint_every = 1");
-    std::fs::write(&config, text).unwrap();
-    let run = dir.path().join("run");
-    transformer()
-        .args([
-            "train",
-            "--device",
-            "cpu",
-            "--stop-at-step",
-            "1",
-            "--config",
-        ])
-        .arg(&config)
-        .arg("--out")
-        .arg(&run)
-        .assert()
-        .code(1)
-        .stderr(
-            contains("the weights became NaN or infinite at step 1")
-                .and(contains("no checkpoint was written"))
-                .and(contains("training.lr_factor")),
-        );
+    let (outcome, run) = diverging_run(&dir, "1e300", &["--stop-at-step", "1"]);
+    outcome.code(1).stderr(
+        contains("the weights became NaN or infinite at step 1")
+            .and(contains("no checkpoint was written"))
+            .and(contains("training.lr_factor")),
+    );
     assert!(!run.join("last").join("model.safetensors").exists());
 }
 
