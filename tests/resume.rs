@@ -606,3 +606,32 @@ fn a_checkpoint_without_training_state_cannot_be_resumed_and_says_why() {
         .code(1)
         .stderr(contains("training_state.json").and(contains("not written for resuming")));
 }
+
+/// A run killed before its first checkpoint left files but nothing to resume: the error says
+/// so (and what to do), instead of asking for the directory it was given.
+#[test]
+fn resuming_a_run_stopped_before_its_first_checkpoint_says_to_start_it_again() {
+    let dir = TempDir::new().unwrap();
+    let started = dir.path().join("started");
+    std::fs::create_dir(&started).unwrap();
+    std::fs::write(started.join("metrics.jsonl"), "").unwrap();
+    let empty = dir.path().join("empty");
+    std::fs::create_dir(&empty).unwrap();
+    for (run, says) in [
+        (
+            &started,
+            "has no checkpoint yet: its run stopped before writing one",
+        ),
+        (
+            &empty,
+            "has no last/model.safetensors; pass the run directory",
+        ),
+    ] {
+        transformer()
+            .args(["train", "--device", "cpu", "--resume"])
+            .arg(run)
+            .assert()
+            .code(1)
+            .stderr(contains(says));
+    }
+}

@@ -74,11 +74,20 @@ pub fn load_for_resume(run_dir: &Path, device: &Device) -> anyhow::Result<Resume
     let dir = Some(write::restore_retired(&run_dir.join(LAST_DIR)))
         .filter(|dir| dir.join(MODEL_FILE).is_file())
         .ok_or_else(|| {
-            anyhow::anyhow!(
-                "{} has no {LAST_DIR}/{MODEL_FILE}; pass the run directory that `transformer \
-                 train` wrote (runs/<name>)",
-                run_dir.display()
-            )
+            // A run directory with files but no checkpoint: a run stopped before its first.
+            let started = std::fs::read_dir(run_dir).is_ok_and(|mut files| files.next().is_some());
+            match started {
+                true => anyhow::anyhow!(
+                    "{} has no checkpoint yet: its run stopped before writing one; start the \
+                     run again into it",
+                    run_dir.display()
+                ),
+                false => anyhow::anyhow!(
+                    "{} has no {LAST_DIR}/{MODEL_FILE}; pass the run directory that \
+                     `transformer train` wrote (runs/<name>)",
+                    run_dir.display()
+                ),
+            }
         })?;
     let state_path = dir.join(STATE_FILE);
     let text = std::fs::read_to_string(&state_path).with_context(|| {
