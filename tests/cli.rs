@@ -411,35 +411,63 @@ fn the_bf16_engine_can_be_chosen_and_a_wrong_name_is_a_warning() {
     assert!(json.contains("\"precision\":\"bf16 products ("), "{json}");
 }
 
-/// A batch file is input like any other: an id outside its vocabulary is named with the file
-/// and the tensor, never a panic in the loss.
+/// A batch file is input like any other: an id outside its vocabulary, a vocabulary no
+/// config has, ids that are not i64, shapes that do not fit: each is one line naming the file,
+/// never a panic (in the loss, the attention) or a model too large for memory.
 #[test]
-fn a_batch_file_with_an_id_outside_its_vocabulary_is_named_not_a_panic() {
-    use candle_core::{Device, Tensor};
+fn a_batch_file_that_is_wrong_is_named_not_a_panic() {
+    use candle_core::{DType, Device, Tensor};
     let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("batches.safetensors");
-    let ids = |v: &[i64]| {
-        Tensor::new(v, &Device::Cpu)
-            .unwrap()
-            .reshape((1, 2))
-            .unwrap()
+    let ids = |v: &[i64], rows: usize| {
+        let t = Tensor::new(v, &Device::Cpu).unwrap();
+        t.reshape((rows, v.len() / rows)).unwrap()
     };
-    let tensors = [
-        ("b0.src", ids(&[1, 2])),
-        ("b0.tgt_in", ids(&[1, 5])),
-        ("b0.tgt_out", ids(&[5, 8000])),
+    let good = || [ids(&[1, 2], 1), ids(&[1, 5], 1), ids(&[5, 6], 1)];
+    let [src, tgt_in, _] = good();
+    let cases = [
+        (
+            "8000",
+            [src.clone(), tgt_in.clone(), ids(&[5, 8000], 1)],
+            "b0.tgt_out holds id 8000, outside the vocabulary of 8000",
+        ),
+        (
+            "18446744073709551615",
+            good(),
+            "vocab metadata \"18446744073709551615\" is not a vocabulary size",
+        ),
+        (
+            "8000",
+            [
+                src.clone(),
+                tgt_in.clone(),
+                tgt_in.to_dtype(DType::F32).unwrap(),
+            ],
+            "b0.tgt_out is F32 [1, 2], where a batch holds i64 ids",
+        ),
+        (
+            "8000",
+            [ids(&[], 1), tgt_in.clone(), tgt_in.clone()],
+            "b0.src is I64 [1, 0]",
+        ),
+        (
+            "8000",
+            [src, tgt_in.clone(), ids(&[5, 6], 2)],
+            "batch 0's shapes do not fit",
+        ),
     ];
-    let metadata = std::collections::HashMap::from([("vocab".to_string(), "8000".to_string())]);
-    safetensors::serialize_to_file(tensors.iter().map(|(n, t)| (*n, t)), Some(metadata), &path)
-        .unwrap();
-    transformer()
-        .args(["bench", "multi30k", "--steps", "1", "--batches"])
-        .arg(&path)
-        .assert()
-        .code(1)
-        .stderr(contains(
-            "batches.safetensors: b0.tgt_out holds id 8000, outside the vocabulary of 8000",
-        ));
+    for (i, (vocab, tensors, says)) in cases.into_iter().enumerate() {
+        let path = dir.path().join(format!("batches{i}.safetensors"));
+        let names = ["b0.src", "b0.tgt_in", "b0.tgt_out"];
+        let metadata = std::collections::HashMap::from([("vocab".to_string(), vocab.to_string())]);
+        safetensors::serialize_to_file(names.into_iter().zip(&tensors), Some(metadata), &path)
+            .unwrap();
+        transformer()
+            .args(["bench", "multi30k", "--steps", "1", "--batches"])
+            .arg(&path)
+            .assert()
+            .code(1)
+            .stderr(contains(format!("batches{i}.safetensors: {says}")));
+    }
 }
 
 #[test]

@@ -617,6 +617,9 @@ fn resuming_a_run_stopped_before_its_first_checkpoint_says_to_start_it_again() {
     std::fs::write(started.join("metrics.jsonl"), "").unwrap();
     let empty = dir.path().join("empty");
     std::fs::create_dir(&empty).unwrap();
+    let file = dir.path().join("file");
+    std::fs::write(&file, "").unwrap();
+    let missing = dir.path().join("missing");
     for (run, says) in [
         (
             &started,
@@ -626,6 +629,8 @@ fn resuming_a_run_stopped_before_its_first_checkpoint_says_to_start_it_again() {
             &empty,
             "has no last/model.safetensors; pass the run directory",
         ),
+        (&file, "is a file, not a run directory"),
+        (&missing, "does not exist"),
     ] {
         transformer()
             .args(["train", "--device", "cpu", "--resume"])

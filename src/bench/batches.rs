@@ -58,19 +58,32 @@ pub fn export_multi30k_batches(path: &Path, count: usize) -> anyhow::Result<()> 
     Ok(())
 }
 
-/// The batches of a file [`export_multi30k_batches`] wrote, and their vocabulary size; every
-/// id is checked to be one of the vocabulary's (the file may come from anywhere).
-pub(super) fn read_batches(path: &Path) -> anyhow::Result<(usize, Vec<PaddedBatch>)> {
+/// The batches of a file [`export_multi30k_batches`] wrote, and their vocabulary size (at
+/// most `most_vocab`, the config's); every tensor is checked to be i64 ids of the shapes a
+/// batch has, each one of the vocabulary's (the file may come from anywhere).
+pub(super) fn read_batches(
+    path: &Path,
+    most_vocab: usize,
+) -> anyhow::Result<(usize, Vec<PaddedBatch>)> {
     let file = path.display();
     let bytes = std::fs::read(path).with_context(|| format!("reading {file}"))?;
     let (_, metadata) = safetensors::SafeTensors::read_metadata(&bytes)
         .with_context(|| format!("{file} is not a safetensors batch file"))?;
-    let vocab: usize = metadata
+    let stated = metadata
         .metadata()
         .as_ref()
         .and_then(|m| m.get("vocab"))
-        .and_then(|v| v.parse().ok())
         .with_context(|| format!("{file} has no vocab metadata"))?;
+    let vocab = stated
+        .parse::<usize>()
+        .ok()
+        .filter(|v| (5..=most_vocab).contains(v))
+        .with_context(|| {
+            format!(
+                "{file}: vocab metadata {stated:?} is not a vocabulary size from 5 to \
+                 {most_vocab} (the config's)"
+            )
+        })?;
     let tensors = candle_core::safetensors::load_buffer(&bytes, &Device::Cpu)
         .with_context(|| format!("{file} is not a safetensors batch file"))?;
     let ids = |name: String| -> anyhow::Result<(usize, usize, Vec<u32>)> {
@@ -80,7 +93,14 @@ pub(super) fn read_batches(path: &Path) -> anyhow::Result<(usize, Vec<PaddedBatc
         let (rows, cols) = t
             .dims2()
             .with_context(|| format!("{file}: {name} is not a matrix"))?;
-        let wide = t.to_dtype(DType::I64)?.flatten_all()?.to_vec1::<i64>()?;
+        if t.dtype() != DType::I64 || rows == 0 || cols == 0 {
+            anyhow::bail!(
+                "{file}: {name} is {:?} {:?}, where a batch holds i64 ids, at least 1 x 1",
+                t.dtype(),
+                t.dims()
+            )
+        }
+        let wide = t.flatten_all()?.to_vec1::<i64>()?;
         let flat = wide
             .iter()
             .map(|&id| u32::try_from(id).ok().filter(|&id| (id as usize) < vocab))
@@ -101,8 +121,14 @@ pub(super) fn read_batches(path: &Path) -> anyhow::Result<(usize, Vec<PaddedBatc
             break;
         }
         let (size, src_len, src) = ids(format!("b{i}.src"))?;
-        let (_, tgt_len, tgt_in) = ids(format!("b{i}.tgt_in"))?;
-        let (_, _, tgt_out) = ids(format!("b{i}.tgt_out"))?;
+        let (in_rows, tgt_len, tgt_in) = ids(format!("b{i}.tgt_in"))?;
+        let (out_rows, out_len, tgt_out) = ids(format!("b{i}.tgt_out"))?;
+        if (in_rows, out_rows, out_len) != (size, size, tgt_len) {
+            anyhow::bail!(
+                "{file}: batch {i}'s shapes do not fit: src {size} x {src_len}, tgt_in \
+                 {in_rows} x {tgt_len}, tgt_out {out_rows} x {out_len}"
+            )
+        }
         let ntokens = tgt_out.iter().filter(|&&id| id != PAD_ID).count();
         batches.push(PaddedBatch {
             size,

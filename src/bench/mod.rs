@@ -196,8 +196,8 @@ pub fn multi30k_training(
     device: &Device,
     collective: Box<dyn Collective>,
 ) -> anyhow::Result<Measurement> {
-    let (vocab, loaded) = read_batches(batches)?;
     let mut config = Config::load(Path::new(MULTI30K_CONFIG))?;
+    let (vocab, loaded) = read_batches(batches, config.data.vocab_size)?;
     config.training.dtype = dtype;
     let needed = (WARMUP_STEPS + steps) * collective.world() * accumulate.max(1);
     let mut trainer = trainer(config, vocab, device, collective)?;

@@ -60,7 +60,8 @@ pub fn run(args: TrainArgs) -> anyhow::Result<()> {
         )?,
         stop_at_step: args.stop_at_step,
         step: position.step,
-        saved_step: None,
+        // A resumed run's checkpoint stands until this run writes one.
+        saved_step: (position.step > 0).then_some(position.step),
         lead,
     };
     let outcome = trainer.run(&mut observer);

@@ -77,6 +77,10 @@ pub fn load_for_resume(run_dir: &Path, device: &Device) -> anyhow::Result<Resume
             // A run directory with files but no checkpoint: a run stopped before its first.
             let started = std::fs::read_dir(run_dir).is_ok_and(|mut files| files.next().is_some());
             match started {
+                _ if !run_dir.exists() => anyhow::anyhow!("{} does not exist", run_dir.display()),
+                _ if !run_dir.is_dir() => {
+                    anyhow::anyhow!("{} is a file, not a run directory", run_dir.display())
+                }
                 true => anyhow::anyhow!(
                     "{} has no checkpoint yet: its run stopped before writing one; start the \
                      run again into it",

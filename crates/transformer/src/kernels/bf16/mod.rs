@@ -64,11 +64,15 @@ pub fn engine() -> Engine {
     *CHOSEN.get_or_init(|| {
         let engines = available();
         let best = engines[0];
-        let Some(asked) = std::env::var_os(ENGINE_VARIABLE) else {
+        let Some(asked) = std::env::var_os(ENGINE_VARIABLE).filter(|v| !v.is_empty()) else {
             return best;
         };
         // Shown as given (lossily, and cut short): a warning line, not an echo of anything.
-        let asked: String = asked.to_string_lossy().chars().take(40).collect();
+        let asked = asked.to_string_lossy();
+        let asked = match asked.chars().nth(40) {
+            Some(_) => format!("{}...", asked.chars().take(40).collect::<String>()),
+            None => asked.into_owned(),
+        };
         let names = |engines: &[Engine]| {
             let names: Vec<_> = engines.iter().map(|e| e.name()).collect();
             names.join(", ")

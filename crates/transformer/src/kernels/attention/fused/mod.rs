@@ -267,7 +267,8 @@ impl CustomOp3 for AttentionOp {
         let (q_len, k_len, d_k) = (inputs.q_len, inputs.k_len, inputs.d_k);
         let extras = &self.0;
         let mut out = vec![0f32; inputs.pairs * q_len * d_k];
-        if q_len * d_k > 0 {
+        // No keys (an empty source): nothing to attend to, zeros.
+        if q_len * d_k * k_len > 0 {
             out.par_chunks_mut(q_len * d_k)
                 .enumerate()
                 .for_each(|(pair, out)| {
