@@ -16,11 +16,7 @@ pub fn label_smoothed_kl_sum(
     smoothing: f64,
 ) -> Result<Tensor> {
     if fused_runs(&[logits]) {
-        let fused = FusedLabelSmoothing {
-            targets: targets.to_vec1::<u32>()?,
-            pad,
-            smoothing,
-        };
+        let fused = FusedLabelSmoothing::new(targets.to_vec1::<u32>()?, pad, smoothing);
         return fused.loss_sum(logits);
     }
     let log_probs = candle_nn::ops::log_softmax(logits, D::Minus1)?;

@@ -7,6 +7,8 @@
 //! exponentials are the vectorized f32 `exp` (as PyTorch's log-softmax computes them): the
 //! library's f64 `exp`, a call per logit, was a tenth of a Multi30k training step.
 
+use std::sync::OnceLock;
+
 use candle_core::{CpuStorage, CustomOp1, Layout, Result, Shape, Tensor};
 use rayon::prelude::*;
 
@@ -19,12 +21,24 @@ const ROWS_PER_TASK: usize = 4;
 /// Per-row label-smoothed KL divergence computed straight from logits `(rows, vocab)`.
 pub struct FusedLabelSmoothing {
     /// Target id of every row; rows whose target is `pad` cost nothing.
-    pub targets: Vec<u32>,
-    pub pad: u32,
-    pub smoothing: f64,
+    targets: Vec<u32>,
+    pad: u32,
+    smoothing: f64,
+    /// Each row's log-sum-exp, kept by the forward pass for the backward one (a pass of
+    /// exponentials over the vocabulary per row, not done twice).
+    lse: OnceLock<Vec<f32>>,
 }
 
 impl FusedLabelSmoothing {
+    pub fn new(targets: Vec<u32>, pad: u32, smoothing: f64) -> Self {
+        Self {
+            targets,
+            pad,
+            smoothing,
+            lse: OnceLock::new(),
+        }
+    }
+
     /// Summed KL over the non-padding rows of `logits` `(rows, vocab)`.
     pub fn loss_sum(self, logits: &Tensor) -> Result<Tensor> {
         logits.contiguous()?.apply_op1(self)?.sum_all()
@@ -85,23 +99,26 @@ impl CustomOp1 for FusedLabelSmoothing {
         let (logits, vocab) = self.rows(storage, layout)?;
         let (confidence, spread, entropy) = self.distribution(vocab);
         let pad = self.pad as usize;
-        let losses: Vec<f32> = logits
+        let (losses, lse): (Vec<f32>, Vec<f32>) = logits
             .par_chunks(vocab)
             .zip(&self.targets)
             .with_min_len(ROWS_PER_TASK)
             .map(|(row, &target)| {
                 if target == self.pad {
-                    return 0.0;
+                    return (0.0, 0.0);
                 }
-                let lse = row_log_sum_exp(row) as f64;
+                let row_lse = row_log_sum_exp(row);
+                let lse = f64::from(row_lse);
                 let log_p = |j: usize| row[j] as f64 - lse;
                 let sum_log_p = row_sum(row) as f64 - vocab as f64 * lse;
                 let kl = entropy
                     - (confidence - spread) * log_p(target as usize)
                     - spread * (sum_log_p - log_p(pad));
-                kl as f32
+                (kl as f32, row_lse)
             })
-            .collect();
+            .unzip();
+        // The same logits are the backward pass's (this op's only input).
+        let _ = self.lse.set(lse);
         let rows = losses.len();
         Ok((CpuStorage::F32(losses), Shape::from(rows)))
     }
@@ -135,16 +152,18 @@ impl candle_core::CustomOp2 for FusedLabelSmoothingGrad<'_> {
         };
         let (confidence, spread, _) = op.distribution(vocab);
         let mut grad = vec![0f32; logits.len()];
+        let saved = op.lse.get();
         logits
             .par_chunks(vocab)
             .zip(grad.par_chunks_mut(vocab))
             .zip(op.targets.par_iter().zip(upstream))
+            .enumerate()
             .with_min_len(ROWS_PER_TASK)
-            .for_each(|((row, out), (&target, &g))| {
+            .for_each(|(i, ((row, out), (&target, &g)))| {
                 if target == op.pad {
                     return;
                 }
-                let lse = row_log_sum_exp(row);
+                let lse = saved.map_or_else(|| row_log_sum_exp(row), |lse| lse[i]);
                 softmax_minus_spread(row, lse, spread as f32, g, out);
                 out[op.pad as usize] += (spread * g as f64) as f32;
                 out[target as usize] -= ((confidence - spread) * g as f64) as f32;
