@@ -19,10 +19,9 @@ pub fn linear(xs: &Tensor, weight: &Tensor, bias: Option<&Tensor>) -> Result<Ten
     if fused_runs(&operands(xs, weight, bias)) {
         return linear_fused::linear(xs, weight, bias);
     }
-    // A bf16 autocast scope holds on the composed path too: the operands rounded to bf16
-    // (and back, so the product sums in f32), the rounding passing gradients straight on.
-    if super::bf16::active().is_some() && weight.track_op() && xs.dtype() == DType::F32 {
-        let round = |t: &Tensor| t.to_dtype(DType::BF16)?.to_dtype(DType::F32);
+    // A bf16 autocast scope holds on the composed path too, for a weight being trained.
+    if weight.track_op() && xs.dtype() == DType::F32 {
+        let round = super::bf16::rounded_in_scope;
         return composed(&round(xs)?, &round(weight)?, bias);
     }
     composed(xs, weight, bias)

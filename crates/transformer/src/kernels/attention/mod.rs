@@ -50,11 +50,9 @@ pub fn scaled_dot_product(
     // In half precision the scores, the mask's -1e9 and the softmax are f32 (as PyTorch's
     // autocast does): exp and the row sums overflow or lose the small probabilities otherwise.
     let compute_dtype = query.dtype();
-    // A bf16 autocast scope holds on the composed path too: the products' operands rounded to
-    // bf16 (and back, so that they sum in f32), the rounding passing gradients straight on.
-    let autocast = super::bf16::active().is_some() && tracked && compute_dtype == DType::F32;
-    let round = |t: &Tensor| match autocast {
-        true => t.to_dtype(DType::BF16)?.to_dtype(DType::F32),
+    // A bf16 autocast scope holds on the composed path too, for products being trained.
+    let round = |t: &Tensor| match tracked {
+        true => super::bf16::rounded_in_scope(t),
         false => Ok(t.clone()),
     };
     let scores =

@@ -33,3 +33,14 @@ impl Drop for Autocast {
         ACTIVE.with(|active| active.set(self.before));
     }
 }
+
+/// What the composed path (candle's ops) multiplies inside a scope: `t` rounded to bf16 and
+/// back, so that the product sums in f32 as the engines' do, the rounding passing gradients
+/// straight on. Outside a scope, or for what is not f32, `t` itself.
+pub fn rounded_in_scope(t: &candle_core::Tensor) -> candle_core::Result<candle_core::Tensor> {
+    use candle_core::DType;
+    match active() {
+        Some(_) if t.dtype() == DType::F32 => t.to_dtype(DType::BF16)?.to_dtype(DType::F32),
+        _ => Ok(t.clone()),
+    }
+}

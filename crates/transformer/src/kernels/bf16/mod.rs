@@ -27,7 +27,7 @@ mod tests;
 
 use std::sync::OnceLock;
 
-pub use autocast::{active, autocast, Autocast};
+pub use autocast::{active, autocast, rounded_in_scope, Autocast};
 pub use gemm::{gemm, Operand};
 
 /// The instructions bf16 products run on.
