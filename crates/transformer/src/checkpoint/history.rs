@@ -98,9 +98,7 @@ pub fn average(run_dir: &Path, last: usize, out: &Path) -> anyhow::Result<Vec<us
     let chosen = &history[history.len() - last..];
     let mut sources: Vec<&Path> = chosen.iter().map(|(_, dir)| dir.as_path()).collect();
     sources.push(run_dir);
-    // Checked once before the lock, so that a refusal names `out` as such, and again under
-    // it: what it holds cannot change until the save.
-    super::replace::check(out, &sources, super::replace::Kind::Float)?;
+    super::replace::check_before_lock(out, &sources)?;
     let destination = Destination::lock(out, WhenHeld::BRIEFLY)?;
     super::replace::check(out, &sources, super::replace::Kind::Float)?;
     let device = Device::Cpu;

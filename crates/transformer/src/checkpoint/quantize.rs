@@ -29,8 +29,7 @@ pub struct Quantized {
 /// checkpoint, never the source or a checkpoint training resumes from.
 pub fn quantize(source: &Path, out: &Path, overwrite: bool) -> anyhow::Result<Quantized> {
     let dir = resolve(source)?;
-    // Checked once before the lock, so that a refusal names `out` as such, and again under it.
-    replace::check(out, &[source, &dir], Kind::Int8)?;
+    replace::check_before_lock(out, &[source, &dir])?;
     // Taken before anything is checked: what `out` holds cannot change until the save.
     let destination = Destination::lock(out, WhenHeld::BRIEFLY)?;
     replace::check(out, &[source, &dir], Kind::Int8)?;

@@ -105,13 +105,18 @@ impl OutRefused {
     }
 }
 
-/// Refuses `out` when replacing it could lose work: it is or holds one of `sources`, it is
-/// not a directory, or it is not a checkpoint of `kind` with only a checkpoint's files in it.
-pub fn check(out: &Path, sources: &[&Path], kind: Kind) -> Result<(), OutRefused> {
+/// The refusals that no other writer's save can change: `out` is or holds one of `sources`,
+/// lies in a run's kept checkpoints, or is something other than a directory (a save swaps
+/// directories, so `out` is one or is missing at every moment). A writer checks these before
+/// it takes `out`'s lock, so that such a refusal names `out` as such, and [`check`]s the rest
+/// under the lock, where what `out` holds cannot change under it.
+pub fn check_before_lock(out: &Path, sources: &[&Path]) -> Result<(), OutRefused> {
     refuse_inside_a_run(out)?;
-    if std::fs::symlink_metadata(out).is_err() {
+    // One look at `out`: another writer may be swapping it at this moment, and two looks
+    // could see it there and then gone.
+    let Ok(metadata) = std::fs::symlink_metadata(out) else {
         return Ok(());
-    }
+    };
     let out_real = out.canonicalize().ok();
     for source in sources {
         if let (Some(out_real), Ok(source_real)) = (&out_real, source.canonicalize()) {
@@ -123,14 +128,25 @@ pub fn check(out: &Path, sources: &[&Path], kind: Kind) -> Result<(), OutRefused
             }
         }
     }
-    if std::fs::symlink_metadata(out).is_ok_and(|m| m.file_type().is_symlink()) {
-        // The link is replaced, never what it points to.
-        return Ok(());
-    }
-    if !out.is_dir() {
+    if !metadata.is_dir() && !metadata.file_type().is_symlink() {
         return Err(OutRefused::NotADirectory {
             out: out.to_path_buf(),
         });
+    }
+    Ok(())
+}
+
+/// Refuses `out` when replacing it could lose work: it is or holds one of `sources`, it is
+/// not a directory, or it is not a checkpoint of `kind` with only a checkpoint's files in it.
+/// Call it holding `out`'s lock (see [`check_before_lock`]).
+pub fn check(out: &Path, sources: &[&Path], kind: Kind) -> Result<(), OutRefused> {
+    check_before_lock(out, sources)?;
+    let Ok(metadata) = std::fs::symlink_metadata(out) else {
+        return Ok(());
+    };
+    if metadata.file_type().is_symlink() {
+        // The link is replaced, never what it points to.
+        return Ok(());
     }
     let refuse = |why: String| OutRefused::NotReplaceable {
         out: out.to_path_buf(),
