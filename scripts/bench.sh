@@ -179,6 +179,11 @@ if [ -n "$marian_workloads" ]; then
       run ctranslate2-int8 "$PYTHON" scripts/bench_marian.py ct2 "$workload" \
         --model "$MARIAN_DIR" --ct2-model "$MARIAN_CT2_INT8" --steps "$steps" \
         --threads "$THREADS" --compute-type int8
+      # bfloat16 where the CPU multiplies bf16 (AVX512-BF16 or AMX); CTranslate2 has none.
+      if [ "$BF16" = 1 ] && grep -qwE "avx512_bf16|amx_bf16" /proc/cpuinfo; then
+        run candle-bf16 "$BIN" bench "marian-$workload" --device cpu --steps "$steps" \
+          --checkpoint "$MARIAN_DIR" --compute-type bfloat16
+      fi
       [ "${MARIAN_HF:-}" = none ] && continue
       run transformers "$PYTHON" scripts/bench_marian.py hf "$workload" --model "$MARIAN_DIR" \
         --steps "$steps" --threads "$THREADS"

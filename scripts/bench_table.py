@@ -211,6 +211,23 @@ def marian_table(runs):
               f"{cell(ct2, lambda r: f'**{rate(ours) / rate(r):.2f}x**')} | "
               f"{rate(ours) / rate(float_ours):.2f}x | {rss_gb(ours):.2f} GB | "
               f"{cell(ct2, lambda r: f'{rss_gb(r):.2f} GB')} |")
+    bf16 = [(w, n) for w, n in rows if runs.get((w, "candle-bf16"))]
+    if not bf16:
+        return
+    engine = runs[(bf16[0][0], "candle-bf16")][0].get("precision") or "bf16"
+    print(f"\nThe same in bfloat16 (`--compute-type bfloat16`: bf16 weights packed at load, "
+          f"products on {engine}, f32 sums; CTranslate2 has no bfloat16 on the CPU, so its "
+          f"float32 is the peer):\n")
+    print("| workload | ours bfloat16 | CTranslate2 float32 | ours / CTranslate2 | "
+          "ours bfloat16 / ours float32 | peak RSS ours |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for workload, name in bf16:
+        ours, float_ours = runs[(workload, "candle-bf16")], runs[(workload, "candle")]
+        ct2 = runs.get((workload, "ctranslate2"))
+        cell = lambda r, f: f(r) if r else "-"  # noqa: E731
+        print(f"| {name} | {rate(ours):.4g} tokens/s | {cell(ct2, lambda r: f'{rate(r):.4g}')} | "
+              f"{cell(ct2, lambda r: f'{rate(ours) / rate(r):.2f}x')} | "
+              f"**{rate(ours) / rate(float_ours):.2f}x** | {rss_gb(ours):.2f} GB |")
 
 
 if __name__ == "__main__":

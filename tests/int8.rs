@@ -127,7 +127,7 @@ fn an_unknown_compute_type_is_a_usage_error_naming_the_choices() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
     let stderr = String::from_utf8(out.stderr).unwrap();
-    assert!(stderr.contains("float32 or int8"), "{stderr}");
+    assert!(stderr.contains("float32, int8 or bfloat16"), "{stderr}");
 }
 
 /// `transformer quantize DIR --out Q`: a quarter of the weights' bytes (int8 matrices and

@@ -84,7 +84,9 @@ pub fn marian_decoding(
         flops: 0.0,
         ranks: None,
         collective_seconds: None,
-        precision: None,
+        // Which engine the bf16 products ran on.
+        precision: (compute == ComputeType::Bfloat16)
+            .then(|| format!("bfloat16 on {}", crate::kernels::bf16::engine().name())),
     })
 }
 

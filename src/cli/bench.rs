@@ -53,7 +53,7 @@ pub struct BenchArgs {
     /// The MarianMT directory the marian-* workloads translate with
     #[arg(long, value_name = "DIR")]
     pub checkpoint: Option<PathBuf>,
-    /// What the marian-* workloads' linear layers compute in: float32 or int8
+    /// What the marian-* workloads' linear layers compute in: float32, int8 or bfloat16
     #[arg(long, value_name = "TYPE", value_parser = ComputeType::parse)]
     pub compute_type: Option<ComputeType>,
     /// Batches each rank sums per optimiser step (multi30k): one process with

@@ -32,8 +32,9 @@ pub struct DecodeSettingsArgs {
     /// decode.max_len, else source length + 50]
     #[arg(long, value_name = "N", value_parser = at_least_one)]
     pub max_len: Option<usize>,
-    /// What the linear layers compute in: float32, or int8 (weights quantized per output
-    /// row when the checkpoint loads, CPU only) [default: the checkpoint's
+    /// What the linear layers compute in: float32; int8 (weights quantized per output row
+    /// when the checkpoint loads, CPU only); or bfloat16 (bf16 weights and products, f32
+    /// sums: on a CPU with AMX-BF16 or AVX512-BF16, or a GPU) [default: the checkpoint's
     /// decode.compute_type, else float32]
     #[arg(long, value_name = "TYPE", value_parser = ComputeType::parse)]
     pub compute_type: Option<ComputeType>,

@@ -50,6 +50,20 @@ pub fn load_as(
         ));
         compute = ComputeType::Float32;
     }
+    if compute == ComputeType::Bfloat16 && device.is_cpu() {
+        let engine = crate::kernels::bf16::engine();
+        if !engine.is_native() && !crate::kernels::bf16::engine_asked_for() {
+            bail!(
+                "compute type bfloat16 needs bf16 products, and this CPU has neither AMX-BF16 \
+                 nor AVX512-BF16: decode in float32, which is faster here (or set \
+                 TRANSFORMER_BF16_ENGINE=emulated to run bfloat16 emulated anyway)"
+            );
+        }
+        log::info!(
+            "bfloat16: bf16 weights and products on {}, f32 sums",
+            engine.name()
+        );
+    }
     let model = build_model_as(&config, &tokenizers, weights, device, compute)?;
     config.decode.compute_type = compute;
     Ok(Checkpoint {

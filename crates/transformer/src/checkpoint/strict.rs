@@ -32,6 +32,8 @@ struct RecordingBackend {
     requested: Arc<Mutex<HashSet<String>>>,
     /// The model is built for int8: its matrices are served as int8.
     int8: bool,
+    /// The model is built for bfloat16: its matrices are served as `BF16` tensors.
+    bf16: bool,
     /// The row scales of float matrices quantized here, until their layer asks for them.
     scales: Mutex<HashMap<String, Tensor>>,
     /// Every tensor served, as served, when asked to keep them (`transformer quantize`).
@@ -49,6 +51,7 @@ impl RecordingBackend {
             format,
             requested: requested.clone(),
             int8: false,
+            bf16: false,
             scales: Mutex::new(HashMap::new()),
             served: None,
         };
@@ -58,7 +61,8 @@ impl RecordingBackend {
     /// `name` in the form the build computes in: built for int8, a matrix as int8 (`U8`
     /// values, quantized here when the file holds floats, its scales then kept for
     /// [`scale_name`]), which the layer asked for as float and so knows by its dtype; else
-    /// floats (an int8 matrix's values scaled back) as `dtype` asks.
+    /// floats (an int8 matrix's values scaled back) as `dtype` asks; built for bfloat16, a
+    /// matrix as `BF16` (rounded here), which the layer knows by its dtype too.
     fn serve(&self, name: &str, dtype: DType) -> candle_core::Result<Tensor> {
         let pending = self.scales.lock().ok().and_then(|mut s| s.remove(name));
         let tensor = match pending {
@@ -69,7 +73,11 @@ impl RecordingBackend {
                     DType::U8 if self.int8 || dtype == DType::U8 => tensor,
                     DType::U8 => {
                         let scales = self.fetch(&scale_name(name))?;
-                        int8_file::dequantized(&tensor, &scales)?.to_dtype(dtype)?
+                        let floats = int8_file::dequantized(&tensor, &scales)?;
+                        match self.bf16 && is_matrix_weight(name, &floats) {
+                            true => floats.to_dtype(DType::BF16)?,
+                            false => floats.to_dtype(dtype)?,
+                        }
                     }
                     _ if self.int8 && is_matrix_weight(name, &tensor) => {
                         let (values, scales) = int8_file::quantized(&tensor)?;
@@ -77,6 +85,9 @@ impl RecordingBackend {
                             pending.insert(scale_name(name), scales);
                         }
                         values
+                    }
+                    _ if self.bf16 && is_matrix_weight(name, &tensor) => {
+                        tensor.to_dtype(DType::BF16)?
                     }
                     _ => tensor.to_dtype(dtype)?,
                 }
@@ -98,7 +109,8 @@ impl RecordingBackend {
             .tensors
             .lock()
             .map_err(|_| candle_core::Error::Msg("lock poisoned".into()))?;
-        let tensor = if self.int8 {
+        // Served in another form, each float weight is freed once its layer has it.
+        let tensor = if self.int8 || self.bf16 {
             tensors.remove(name)
         } else {
             tensors.get(name).cloned()
@@ -293,6 +305,7 @@ fn build_strictly_with<M>(
     let module_names: Vec<String> = weights.tensors.keys().cloned().collect();
     let (mut backend, requested) = RecordingBackend::new(weights.tensors, format.clone());
     backend.int8 = compute == ComputeType::Int8;
+    backend.bf16 = compute == ComputeType::Bfloat16;
     backend.served = served;
     let vb = VarBuilder::from_backend(Box::new(backend), DType::F32, device.clone());
     // The first tensor the build missed, or the whole account of what is missing and left

@@ -55,6 +55,8 @@ pub enum ComputeType {
     #[default]
     Float32,
     Int8,
+    /// bf16 weights and inputs to the products, f32 sums and everything else f32.
+    Bfloat16,
 }
 
 impl ComputeType {
@@ -63,6 +65,7 @@ impl ComputeType {
         match self {
             Self::Float32 => "float32",
             Self::Int8 => "int8",
+            Self::Bfloat16 => "bfloat16",
         }
     }
 
@@ -71,7 +74,10 @@ impl ComputeType {
         match text {
             "float32" => Ok(Self::Float32),
             "int8" => Ok(Self::Int8),
-            other => Err(format!("{other:?} is not a compute type: float32 or int8")),
+            "bfloat16" => Ok(Self::Bfloat16),
+            other => Err(format!(
+                "{other:?} is not a compute type: float32, int8 or bfloat16"
+            )),
         }
     }
 }

@@ -5,7 +5,7 @@
 use candle_core::{DType, Result, Tensor, D};
 
 use super::{DecodeInput, Hypothesis, ABANDONED, NOT_A_NUMBER};
-use crate::kernels::log_softmax::log_softmax_last_dim;
+use crate::kernels::log_softmax::{greedy_choices, log_softmax_last_dim};
 use crate::model::step::feed_prefix;
 use crate::model::{masks, DecodingModel, Mode, ModelFamily, TeacherForced};
 
@@ -65,13 +65,29 @@ pub fn greedy_batch(model: &dyn DecodingModel, input: &DecodeInput) -> Result<Ve
         if !(input.still_wanted)() {
             candle_core::bail!("{ABANDONED}")
         }
-        let log_probs = log_softmax_last_dim(&model.step(&last, &mut *state)?)?;
-        let never = match &never_generated {
-            Some(bias) => bias,
-            None => never_generated.insert(never_generated_bias(&log_probs, input.never)?),
+        let logits = model.step(&last, &mut *state)?;
+        let (best, log_prob) = match greedy_choices(&logits, input.never)? {
+            // On the CPU: the best ids and their log-probabilities without the log-softmax.
+            Some(choices) => {
+                let (ids, log_probs): (Vec<u32>, Vec<f32>) = choices.into_iter().unzip();
+                let rows = ids.len();
+                (
+                    Tensor::from_vec(ids, (rows, 1), device)?,
+                    Tensor::from_vec(log_probs, (rows, 1), device)?,
+                )
+            }
+            None => {
+                let log_probs = log_softmax_last_dim(&logits)?;
+                let never = match &never_generated {
+                    Some(bias) => bias,
+                    None => never_generated.insert(never_generated_bias(&log_probs, input.never)?),
+                };
+                let best = log_probs.broadcast_add(never)?.argmax_keepdim(D::Minus1)?;
+                let log_prob = log_probs.gather(&best, D::Minus1)?;
+                (best, log_prob)
+            }
         };
-        let best = log_probs.broadcast_add(never)?.argmax_keepdim(D::Minus1)?;
-        unread.push((best.clone(), log_probs.gather(&best, D::Minus1)?));
+        unread.push((best.clone(), log_prob));
         last = best;
         if step % check_every != 0 && step < longest {
             continue;

@@ -10,6 +10,7 @@ use std::sync::OnceLock;
 
 use candle_core::{CpuStorage, CustomOp1, DType, Layout, Result, Shape, Tensor};
 
+use super::bf16::PackedWeight;
 use super::int8::QuantizedMatrix;
 use super::{fused_runs, linear_fused};
 
@@ -65,6 +66,42 @@ pub fn linear_int8(xs: &Tensor, matrix: &QuantizedMatrix, bias: Option<&[f32]>) 
         .apply_op1_no_bwd(&Int8Linear { matrix, bias })
 }
 
+/// `x W^T + b` for `x` `(rows, in)` with the bf16 weight packed for the CPU's bf16 engine
+/// (bfloat16 decoding); `x` is rounded to bf16 as it is packed, the sums and `b` are f32.
+pub fn linear_bf16(xs: &Tensor, matrix: &PackedWeight, bias: Option<&[f32]>) -> Result<Tensor> {
+    xs.contiguous()?
+        .apply_op1_no_bwd(&Bf16Linear { matrix, bias })
+}
+
+struct Bf16Linear<'a> {
+    matrix: &'a PackedWeight,
+    bias: Option<&'a [f32]>,
+}
+
+impl CustomOp1 for Bf16Linear<'_> {
+    fn name(&self) -> &'static str {
+        "linear-bf16"
+    }
+
+    fn cpu_fwd(&self, storage: &CpuStorage, layout: &Layout) -> Result<(CpuStorage, Shape)> {
+        let (rows, in_features) = layout.shape().dims2()?;
+        let x = super::contiguous_input(storage, layout, "linear-bf16")?;
+        let x = super::bf16::pack::Strided {
+            data: x,
+            rows,
+            cols: in_features,
+            row_stride: in_features,
+            col_stride: 1,
+        };
+        let y = self
+            .matrix
+            .product(x, self.bias, super::bf16::engine())
+            .map_err(candle_core::Error::Msg)?;
+        let shape = Shape::from((rows, self.matrix.out_features()));
+        Ok((CpuStorage::F32(y), shape))
+    }
+}
+
 struct Int8Linear<'a> {
     matrix: &'a QuantizedMatrix,
     bias: Option<&'a [f32]>,
@@ -100,12 +137,21 @@ fn operands<'a>(xs: &'a Tensor, weight: &'a Tensor, bias: Option<&'a Tensor>) ->
 
 /// The product from candle's ops, as a GPU runs it.
 fn composed(xs: &Tensor, weight: &Tensor, bias: Option<&Tensor>) -> Result<Tensor> {
+    if weight.dtype() != xs.dtype() && !weight.track_op() {
+        // A bf16 weight on a GPU (bfloat16 decoding): the product in its dtype, the rest f32.
+        let ys = xs.to_dtype(weight.dtype())?.matmul(&weight.t()?)?;
+        return composed_bias(ys.to_dtype(xs.dtype())?, bias, xs.dim(0)?);
+    }
     let ys = xs.matmul(&weight.t()?)?;
+    composed_bias(ys, bias, xs.dim(0)?)
+}
+
+fn composed_bias(ys: Tensor, bias: Option<&Tensor>, rows: usize) -> Result<Tensor> {
     match bias {
         None => Ok(ys),
         // The ones-product only pays off in the backward pass; without gradients (decoding a
         // loaded checkpoint) the plain broadcast is one op instead of three.
-        Some(bias) if ys.track_op() || bias.track_op() => ys + broadcast_rows(bias, xs.dim(0)?)?,
+        Some(bias) if ys.track_op() || bias.track_op() => ys + broadcast_rows(bias, rows)?,
         Some(bias) => ys.broadcast_add(bias),
     }
 }

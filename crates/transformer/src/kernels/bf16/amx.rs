@@ -21,9 +21,9 @@ use rayon::prelude::*;
 use super::pack::{pack_b_padded, pack_rows, pairs, Strided, NR};
 
 /// Rows (and columns) of `C` a kernel call covers: two tiles each way.
-const BLOCK: usize = 32;
+pub(super) const BLOCK: usize = 32;
 /// Pairs of `k` one tile holds along `k` (64 bytes a row).
-const TILE_PAIRS: usize = 16;
+pub(super) const TILE_PAIRS: usize = 16;
 /// Row blocks a parallel task multiplies, so that a panel of `B` stays in L2 over them.
 const BLOCKS_PER_TASK: usize = 8;
 
@@ -180,7 +180,7 @@ static CONFIG: TileConfig = {
 /// [`tiles`] must be [`Tiles::Granted`]; `a` holds 32 rows of `panel_pairs` words, `b` `panel_pairs` rows
 /// of 32 words `NR` apart, `panel_pairs` is a whole number of tiles (16), and `c` holds 32
 /// rows of 32 floats `c_stride >= 32` apart.
-unsafe fn block(a: &[u32], b: &[u32], panel_pairs: usize, c: *mut f32, c_stride: usize) {
+pub(super) unsafe fn block(a: &[u32], b: &[u32], panel_pairs: usize, c: *mut f32, c_stride: usize) {
     debug_assert!(panel_pairs.is_multiple_of(TILE_PAIRS) && panel_pairs > 0);
     debug_assert!(a.len() >= BLOCK * panel_pairs && b.len() >= (panel_pairs - 1) * NR + BLOCK);
     let a_stride = panel_pairs * 4;

@@ -22,6 +22,7 @@ mod gemm;
 mod kernel_avx512;
 mod kernel_emulated;
 pub mod pack;
+mod packed;
 #[cfg(test)]
 mod tests;
 
@@ -29,6 +30,7 @@ use std::sync::OnceLock;
 
 pub use autocast::{active, autocast, rounded_in_scope, Autocast};
 pub use gemm::{gemm, Operand};
+pub use packed::PackedWeight;
 
 /// The instructions bf16 products run on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -97,6 +99,12 @@ pub fn engine() -> Engine {
             }
         }
     })
+}
+
+/// Whether `TRANSFORMER_BF16_ENGINE` chose the engine in use (so emulation was asked for,
+/// not fallen back to).
+pub fn engine_asked_for() -> bool {
+    std::env::var(ENGINE_VARIABLE).is_ok_and(|asked| asked == engine().name())
 }
 
 /// Names the engine to use instead of the best (for comparing them).

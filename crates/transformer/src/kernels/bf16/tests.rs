@@ -194,3 +194,81 @@ fn shapes_that_do_not_fit_are_an_error_not_a_panic() {
     };
     assert!(gemm(short, row_major(&b, 3, 2), &mut [0f32; 6], false, engine()).is_err());
 }
+
+/// The packed weight's product `x W^T + b` against the f64 product of the bf16-rounded
+/// operands, on every engine, for the shapes decoding meets: one row to a few hundred, inputs
+/// and outputs off every panel and tile edge, a Generator-like width.
+#[test]
+fn a_packed_weight_multiplies_as_the_rounded_product_on_every_engine() {
+    for engine in engines() {
+        for (rows, inp, out) in [
+            (1, 1, 1),
+            (1, 37, 70),
+            (5, 64, 64),
+            (7, 130, 300),
+            (33, 512, 777),
+        ] {
+            let x = random(rows * inp, 11);
+            let w = random(out * inp, 12);
+            let bias = random(out, 13);
+            let packed = PackedWeight::from_rows(&w, out, inp);
+            let y = packed
+                .product(row_major(&x, rows, inp), Some(&bias), engine)
+                .unwrap();
+            let w_t = row_major(&w, out, inp).t();
+            let (exact, scale) = reference(row_major(&x, rows, inp), w_t);
+            for (i, (&got, (&want, &scale))) in y.iter().zip(exact.iter().zip(&scale)).enumerate() {
+                let want = want + f64::from(bias[i % out]);
+                let tolerance = 1e-6 * (inp as f64 + 4.0) * (scale + 1.0);
+                assert!(
+                    (f64::from(got) - want).abs() <= tolerance,
+                    "{engine:?} {rows}x{inp}x{out}: element {i} is {got}, wants {want}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn a_packed_weight_gives_back_its_rows_rounded_and_joins_without_rounding_again() {
+    let (out, inp) = (70, 37);
+    let w = random(out * inp, 14);
+    let packed = PackedWeight::from_rows(&w, out, inp);
+    let rounded: Vec<f32> = w.iter().map(|&v| from_bf16(to_bf16(v))).collect();
+    assert_eq!(packed.unpacked(), rounded);
+    assert_eq!(
+        packed.row(3, 2.0).unwrap()[..],
+        rounded[3 * inp..4 * inp]
+            .iter()
+            .map(|v| v * 2.0)
+            .collect::<Vec<_>>()[..]
+    );
+    assert!(packed.row(out, 1.0).is_none());
+    let other = PackedWeight::from_rows(&w[..10 * inp], 10, inp);
+    let joined = PackedWeight::concatenated(&[&packed, &other]);
+    assert_eq!(joined.out_features(), out + 10);
+    assert_eq!(
+        joined.unpacked(),
+        [&rounded[..], &rounded[..10 * inp]].concat()
+    );
+    // Inputs that fit no weight are an error, not a panic.
+    let x = random(2 * inp, 15);
+    assert!(packed
+        .product(row_major(&x, 1, 2 * inp), None, Engine::Emulated)
+        .is_err());
+    assert!(packed
+        .product(row_major(&x, 2, inp), Some(&[0.0; 3]), Engine::Emulated)
+        .is_err());
+}
+
+#[test]
+fn packing_bf16_values_equals_packing_the_floats_they_round_from() {
+    for (out, inp) in [(1, 1), (70, 37), (130, 64)] {
+        let w = random(out * inp, 16);
+        let bits: Vec<u16> = w.iter().map(|&v| to_bf16(v)).collect();
+        let from_bits = PackedWeight::from_bf16_rows(&bits, out, inp);
+        let from_floats = PackedWeight::from_rows(&w, out, inp);
+        assert_eq!(from_bits.unpacked(), from_floats.unpacked());
+        assert_eq!(from_bits.bytes(), from_floats.bytes());
+    }
+}

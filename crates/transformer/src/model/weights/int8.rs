@@ -2,11 +2,14 @@
 //! serves, as CTranslate2 chooses it by the stored dtype: an int8 checkpoint's matrices come
 //! as `U8` tensors (the bytes of `i8`s) with row scales beside them (CTranslate2's naming),
 //! and a loader decoding a float checkpoint in int8 quantizes each matrix as it serves it.
-//! A layer that is served a `U8` weight asks for its scales and keeps the int8 form.
+//! A layer that is served a `U8` weight asks for its scales and keeps the int8 form. A loader
+//! decoding in bfloat16 serves matrices as `BF16`: on the CPU the layer packs them for the
+//! bf16 kernels ([`PackedWeight`]); on a GPU it keeps the tensor, which candle multiplies.
 
 use candle_core::{DType, Result, Tensor};
 use candle_nn::{Init, VarBuilder};
 
+use crate::kernels::bf16::PackedWeight;
 use crate::kernels::int8::{self, QuantizedMatrix};
 
 /// The name of the row scales beside an int8 matrix `name` (CTranslate2's naming).
@@ -17,8 +20,11 @@ pub fn scale_name(name: &str) -> String {
 /// The matrix `name` as `vb` serves it: float, or int8 ([`QuantizedMatrix`], with its row
 /// scales [`scale_name`]) when it is served as `U8` values.
 pub enum Served {
+    /// f32, or bf16 on a GPU.
     Float(Tensor),
     Int8(QuantizedMatrix),
+    /// bf16 on the CPU, packed.
+    Bf16(PackedWeight),
 }
 
 /// The matrix `name` `(out, inp)` in the form `vb` serves it (see the module docs); `init`
@@ -30,6 +36,18 @@ pub fn fetch_matrix(
     init: Init,
 ) -> Result<Served> {
     let matrix = vb.get_with_hints((out, inp), name, init)?;
+    if matrix.dtype() == DType::BF16 && matrix.device().is_cpu() {
+        // Packed from the served values in place: no f32 copy of a large table.
+        let matrix = matrix.contiguous()?;
+        let (storage, layout) = matrix.storage_and_layout();
+        let candle_core::Storage::Cpu(storage) = &*storage else {
+            candle_core::bail!("linear: bf16 weights to pack live on the CPU")
+        };
+        let start = layout.start_offset();
+        let values = &storage.as_slice::<half::bf16>()?[start..start + out * inp];
+        let bits: &[u16] = half::slice::HalfFloatSliceExt::reinterpret_cast(values);
+        return Ok(Served::Bf16(PackedWeight::from_bf16_rows(bits, out, inp)));
+    }
     if matrix.dtype() != DType::U8 {
         return Ok(Served::Float(matrix));
     }

@@ -7,8 +7,9 @@
 //! faster, made on first use: its transpose, and (in a [`LinearGroup`]) the concatenation
 //! of layers that read the same input. A weight the loader serves as int8 (an int8
 //! checkpoint's, or a float one quantized for int8 decoding: see [`super::int8`]) is kept as
-//! int8 values and row scales and nothing else. Model code calls `forward` and never knows
-//! which form answered.
+//! int8 values and row scales and nothing else; one served as bf16 on the CPU (bfloat16
+//! decoding) as bf16 packed for the bf16 kernels and nothing else. Model code calls `forward`
+//! and never knows which form answered.
 
 use std::borrow::Cow;
 use std::ops::Range;
@@ -19,6 +20,7 @@ use candle_nn::{Init, VarBuilder};
 
 use super::int8::{fetch_matrix, Served};
 use crate::kernels;
+use crate::kernels::bf16::PackedWeight;
 use crate::kernels::int8::QuantizedMatrix;
 use crate::model::weights::table::Table;
 
@@ -35,6 +37,11 @@ enum Weight {
     /// int8, one scale per output row, with the bias's values: the f32 weight is not kept.
     Int8 {
         matrix: Arc<QuantizedMatrix>,
+        bias: Option<Arc<[f32]>>,
+    },
+    /// bf16, packed once, with the bias's values: the f32 weight is not kept.
+    Bf16 {
+        matrix: Arc<PackedWeight>,
         bias: Option<Arc<[f32]>>,
     },
 }
@@ -55,7 +62,7 @@ impl Weight {
     fn matrix(&self) -> Option<&Tensor> {
         match self {
             Self::Trained(matrix) | Self::Fixed { matrix, .. } => Some(matrix),
-            Self::Int8 { .. } => None,
+            Self::Int8 { .. } | Self::Bf16 { .. } => None,
         }
     }
 
@@ -63,16 +70,29 @@ impl Weight {
         match self {
             Self::Trained(matrix) | Self::Fixed { matrix, .. } => matrix.dim(0),
             Self::Int8 { matrix, .. } => Ok(matrix.out_features()),
+            Self::Bf16 { matrix, .. } => Ok(matrix.out_features()),
         }
     }
 
     /// The int8 form of `matrix`, with the bias's values read once.
     fn int8_of(matrix: Arc<QuantizedMatrix>, bias: Option<&Tensor>) -> Result<Self> {
-        let bias = bias
-            .map(|b| Ok::<_, candle_core::Error>(Arc::from(b.to_vec1::<f32>()?)))
-            .transpose()?;
-        Ok(Self::Int8 { matrix, bias })
+        Ok(Self::Int8 {
+            matrix,
+            bias: bias_values(bias)?,
+        })
     }
+
+    /// The bf16 form of `matrix`, with the bias's values read once.
+    fn bf16_of(matrix: Arc<PackedWeight>, bias: Option<&Tensor>) -> Result<Self> {
+        Ok(Self::Bf16 {
+            matrix,
+            bias: bias_values(bias)?,
+        })
+    }
+}
+
+fn bias_values(bias: Option<&Tensor>) -> Result<Option<Arc<[f32]>>> {
+    bias.map(|b| Ok(Arc::from(b.to_vec1::<f32>()?))).transpose()
 }
 
 /// A fully connected layer, with or without a bias.
@@ -99,6 +119,7 @@ impl Linear {
         let shape = (out_features, in_features);
         match fetch_matrix(&vb, "weight", shape, Init::Const(0.))? {
             Served::Int8(matrix) => Self::over_int8(Arc::new(matrix), bias, vb),
+            Served::Bf16(matrix) => Self::over_bf16(Arc::new(matrix), bias, vb),
             Served::Float(weight) => Self::from_weight(weight, bias, vb),
         }
     }
@@ -112,6 +133,18 @@ impl Linear {
             None
         };
         let weight = Weight::int8_of(matrix, bias.as_ref())?;
+        Ok(Self { weight, bias })
+    }
+
+    /// A layer over the packed bf16 `matrix` (its own, or a table it shares) and, with
+    /// `bias`, its own bias.
+    pub fn over_bf16(matrix: Arc<PackedWeight>, bias: bool, vb: VarBuilder) -> Result<Self> {
+        let bias = if bias {
+            Some(vb.get_with_hints(matrix.out_features(), "bias", Init::Const(0.))?)
+        } else {
+            None
+        };
+        let weight = Weight::bf16_of(matrix, bias.as_ref())?;
         Ok(Self { weight, bias })
     }
 
@@ -135,6 +168,7 @@ impl Linear {
         match table {
             Table::Float(matrix) => Self::from_weight(matrix.clone(), bias, vb),
             Table::Int8(matrix) => Self::over_int8(matrix.clone(), bias, vb),
+            Table::Bf16(matrix) => Self::over_bf16(matrix.clone(), bias, vb),
         }
     }
 
@@ -155,9 +189,21 @@ impl Linear {
             let weight = Weight::int8_of(joined, bias.as_ref())?;
             return Ok(Self { weight, bias });
         }
+        let packed: Option<Vec<&PackedWeight>> = layers
+            .iter()
+            .map(|l| match &l.weight {
+                Weight::Bf16 { matrix, .. } => Some(&**matrix),
+                _ => None,
+            })
+            .collect();
+        if let Some(parts) = packed {
+            let joined = Arc::new(PackedWeight::concatenated(&parts));
+            let weight = Weight::bf16_of(joined, bias.as_ref())?;
+            return Ok(Self { weight, bias });
+        }
         let weights: Option<Vec<&Tensor>> = layers.iter().map(|l| l.weight.matrix()).collect();
         let Some(weights) = weights else {
-            candle_core::bail!("linear: cannot join int8 and float layers")
+            candle_core::bail!("linear: cannot join layers of different forms")
         };
         Ok(Self {
             weight: Weight::new(Tensor::cat(&weights, 0)?),
@@ -188,6 +234,9 @@ impl Linear {
             }
             Weight::Int8 { matrix, bias } => {
                 kernels::linear::linear_int8(&xs, matrix, bias.as_deref())?
+            }
+            Weight::Bf16 { matrix, bias } => {
+                kernels::linear::linear_bf16(&xs, matrix, bias.as_deref())?
             }
         };
         ys.reshape(dims)

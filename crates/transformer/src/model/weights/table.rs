@@ -1,6 +1,7 @@
 //! An embedding table `(vocab, d_model)` and the forms it takes: float (a variable being
 //! trained, or a loaded checkpoint's tensor), or int8 with one scale per row when the loader
-//! serves it so (see [`super::int8`]). A generator
+//! serves it so (see [`super::int8`]), or bf16 (packed on the CPU, a `BF16` tensor on a GPU)
+//! when it serves it so for bfloat16 decoding. A generator
 //! that shares the table (`share_embeddings`) shares whichever form it is.
 
 use std::sync::Arc;
@@ -9,12 +10,14 @@ use candle_core::{DType, Result, Tensor};
 use candle_nn::{Init, VarBuilder};
 
 use super::int8::{fetch_matrix, Served};
+use crate::kernels::bf16::PackedWeight;
 use crate::kernels::int8::QuantizedMatrix;
 
 #[derive(Clone)]
 pub enum Table {
     Float(Tensor),
     Int8(Arc<QuantizedMatrix>),
+    Bf16(Arc<PackedWeight>),
 }
 
 impl Table {
@@ -28,6 +31,7 @@ impl Table {
         Ok(match fetch_matrix(&vb, "weight", (vocab, d_model), init)? {
             Served::Float(table) => Self::Float(table),
             Served::Int8(matrix) => Self::Int8(Arc::new(matrix)),
+            Served::Bf16(matrix) => Self::Bf16(Arc::new(matrix)),
         })
     }
 
@@ -36,6 +40,7 @@ impl Table {
         match self {
             Self::Float(table) => table.dims2(),
             Self::Int8(matrix) => Ok((matrix.out_features(), matrix.in_features())),
+            Self::Bf16(matrix) => Ok((matrix.out_features(), matrix.in_features())),
         }
     }
 
@@ -43,7 +48,7 @@ impl Table {
     pub fn float(&self) -> Option<&Tensor> {
         match self {
             Self::Float(table) => Some(table),
-            Self::Int8(_) => None,
+            Self::Int8(_) | Self::Bf16(_) => None,
         }
     }
 
@@ -54,7 +59,10 @@ impl Table {
         dims.push(d_model);
         let rows = match self {
             Self::Float(table) => {
-                let rows = table.index_select(&ids.flatten_all()?, 0)?;
+                // A GPU's bf16 table gives f32 rows: only products are bf16.
+                let rows = table
+                    .index_select(&ids.flatten_all()?, 0)?
+                    .to_dtype(DType::F32)?;
                 if factor == 1.0 {
                     rows
                 } else {
@@ -69,6 +77,20 @@ impl Table {
                         matrix.out_features()
                     )
                 };
+                Tensor::from_vec(values, (flat.len(), d_model), ids.device())?
+            }
+            Self::Bf16(matrix) => {
+                let flat = ids.flatten_all()?.to_dtype(DType::U32)?.to_vec1::<u32>()?;
+                let mut values = Vec::with_capacity(flat.len() * d_model);
+                for &id in &flat {
+                    let Some(row) = matrix.row(id as usize, factor as f32) else {
+                        candle_core::bail!(
+                            "embedding: id {id} is past the table's {} rows",
+                            matrix.out_features()
+                        )
+                    };
+                    values.extend(row);
+                }
                 Tensor::from_vec(values, (flat.len(), d_model), ids.device())?
             }
         };
