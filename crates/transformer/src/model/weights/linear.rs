@@ -91,6 +91,12 @@ impl Weight {
     }
 }
 
+/// The layer's own bias of `out` values under `vb`, when it has one.
+fn own_bias(bias: bool, out: usize, vb: &VarBuilder) -> Result<Option<Tensor>> {
+    bias.then(|| vb.get_with_hints(out, "bias", Init::Const(0.)))
+        .transpose()
+}
+
 fn bias_values(bias: Option<&Tensor>) -> Result<Option<Arc<[f32]>>> {
     bias.map(|b| Ok(Arc::from(b.to_vec1::<f32>()?))).transpose()
 }
@@ -127,11 +133,7 @@ impl Linear {
     /// A layer over the int8 `matrix` (its own, or a table it shares) and, with `bias`, its
     /// own bias.
     pub fn over_int8(matrix: Arc<QuantizedMatrix>, bias: bool, vb: VarBuilder) -> Result<Self> {
-        let bias = if bias {
-            Some(vb.get_with_hints(matrix.out_features(), "bias", Init::Const(0.))?)
-        } else {
-            None
-        };
+        let bias = own_bias(bias, matrix.out_features(), &vb)?;
         let weight = Weight::int8_of(matrix, bias.as_ref())?;
         Ok(Self { weight, bias })
     }
@@ -139,11 +141,7 @@ impl Linear {
     /// A layer over the packed bf16 `matrix` (its own, or a table it shares) and, with
     /// `bias`, its own bias.
     pub fn over_bf16(matrix: Arc<PackedWeight>, bias: bool, vb: VarBuilder) -> Result<Self> {
-        let bias = if bias {
-            Some(vb.get_with_hints(matrix.out_features(), "bias", Init::Const(0.))?)
-        } else {
-            None
-        };
+        let bias = own_bias(bias, matrix.out_features(), &vb)?;
         let weight = Weight::bf16_of(matrix, bias.as_ref())?;
         Ok(Self { weight, bias })
     }
@@ -151,11 +149,7 @@ impl Linear {
     /// A layer over an existing `weight` `(out, in)` (shared with another module) and, with
     /// `bias`, its own bias.
     pub fn from_weight(weight: Tensor, bias: bool, vb: VarBuilder) -> Result<Self> {
-        let bias = if bias {
-            Some(vb.get_with_hints(weight.dim(0)?, "bias", Init::Const(0.))?)
-        } else {
-            None
-        };
+        let bias = own_bias(bias, weight.dim(0)?, &vb)?;
         Ok(Self {
             weight: Weight::new(weight),
             bias,
