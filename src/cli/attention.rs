@@ -22,6 +22,10 @@ pub struct AttentionArgs {
     /// Draw only these layers (1-based, comma-separated; default: all)
     #[arg(long, value_name = "N,...", value_delimiter = ',', value_parser = at_least_one)]
     pub layers: Vec<usize>,
+    /// What the linear layers compute in: float32, int8 or bfloat16 [default: the
+    /// checkpoint's decode.compute_type, else float32]
+    #[arg(long, value_name = "TYPE", value_parser = crate::config::ComputeType::parse)]
+    pub compute_type: Option<crate::config::ComputeType>,
     #[command(flatten)]
     pub device: DeviceArgs,
 }

@@ -18,7 +18,7 @@ use crate::progress::Verbosity;
 pub fn run(args: AttentionArgs) -> anyhow::Result<()> {
     check_out_path(&args.out)?;
     let device = super::device_from(&args.device, Verbosity::Normal)?;
-    let opened = super::open_translator(args.checkpoint.as_deref(), &device, None)?;
+    let opened = super::open_translator(args.checkpoint.as_deref(), &device, args.compute_type)?;
     let loaded = opened.checkpoint();
     let layers = loaded.config.model.layers;
     if let Some(&bad) = args.layers.iter().find(|&&l| l > layers) {

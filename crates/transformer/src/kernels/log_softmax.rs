@@ -104,17 +104,29 @@ pub(super) fn log_sum_exp<const FUSED: bool>(row: &[f32], max: f32) -> f32 {
     let whole = row.len() / LANES * LANES;
     for block in row[..whole].chunks_exact(LANES) {
         for k in 0..LANES {
-            lanes[k] += exp::<FUSED>((block[k] - max).max(LOWEST_EXPONENT));
+            lanes[k] += exp::<FUSED>(at_least_lowest(block[k] - max));
         }
     }
     let mut total = 0f32;
     for &x in &row[whole..] {
-        total += exp::<FUSED>((x - max).max(LOWEST_EXPONENT));
+        total += exp::<FUSED>(at_least_lowest(x - max));
     }
     for lane in lanes {
         total += lane;
     }
     max + total.ln()
+}
+
+/// `d` raised to [`LOWEST_EXPONENT`], a NaN kept (`f32::max` would drop it): a row holding a
+/// NaN or +inf logit (damaged weights that overflow) then has a NaN log-sum-exp, so that every
+/// search sees that its log-probabilities are not numbers instead of skipping that id.
+#[inline(always)]
+fn at_least_lowest(d: f32) -> f32 {
+    if d < LOWEST_EXPONENT {
+        LOWEST_EXPONENT
+    } else {
+        d
+    }
 }
 
 /// The `count` most likely ids of each row of `logits` `(rows, vocab)` with their
@@ -332,5 +344,33 @@ mod tests {
         // Off the fused path (a gradient, a GPU): none.
         let _composed = crate::kernels::composed_only();
         assert!(greedy_choices(&logits, &never).unwrap().is_none());
+    }
+
+    /// A NaN or +inf logit (damaged weights that overflow) makes every search's
+    /// log-probability of that row a NaN, which the searches refuse, never an id skipped.
+    #[test]
+    fn a_row_with_a_nan_or_infinite_logit_has_no_finite_log_probabilities() {
+        let dev = Device::Cpu;
+        for bad in [f32::NAN, -f32::NAN, f32::INFINITY] {
+            let mut row = vec![0.5f32; 300];
+            row[123] = bad;
+            row.extend([0.5f32; 300]);
+            let logits = Tensor::from_vec(row, (2, 300), &dev).unwrap();
+            let greedy = greedy_choices(&logits, &[0]).unwrap().unwrap();
+            assert!(greedy[0].1.is_nan(), "{bad}: {:?}", greedy[0]);
+            assert!(greedy[1].1.is_finite());
+            let top = top_log_probs(&logits, 4).unwrap();
+            assert!(
+                top[0].iter().all(|(_, lp)| lp.is_nan()),
+                "{bad}: {:?}",
+                top[0]
+            );
+            assert!(top[1].iter().all(|(_, lp)| lp.is_finite()));
+            let log_probs = log_softmax_last_dim(&logits)
+                .unwrap()
+                .to_vec2::<f32>()
+                .unwrap();
+            assert!(log_probs[0].iter().all(|lp| lp.is_nan()), "{bad}");
+        }
     }
 }
