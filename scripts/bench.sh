@@ -131,6 +131,16 @@ for entry in $workloads; do
       greedy1 | greedy32 | beam5)
         run ctranslate2 "$CT2_PYTHON" scripts/bench_ct2.py "$workload" --steps "$steps" \
           --threads "$THREADS"
+        # int8 on both sides (each quantizing the float model as it loads), and our bfloat16
+        # where the CPU multiplies bf16.
+        run candle-int8 "$BIN" bench "$workload" --device cpu --steps "$steps" \
+          --compute-type int8
+        run ctranslate2-int8 "$CT2_PYTHON" scripts/bench_ct2.py "$workload" --steps "$steps" \
+          --threads "$THREADS" --compute-type int8
+        if [ "$BF16" = 1 ] && grep -qwE "avx512_bf16|amx_bf16" /proc/cpuinfo; then
+          run candle-bf16 "$BIN" bench "$workload" --device cpu --steps "$steps" \
+            --compute-type bfloat16
+        fi
         ;;
     esac
   done

@@ -165,6 +165,22 @@ def main():
                 continue
             print(f"| {name} | {rate(ours):.4g} sentences/s | {rate(ct2):.4g} sentences/s | "
                   f"**{rate(ours) / rate(ct2):.2f}x** | {rss_gb(ours):.2f} GB | {rss_gb(ct2):.2f} GB |")
+        quantized = [(w, n) for w, n in decoding
+                     if runs.get((w, "candle-int8")) and runs.get((w, "ctranslate2-int8"))]
+        if quantized:
+            print("\nThe same in int8 (both quantizing the float model as it loads) and in our "
+                  "bfloat16 (where the CPU has bf16 products; CTranslate2 has none on the CPU):\n")
+            print("| workload | ours int8 | CTranslate2 int8 | ours / CTranslate2 int8 | "
+                  "ours bfloat16 | ours bfloat16 / ours float32 | peak RSS int8 ours / CTranslate2 |")
+            print("|---|---:|---:|---:|---:|---:|---:|")
+            for workload, name in quantized:
+                ours, ct2 = runs[(workload, "candle-int8")], runs[(workload, "ctranslate2-int8")]
+                bf16, f32 = runs.get((workload, "candle-bf16")), runs.get((workload, "candle"))
+                bf16_cells = (f"{rate(bf16):.4g} sentences/s | **{rate(bf16) / rate(f32):.2f}x**"
+                              if bf16 and f32 else "- | -")
+                print(f"| {name} | {rate(ours):.4g} sentences/s | {rate(ct2):.4g} sentences/s | "
+                      f"**{rate(ours) / rate(ct2):.2f}x** | {bf16_cells} | "
+                      f"{rss_gb(ours):.2f} / {rss_gb(ct2):.2f} GB |")
     marian_table(runs)
 
 
@@ -214,7 +230,7 @@ def marian_table(runs):
     bf16 = [(w, n) for w, n in rows if runs.get((w, "candle-bf16"))]
     if not bf16:
         return
-    engine = runs[(bf16[0][0], "candle-bf16")][0].get("precision") or "bf16"
+    engine = (runs[(bf16[0][0], "candle-bf16")][0].get("precision") or "").removeprefix("bfloat16 on ") or "bf16"
     print(f"\nThe same in bfloat16 (`--compute-type bfloat16`: bf16 weights packed at load, "
           f"products on {engine}, f32 sums; CTranslate2 has no bfloat16 on the CPU, so its "
           f"float32 is the peer):\n")

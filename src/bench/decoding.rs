@@ -9,7 +9,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use super::Measurement;
-use crate::config::{LengthNormalization, ModelConfig};
+use crate::config::{ComputeType, LengthNormalization, ModelConfig};
 use crate::decoding::{always_wanted, beam_search, greedy_batch, BeamSettings, DecodeInput};
 use crate::model::{masks, DecodingModel, Prompt, Source, TrainedWeights, VocabSizes};
 use crate::tokenize::specials::NEVER_GENERATED;
@@ -32,19 +32,26 @@ pub const DECODE_STEPS: usize = 30;
 pub const DECODE_VOCAB: usize = 8000;
 
 /// Workloads 4 and 5: the base model with random weights, `sentences` random sources of 20
-/// ids, exactly 30 decoding steps each (no end symbol, as the reference's demo).
+/// ids, exactly 30 decoding steps each (no end symbol, as the reference's demo); its products
+/// in `compute` (int8 quantized and bfloat16 packed as a checkpoint of these weights loads).
 pub fn decoding(
     kind: DecodeWorkload,
     sentences: usize,
     device: &Device,
+    compute: ComputeType,
 ) -> anyhow::Result<Measurement> {
     let cfg = ModelConfig::default();
     let vocab = VocabSizes {
         src: DECODE_VOCAB,
         tgt: DECODE_VOCAB,
     };
-    // Plain tensors, not variables, as `translate` loads them from a checkpoint.
-    let model = TrainedWeights::fresh(&cfg, vocab, 0, device)?.frozen()?;
+    // Plain tensors, not variables, served as `translate` loads them from a checkpoint.
+    let weights = TrainedWeights::fresh(&cfg, vocab, 0, device)?;
+    let tensors = (weights.named_tensors().into_iter())
+        .map(|(name, tensor)| (name, tensor.detach()))
+        .collect();
+    let model = crate::checkpoint::model_from_tensors(&cfg, vocab, tensors, device, compute)?;
+    drop(weights);
     let mut rng = ChaCha8Rng::seed_from_u64(1);
     let ids: Vec<u32> = (0..sentences * DECODE_SRC_LEN)
         .map(|_| rng.random_range(4..DECODE_VOCAB as u32))
@@ -68,8 +75,21 @@ pub fn decoding(
         flops: 0.0,
         ranks: None,
         collective_seconds: None,
-        precision: None,
+        precision: compute_precision(compute),
     })
+}
+
+/// What `bench`'s JSON says of a decoding workload's products: the compute type, and for
+/// bfloat16 the engine that ran them.
+pub fn compute_precision(compute: ComputeType) -> Option<String> {
+    match compute {
+        ComputeType::Float32 => None,
+        ComputeType::Int8 => Some("int8".into()),
+        ComputeType::Bfloat16 => Some(format!(
+            "bfloat16 on {}",
+            crate::kernels::bf16::engine().name()
+        )),
+    }
 }
 
 /// Decodes every row of `src` for [`DECODE_STEPS`] steps (no end symbol), as `kind` says.

@@ -84,9 +84,7 @@ pub fn marian_decoding(
         flops: 0.0,
         ranks: None,
         collective_seconds: None,
-        // Which engine the bf16 products ran on.
-        precision: (compute == ComputeType::Bfloat16)
-            .then(|| format!("bfloat16 on {}", crate::kernels::bf16::engine().name())),
+        precision: super::decoding::compute_precision(compute),
     })
 }
 

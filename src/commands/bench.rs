@@ -30,7 +30,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         let why = match args.workload {
             BenchWorkload::ExportMulti30k => "the batch export writes ids",
             BenchWorkload::Allreduce => "the gradient sum is f32",
-            _ => "decoding runs in float32 (--compute-type int8 for int8)",
+            _ => "decoding runs in float32 (--compute-type int8 or bfloat16 for the others)",
         };
         return Err(super::UsageError(format!(
             "--dtype {} applies to the training workloads and matmul only; {why}",
@@ -59,12 +59,16 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
             &device,
             collective,
         )?,
-        BenchWorkload::Greedy1 => bench::decoding(DecodeWorkload::GreedyOne, args.steps, &device)?,
-        BenchWorkload::Greedy32 => {
-            bench::decoding(DecodeWorkload::GreedyBatch, BATCH_SENTENCES, &device)?
+        BenchWorkload::Greedy1 | BenchWorkload::Greedy32 | BenchWorkload::Beam5 => {
+            let (kind, sentences) = match args.workload {
+                BenchWorkload::Greedy1 => (DecodeWorkload::GreedyOne, args.steps),
+                BenchWorkload::Greedy32 => (DecodeWorkload::GreedyBatch, BATCH_SENTENCES),
+                _ => (DecodeWorkload::Beam, BATCH_SENTENCES),
+            };
+            let compute = args.compute_type.unwrap_or_default();
+            bench::decoding(kind, sentences, &device, compute)?
         }
         BenchWorkload::Allreduce => bench::all_reduce(args.steps, &device, &*collective)?,
-        BenchWorkload::Beam5 => bench::decoding(DecodeWorkload::Beam, BATCH_SENTENCES, &device)?,
         BenchWorkload::MarianGreedy1
         | BenchWorkload::MarianGreedy32
         | BenchWorkload::MarianBeam4 => {

@@ -57,6 +57,7 @@ pub use lock::{DirLock, LockHeld, WhenHeld};
 use read::read_parts;
 pub use replace::{foreign_content, refuse_inside_a_run, OutRefused};
 pub use resolve::{resolve, NoCheckpoint};
+pub use strict::model_from_tensors;
 pub use write::{save, save_metrics, CheckpointContents, Destination};
 
 /// Clears what interrupted saves left in `run_dir` (beside `last/` and `best/`, and among the

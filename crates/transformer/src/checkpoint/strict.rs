@@ -232,6 +232,32 @@ pub(super) fn build_model_int8_served(
     Ok((model, served))
 }
 
+/// A model of `config`'s shape over `tensors` (module names, this tool's format, as
+/// [`crate::model::TrainedWeights::named_tensors`] gives them) in the form `compute` reads: what a
+/// checkpoint of these tensors loads as, for models made in memory (the decoding benchmarks).
+pub fn model_from_tensors(
+    config: &crate::config::ModelConfig,
+    vocab: crate::model::VocabSizes,
+    tensors: HashMap<String, Tensor>,
+    device: &Device,
+    compute: ComputeType,
+) -> anyhow::Result<Model> {
+    let weights = ByModule {
+        tensors,
+        unplaced: Vec::new(),
+        quantized_from: None,
+        format: Arc::new(super::format::AnnotatedTransformer),
+        path: "(tensors in memory)".into(),
+    };
+    build_strictly(
+        weights,
+        device,
+        compute,
+        |vb| Model::new(config, vocab, vb),
+        || None,
+    )
+}
+
 /// Every tensor the file lacks and every one the model does not have, by the file's names,
 /// when there is more than the first missing one to say (a renamed tensor is both): the
 /// model's names come from building it afresh, on the error path only.
