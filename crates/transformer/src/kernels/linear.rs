@@ -53,7 +53,7 @@ pub fn linear_fixed(
     let weight_t = match transposed.get() {
         Some(weight_t) => weight_t,
         None => {
-            let weight_t = weight.t()?.contiguous()?;
+            let weight_t = super::transpose::transposed(weight)?;
             transposed.get_or_init(|| weight_t)
         }
     };

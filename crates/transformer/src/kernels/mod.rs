@@ -41,6 +41,7 @@ mod loss_fused;
 pub mod residual;
 #[cfg(test)]
 pub(crate) mod test_support;
+mod transpose;
 
 use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, Ordering};
