@@ -12,6 +12,7 @@ use candle_core::{CpuStorage, CustomOp1, DType, Layout, Result, Shape, Tensor};
 
 use super::bf16::PackedWeight;
 use super::int8::QuantizedMatrix;
+use super::packed_f32::PackedF32;
 use super::{fused_runs, linear_fused};
 
 /// `xs` `(rows, in)`, `weight` `(out, in)`, `bias` `(out,)` -> `(rows, out)`, for a weight
@@ -36,7 +37,7 @@ pub fn linear(xs: &Tensor, weight: &Tensor, bias: Option<&Tensor>) -> Result<Ten
 pub fn linear_fixed(
     xs: &Tensor,
     weight: &Tensor,
-    transposed: &OnceLock<Tensor>,
+    forms: &FixedForms,
     bias: Option<&Tensor>,
 ) -> Result<Tensor> {
     if !fused_runs(&operands(xs, weight, bias)) {
@@ -50,14 +51,67 @@ pub fn linear_fixed(
     if weight.track_op() || xs.dim(0)? == 1 {
         return linear_fused::linear(xs, weight, bias);
     }
-    let weight_t = match transposed.get() {
+    // With AVX-512, W packed once into panels for our kernel; elsewhere gemm over W^T.
+    // (A bias being trained is read afresh each time: gemm's path.)
+    if PackedF32::runs_here() && !bias.is_some_and(Tensor::track_op) {
+        let packed = match forms.packed.get() {
+            Some(packed) => packed,
+            None => {
+                let (out, inp) = weight.dims2()?;
+                let values = weight.flatten_all()?.to_vec1::<f32>()?;
+                let bias = bias.map(Tensor::to_vec1::<f32>).transpose()?;
+                let packed = (PackedF32::new(&values, out, inp), bias);
+                forms.packed.get_or_init(|| packed)
+            }
+        };
+        return xs.contiguous()?.apply_op1_no_bwd(&PackedLinear {
+            matrix: &packed.0,
+            bias: packed.1.as_deref(),
+        });
+    }
+    let weight_t = match forms.transposed.get() {
         Some(weight_t) => weight_t,
         None => {
             let weight_t = super::transpose::transposed(weight)?;
-            transposed.get_or_init(|| weight_t)
+            forms.transposed.get_or_init(|| weight_t)
         }
     };
     linear_fused::linear_transposed(xs, weight_t, bias)
+}
+
+/// The forms a fixed weight's products of several rows read, made the first time one asks:
+/// `W` packed into panels for our kernel where the CPU has AVX-512 (with the bias's values),
+/// else a contiguous `W^T` for gemm.
+#[derive(Default)]
+pub struct FixedForms {
+    transposed: OnceLock<Tensor>,
+    packed: OnceLock<(PackedF32, Option<Vec<f32>>)>,
+}
+
+struct PackedLinear<'a> {
+    matrix: &'a PackedF32,
+    bias: Option<&'a [f32]>,
+}
+
+impl CustomOp1 for PackedLinear<'_> {
+    fn name(&self) -> &'static str {
+        "linear-packed"
+    }
+
+    fn cpu_fwd(&self, storage: &CpuStorage, layout: &Layout) -> Result<(CpuStorage, Shape)> {
+        let (rows, in_features) = layout.shape().dims2()?;
+        if in_features != self.matrix.in_features() {
+            candle_core::bail!(
+                "linear-packed: input {:?} does not fit a weight of {} inputs",
+                layout.shape(),
+                self.matrix.in_features()
+            )
+        }
+        let x = super::contiguous_input(storage, layout, "linear-packed")?;
+        let y = self.matrix.product(x, rows, self.bias);
+        let shape = Shape::from((rows, self.matrix.out_features()));
+        Ok((CpuStorage::F32(y), shape))
+    }
 }
 
 /// `xs W^T + b` for an int8 `W` (see [`super::int8`]): CPU only, no gradient.
@@ -281,19 +335,31 @@ mod tests {
     }
 
     #[test]
-    fn a_fixed_weight_is_transposed_once_and_gives_the_same_product() {
+    fn a_fixed_weight_is_prepared_once_and_gives_the_same_product() {
         let dev = Device::Cpu;
         let xs = Tensor::randn(0f32, 1., (4, 6), &dev).unwrap();
         let w = Tensor::randn(0f32, 1., (5, 6), &dev).unwrap();
         let b = Tensor::randn(0f32, 1., 5, &dev).unwrap();
-        let room = OnceLock::new();
-        let fused = linear_fixed(&xs, &w, &room, Some(&b)).unwrap();
-        assert_eq!(room.get().unwrap().dims(), &[6, 5]);
+        let forms = FixedForms::default();
         let plain = xs
             .matmul(&w.t().unwrap())
             .unwrap()
             .broadcast_add(&b)
             .unwrap();
-        assert!(largest_difference(&fused, &plain) < 1e-5);
+        for _ in 0..2 {
+            let fused = linear_fixed(&xs, &w, &forms, Some(&b)).unwrap();
+            assert!(largest_difference(&fused, &plain) < 1e-5);
+        }
+        // The one form this CPU's products of several rows read was made, and only it.
+        if PackedF32::runs_here() {
+            assert!(forms.packed.get().is_some() && forms.transposed.get().is_none());
+        } else {
+            assert_eq!(forms.transposed.get().unwrap().dims(), &[6, 5]);
+            assert!(forms.packed.get().is_none());
+        }
+        // One row reads W in place: nothing more is made.
+        let fresh = FixedForms::default();
+        linear_fixed(&xs.narrow(0, 0, 1).unwrap(), &w, &fresh, Some(&b)).unwrap();
+        assert!(fresh.packed.get().is_none() && fresh.transposed.get().is_none());
     }
 }

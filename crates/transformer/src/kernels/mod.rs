@@ -38,6 +38,7 @@ mod linear_fused;
 pub mod log_softmax;
 pub mod loss;
 mod loss_fused;
+mod packed_f32;
 pub mod residual;
 #[cfg(test)]
 pub(crate) mod test_support;

@@ -22,6 +22,7 @@ use super::int8::{fetch_matrix, Served};
 use crate::kernels;
 use crate::kernels::bf16::PackedWeight;
 use crate::kernels::int8::QuantizedMatrix;
+use crate::kernels::linear::FixedForms;
 use crate::model::weights::table::Table;
 
 /// The forms a linear layer's weight `(out, in)` takes.
@@ -29,10 +30,11 @@ use crate::model::weights::table::Table;
 enum Weight {
     /// A variable, or this step's cast of one: gradients flow through it.
     Trained(Tensor),
-    /// No gradient: `W`, and `W^T` once a product on the CPU has asked for it.
+    /// No gradient: `W`, and the forms products of several rows on the CPU read, once one
+    /// has asked for them.
     Fixed {
         matrix: Tensor,
-        transposed: OnceLock<Tensor>,
+        forms: Arc<FixedForms>,
     },
     /// int8, one scale per output row, with the bias's values: the f32 weight is not kept.
     Int8 {
@@ -53,7 +55,7 @@ impl Weight {
         } else {
             Self::Fixed {
                 matrix,
-                transposed: OnceLock::new(),
+                forms: Arc::default(),
             }
         }
     }
@@ -223,8 +225,8 @@ impl Linear {
         let bias = self.bias.as_ref();
         let ys = match &self.weight {
             Weight::Trained(matrix) => kernels::linear::linear(&xs, matrix, bias)?,
-            Weight::Fixed { matrix, transposed } => {
-                kernels::linear::linear_fixed(&xs, matrix, transposed, bias)?
+            Weight::Fixed { matrix, forms } => {
+                kernels::linear::linear_fixed(&xs, matrix, forms, bias)?
             }
             Weight::Int8 { matrix, bias } => {
                 kernels::linear::linear_int8(&xs, matrix, bias.as_deref())?
