@@ -64,10 +64,13 @@ pub fn linear_fixed(
                 forms.packed.get_or_init(|| packed)
             }
         };
-        return xs.contiguous()?.apply_op1_no_bwd(&PackedLinear {
-            matrix: &packed.0,
-            bias: packed.1.as_deref(),
-        });
+        let (matrix, bias) = (&packed.0, packed.1.as_deref());
+        let op = RowsProduct {
+            name: "linear-packed",
+            sizes: (matrix.in_features(), matrix.out_features()),
+            product: |x: &[f32], rows| Ok(matrix.product(x, rows, bias)),
+        };
+        return xs.contiguous()?.apply_op1_no_bwd(&op);
     }
     let weight_t = match forms.transposed.get() {
         Some(weight_t) => weight_t,
@@ -88,97 +91,66 @@ pub struct FixedForms {
     packed: OnceLock<(PackedF32, Option<Vec<f32>>)>,
 }
 
-struct PackedLinear<'a> {
-    matrix: &'a PackedF32,
-    bias: Option<&'a [f32]>,
-}
-
-impl CustomOp1 for PackedLinear<'_> {
-    fn name(&self) -> &'static str {
-        "linear-packed"
-    }
-
-    fn cpu_fwd(&self, storage: &CpuStorage, layout: &Layout) -> Result<(CpuStorage, Shape)> {
-        let (rows, in_features) = layout.shape().dims2()?;
-        if in_features != self.matrix.in_features() {
-            candle_core::bail!(
-                "linear-packed: input {:?} does not fit a weight of {} inputs",
-                layout.shape(),
-                self.matrix.in_features()
-            )
-        }
-        let x = super::contiguous_input(storage, layout, "linear-packed")?;
-        let y = self.matrix.product(x, rows, self.bias);
-        let shape = Shape::from((rows, self.matrix.out_features()));
-        Ok((CpuStorage::F32(y), shape))
-    }
-}
-
 /// `xs W^T + b` for an int8 `W` (see [`super::int8`]): CPU only, no gradient.
 pub fn linear_int8(xs: &Tensor, matrix: &QuantizedMatrix, bias: Option<&[f32]>) -> Result<Tensor> {
-    xs.contiguous()?
-        .apply_op1_no_bwd(&Int8Linear { matrix, bias })
+    let op = RowsProduct {
+        name: "linear-int8",
+        sizes: (matrix.in_features(), matrix.out_features()),
+        product: |x: &[f32], rows| Ok(matrix.product(x, rows, bias)),
+    };
+    xs.contiguous()?.apply_op1_no_bwd(&op)
 }
 
 /// `x W^T + b` for `x` `(rows, in)` with the bf16 weight packed for the CPU's bf16 engine
 /// (bfloat16 decoding); `x` is rounded to bf16 as it is packed, the sums and `b` are f32.
 pub fn linear_bf16(xs: &Tensor, matrix: &PackedWeight, bias: Option<&[f32]>) -> Result<Tensor> {
-    xs.contiguous()?
-        .apply_op1_no_bwd(&Bf16Linear { matrix, bias })
+    let op = RowsProduct {
+        name: "linear-bf16",
+        sizes: (matrix.in_features(), matrix.out_features()),
+        product: |x: &[f32], rows| {
+            let x = super::bf16::pack::Strided {
+                data: x,
+                rows,
+                cols: matrix.in_features(),
+                row_stride: matrix.in_features(),
+                col_stride: 1,
+            };
+            let engine = super::bf16::engine();
+            matrix
+                .product(x, bias, engine)
+                .map_err(candle_core::Error::Msg)
+        },
+    };
+    xs.contiguous()?.apply_op1_no_bwd(&op)
 }
 
-struct Bf16Linear<'a> {
-    matrix: &'a PackedWeight,
-    bias: Option<&'a [f32]>,
+/// A product of the rows of a contiguous f32 input `(rows, inp)` with a weight of `sizes`
+/// `(inp, out)` in one of the forms decoding keeps (packed f32, int8, bf16), as a candle op
+/// without gradient.
+struct RowsProduct<F> {
+    name: &'static str,
+    sizes: (usize, usize),
+    product: F,
 }
 
-impl CustomOp1 for Bf16Linear<'_> {
+impl<F: Fn(&[f32], usize) -> Result<Vec<f32>> + Send + Sync> CustomOp1 for RowsProduct<F> {
     fn name(&self) -> &'static str {
-        "linear-bf16"
+        self.name
     }
 
     fn cpu_fwd(&self, storage: &CpuStorage, layout: &Layout) -> Result<(CpuStorage, Shape)> {
         let (rows, in_features) = layout.shape().dims2()?;
-        let x = super::contiguous_input(storage, layout, "linear-bf16")?;
-        let x = super::bf16::pack::Strided {
-            data: x,
-            rows,
-            cols: in_features,
-            row_stride: in_features,
-            col_stride: 1,
-        };
-        let y = self
-            .matrix
-            .product(x, self.bias, super::bf16::engine())
-            .map_err(candle_core::Error::Msg)?;
-        let shape = Shape::from((rows, self.matrix.out_features()));
-        Ok((CpuStorage::F32(y), shape))
-    }
-}
-
-struct Int8Linear<'a> {
-    matrix: &'a QuantizedMatrix,
-    bias: Option<&'a [f32]>,
-}
-
-impl CustomOp1 for Int8Linear<'_> {
-    fn name(&self) -> &'static str {
-        "linear-int8"
-    }
-
-    fn cpu_fwd(&self, storage: &CpuStorage, layout: &Layout) -> Result<(CpuStorage, Shape)> {
-        let (rows, in_features) = layout.shape().dims2()?;
-        if in_features != self.matrix.in_features() {
+        let (inp, out) = self.sizes;
+        if in_features != inp {
             candle_core::bail!(
-                "linear-int8: input {:?} does not fit a weight of {} inputs",
-                layout.shape(),
-                self.matrix.in_features()
+                "{}: input {:?} does not fit a weight of {inp} inputs",
+                self.name,
+                layout.shape()
             )
         }
-        let x = super::contiguous_input(storage, layout, "linear-int8")?;
-        let y = self.matrix.product(x, rows, self.bias);
-        let shape = Shape::from((rows, self.matrix.out_features()));
-        Ok((CpuStorage::F32(y), shape))
+        let x = super::contiguous_input(storage, layout, self.name)?;
+        let y = (self.product)(x, rows)?;
+        Ok((CpuStorage::F32(y), Shape::from((rows, out))))
     }
 }
 
