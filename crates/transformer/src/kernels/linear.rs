@@ -58,9 +58,18 @@ pub fn linear_fixed(
             Some(packed) => packed,
             None => {
                 let (out, inp) = weight.dims2()?;
-                let values = weight.flatten_all()?.to_vec1::<f32>()?;
+                // Packed from the weight's storage in place: no copy of a large table.
+                let weight = weight.contiguous()?;
+                let (storage, layout) = weight.storage_and_layout();
+                let values = match &*storage {
+                    candle_core::Storage::Cpu(cpu) => {
+                        super::contiguous_input(cpu, layout, "linear")?
+                    }
+                    _ => candle_core::bail!("linear: a weight to pack lives on the CPU"),
+                };
+                let matrix = PackedF32::new(values, out, inp);
                 let bias = bias.map(Tensor::to_vec1::<f32>).transpose()?;
-                let packed = (PackedF32::new(&values, out, inp), bias);
+                let packed = (matrix, bias);
                 forms.packed.get_or_init(|| packed)
             }
         };
