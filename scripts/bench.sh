@@ -28,10 +28,17 @@ if [ "${1:-}" = "--quick" ]; then
   [ -d data/multi30k ] || scripts/get-multi30k.sh
   "$BIN" bench export-multi30k --device cpu --steps 1 --batches "$OUT/multi30k.safetensors"
   ran=0
-  for workload in matmul toy-train copy multi30k greedy1 greedy32 beam5 matmul-bf16 copy-bf16; do
-    dtype=f32
-    case "$workload" in *-bf16) workload="${workload%-bf16}" dtype=bf16 ;; esac
-    line=$("$BIN" bench "$workload" --device cpu --steps 1 --dtype "$dtype" \
+  # The decoding workloads in int8 and bfloat16 too (bfloat16 emulated where the CPU has no
+  # bf16 products, which would otherwise refuse it).
+  for workload in matmul toy-train copy multi30k greedy1 greedy32 beam5 matmul-bf16 copy-bf16 \
+    greedy32-int8 beam5-bfloat16; do
+    dtype=f32 compute=()
+    case "$workload" in
+      *-bf16) workload="${workload%-bf16}" dtype=bf16 ;;
+      *-int8 | *-bfloat16) compute=(--compute-type "${workload##*-}") workload="${workload%-*}" ;;
+    esac
+    grep -qwE "avx512_bf16|amx_bf16" /proc/cpuinfo || export TRANSFORMER_BF16_ENGINE=emulated
+    line=$("$BIN" bench "$workload" --device cpu --steps 1 --dtype "$dtype" "${compute[@]}" \
       --batches "$OUT/multi30k.safetensors")
     # Each workload prints one JSON measurement of positive work.
     python3 -c 'import json, sys; r = json.loads(sys.argv[1]); assert r["work"] > 0 and r["seconds"] > 0, r' "$line"
