@@ -8,6 +8,7 @@
 pub mod beam;
 pub mod greedy;
 pub mod sampling;
+pub mod vocab_map;
 
 pub use beam::{beam_search, BeamSettings};
 pub use greedy::{greedy_batch, greedy_decode, incremental_log_probs, teacher_forced_log_probs};
