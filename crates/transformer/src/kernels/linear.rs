@@ -77,7 +77,9 @@ pub fn linear_fixed(
         let op = RowsProduct {
             name: "linear-packed",
             sizes: (matrix.in_features(), matrix.out_features()),
-            product: |x: &[f32], rows| Ok(matrix.product(x, rows, bias)),
+            product: |x: &[f32], rows| {
+                (matrix.product(x, rows, bias)).map_err(candle_core::Error::Msg)
+            },
         };
         return xs.contiguous()?.apply_op1_no_bwd(&op);
     }

@@ -63,16 +63,30 @@ impl PackedF32 {
         self.inp
     }
 
-    /// `x W^T + b` for `x` `(rows, inp)` row-major: `(rows, out)`. Only where
-    /// [`Self::runs_here`].
-    pub fn product(&self, x: &[f32], rows: usize, bias: Option<&[f32]>) -> Vec<f32> {
-        assert!(Self::runs_here(), "PackedF32::product needs AVX-512F");
-        assert_eq!(x.len(), rows * self.inp, "PackedF32: input of {rows} rows");
+    /// `x W^T + b` for `x` `(rows, inp)` row-major: `(rows, out)`; an error where the CPU does
+    /// not run the kernel ([`Self::runs_here`]) or the sizes do not fit.
+    pub fn product(
+        &self,
+        x: &[f32],
+        rows: usize,
+        bias: Option<&[f32]>,
+    ) -> Result<Vec<f32>, String> {
+        if !Self::runs_here() {
+            return Err("packed f32 product: this CPU has no AVX-512F".into());
+        }
+        if x.len() != rows * self.inp || bias.is_some_and(|b| b.len() != self.out) {
+            return Err(format!(
+                "packed f32 product: {} inputs for {rows} rows of a {}x{} weight",
+                x.len(),
+                self.out,
+                self.inp
+            ));
+        }
         // The input in whole row panels, zeros past the last row.
         let padded_rows = rows.next_multiple_of(MR);
         let mut input = vec![0f32; padded_rows * self.inp];
         input[..x.len()].copy_from_slice(x);
-        by_column_ranges(rows, self.out, TASK_COLUMNS, |range| {
+        Ok(by_column_ranges(rows, self.out, TASK_COLUMNS, |range| {
             let mut block = self.columns(
                 &input,
                 padded_rows,
@@ -90,7 +104,7 @@ impl PackedF32 {
                 out.extend_from_slice(&row[..width]);
             }
             out
-        })
+        }))
     }
 
     /// The product's columns of the panels `panels`, `(padded_rows, panels * NR)` row-major.
@@ -182,7 +196,9 @@ mod tests {
                 .map(|_| rng.random_range(-1.0..1.0))
                 .collect();
             let b: Vec<f32> = (0..out).map(|_| rng.random_range(-1.0..1.0)).collect();
-            let y = PackedF32::new(&w, out, inp).product(&x, rows, Some(&b));
+            let y = PackedF32::new(&w, out, inp)
+                .product(&x, rows, Some(&b))
+                .unwrap();
             assert_eq!(y.len(), rows * out);
             for r in 0..rows {
                 for j in 0..out {
