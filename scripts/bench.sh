@@ -30,6 +30,7 @@ if [ "${1:-}" = "--quick" ]; then
   ran=0
   # The decoding workloads in int8 and bfloat16 too (bfloat16 emulated where the CPU has no
   # bf16 products, which would otherwise refuse it).
+  grep -qwE "avx512_bf16|amx_bf16" /proc/cpuinfo || export TRANSFORMER_BF16_ENGINE=emulated
   for workload in matmul toy-train copy multi30k greedy1 greedy32 beam5 matmul-bf16 copy-bf16 \
     greedy32-int8 beam5-bfloat16; do
     dtype=f32 compute=()
@@ -37,7 +38,6 @@ if [ "${1:-}" = "--quick" ]; then
       *-bf16) workload="${workload%-bf16}" dtype=bf16 ;;
       *-int8 | *-bfloat16) compute=(--compute-type "${workload##*-}") workload="${workload%-*}" ;;
     esac
-    grep -qwE "avx512_bf16|amx_bf16" /proc/cpuinfo || export TRANSFORMER_BF16_ENGINE=emulated
     line=$("$BIN" bench "$workload" --device cpu --steps 1 --dtype "$dtype" "${compute[@]}" \
       --batches "$OUT/multi30k.safetensors")
     # Each workload prints one JSON measurement of positive work.

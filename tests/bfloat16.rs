@@ -9,9 +9,10 @@ mod common;
 
 use std::path::Path;
 
-use common::server::{post_json, Server};
-use common::{multi30k_lines, succeeded, train_tiny, transformer, translated_json};
-use serde_json::json;
+use common::{
+    multi30k_lines, serve_and_eval_say_the_toy_pair, succeeded, train_tiny, transformer,
+    translated_json,
+};
 
 /// `translate --json` of `sources` with `flags`: (ids, log-probs) per line.
 fn translated(checkpoint: &Path, sources: &[String], flags: &[&str]) -> Vec<(Vec<u32>, Vec<f64>)> {
@@ -124,34 +125,6 @@ fn serve_and_eval_take_bfloat16_and_the_checkpoint_is_left_as_it_was() {
     );
     assert_eq!(String::from_utf8(out.stdout).unwrap(), "i want a beer .\n");
 
-    let server = Server::start_with(&run, &["--compute-type", "bfloat16"]);
-    let (status, body) = post_json(
-        &server.url("/translate"),
-        &json!({"q": "ich mochte ein bier", "source": "de", "target": "en"}),
-    );
-    assert_eq!(status, 200, "{body}");
-    assert_eq!(body["translatedText"], "i want a beer .");
-    drop(server);
-
-    std::fs::write(tiny.path().join("src.txt"), "ich mochte ein bier\n").unwrap();
-    std::fs::write(tiny.path().join("ref.txt"), "i want a beer .\n").unwrap();
-    let out = succeeded(
-        transformer()
-            .current_dir(tiny.path())
-            .args([
-                "eval",
-                "--checkpoint",
-                "run",
-                "--src",
-                "src.txt",
-                "--ref",
-                "ref.txt",
-            ])
-            .args(["--compute-type", "bfloat16"]),
-    );
-    assert!(
-        String::from_utf8(out.stdout).unwrap().contains("= 100.0"),
-        "bfloat16 eval of the toy pair is not BLEU 100"
-    );
+    serve_and_eval_say_the_toy_pair(tiny.path(), &["--compute-type", "bfloat16"], "bfloat16");
     assert_eq!(listing(&run.join("last")), before);
 }

@@ -8,9 +8,10 @@ mod common;
 
 use std::path::Path;
 
-use common::server::{post_json, Server};
-use common::{fails_naming, multi30k_lines, succeeded, train_tiny, transformer, translated_json};
-use serde_json::json;
+use common::{
+    fails_naming, multi30k_lines, serve_and_eval_say_the_toy_pair, succeeded, train_tiny,
+    transformer, translated_json,
+};
 
 /// `translate --json` of `sources` with `flags`: (ids, log-probs) per line.
 fn translated(checkpoint: &Path, sources: &[String], flags: &[&str]) -> Vec<(Vec<u32>, Vec<f64>)> {
@@ -88,34 +89,7 @@ fn the_checkpoints_compute_type_applies_and_the_flag_wins() {
     );
 
     // serve and eval take the flag too.
-    let server = Server::start_with(&tiny.path().join("run"), &["--compute-type", "int8"]);
-    let (status, body) = post_json(
-        &server.url("/translate"),
-        &json!({"q": "ich mochte ein bier", "source": "de", "target": "en"}),
-    );
-    assert_eq!(status, 200, "{body}");
-    assert_eq!(body["translatedText"], "i want a beer .");
-    drop(server);
-    std::fs::write(tiny.path().join("src.txt"), "ich mochte ein bier\n").unwrap();
-    std::fs::write(tiny.path().join("ref.txt"), "i want a beer .\n").unwrap();
-    let out = succeeded(
-        transformer()
-            .current_dir(tiny.path())
-            .args([
-                "eval",
-                "--checkpoint",
-                "run",
-                "--src",
-                "src.txt",
-                "--ref",
-                "ref.txt",
-            ])
-            .args(["--compute-type", "int8"]),
-    );
-    assert!(
-        String::from_utf8(out.stdout).unwrap().contains("= 100.0"),
-        "int8 eval of the toy pair is not BLEU 100"
-    );
+    serve_and_eval_say_the_toy_pair(tiny.path(), &["--compute-type", "int8"], "int8");
 }
 
 #[test]

@@ -294,3 +294,39 @@ pub fn subcommand_names() -> Vec<String> {
         .map(str::to_string)
         .collect()
 }
+
+/// That `serve` and `eval` of the toy run trained by [`train_tiny`] in `dir` (as `dir/run`),
+/// with `flags`, still say what it learned: `/translate` answers `i want a beer .` and `eval`
+/// of the pair scores BLEU 100 (`what` names the setting in the failure).
+#[allow(dead_code)]
+pub fn serve_and_eval_say_the_toy_pair(dir: &Path, flags: &[&str], what: &str) {
+    use serde_json::json;
+    let server = server::Server::start_with(&dir.join("run"), flags);
+    let (status, body) = server::post_json(
+        &server.url("/translate"),
+        &json!({"q": "ich mochte ein bier", "source": "de", "target": "en"}),
+    );
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["translatedText"], "i want a beer .");
+    drop(server);
+    std::fs::write(dir.join("src.txt"), "ich mochte ein bier\n").unwrap();
+    std::fs::write(dir.join("ref.txt"), "i want a beer .\n").unwrap();
+    let out = succeeded(
+        transformer()
+            .current_dir(dir)
+            .args([
+                "eval",
+                "--checkpoint",
+                "run",
+                "--src",
+                "src.txt",
+                "--ref",
+                "ref.txt",
+            ])
+            .args(flags),
+    );
+    assert!(
+        String::from_utf8(out.stdout).unwrap().contains("= 100.0"),
+        "{what} eval of the toy pair is not BLEU 100"
+    );
+}

@@ -85,6 +85,31 @@ pub(super) fn by_column_ranges(
     out
 }
 
+/// [`by_column_ranges`] for kernels that compute whole panels of `panel` columns into a padded
+/// block (the packed products): `task(panels)` gives `(padded_rows >= rows, panels.len() *
+/// panel)` row-major, and each task drops what lies past row `rows` and column `n` and adds
+/// `bias` while its block is in cache.
+pub(super) fn by_panels(
+    (rows, n): (usize, usize),
+    (panel, panels_per_task): (usize, usize),
+    bias: Option<&[f32]>,
+    task: impl Fn(Range) -> Vec<f32> + Sync,
+) -> Vec<f32> {
+    by_column_ranges(rows, n, panel * panels_per_task, |range| {
+        let block = task(range.start / panel..range.end.div_ceil(panel));
+        let padded = range.len().next_multiple_of(panel);
+        let mut out = Vec::with_capacity(rows * range.len());
+        for row in block.chunks_exact(padded).take(rows) {
+            let row = &row[..range.len()];
+            match bias {
+                Some(bias) => out.extend(row.iter().zip(&bias[range.clone()]).map(|(y, b)| y + b)),
+                None => out.extend_from_slice(row),
+            }
+        }
+        out
+    })
+}
+
 /// A `(rows, n)` matrix that parallel tasks write in disjoint column ranges.
 struct SharedRows {
     ptr: *mut f32,

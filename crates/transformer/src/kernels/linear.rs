@@ -54,26 +54,7 @@ pub fn linear_fixed(
     // With AVX-512, W packed once into panels for our kernel; elsewhere gemm over W^T.
     // (A bias being trained is read afresh each time: gemm's path.)
     if PackedF32::runs_here() && !bias.is_some_and(Tensor::track_op) {
-        let packed = match forms.packed.get() {
-            Some(packed) => packed,
-            None => {
-                let (out, inp) = weight.dims2()?;
-                // Packed from the weight's storage in place: no copy of a large table.
-                let weight = weight.contiguous()?;
-                let (storage, layout) = weight.storage_and_layout();
-                let values = match &*storage {
-                    candle_core::Storage::Cpu(cpu) => {
-                        super::contiguous_input(cpu, layout, "linear")?
-                    }
-                    _ => candle_core::bail!("linear: a weight to pack lives on the CPU"),
-                };
-                let matrix = PackedF32::new(values, out, inp);
-                let bias = bias.map(Tensor::to_vec1::<f32>).transpose()?;
-                let packed = (matrix, bias);
-                forms.packed.get_or_init(|| packed)
-            }
-        };
-        let (matrix, bias) = (&packed.0, packed.1.as_deref());
+        let (matrix, bias) = forms.packed(weight, bias)?;
         let op = RowsProduct {
             name: "linear-packed",
             sizes: (matrix.in_features(), matrix.out_features()),
@@ -83,14 +64,7 @@ pub fn linear_fixed(
         };
         return xs.contiguous()?.apply_op1_no_bwd(&op);
     }
-    let weight_t = match forms.transposed.get() {
-        Some(weight_t) => weight_t,
-        None => {
-            let weight_t = super::transpose::transposed(weight)?;
-            forms.transposed.get_or_init(|| weight_t)
-        }
-    };
-    linear_fused::linear_transposed(xs, weight_t, bias)
+    linear_fused::linear_transposed(xs, forms.transposed(weight)?, bias)
 }
 
 /// The forms a fixed weight's products of several rows read, made the first time one asks:
@@ -100,6 +74,39 @@ pub fn linear_fixed(
 pub struct FixedForms {
     transposed: OnceLock<Tensor>,
     packed: OnceLock<(PackedF32, Option<Vec<f32>>)>,
+}
+
+impl FixedForms {
+    /// `weight` packed (from its storage in place: no copy of a large table) and `bias`'s
+    /// values, made on the first call.
+    fn packed(
+        &self,
+        weight: &Tensor,
+        bias: Option<&Tensor>,
+    ) -> Result<(&PackedF32, Option<&[f32]>)> {
+        if let Some((matrix, bias)) = self.packed.get() {
+            return Ok((matrix, bias.as_deref()));
+        }
+        let (out, inp) = weight.dims2()?;
+        let weight = weight.contiguous()?;
+        let (storage, layout) = weight.storage_and_layout();
+        let candle_core::Storage::Cpu(cpu) = &*storage else {
+            candle_core::bail!("linear: a weight to pack lives on the CPU")
+        };
+        let matrix = PackedF32::new(super::contiguous_input(cpu, layout, "linear")?, out, inp);
+        let bias = bias.map(Tensor::to_vec1::<f32>).transpose()?;
+        let (matrix, bias) = self.packed.get_or_init(|| (matrix, bias));
+        Ok((matrix, bias.as_deref()))
+    }
+
+    /// `weight`'s contiguous transpose, made on the first call.
+    fn transposed(&self, weight: &Tensor) -> Result<&Tensor> {
+        if let Some(weight_t) = self.transposed.get() {
+            return Ok(weight_t);
+        }
+        let weight_t = super::transpose::transposed(weight)?;
+        Ok(self.transposed.get_or_init(|| weight_t))
+    }
 }
 
 /// `xs W^T + b` for an int8 `W` (see [`super::int8`]): CPU only, no gradient.

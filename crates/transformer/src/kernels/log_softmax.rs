@@ -67,13 +67,10 @@ vectorized!(
     }
 );
 
-vectorized!(
-    /// `log sum_j e^(x_j)` of a row, by way of its maximum.
-    pub(super) fn row_log_sum_exp(row: &[f32]) -> f32 {
-        let max = row_max(row);
-        log_sum_exp::<FUSED>(row, max)
-    }
-);
+/// `log sum_j e^(x_j)` of a row, by way of its maximum.
+pub(super) fn row_log_sum_exp(row: &[f32]) -> f32 {
+    max_and_log_sum_exp(row).1
+}
 
 /// The largest element, over 16 lanes that compile to vector maxima.
 #[inline(always)]

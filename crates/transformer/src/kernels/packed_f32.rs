@@ -6,7 +6,7 @@
 //! The work is split over the weight's columns (a decoding step has 2 to a few hundred rows
 //! and a weight up to 58,101 outputs wide).
 
-use super::few_rows::by_column_ranges;
+use super::few_rows::by_panels;
 
 /// Rows of the input a kernel call multiplies.
 const MR: usize = 6;
@@ -86,24 +86,9 @@ impl PackedF32 {
         let padded_rows = rows.next_multiple_of(MR);
         let mut input = vec![0f32; padded_rows * self.inp];
         input[..x.len()].copy_from_slice(x);
-        Ok(by_column_ranges(rows, self.out, TASK_COLUMNS, |range| {
-            let mut block = self.columns(
-                &input,
-                padded_rows,
-                range.start / NR..range.end.div_ceil(NR),
-            );
-            let width = range.len();
-            let padded = range.len().next_multiple_of(NR);
-            let mut out = Vec::with_capacity(rows * width);
-            for row in block.chunks_exact_mut(padded).take(rows) {
-                if let Some(bias) = bias {
-                    for (y, &b) in row.iter_mut().zip(&bias[range.clone()]) {
-                        *y += b;
-                    }
-                }
-                out.extend_from_slice(&row[..width]);
-            }
-            out
+        let panels = (NR, TASK_COLUMNS / NR);
+        Ok(by_panels((rows, self.out), panels, bias, |panels| {
+            self.columns(&input, padded_rows, panels)
         }))
     }
 

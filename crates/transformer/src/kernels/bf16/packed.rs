@@ -7,7 +7,7 @@
 
 use super::pack::{pack_a, pack_b_padded, pack_rows, pairs, Strided, MR, NR};
 use super::{from_bf16, kernel_emulated, Engine};
-use crate::kernels::few_rows::by_column_ranges;
+use crate::kernels::few_rows::by_panels;
 
 /// Columns of `W^T` (outputs) per parallel task: four panels.
 const TASK_COLUMNS: usize = 4 * NR;
@@ -94,6 +94,16 @@ impl PackedWeight {
         Some(row)
     }
 
+    /// Rows `ids` of `W` in f32, each times `factor`, one after another: a bf16 embedding
+    /// table's lookup. `None` when an id is not a row.
+    pub fn rows(&self, ids: &[u32], factor: f32) -> Option<Vec<f32>> {
+        let mut out = Vec::with_capacity(ids.len() * self.inp);
+        for &id in ids {
+            out.extend(self.row(usize::try_from(id).ok()?, factor)?);
+        }
+        Some(out)
+    }
+
     /// The weight back in f32 (its bf16 values), `(out, inp)` row-major.
     pub fn unpacked(&self) -> Vec<f32> {
         (0..self.out)
@@ -143,30 +153,21 @@ impl PackedWeight {
             });
         }
         let input = PackedInput::of(x, self.panel_pairs, engine);
-        let mut y = by_column_ranges(rows, self.out, TASK_COLUMNS, |range| {
-            self.columns(&input, range.start / NR..range.end.div_ceil(NR), engine)
-        });
-        if let Some(bias) = bias {
-            for row in y.chunks_exact_mut(self.out.max(1)) {
-                for (y, &b) in row.iter_mut().zip(bias) {
-                    *y += b;
-                }
-            }
-        }
-        Ok(y)
+        let panels = (NR, TASK_COLUMNS / NR);
+        Ok(by_panels((rows, self.out), panels, bias, |panels| {
+            self.columns(&input, panels, engine)
+        }))
     }
 
-    /// The product's columns of the panels `panels`, `(rows, width)` row-major.
+    /// The product's columns of the panels `panels`, `(padded_rows, panels * NR)` row-major.
     fn columns(
         &self,
         input: &PackedInput,
         panels: std::ops::Range<usize>,
         engine: Engine,
     ) -> Vec<f32> {
-        let first = panels.start * NR;
-        let width = (panels.end * NR).min(self.out) - first;
         let padded = panels.len() * NR;
-        let (rows, kp) = (input.rows, pairs(self.inp));
+        let kp = pairs(self.inp);
         let mut block = vec![0f32; input.padded_rows * padded];
         for (i, panel) in panels.enumerate() {
             let b = &self.words[panel * self.panel_pairs * NR..][..self.panel_pairs * NR];
@@ -211,17 +212,7 @@ impl PackedWeight {
                 }
             }
         }
-        // The rows and columns past the edges are dropped.
-        if padded == width {
-            block.truncate(rows * width);
-            return block;
-        }
         block
-            .chunks_exact(padded)
-            .take(rows)
-            .flat_map(|row| &row[..width])
-            .copied()
-            .collect()
     }
 }
 
@@ -235,7 +226,6 @@ const _: () = assert!(TILE_PAIRS == super::amx::TILE_PAIRS);
 /// blocks of the engine's kernel (zeros past the last row).
 struct PackedInput {
     words: Vec<u32>,
-    rows: usize,
     padded_rows: usize,
 }
 
@@ -246,14 +236,12 @@ impl PackedInput {
             let padded_rows = x.rows.next_multiple_of(super::amx::BLOCK);
             return Self {
                 words: pack_rows(x, panel_pairs, padded_rows),
-                rows: x.rows,
                 padded_rows,
             };
         }
         let _ = (panel_pairs, engine);
         Self {
             words: pack_a(x),
-            rows: x.rows,
             padded_rows: x.rows.next_multiple_of(MR),
         }
     }

@@ -6,7 +6,7 @@
 //! weight (a loaded checkpoint, a frozen view for validation) keeps the forms decoding reads
 //! faster, made on first use: its transpose, and (in a [`LinearGroup`]) the concatenation
 //! of layers that read the same input. A weight the loader serves as int8 (an int8
-//! checkpoint's, or a float one quantized for int8 decoding: see [`super::int8`]) is kept as
+//! checkpoint's, or a float one quantized for int8 decoding: see [`super::served`]) is kept as
 //! int8 values and row scales and nothing else; one served as bf16 on the CPU (bfloat16
 //! decoding) as bf16 packed for the bf16 kernels and nothing else. Model code calls `forward`
 //! and never knows which form answered.
@@ -18,7 +18,7 @@ use std::sync::{Arc, OnceLock};
 use candle_core::{Result, Tensor, D};
 use candle_nn::{Init, VarBuilder};
 
-use super::int8::{fetch_matrix, Served};
+use super::served::{fetch_matrix, Served};
 use crate::kernels;
 use crate::kernels::bf16::PackedWeight;
 use crate::kernels::int8::QuantizedMatrix;
@@ -91,6 +91,14 @@ impl Weight {
             bias: bias_values(bias)?,
         })
     }
+}
+
+/// Every layer's weight in the form `form` picks, or `None` when one is in another.
+fn all_in_form<'a, M: ?Sized>(
+    layers: &'a [Linear],
+    form: impl Fn(&'a Weight) -> Option<&'a M>,
+) -> Option<Vec<&'a M>> {
+    layers.iter().map(|l| form(&l.weight)).collect()
 }
 
 /// The layer's own bias of `out` values under `vb`, when it has one.
@@ -173,31 +181,23 @@ impl Linear {
     fn concatenated(layers: &[Linear]) -> Result<Self> {
         let biases: Option<Vec<&Tensor>> = layers.iter().map(|l| l.bias.as_ref()).collect();
         let bias = biases.map(|b| Tensor::cat(&b, 0)).transpose()?;
-        let quantized: Option<Vec<&QuantizedMatrix>> = layers
-            .iter()
-            .map(|l| match &l.weight {
-                Weight::Int8 { matrix, .. } => Some(&**matrix),
-                _ => None,
-            })
-            .collect();
-        if let Some(parts) = quantized {
+        if let Some(parts) = all_in_form(layers, |w| match w {
+            Weight::Int8 { matrix, .. } => Some(&**matrix),
+            _ => None,
+        }) {
             let joined = Arc::new(QuantizedMatrix::concatenated(&parts));
             let weight = Weight::int8_of(joined, bias.as_ref())?;
             return Ok(Self { weight, bias });
         }
-        let packed: Option<Vec<&PackedWeight>> = layers
-            .iter()
-            .map(|l| match &l.weight {
-                Weight::Bf16 { matrix, .. } => Some(&**matrix),
-                _ => None,
-            })
-            .collect();
-        if let Some(parts) = packed {
+        if let Some(parts) = all_in_form(layers, |w| match w {
+            Weight::Bf16 { matrix, .. } => Some(&**matrix),
+            _ => None,
+        }) {
             let joined = Arc::new(PackedWeight::concatenated(&parts));
             let weight = Weight::bf16_of(joined, bias.as_ref())?;
             return Ok(Self { weight, bias });
         }
-        let weights: Option<Vec<&Tensor>> = layers.iter().map(|l| l.weight.matrix()).collect();
+        let weights = all_in_form(layers, Weight::matrix);
         let Some(weights) = weights else {
             candle_core::bail!("linear: cannot join layers of different forms")
         };

@@ -1,11 +1,12 @@
-//! The forms a layer's weights take: a linear layer's matrix (float, transposed, joined with
-//! its neighbours', or int8 with row scales), an embedding table (float or int8), and the
-//! trained weights as each pass sees them.
+//! The forms a layer's weights take: a linear layer's matrix (float, transposed or packed,
+//! joined with its neighbours', int8 with row scales, or bf16 packed), an embedding table
+//! (float, int8 or bf16), the form the loader serves each in, and the trained weights as each
+//! pass sees them.
 
-mod int8;
 pub mod linear;
+mod served;
 pub mod table;
 mod trained;
 
-pub use int8::{fetch_matrix, scale_name, Served};
+pub use served::{fetch_matrix, scale_name, Served};
 pub use trained::TrainedWeights;

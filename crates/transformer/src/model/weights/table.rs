@@ -1,6 +1,6 @@
 //! An embedding table `(vocab, d_model)` and the forms it takes: float (a variable being
 //! trained, or a loaded checkpoint's tensor), or int8 with one scale per row when the loader
-//! serves it so (see [`super::int8`]), or bf16 (packed on the CPU, a `BF16` tensor on a GPU)
+//! serves it so (see [`super::served`]), or bf16 (packed on the CPU, a `BF16` tensor on a GPU)
 //! when it serves it so for bfloat16 decoding. A generator
 //! that shares the table (`share_embeddings`) shares whichever form it is.
 
@@ -9,7 +9,7 @@ use std::sync::Arc;
 use candle_core::{DType, Result, Tensor};
 use candle_nn::{Init, VarBuilder};
 
-use super::int8::{fetch_matrix, Served};
+use super::served::{fetch_matrix, Served};
 use crate::kernels::bf16::PackedWeight;
 use crate::kernels::int8::QuantizedMatrix;
 
@@ -69,31 +69,27 @@ impl Table {
                     (rows * factor)?
                 }
             }
-            Self::Int8(matrix) => {
-                let flat = ids.flatten_all()?.to_dtype(DType::U32)?.to_vec1::<u32>()?;
-                let Some(values) = matrix.rows_dequantized(&flat, factor as f32) else {
-                    candle_core::bail!(
-                        "embedding: an id is past the table's {} rows",
-                        matrix.out_features()
-                    )
-                };
-                Tensor::from_vec(values, (flat.len(), d_model), ids.device())?
-            }
-            Self::Bf16(matrix) => {
-                let flat = ids.flatten_all()?.to_dtype(DType::U32)?.to_vec1::<u32>()?;
-                let mut values = Vec::with_capacity(flat.len() * d_model);
-                for &id in &flat {
-                    let Some(row) = matrix.row(id as usize, factor as f32) else {
-                        candle_core::bail!(
-                            "embedding: id {id} is past the table's {} rows",
-                            matrix.out_features()
-                        )
-                    };
-                    values.extend(row);
-                }
-                Tensor::from_vec(values, (flat.len(), d_model), ids.device())?
-            }
+            Self::Int8(matrix) => gathered(ids, (matrix.out_features(), d_model), |flat| {
+                matrix.rows_dequantized(flat, factor as f32)
+            })?,
+            Self::Bf16(matrix) => gathered(ids, (matrix.out_features(), d_model), |flat| {
+                matrix.rows(flat, factor as f32)
+            })?,
         };
         rows.reshape(dims)
     }
+}
+
+/// The rows `ids` of a table of `(vocab, d_model)` kept in a form of its own, read by
+/// `rows` (`None` when an id is past the table): `(ids.elem_count(), d_model)`.
+fn gathered(
+    ids: &Tensor,
+    (vocab, d_model): (usize, usize),
+    rows: impl FnOnce(&[u32]) -> Option<Vec<f32>>,
+) -> Result<Tensor> {
+    let flat = ids.flatten_all()?.to_dtype(DType::U32)?.to_vec1::<u32>()?;
+    let Some(values) = rows(&flat) else {
+        candle_core::bail!("embedding: an id is past the table's {vocab} rows")
+    };
+    Tensor::from_vec(values, (flat.len(), d_model), ids.device())
 }

@@ -1,10 +1,11 @@
-//! How a layer keeps its weight as int8. The form is chosen by the dtype of what the loader
-//! serves, as CTranslate2 chooses it by the stored dtype: an int8 checkpoint's matrices come
-//! as `U8` tensors (the bytes of `i8`s) with row scales beside them (CTranslate2's naming),
-//! and a loader decoding a float checkpoint in int8 quantizes each matrix as it serves it.
-//! A layer that is served a `U8` weight asks for its scales and keeps the int8 form. A loader
-//! decoding in bfloat16 serves matrices as `BF16`: on the CPU the layer packs them for the
-//! bf16 kernels ([`PackedWeight`]); on a GPU it keeps the tensor, which candle multiplies.
+//! The form a layer keeps its matrix in: float, int8 or bf16, chosen by the dtype of what the
+//! loader serves, as CTranslate2 chooses it by the stored dtype. An int8 checkpoint's matrices
+//! come as `U8` tensors (the bytes of `i8`s) with row scales beside them (CTranslate2's
+//! naming), and a loader decoding a float checkpoint in int8 quantizes each matrix as it
+//! serves it: a layer that is served a `U8` weight asks for its scales and keeps the int8
+//! form. A loader decoding in bfloat16 serves matrices as `BF16`: on the CPU the layer packs
+//! them for the bf16 kernels ([`PackedWeight`]); on a GPU it keeps the tensor, which candle
+//! multiplies.
 
 use candle_core::{DType, Result, Tensor};
 use candle_nn::{Init, VarBuilder};
