@@ -12,6 +12,7 @@
 #   WORKLOADS=" " MARIAN_WORKLOADS="greedy32:1" scripts/bench.sh # MarianMT only
 #   MARIAN_HF=none scripts/bench.sh              # MarianMT without transformers' generate()
 #   MARIAN_WORKLOADS=none BF16=0 scripts/bench.sh # without MarianMT, without the bf16 rows
+#   VMAP=0 scripts/bench.sh          # MarianMT without the vocabulary-map rows
 #   scripts/bench.sh --quick         # this tool's side only, one step of each, untimed:
 #                                    # that every workload still runs (.ci/run uses it)
 #   BASELINE=/tmp/transformer-old PEERS=none scripts/bench.sh
@@ -181,6 +182,12 @@ if [ -n "$marian_workloads" ]; then
     "$(dirname "$PYTHON")/ct2-transformers-converter" --model "$MARIAN_DIR" \
       --output_dir "$MARIAN_CT2_INT8" --quantization int8 --force > /dev/null 2>&1
   fi
+  # Vocabulary restriction on both sides, over one map (scripts/make_bench_vmap.py): ours
+  # reads it by --vocab-map, CTranslate2 from vmap.txt beside its model.bin (VMAP=0: none).
+  VMAP="${VMAP:-1}"
+  if [ "$VMAP" = 1 ] && [ ! "$MARIAN_CT2/vmap.txt" -nt "$MARIAN_DIR/vocab.json" ]; then
+    "$PYTHON" scripts/make_bench_vmap.py "$MARIAN_DIR" "$MARIAN_CT2/vmap.txt"
+  fi
   for entry in $marian_workloads; do
     workload="${entry%%:*}"
     steps="${entry##*:}"
@@ -200,6 +207,13 @@ if [ -n "$marian_workloads" ]; then
       if [ "$BF16" = 1 ] && grep -qwE "avx512_bf16|amx_bf16" /proc/cpuinfo; then
         run candle-bf16 "$BIN" bench "marian-$workload" --device cpu --steps "$steps" \
           --checkpoint "$MARIAN_DIR" --compute-type bfloat16
+      fi
+      if [ "$VMAP" = 1 ]; then
+        run candle-vmap "$BIN" bench "marian-$workload" --device cpu --steps "$steps" \
+          --checkpoint "$MARIAN_DIR" --vocab-map "$MARIAN_CT2/vmap.txt"
+        run ctranslate2-vmap "$PYTHON" scripts/bench_marian.py ct2 "$workload" \
+          --model "$MARIAN_DIR" --ct2-model "$MARIAN_CT2" --steps "$steps" \
+          --threads "$THREADS" --vmap "$MARIAN_CT2/vmap.txt"
       fi
       [ "${MARIAN_HF:-}" = none ] && continue
       run transformers "$PYTHON" scripts/bench_marian.py hf "$workload" --model "$MARIAN_DIR" \

@@ -6,6 +6,7 @@ ct2-transformers-converter) or in transformers' generate():
 
     python scripts/bench_marian.py ct2 greedy1 --model DIR --ct2-model CT2DIR --steps 8
     python scripts/bench_marian.py hf beam4 --model DIR --threads 2
+    python scripts/bench_marian.py ct2 greedy32 --model DIR --ct2-model CT2DIR --vmap CT2DIR/vmap.txt
 
 Prints one JSON measurement (tokens generated per timed second), as `transformer bench` does.
 Each engine runs in its own process (a PyTorch thread pool slows CTranslate2 down).
@@ -38,13 +39,17 @@ def ct2(args, texts):
     translator = ctranslate2.Translator(args.ct2_model, device="cpu",
                                         compute_type=args.compute_type,
                                         intra_threads=args.threads)
+    # With --vmap, the map is read from vmap.txt beside model.bin (CTranslate2's only place).
+    use_vmap = args.vmap is not None
+    if use_vmap and not os.path.samefile(args.vmap, os.path.join(args.ct2_model, "vmap.txt")):
+        raise SystemExit(f"--vmap {args.vmap} must be {args.ct2_model}/vmap.txt for CTranslate2")
     batches = [[t] for t in texts] if args.workload == "greedy1" else [texts]
     beam = 4 if args.workload == "beam4" else 1
 
     def run(batch):
         tokens = [tokenizer.convert_ids_to_tokens(tokenizer(t).input_ids) for t in batch]
         results = translator.translate_batch(tokens, beam_size=beam,
-                                             max_decoding_length=MAX_TOKENS)
+                                             max_decoding_length=MAX_TOKENS, use_vmap=use_vmap)
         outputs = [tokenizer.convert_tokens_to_ids(r.hypotheses[0]) for r in results]
         [tokenizer.decode(o, skip_special_tokens=True) for o in outputs]
         # CTranslate2 leaves </s> out of its hypotheses: count it as the others do.
@@ -89,6 +94,8 @@ def main():
     parser.add_argument("--threads", type=int, default=os.cpu_count())
     parser.add_argument("--compute-type", default="float32", choices=["float32", "int8"],
                         help="CTranslate2's compute type (ct2 only)")
+    parser.add_argument("--vmap", help="decode over this vocabulary map (ct2 only; it must be "
+                                       "the vmap.txt in --ct2-model)")
     args = parser.parse_args()
     texts = sources(args.steps if args.workload == "greedy1" else 32)
     {"ct2": ct2, "hf": hf}[args.engine](args, texts)

@@ -227,6 +227,7 @@ def marian_table(runs):
               f"{cell(ct2, lambda r: f'**{rate(ours) / rate(r):.2f}x**')} | "
               f"{rate(ours) / rate(float_ours):.2f}x | {rss_gb(ours):.2f} GB | "
               f"{cell(ct2, lambda r: f'{rss_gb(r):.2f} GB')} |")
+    vmap_table(runs, rows)
     bf16 = [(w, n) for w, n in rows if runs.get((w, "candle-bf16"))]
     if not bf16:
         return
@@ -244,6 +245,27 @@ def marian_table(runs):
         print(f"| {name} | {rate(ours):.4g} tokens/s | {cell(ct2, lambda r: f'{rate(r):.4g}')} | "
               f"{cell(ct2, lambda r: f'{rate(ours) / rate(r):.2f}x')} | "
               f"**{rate(ours) / rate(float_ours):.2f}x** | {rss_gb(ours):.2f} GB |")
+
+
+def vmap_table(runs, rows):
+    """float32 over one vocabulary map on both sides (`--vocab-map`; CTranslate2's `use_vmap`)."""
+    vmap = [(w, n) for w, n in rows if runs.get((w, "candle-vmap"))]
+    if not vmap:
+        return
+    print("\nThe same in float32 over a vocabulary map (scripts/make_bench_vmap.py: 2,000 tokens "
+          "always, 30 more a source token), ours `--vocab-map`, CTranslate2 `use_vmap=True`:\n")
+    print("| workload | ours | CTranslate2 | ours / CTranslate2 | ours with / without the map "
+          "| CTranslate2 with / without | peak RSS ours | peak RSS CTranslate2 |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    for workload, name in vmap:
+        ours, whole = runs[(workload, "candle-vmap")], runs[(workload, "candle")]
+        ct2, ct2_whole = runs.get((workload, "ctranslate2-vmap")), runs.get((workload, "ctranslate2"))
+        cell = lambda r, f: f(r) if r else "-"  # noqa: E731
+        print(f"| {name} | {rate(ours):.4g} tokens/s | {cell(ct2, lambda r: f'{rate(r):.4g}')} | "
+              f"{cell(ct2, lambda r: f'**{rate(ours) / rate(r):.2f}x**')} | "
+              f"{rate(ours) / rate(whole):.2f}x | "
+              f"{cell(ct2, lambda r: f'{rate(r) / rate(ct2_whole):.2f}x' if ct2_whole else '-')} | "
+              f"{rss_gb(ours):.2f} GB | {cell(ct2, lambda r: f'{rss_gb(r):.2f} GB')} |")
 
 
 if __name__ == "__main__":

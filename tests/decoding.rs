@@ -132,6 +132,7 @@ fn a_wider_beam_ends_its_hypothesis_and_scores_at_least_as_well_as_greedy() {
             tokenizers: &loaded.tokenizers,
             device: &Device::Cpu,
             options,
+            vocab_map: None,
         };
         let greedy = ConfiguredTranslator {
             options: DecodeOptions::default(),
@@ -163,6 +164,7 @@ fn n_best_keeps_the_best_translation_first_and_ranks_the_alternatives_after_it()
             beam: 4,
             ..DecodeOptions::default()
         },
+        vocab_map: None,
     };
     let three = ConfiguredTranslator {
         options: DecodeOptions {

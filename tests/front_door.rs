@@ -115,6 +115,7 @@ fn int8_is_asked_for_at_the_door_and_the_model_computes_in_it() {
         &Device::Cpu,
         LoadOptions {
             compute_type: Some(transformer::config::ComputeType::Int8),
+            ..LoadOptions::default()
         },
     )
     .unwrap();

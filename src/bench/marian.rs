@@ -13,7 +13,6 @@ use anyhow::Context;
 use candle_core::Device;
 
 use super::Measurement;
-use crate::config::ComputeType;
 use crate::infer::settings::{DecodeRequest, Layer};
 use crate::infer::{LoadOptions, Translator};
 
@@ -28,22 +27,17 @@ pub enum MarianWorkload {
     Beam4,
 }
 
-/// Translates `sentences` sources of test2016 with the MarianMT directory `dir`; the
-/// measurement counts generated tokens.
+/// Translates `sentences` sources of test2016 with the MarianMT directory `dir` opened with
+/// `options` (its compute type, a vocabulary map); the measurement counts generated tokens.
 pub fn marian_decoding(
     kind: MarianWorkload,
     sentences: usize,
     dir: &Path,
     device: &Device,
-    compute: ComputeType,
+    options: LoadOptions,
 ) -> anyhow::Result<Measurement> {
-    let opened = Translator::open(
-        dir,
-        device,
-        LoadOptions {
-            compute_type: Some(compute),
-        },
-    )?;
+    let compute = options.compute_type.unwrap_or_default();
+    let opened = Translator::open(dir, device, options)?;
     let sources = test2016_sources(sentences)?;
     // The workload's own beam, length limit and a neutral length penalty over the
     // directory's settings, as the peers are run (scripts/bench_marian.py).

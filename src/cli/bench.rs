@@ -56,6 +56,9 @@ pub struct BenchArgs {
     /// What the marian-* workloads' linear layers compute in: float32, int8 or bfloat16
     #[arg(long, value_name = "TYPE", value_parser = ComputeType::parse)]
     pub compute_type: Option<ComputeType>,
+    /// A vocabulary map the marian-* workloads decode over (CTranslate2's vmap.txt)
+    #[arg(long, value_name = "FILE")]
+    pub vocab_map: Option<PathBuf>,
     /// Batches each rank sums per optimiser step (multi30k): one process with
     /// --accumulate R trains on the same batches per step as R ranks under mpirun
     #[arg(long, default_value_t = 1, value_name = "N", value_parser = at_least_one)]

@@ -1,4 +1,5 @@
-//! How to decode (`--beam`, `--length-penalty`, `--max-len`, `--compute-type`) and how many
+//! How to decode (`--beam`, `--length-penalty`, `--max-len`, `--compute-type`,
+//! `--vocab-map`) and how many
 //! sentences together, as translate, eval and serve take them.
 
 use clap::Args;
@@ -38,6 +39,22 @@ pub struct DecodeSettingsArgs {
     /// decode.compute_type, else float32]
     #[arg(long, value_name = "TYPE", value_parser = ComputeType::parse)]
     pub compute_type: Option<ComputeType>,
+    /// A vocabulary map (CTranslate2's vmap.txt: a source n-gram, a tab, the target tokens it
+    /// allows; an empty n-gram's tokens always allowed): each batch is decoded over the
+    /// target tokens its sentences allow instead of the whole vocabulary, faster on a large
+    /// vocabulary; log-probabilities are over those tokens
+    #[arg(long, value_name = "FILE")]
+    pub vocab_map: Option<std::path::PathBuf>,
+}
+
+impl DecodeSettingsArgs {
+    /// How to open the checkpoint: these flags' compute type and vocabulary map.
+    pub fn load_options(&self) -> crate::infer::LoadOptions {
+        crate::infer::LoadOptions {
+            compute_type: self.compute_type,
+            vocab_map: self.vocab_map.clone(),
+        }
+    }
 }
 
 /// The decoding settings as the command line names them, for the resolver's errors.

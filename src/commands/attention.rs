@@ -12,13 +12,21 @@ use crate::cli::AttentionArgs;
 use crate::corpus::normalize_sentence;
 use crate::infer::attention::{attention_grids, TeacherForcedPair};
 use crate::infer::settings::DecodeOptions;
+use crate::infer::LoadOptions;
 use crate::plot::write_attention_heatmaps;
 use crate::progress::Verbosity;
 
 pub fn run(args: AttentionArgs) -> anyhow::Result<()> {
     check_out_path(&args.out)?;
     let device = super::device_from(&args.device, Verbosity::Normal)?;
-    let opened = super::open_translator(args.checkpoint.as_deref(), &device, args.compute_type)?;
+    let opened = super::open_translator(
+        args.checkpoint.as_deref(),
+        &device,
+        LoadOptions {
+            compute_type: args.compute_type,
+            vocab_map: None,
+        },
+    )?;
     let loaded = opened.checkpoint();
     let layers = loaded.config.model.layers;
     if let Some(&bad) = args.layers.iter().find(|&&l| l > layers) {

@@ -6,6 +6,7 @@ use super::UsageError;
 use crate::bench::{self, DecodeWorkload, MarianWorkload};
 use crate::cli::{BenchArgs, BenchWorkload, DeviceArgs};
 use crate::distributed;
+use crate::infer::LoadOptions;
 use crate::progress::Verbosity;
 
 /// Sentences of the batched decoding workloads.
@@ -25,6 +26,19 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         BenchWorkload::Copy,
         BenchWorkload::Multi30k,
     ];
+    let marian = [
+        BenchWorkload::MarianGreedy1,
+        BenchWorkload::MarianGreedy32,
+        BenchWorkload::MarianBeam4,
+    ];
+    if args.vocab_map.is_some() && !marian.contains(&args.workload) {
+        return Err(UsageError(
+            "--vocab-map applies to the marian-* workloads only (a map names a MarianMT \
+             directory's tokens)"
+                .into(),
+        )
+        .into());
+    }
     if args.dtype != crate::config::ComputeDtype::F32 && !takes_dtype.contains(&args.workload) {
         // Decoding, the batch export and the gradient sum have no precision to choose.
         let why = match args.workload {
@@ -85,8 +99,11 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
                 BenchWorkload::MarianGreedy32 => (MarianWorkload::GreedyBatch, BATCH_SENTENCES),
                 _ => (MarianWorkload::Beam4, BATCH_SENTENCES),
             };
-            let compute = args.compute_type.unwrap_or_default();
-            bench::marian_decoding(kind, sentences, dir, &device, compute)?
+            let options = LoadOptions {
+                compute_type: Some(args.compute_type.unwrap_or_default()),
+                vocab_map: args.vocab_map.clone(),
+            };
+            bench::marian_decoding(kind, sentences, dir, &device, options)?
         }
     };
     if !lead {

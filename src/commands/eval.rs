@@ -64,7 +64,7 @@ fn translate_all(args: &EvalArgs, sources: &[String]) -> anyhow::Result<Vec<Stri
     let opened = super::open_translator(
         args.checkpoint.as_deref(),
         &device,
-        args.decode.settings.compute_type,
+        args.decode.settings.load_options(),
     )?;
     let options = super::decode_options(&args.decode.settings, &opened)?;
     let translator = opened.with(options);

@@ -24,7 +24,6 @@ use std::path::{Path, PathBuf};
 
 use crate::checkpoint::{self, Checkpoint, Task, RUNS_ROOT};
 use crate::cli::{Command, DecodeSettingsArgs, DeviceArgs};
-use crate::config::ComputeType;
 use crate::device::{select, DeviceError};
 use crate::infer::settings::DecodeOptions;
 use crate::infer::settings::{DecodeRequest, Layer, Refused, Resolver};
@@ -156,22 +155,16 @@ fn checkpoint_or_latest(given: Option<&Path>, task: Task) -> anyhow::Result<Path
 }
 
 /// The translation checkpoint at `given`, or the newest one under runs/ (see
-/// `checkpoint_or_latest`), opened on `device` for decoding in `compute` (the checkpoint's
-/// `decode.compute_type` when `None`), its notes said on stderr; a language model is
-/// refused, by name.
+/// `checkpoint_or_latest`), opened on `device` with `options` (its compute type the
+/// checkpoint's `decode.compute_type` when `None`), its notes said on stderr; a language
+/// model is refused, by name.
 fn open_translator(
     given: Option<&Path>,
     device: &candle_core::Device,
-    compute: Option<ComputeType>,
+    options: LoadOptions,
 ) -> anyhow::Result<Translator> {
     let dir = checkpoint_or_latest(given, Task::Translate)?;
-    let translator = Translator::open(
-        &dir,
-        device,
-        LoadOptions {
-            compute_type: compute,
-        },
-    )?;
+    let translator = Translator::open(&dir, device, options)?;
     for note in translator.notes() {
         stdout::warn(format_args!("{note}"));
     }

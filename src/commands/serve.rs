@@ -15,7 +15,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     let mut translator = super::open_translator(
         args.checkpoint.as_deref(),
         &device,
-        args.decode.compute_type,
+        args.decode.load_options(),
     )?;
     // The flags name the pair where the checkpoint does not (or names it otherwise).
     translator.name_languages(args.source_lang.as_deref(), args.target_lang.as_deref());

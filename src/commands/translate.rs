@@ -33,7 +33,7 @@ pub fn run(args: TranslateArgs) -> anyhow::Result<()> {
     let opened = super::open_translator(
         args.checkpoint.as_deref(),
         &device,
-        args.decode.settings.compute_type,
+        args.decode.settings.load_options(),
     )?;
     let options = super::decode_options(&args.decode.settings, &opened)?;
     let translator = opened.with(options);

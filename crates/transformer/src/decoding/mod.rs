@@ -7,6 +7,7 @@
 
 pub mod beam;
 pub mod greedy;
+pub mod restricted;
 pub mod sampling;
 pub mod vocab_map;
 

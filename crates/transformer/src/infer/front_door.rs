@@ -16,7 +16,8 @@
 //! # Ok(()) }
 //! ```
 
-use std::path::Path;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
 
 use candle_core::Device;
 
@@ -25,20 +26,26 @@ use super::settings::{resolver_of, Layer, Refused, Resolver};
 use super::translator::{ConfiguredTranslator, Translation};
 use crate::checkpoint::{self, Checkpoint, Task};
 use crate::config::ComputeType;
+use crate::decoding::vocab_map::VocabularyMap;
+use crate::tokenize::TextTokenizer;
 
 /// How to open a checkpoint for decoding.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct LoadOptions {
     /// The products' number form; `None` takes the checkpoint's own (`decode.compute_type`,
     /// int8 for an int8 checkpoint). A device without int8 products decodes in float32 and
     /// says so in [`Translator::notes`].
     pub compute_type: Option<ComputeType>,
+    /// A vocabulary map (CTranslate2's `vmap.txt` format): each batch is decoded over the
+    /// target tokens its sources' n-grams allow (see [`crate::decoding::vocab_map`]).
+    pub vocab_map: Option<PathBuf>,
 }
 
 /// A translation model opened for decoding: its checkpoint, its device and its settings.
 pub struct Translator {
     checkpoint: Checkpoint,
     device: Device,
+    vocab_map: Option<VocabularyMap>,
 }
 
 impl Translator {
@@ -46,11 +53,16 @@ impl Translator {
     /// or `last/` is taken, or a Hugging Face MarianMT directory) on `device`. A language
     /// model is refused, by name.
     pub fn open(path: &Path, device: &Device, options: LoadOptions) -> anyhow::Result<Self> {
-        let checkpoint = checkpoint::load_as(path, device, options.compute_type)?;
+        let mut checkpoint = checkpoint::load_as(path, device, options.compute_type)?;
         checkpoint.model_for(Task::Translate)?;
+        let vocab_map = match &options.vocab_map {
+            Some(map) => Some(read_vocab_map(map, &mut checkpoint)?),
+            None => None,
+        };
         Ok(Self {
             checkpoint,
             device: device.clone(),
+            vocab_map,
         })
     }
 
@@ -104,6 +116,7 @@ impl Translator {
             tokenizers: &self.checkpoint.tokenizers,
             device: &self.device,
             options,
+            vocab_map: self.vocab_map.as_ref(),
         }
     }
 
@@ -116,4 +129,43 @@ impl Translator {
         let sentences: Vec<String> = sentences.iter().map(|s| s.to_string()).collect();
         self.with(*options).translate_batch(&sentences)
     }
+}
+
+/// The vocabulary map at `path`, its tokens numbered by `checkpoint`'s vocabularies; what it
+/// names that they lack becomes a note.
+fn read_vocab_map(path: &Path, checkpoint: &mut Checkpoint) -> anyhow::Result<VocabularyMap> {
+    let tokenizers = &checkpoint.tokenizers;
+    let (source, target) = (numbering(&tokenizers.src), numbering(&tokenizers.tgt));
+    let specials = tokenizers.specials();
+    // As CTranslate2: the end, unknown and padding symbols are always candidates; so is the
+    // decoder's first input, which each search feeds as a candidate.
+    let always = [
+        specials.eos,
+        specials.unk,
+        specials.pad,
+        specials.decoder_start,
+    ];
+    let (map, unmatched) = VocabularyMap::read(
+        path,
+        &|token| source.get(token).copied(),
+        &|token| target.get(token).copied(),
+        &always,
+    )?;
+    if unmatched.source_rules > 0 || unmatched.target_tokens > 0 {
+        checkpoint.config.notes.push(format!(
+            "the vocabulary map {} names tokens this model's vocabularies lack: {} rules \
+             whose source n-gram can never match and {} target tokens were left out",
+            path.display(),
+            unmatched.source_rules,
+            unmatched.target_tokens
+        ));
+    }
+    Ok(map)
+}
+
+/// A vocabulary's token -> id.
+fn numbering(tokenizer: &TextTokenizer) -> HashMap<String, u32> {
+    (0..tokenizer.vocab_size() as u32)
+        .map(|id| (tokenizer.token(id), id))
+        .collect()
 }

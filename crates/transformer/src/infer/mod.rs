@@ -44,6 +44,7 @@ impl<'a> Inference<'a> {
                 tokenizers,
                 device,
                 options,
+                vocab_map: None,
             })
         } else {
             Self::Continuation(TextGenerator {

@@ -6,6 +6,8 @@ use candle_core::{Device, Tensor};
 use serde::Serialize;
 
 use super::settings::DecodeOptions;
+use crate::decoding::restricted::Restricted;
+use crate::decoding::vocab_map::VocabularyMap;
 use crate::decoding::{
     always_wanted, beam_search, greedy_batch, DecodeInput, Hypothesis, StillWanted,
 };
@@ -30,6 +32,8 @@ pub struct ConfiguredTranslator<'a> {
     pub tokenizers: &'a Tokenizers,
     pub device: &'a Device,
     pub options: DecodeOptions,
+    /// Each batch decoded over the target ids its sources allow, when given.
+    pub vocab_map: Option<&'a VocabularyMap>,
 }
 
 /// One translated sentence, as `translate --json` prints it.
@@ -275,20 +279,69 @@ impl ConfiguredTranslator<'_> {
             .iter()
             .map(|(_, ids)| self.max_steps(ids.len(), specials.source_overhead()))
             .collect();
+        let Some(map) = self.vocab_map else {
+            let input = DecodeInput {
+                prompt: Prompt {
+                    source: Some(&source),
+                    prefix: &prefix,
+                },
+                max_steps: &max_steps,
+                end: Some(specials.eos),
+                never: &specials.never,
+                end_at_limit: self.options.end_at_max_len,
+                still_wanted,
+            };
+            return self.search(self.model, &input);
+        };
+        // Over the candidates of this batch's sources, numbered by position: the searches'
+        // ids are positions there, turned back into ids after.
+        // A map's n-grams are of the sentences' own tokens, not their framing.
+        let framing = [
+            Some(specials.eos),
+            Some(specials.pad),
+            specials.source_start,
+        ];
+        let own: Vec<Vec<u32>> = sources
+            .iter()
+            .map(|(_, ids)| {
+                let own = ids.iter().filter(|&&id| !framing.contains(&Some(id)));
+                own.copied().collect()
+            })
+            .collect();
+        let sentences: Vec<&[u32]> = own.iter().map(Vec::as_slice).collect();
+        let restricted = Restricted::new(self.model, map.candidates(&sentences), self.device)?;
+        let never: Vec<u32> = specials
+            .never
+            .iter()
+            .filter_map(|&id| restricted.position(id))
+            .collect();
         let input = DecodeInput {
             prompt: Prompt {
                 source: Some(&source),
-                prefix: &prefix,
+                prefix: &restricted.positions(&prefix)?,
             },
             max_steps: &max_steps,
-            end: Some(specials.eos),
-            never: &specials.never,
+            end: restricted.position(specials.eos),
+            never: &never,
             end_at_limit: self.options.end_at_max_len,
             still_wanted,
         };
+        self.search(&restricted, &input)?
+            .into_iter()
+            .map(|ranked| ranked.into_iter().map(|h| restricted.to_ids(h)).collect())
+            .collect::<candle_core::Result<_>>()
+            .map_err(Into::into)
+    }
+
+    /// Each row's hypotheses, best first, from the search the options ask for.
+    fn search(
+        &self,
+        model: &dyn DecodingModel,
+        input: &DecodeInput,
+    ) -> anyhow::Result<Vec<Vec<Hypothesis>>> {
         Ok(match self.options.beam_settings() {
-            Some(settings) => beam_search(self.model, &input, settings)?,
-            None => greedy_batch(self.model, &input)?
+            Some(settings) => beam_search(model, input, settings)?,
+            None => greedy_batch(model, input)?
                 .into_iter()
                 .map(|h| vec![h])
                 .collect(),

@@ -61,6 +61,15 @@ impl Generator {
         self.shared.as_ref().map(|(name, _)| name.clone())
     }
 
+    /// This Generator over the target ids `ids` only, in that order: their logits and
+    /// nothing else (a vocabulary map's candidates, [`crate::decoding::restricted`]).
+    pub fn restricted(&self, ids: &[u32]) -> Result<Self> {
+        Ok(Self {
+            proj: self.proj.outputs(ids)?,
+            shared: None,
+        })
+    }
+
     /// `(..., d_model)` -> log-probabilities `(..., tgt_vocab)`.
     pub fn log_probs(&self, xs: &Tensor) -> Result<Tensor> {
         log_softmax_last_dim(&self.logits(xs)?)

@@ -13,6 +13,8 @@ use std::any::Any;
 
 use candle_core::{Result, Tensor};
 
+use super::generator::Generator;
+
 /// A batch of sources for a family that reads one: `ids` `(batch, src_len)`, padded, and
 /// `mask` `(batch, 1, src_len)`, true (1) where a token is real.
 #[derive(Debug, Clone)]
@@ -52,8 +54,17 @@ pub trait DecodingModel: Send + Sync {
     fn start(&self, source: Option<&Source>) -> Result<Box<dyn DecodingState>>;
 
     /// Feeds `ids` `(rows, 1)`, each row's newest token, at position `state.len()`; returns
+    /// the decoder's output `(rows, d_model)` there, which the Generator reads.
+    fn step_hidden(&self, ids: &Tensor, state: &mut dyn DecodingState) -> Result<Tensor>;
+
+    /// The Generator that turns [`Self::step_hidden`]'s output into logits.
+    fn generator(&self) -> &Generator;
+
+    /// Feeds `ids` `(rows, 1)`, each row's newest token, at position `state.len()`; returns
     /// the logits `(rows, vocab)` of the token after it.
-    fn step(&self, ids: &Tensor, state: &mut dyn DecodingState) -> Result<Tensor>;
+    fn step(&self, ids: &Tensor, state: &mut dyn DecodingState) -> Result<Tensor> {
+        self.generator().logits(&self.step_hidden(ids, state)?)
+    }
 }
 
 /// What decoding keeps between steps: every layer's keys and values of the positions fed so

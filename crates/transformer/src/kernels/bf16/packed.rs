@@ -104,6 +104,28 @@ impl PackedWeight {
         Some(out)
     }
 
+    /// The rows `ids` of `W`, in that order, as a weight of their own (a Generator restricted
+    /// to a vocabulary map's candidates): their bf16 values repacked as they are. `None` when
+    /// an id is not a row.
+    pub fn selected_rows(&self, ids: &[u32]) -> Option<Self> {
+        let row_pairs = pairs(self.inp);
+        let mut words = vec![0u32; ids.len().div_ceil(NR) * self.panel_pairs * NR];
+        for (i, &id) in ids.iter().enumerate() {
+            let j = usize::try_from(id).ok().filter(|&j| j < self.out)?;
+            let from = &self.words[(j / NR) * self.panel_pairs * NR..][..self.panel_pairs * NR];
+            let to = &mut words[(i / NR) * self.panel_pairs * NR..][..self.panel_pairs * NR];
+            for p in 0..row_pairs {
+                to[p * NR + i % NR] = from[p * NR + j % NR];
+            }
+        }
+        Some(Self {
+            out: ids.len(),
+            inp: self.inp,
+            panel_pairs: self.panel_pairs,
+            words,
+        })
+    }
+
     /// The weight back in f32 (its bf16 values), `(out, inp)` row-major.
     pub fn unpacked(&self) -> Vec<f32> {
         (0..self.out)

@@ -272,3 +272,30 @@ fn packing_bf16_values_equals_packing_the_floats_they_round_from() {
         assert_eq!(from_bits.bytes(), from_floats.bytes());
     }
 }
+
+/// A vocabulary map's restricted Generator: the selected rows, in the asked order (repeats
+/// allowed), multiply as the same rows of the whole weight.
+#[test]
+fn selected_rows_multiply_as_those_rows_of_the_whole_weight() {
+    let (out, inp, rows) = (300, 37, 3);
+    let w = random(out * inp, 17);
+    let packed = PackedWeight::from_rows(&w, out, inp);
+    let ids = [0u32, 299, 5, 64, 63, 5, 128, 200];
+    let selected = packed.selected_rows(&ids).unwrap();
+    assert_eq!(selected.out_features(), ids.len());
+    assert_eq!(selected.unpacked(), packed.rows(&ids, 1.0).unwrap());
+    let x = random(rows * inp, 18);
+    let whole = packed
+        .product(row_major(&x, rows, inp), None, Engine::Emulated)
+        .unwrap();
+    let part = selected
+        .product(row_major(&x, rows, inp), None, Engine::Emulated)
+        .unwrap();
+    for r in 0..rows {
+        for (i, &id) in ids.iter().enumerate() {
+            assert_eq!(part[r * ids.len() + i], whole[r * out + id as usize]);
+        }
+    }
+    assert!(packed.selected_rows(&[300]).is_none());
+    assert_eq!(packed.selected_rows(&[]).unwrap().out_features(), 0);
+}

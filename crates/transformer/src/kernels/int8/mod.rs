@@ -143,16 +143,46 @@ impl QuantizedMatrix {
         if self.kernel != DotKernel::Avx512Vnni {
             return self.data[..self.out * self.stride].to_vec();
         }
-        let groups = self.stride / 4;
         let mut rows = vec![0i8; self.out * self.stride];
-        for j in 0..self.out {
-            let (block, lane) = (j / BLOCK, j % BLOCK);
-            for g in 0..groups {
-                let at = (block * groups + g) * 4 * BLOCK + lane * 4;
-                rows[j * self.stride + g * 4..][..4].copy_from_slice(&self.data[at..at + 4]);
-            }
+        for (j, row) in rows.chunks_exact_mut(self.stride).enumerate() {
+            self.copy_row(j, row);
         }
         rows
+    }
+
+    /// Row `j`'s `stride` quantized values into `into`, whatever the layout.
+    fn copy_row(&self, j: usize, into: &mut [i8]) {
+        if self.kernel != DotKernel::Avx512Vnni {
+            into.copy_from_slice(&self.data[j * self.stride..(j + 1) * self.stride]);
+            return;
+        }
+        let groups = self.stride / 4;
+        let (block, lane) = (j / BLOCK, j % BLOCK);
+        for (g, four) in into.chunks_exact_mut(4).enumerate() {
+            let at = (block * groups + g) * 4 * BLOCK + lane * 4;
+            four.copy_from_slice(&self.data[at..at + 4]);
+        }
+    }
+
+    /// The rows `ids` of this matrix, in that order, as a matrix of their own (a Generator
+    /// restricted to a vocabulary map's candidates); `None` when an id is not a row.
+    pub fn selected_rows(&self, ids: &[u32]) -> Option<Self> {
+        let mut rows = vec![0i8; ids.len() * self.stride];
+        let (mut scales, mut offsets) = (Vec::with_capacity(ids.len()), Vec::new());
+        for (&id, row) in ids.iter().zip(rows.chunks_exact_mut(self.stride)) {
+            let j = usize::try_from(id).ok().filter(|&j| j < self.out)?;
+            self.copy_row(j, row);
+            scales.push(self.scales[j]);
+            offsets.push(self.offsets[j]);
+        }
+        Some(Self::laid_out(
+            self.kernel,
+            ids.len(),
+            self.inp,
+            rows,
+            scales,
+            offsets,
+        ))
     }
 
     /// The rows of `parts`, one after another, as one matrix (their input sizes must agree).

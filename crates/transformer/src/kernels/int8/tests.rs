@@ -107,3 +107,29 @@ fn concatenated_matrices_multiply_as_their_parts() {
         }
     }
 }
+
+/// A vocabulary map's restricted Generator: the selected rows, in the asked order (repeats
+/// allowed), give exactly the same rows' products of the whole matrix, on every kernel.
+#[test]
+fn selected_rows_multiply_as_those_rows_of_the_whole_matrix() {
+    let (out, inp, rows) = (70, 100, 3);
+    let w = values(out * inp, 9);
+    let ids = [0u32, 69, 5, 16, 15, 5, 33];
+    for kernel in DotKernel::available() {
+        let whole = QuantizedMatrix::quantize_for(kernel, &w, out, inp);
+        let part = whole.selected_rows(&ids).unwrap();
+        assert_eq!(part.out_features(), ids.len());
+        let x = values(rows * inp, 10);
+        let (y_whole, y_part) = (whole.product(&x, rows, None), part.product(&x, rows, None));
+        for r in 0..rows {
+            for (i, &id) in ids.iter().enumerate() {
+                assert_eq!(
+                    y_part[r * ids.len() + i],
+                    y_whole[r * out + id as usize],
+                    "{kernel:?}"
+                );
+            }
+        }
+        assert!(whole.selected_rows(&[70]).is_none());
+    }
+}

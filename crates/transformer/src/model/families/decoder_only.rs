@@ -103,7 +103,7 @@ impl DecodingModel for DecoderOnly {
     }
 
     /// Every earlier position is read from the state's caches.
-    fn step(&self, ids: &Tensor, state: &mut dyn DecodingState) -> Result<Tensor> {
+    fn step_hidden(&self, ids: &Tensor, state: &mut dyn DecodingState) -> Result<Tensor> {
         let state = own_state::<DecoderOnlyState>(state)?;
         let mut xs = self.embed.forward(ids, state.len, Mode::Eval)?;
         state.lineage.push_step(xs.dim(0)?);
@@ -111,8 +111,11 @@ impl DecodingModel for DecoderOnly {
             xs = layer.step(&xs, cache, &state.lineage)?;
         }
         state.len += 1;
-        let hidden = apply_final_norm(self.decoder.final_norm(), xs)?;
-        self.generator.logits(&hidden)?.squeeze(1)
+        apply_final_norm(self.decoder.final_norm(), xs)?.squeeze(1)
+    }
+
+    fn generator(&self) -> &Generator {
+        &self.generator
     }
 }
 

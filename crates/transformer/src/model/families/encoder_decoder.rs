@@ -114,11 +114,14 @@ impl DecodingModel for EncoderDecoder {
         Ok(Box::new(self.decoder.start(&memory, &source.mask)?))
     }
 
-    fn step(&self, ids: &Tensor, state: &mut dyn DecodingState) -> Result<Tensor> {
+    fn step_hidden(&self, ids: &Tensor, state: &mut dyn DecodingState) -> Result<Tensor> {
         let state = own_state::<EncoderDecoderState>(state)?;
         let xs = self.tgt_embed.forward(ids, state.len, Mode::Eval)?;
-        let hidden = self.decoder.step(&xs, state)?;
-        self.generator.logits(&hidden.squeeze(1)?)
+        self.decoder.step(&xs, state)?.squeeze(1)
+    }
+
+    fn generator(&self) -> &Generator {
+        &self.generator
     }
 }
 

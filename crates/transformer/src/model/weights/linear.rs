@@ -207,6 +207,43 @@ impl Linear {
         })
     }
 
+    /// A layer computing only the outputs `ids`, in that order, in this layer's form: a
+    /// Generator restricted to a vocabulary map's candidates.
+    pub fn outputs(&self, ids: &[u32]) -> Result<Self> {
+        let out = self.weight.out_features()?;
+        let not_an_output = || {
+            let bad = ids.iter().find(|&&id| id as usize >= out).copied();
+            candle_core::Error::Msg(format!(
+                "linear: output {bad:?} asked of a layer of {out} outputs"
+            ))
+        };
+        let device = match (self.weight.matrix(), &self.bias) {
+            (Some(matrix), _) => matrix.device().clone(),
+            (None, Some(bias)) => bias.device().clone(),
+            (None, None) => candle_core::Device::Cpu,
+        };
+        let index = Tensor::new(ids, &device)?;
+        let bias = self
+            .bias
+            .as_ref()
+            .map(|b| b.index_select(&index, 0))
+            .transpose()?;
+        let weight = match &self.weight {
+            Weight::Trained(matrix) | Weight::Fixed { matrix, .. } => {
+                Weight::new(matrix.index_select(&index, 0)?)
+            }
+            Weight::Int8 { matrix, .. } => {
+                let rows = matrix.selected_rows(ids).ok_or_else(not_an_output)?;
+                Weight::int8_of(Arc::new(rows), bias.as_ref())?
+            }
+            Weight::Bf16 { matrix, .. } => {
+                let rows = matrix.selected_rows(ids).ok_or_else(not_an_output)?;
+                Weight::bf16_of(Arc::new(rows), bias.as_ref())?
+            }
+        };
+        Ok(Self { weight, bias })
+    }
+
     /// Whether the weights are being trained, so may change after any step.
     fn is_trained(&self) -> bool {
         matches!(self.weight, Weight::Trained(_))

@@ -1,0 +1,122 @@
+//! A model decoded over a few candidate target ids instead of its whole vocabulary (a
+//! vocabulary map's, [`super::vocab_map`]): its Generator keeps only the candidates' rows, so
+//! each step's product and log-sum-exp cover a few thousand outputs instead of 58,101 on
+//! OPUS-MT's shape.
+//!
+//! The searches run unchanged on [`Restricted`]: to them it is a model whose vocabulary is
+//! the candidates, numbered by position. Its steps read positions and feed the model their
+//! ids; [`Restricted::position`] and [`Restricted::id`] turn a call's ids (start, end, never
+//! generated) into positions and the searches' positions back into ids. Log-probabilities are
+//! over the candidates, as CTranslate2's with `use_vmap`.
+
+use candle_core::{Device, Result, Tensor};
+
+use super::Hypothesis;
+use crate::model::generator::Generator;
+use crate::model::{DecodingModel, DecodingState, Source};
+
+/// `model` decoded over `candidates` only.
+pub struct Restricted<'a> {
+    model: &'a dyn DecodingModel,
+    generator: Generator,
+    /// The candidate ids, sorted, each once.
+    candidates: Vec<u32>,
+    /// The same, `(candidates,)` on the model's device: position -> id for each step's input.
+    ids: Tensor,
+}
+
+impl<'a> Restricted<'a> {
+    /// `model` on `device` over `candidates` (sorted, each once, every one a target id of the
+    /// model).
+    pub fn new(
+        model: &'a dyn DecodingModel,
+        candidates: Vec<u32>,
+        device: &Device,
+    ) -> Result<Self> {
+        if candidates.windows(2).any(|pair| pair[0] >= pair[1]) {
+            candle_core::bail!("restricted decoding: the candidates are not sorted and unique")
+        }
+        let generator = model.generator().restricted(&candidates)?;
+        let ids = Tensor::new(candidates.as_slice(), device)?;
+        Ok(Self {
+            model,
+            generator,
+            candidates,
+            ids,
+        })
+    }
+
+    /// How many candidates a step scores.
+    pub fn len(&self) -> usize {
+        self.candidates.len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.candidates.is_empty()
+    }
+
+    /// The position of target id `id` among the candidates, if it is one.
+    pub fn position(&self, id: u32) -> Option<u32> {
+        self.candidates.binary_search(&id).ok().map(|at| at as u32)
+    }
+
+    /// The target id at `position`.
+    pub fn id(&self, position: u32) -> Result<u32> {
+        match self.candidates.get(position as usize) {
+            Some(&id) => Ok(id),
+            None => candle_core::bail!(
+                "restricted decoding: position {position} of {} candidates",
+                self.candidates.len()
+            ),
+        }
+    }
+
+    /// A search's hypothesis (positions) with its ids as the model numbers them.
+    pub fn to_ids(&self, mut hypothesis: Hypothesis) -> Result<Hypothesis> {
+        for id in &mut hypothesis.ids {
+            *id = self.id(*id)?;
+        }
+        Ok(hypothesis)
+    }
+
+    /// `ids` `(rows, len)` as positions; an error names an id that is no candidate.
+    pub fn positions(&self, ids: &Tensor) -> Result<Tensor> {
+        let (rows, len) = ids.dims2()?;
+        let mut positions = Vec::with_capacity(rows * len);
+        for id in ids.flatten_all()?.to_vec1::<u32>()? {
+            match self.position(id) {
+                Some(position) => positions.push(position),
+                None => candle_core::bail!("restricted decoding: id {id} is not a candidate"),
+            }
+        }
+        Tensor::from_vec(positions, (rows, len), ids.device())
+    }
+}
+
+impl DecodingModel for Restricted<'_> {
+    fn reads_source(&self) -> bool {
+        self.model.reads_source()
+    }
+
+    fn max_positions(&self) -> usize {
+        self.model.max_positions()
+    }
+
+    fn start(&self, source: Option<&Source>) -> Result<Box<dyn DecodingState>> {
+        self.model.start(source)
+    }
+
+    /// `ids` are positions among the candidates: the model is fed their ids.
+    fn step_hidden(&self, ids: &Tensor, state: &mut dyn DecodingState) -> Result<Tensor> {
+        let model_ids = self
+            .ids
+            .index_select(&ids.flatten_all()?, 0)?
+            .reshape(ids.shape())?;
+        self.model.step_hidden(&model_ids, state)
+    }
+
+    fn generator(&self) -> &Generator {
+        &self.generator
+    }
+}
