@@ -10,7 +10,8 @@
 #     whose generate() (greedy, and beam search with the directory's settings) gives our ids;
 #  4. CTranslate2's own converter converts the export, and CTranslate2 translates as we do;
 #  5. models trained from scratch as Marian (model.arch = "marian") pass 1 and 3 too, and 4
-#     with a joint vocabulary (CTranslate2 does not convert separate ones faithfully).
+#     with a joint vocabulary (CTranslate2 does not convert separate ones faithfully);
+#  6. the Hugging Face cache is shared with huggingface_hub and transformers, both ways.
 # Needs Multi30k in data/multi30k (scripts/get-multi30k.sh).
 #
 #   BIN=target/release/transformer scripts/test-marian.sh
@@ -110,3 +111,33 @@ TOML
     check ct2 --run "$work/scratch-$joint" --exported "$work/scratch-$joint-hf" "$work/sources60"
   fi
 done
+
+# 6. The Hub's cache is shared with Python's tools: against the local stand-in for the Hub
+#    (scripts/hub_server.py), huggingface_hub's snapshot_download fills one cache, which this
+#    tool then reads offline; this tool's download fills another, from which transformers
+#    loads the model offline and generates what we translate.
+python3 scripts/hub_server.py --model test/marian-gelu=tests/fixtures/marian-gelu > "$work/hub-url" &
+hub_pid=$!
+trap 'kill $hub_pid 2>/dev/null; rm -rf "$work"' EXIT
+for _ in $(seq 50); do [ -s "$work/hub-url" ] && break; sleep 0.1; done
+hub=$(head -n 1 "$work/hub-url")
+want=$("$BIN" translate --device cpu --json --beam 1 --checkpoint tests/fixtures/marian-gelu \
+  "Ein Hund läuft durch den Schnee." 2> /dev/null)
+HF_ENDPOINT="$hub" HF_HUB_CACHE="$work/cache-python" "$VENV/bin/python" -c \
+  "from huggingface_hub import snapshot_download; snapshot_download('test/marian-gelu')" 2> /dev/null
+got=$(HF_HUB_OFFLINE=1 HF_HUB_CACHE="$work/cache-python" "$BIN" translate --device cpu --json \
+  --beam 1 --checkpoint test/marian-gelu "Ein Hund läuft durch den Schnee." 2> /dev/null)
+[ "$got" = "$want" ] || { echo "hub: ours from Python's cache: $got, not $want" >&2; exit 1; }
+HF_ENDPOINT="$hub" HF_HUB_CACHE="$work/cache-ours" "$BIN" download --quiet test/marian-gelu > /dev/null
+HF_HUB_OFFLINE=1 HF_HUB_CACHE="$work/cache-ours" "$VENV/bin/python" - "$want" <<'PY'
+import json, sys
+from transformers import MarianMTModel, MarianTokenizer
+want = json.loads(sys.argv[1])["ids"]
+tokenizer = MarianTokenizer.from_pretrained("test/marian-gelu")
+model = MarianMTModel.from_pretrained("test/marian-gelu").eval()
+ids = model.generate(**tokenizer(["Ein Hund läuft durch den Schnee."], return_tensors="pt"),
+                     num_beams=1, do_sample=False)[0].tolist()[1:]
+ids = [i for i in ids if i != model.config.pad_token_id]
+assert ids == want, f"transformers from our cache: {ids}, ours: {want}"
+print(f"hub: the cache is shared both ways with huggingface_hub and transformers ({len(ids)} ids alike)")
+PY

@@ -91,7 +91,6 @@ fn a_restricted_translation_says_only_its_sentences_candidates() {
     .map(String::from)
     .to_vec();
     for beam in ["1", "3"] {
-        // One sentence a batch: a batch decodes over the union of its sentences' candidates.
         let flags = ["--beam", beam, "--batch-size", "1"];
         let whole = decoded(translated_json(checkpoint, &sources, &flags));
         let mapped = decoded(translated_json(
@@ -105,6 +104,18 @@ fn a_restricted_translation_says_only_its_sentences_candidates() {
                 tokens.iter().all(|t| allowed.contains(&t.as_str())),
                 "beam {beam}: {sentence:?} said {tokens:?}, allowed {allowed:?}"
             );
+        }
+        // Each sentence keeps to its own candidates in a batch too: the same translations.
+        let batched = decoded(translated_json(
+            checkpoint,
+            &sources,
+            &["--beam", beam, "--vocab-map", map.to_str().unwrap()],
+        ));
+        for ((ids, lp, _), (batch_ids, batch_lp, _)) in mapped.iter().zip(&batched) {
+            assert_eq!(ids, batch_ids, "beam {beam}");
+            for (a, b) in lp.iter().zip(batch_lp) {
+                assert!((a - b).abs() < 1e-5, "beam {beam}: {a} vs {b}");
+            }
         }
         // Where every word of the translation is a candidate, the restriction changes
         // nothing; where it is not, it must.
@@ -166,6 +177,27 @@ fn serve_and_eval_take_a_vocabulary_map() {
 #[test]
 fn a_bad_map_is_a_one_line_error_naming_the_file() {
     let dir = tempfile::tempdir().unwrap();
+    // Scoring given hypotheses decodes nothing: a map there is a usage error, not ignored.
+    std::fs::write(dir.path().join("hyp.txt"), "i want a beer\n").unwrap();
+    let out = transformer()
+        .current_dir(dir.path())
+        .args([
+            "eval",
+            "--hyp",
+            "hyp.txt",
+            "--ref",
+            "hyp.txt",
+            "--vocab-map",
+            "x",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        stderr.contains("--vocab-map sets how --src is translated"),
+        "{stderr}"
+    );
     let no_tab = dir.path().join("no-tab.txt");
     std::fs::write(&no_tab, "ich\ti\nbier beer\n").unwrap();
     let not_text = dir.path().join("binary.txt");

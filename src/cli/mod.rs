@@ -8,6 +8,7 @@ mod bench;
 mod completions;
 mod decode;
 mod device;
+mod download;
 mod eval;
 mod export;
 mod generate;
@@ -28,6 +29,7 @@ pub use bench::{BenchArgs, BenchWorkload};
 pub use completions::CompletionsArgs;
 pub use decode::{DecodeArgs, DecodeSettingsArgs, FLAGS};
 pub use device::DeviceArgs;
+pub use download::DownloadArgs;
 pub use eval::EvalArgs;
 pub use export::{ExportArgs, ExportFormat};
 pub use generate::GenerateArgs;
@@ -118,6 +120,17 @@ pub enum Command {
                       keep the float one."
     )]
     Quantize(QuantizeArgs),
+    /// Download a model's files from the Hugging Face Hub into its cache, without running it
+    #[command(
+        after_help = "Examples:\n  transformer download Helsinki-NLP/opus-mt-de-en\n  \
+                      transformer translate --checkpoint Helsinki-NLP/opus-mt-de-en \"Ein Hund läuft.\"\n\n\
+                      Every --checkpoint takes a Hub name the same way. The files go to the cache \
+                      Python's tools share (HF_HUB_CACHE, else HF_HOME/hub, else \
+                      ~/.cache/huggingface/hub), checked against the Hub's sizes and hashes. \
+                      HF_ENDPOINT, HF_TOKEN, HF_HUB_OFFLINE=1 (the cache only) and \
+                      HF_HUB_DOWNLOAD_TIMEOUT (seconds) are honoured."
+    )]
+    Download(DownloadArgs),
     /// Redraw a run's loss.png from its metrics.jsonl
     #[command(after_help = "Example:\n  transformer plot runs/base --out base-loss.png")]
     Plot(PlotArgs),

@@ -23,6 +23,25 @@ pub fn run(args: EvalArgs) -> anyhow::Result<()> {
         )
         .into());
     }
+    if args.hyp.is_some() {
+        // Nothing is decoded when the hypotheses are given: a decoding flag would be ignored.
+        let settings = &args.decode.settings;
+        let decoding = [
+            ("--checkpoint", args.checkpoint.is_some()),
+            ("--beam", settings.beam.is_some()),
+            ("--length-penalty", settings.length_penalty.is_some()),
+            ("--max-len", settings.max_len.is_some()),
+            ("--compute-type", settings.compute_type.is_some()),
+            ("--vocab-map", settings.vocab_map.is_some()),
+        ];
+        if let Some((flag, _)) = decoding.iter().find(|(_, given)| *given) {
+            return Err(UsageError(format!(
+                "{flag} sets how --src is translated; with --hyp nothing is translated: \
+                 drop {flag}, or give --src instead of --hyp"
+            ))
+            .into());
+        }
+    }
     let references = read_segments(&args.reference, "--ref")?;
     let hypotheses = match (&args.hyp, &args.src) {
         (Some(hyp), _) => {

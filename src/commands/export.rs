@@ -33,12 +33,13 @@ fn export(args: ExportArgs) -> anyhow::Result<()> {
         }
     }
     // Weights are read and written on the CPU: no device is worth starting for a copy.
+    let source = super::download::local_or_hub(&args.checkpoint)?;
     let initial = checkpoint::load_initial_weights(
-        &args.checkpoint,
+        &source,
         &candle_core::Device::Cpu,
         "cannot be exported (other tools read float weights)",
     )?;
-    check_replaceable(&args.out, &[&args.checkpoint, &initial.dir])?;
+    check_replaceable(&args.out, &[&source, &initial.dir])?;
     match args.to {
         ExportFormat::Hf => marian_export::export_marian(
             &initial.dir,

@@ -4,6 +4,7 @@ mod attention;
 mod average;
 mod bench;
 mod completions;
+mod download;
 mod eval;
 mod export;
 mod generate;
@@ -64,6 +65,7 @@ pub fn run(command: Command) -> anyhow::Result<()> {
         Command::Average(args) => average::run(args),
         Command::Export(args) => export::run(args),
         Command::Quantize(args) => quantize::run(args),
+        Command::Download(args) => download::run(args),
         Command::Tokenize(args) => tokenize::run(args),
         Command::Plot(args) => plot::run(args),
         Command::Attention(args) => attention::run(args),
@@ -144,7 +146,7 @@ fn device_from(args: &DeviceArgs, verbosity: Verbosity) -> anyhow::Result<candle
 /// model answered.
 fn checkpoint_or_latest(given: Option<&Path>, task: Task) -> anyhow::Result<PathBuf> {
     if let Some(dir) = given {
-        return Ok(dir.to_path_buf());
+        return download::local_or_hub(dir);
     }
     let run = checkpoint::latest_run(Path::new(RUNS_ROOT), task)?;
     eprintln!(

@@ -5,8 +5,8 @@ use crate::checkpoint::quantize::quantize;
 use crate::cli::QuantizeArgs;
 
 pub fn run(args: QuantizeArgs) -> anyhow::Result<()> {
-    let done =
-        quantize(&args.checkpoint, &args.out, args.overwrite).map_err(super::naming_out_flags)?;
+    let source = super::download::local_or_hub(&args.checkpoint)?;
+    let done = quantize(&source, &args.out, args.overwrite).map_err(super::naming_out_flags)?;
     let mb = |bytes: u64| match bytes {
         0..1_000_000 => format!("{:.1} kB", bytes as f64 / 1e3),
         _ => format!("{:.1} MB", bytes as f64 / 1e6),

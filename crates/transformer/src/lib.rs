@@ -51,6 +51,7 @@ pub mod decoding;
 pub mod device;
 pub mod distributed;
 pub mod document;
+pub mod hub;
 pub mod infer;
 pub mod kernels;
 pub mod metrics;

@@ -7,12 +7,14 @@
 //! the candidates, numbered by position. Its steps read positions and feed the model their
 //! ids; [`Restricted::position`] and [`Restricted::id`] turn a call's ids (start, end, never
 //! generated) into positions and the searches' positions back into ids. Log-probabilities are
-//! over the candidates, as CTranslate2's with `use_vmap`.
+//! over the candidates, as CTranslate2's with `use_vmap`; with [`Restricted::per_row`] over
+//! each row's own.
 
 use candle_core::{Device, Result, Tensor};
 
 use super::Hypothesis;
 use crate::model::generator::Generator;
+use crate::model::step::own_state;
 use crate::model::{DecodingModel, DecodingState, Source};
 
 /// `model` decoded over `candidates` only.
@@ -23,6 +25,9 @@ pub struct Restricted<'a> {
     candidates: Vec<u32>,
     /// The same, `(candidates,)` on the model's device: position -> id for each step's input.
     ids: Tensor,
+    /// `(rows, candidates)`: 0 where a row may say a candidate, minus infinity where only
+    /// another row of the batch may, added to each step's logits (see [`Self::per_row`]).
+    rows: Option<Tensor>,
 }
 
 impl<'a> Restricted<'a> {
@@ -43,7 +48,33 @@ impl<'a> Restricted<'a> {
             generator,
             candidates,
             ids,
+            rows: None,
         })
+    }
+
+    /// Keeps each row of the batch to its own candidates (`own[row]`, a subset of the
+    /// batch's): the Generator still scores the batch's union once a step, and the others'
+    /// candidates are masked, so that a sentence's translation never depends on the sentences
+    /// decoded beside it (a server's other clients).
+    pub fn per_row(mut self, own: &[Vec<u32>]) -> Result<Self> {
+        let width = self.candidates.len();
+        let mut mask = vec![f32::NEG_INFINITY; own.len() * width];
+        for (row, ids) in own.iter().enumerate() {
+            for &id in ids {
+                let Some(position) = self.position(id) else {
+                    candle_core::bail!(
+                        "restricted decoding: row {row}'s id {id} is not a candidate"
+                    )
+                };
+                mask[row * width + position as usize] = 0.0;
+            }
+        }
+        self.rows = Some(Tensor::from_vec(
+            mask,
+            (own.len(), width),
+            self.ids.device(),
+        )?);
+        Ok(self)
     }
 
     /// How many candidates a step scores.
@@ -104,19 +135,57 @@ impl DecodingModel for Restricted<'_> {
     }
 
     fn start(&self, source: Option<&Source>) -> Result<Box<dyn DecodingState>> {
-        self.model.start(source)
+        Ok(Box::new(RestrictedState {
+            inner: self.model.start(source)?,
+            rows: self.rows.clone(),
+        }))
     }
 
     /// `ids` are positions among the candidates: the model is fed their ids.
     fn step_hidden(&self, ids: &Tensor, state: &mut dyn DecodingState) -> Result<Tensor> {
+        let state = own_state::<RestrictedState>(state)?;
         let model_ids = self
             .ids
             .index_select(&ids.flatten_all()?, 0)?
             .reshape(ids.shape())?;
-        self.model.step_hidden(&model_ids, state)
+        self.model.step_hidden(&model_ids, &mut *state.inner)
     }
 
     fn generator(&self) -> &Generator {
         &self.generator
+    }
+
+    /// The candidates' logits, each row's own only.
+    fn step(&self, ids: &Tensor, state: &mut dyn DecodingState) -> Result<Tensor> {
+        let logits = self.generator.logits(&self.step_hidden(ids, state)?)?;
+        match &own_state::<RestrictedState>(state)?.rows {
+            Some(rows) => logits.add(rows),
+            None => Ok(logits),
+        }
+    }
+}
+
+/// The model's own state, and each row's mask, kept in the rows' order.
+struct RestrictedState {
+    inner: Box<dyn DecodingState>,
+    rows: Option<Tensor>,
+}
+
+impl DecodingState for RestrictedState {
+    fn reorder(&mut self, rows: &[u32]) -> Result<()> {
+        self.inner.reorder(rows)?;
+        if let Some(mask) = &self.rows {
+            let index = Tensor::new(rows, mask.device())?;
+            self.rows = Some(mask.index_select(&index, 0)?);
+        }
+        Ok(())
+    }
+
+    fn len(&self) -> usize {
+        self.inner.len()
+    }
+
+    fn as_any_mut(&mut self) -> &mut dyn std::any::Any {
+        self
     }
 }

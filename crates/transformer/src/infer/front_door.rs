@@ -151,6 +151,13 @@ fn read_vocab_map(path: &Path, checkpoint: &mut Checkpoint) -> anyhow::Result<Vo
         &|token| target.get(token).copied(),
         &always,
     )?;
+    if map.is_empty(&always) {
+        checkpoint.config.notes.push(format!(
+            "the vocabulary map {} allows no token of its own (no rule, no always-allowed \
+             token): every translation can say only the end and unknown symbols",
+            path.display()
+        ));
+    }
     if unmatched.source_rules > 0 || unmatched.target_tokens > 0 {
         checkpoint.config.notes.push(format!(
             "the vocabulary map {} names tokens this model's vocabularies lack: {} rules \

@@ -293,8 +293,8 @@ impl ConfiguredTranslator<'_> {
             };
             return self.search(self.model, &input);
         };
-        // Over the candidates of this batch's sources, numbered by position: the searches'
-        // ids are positions there, turned back into ids after.
+        // Over the candidates of this batch's sources, numbered by position (the searches'
+        // ids are positions there, turned back into ids after), each sentence over its own.
         // A map's n-grams are of the sentences' own tokens, not their framing.
         let framing = [
             Some(specials.eos),
@@ -309,7 +309,9 @@ impl ConfiguredTranslator<'_> {
             })
             .collect();
         let sentences: Vec<&[u32]> = own.iter().map(Vec::as_slice).collect();
-        let restricted = Restricted::new(self.model, map.candidates(&sentences), self.device)?;
+        let each: Vec<Vec<u32>> = sentences.iter().map(|s| map.candidates(&[s])).collect();
+        let restricted =
+            Restricted::new(self.model, map.candidates(&sentences), self.device)?.per_row(&each)?;
         let never: Vec<u32> = specials
             .never
             .iter()

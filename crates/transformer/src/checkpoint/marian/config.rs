@@ -14,6 +14,10 @@ use crate::config::{
     ModelConfig, NormPlacement, PositionEncoding, TokenizerKind,
 };
 
+/// The `model_type` of the Hugging Face families this tool runs, with their names: what a Hub
+/// model must say to be fetched.
+pub const MODEL_TYPES: &[(&str, &str)] = &[("marian", "MarianMT, OPUS-MT")];
+
 /// The config of the Marian directory `dir` as ours: `[model]` from `config.json`, `[decode]`
 /// from `generation_config.json` (or, in older directories, `config.json`), `[data]` naming
 /// the Marian tokenizer and, where the directory says, the languages.

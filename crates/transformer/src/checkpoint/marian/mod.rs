@@ -14,7 +14,7 @@ mod key_table;
 use std::path::{Path, PathBuf};
 
 pub use agreement::{check_agreement, check_sizes};
-pub use config::read_config;
+pub use config::{read_config, MODEL_TYPES};
 pub use key_table::MarianFormat;
 
 /// transformers' names for a Marian directory's files.

@@ -123,7 +123,7 @@ fn step_candidates(
     if rows
         .iter()
         .flatten()
-        .any(|(_, log_prob)| !log_prob.is_finite())
+        .any(|(_, log_prob)| log_prob.is_nan() || *log_prob == f32::INFINITY)
     {
         candle_core::bail!("{NOT_A_NUMBER}")
     }
@@ -131,7 +131,8 @@ fn step_candidates(
         renormalize_without(&logits, &mut rows, never)?;
     }
     for row in &mut rows {
-        row.retain(|(id, _)| !never.contains(id));
+        // Minus infinity is an id the row may not say (a vocabulary map's other rows').
+        row.retain(|(id, log_prob)| !never.contains(id) && *log_prob > f32::NEG_INFINITY);
         row.truncate(count);
     }
     Ok(rows)

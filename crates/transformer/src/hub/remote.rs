@@ -1,0 +1,320 @@
+//! The Hub's HTTP endpoints this tool reads: a revision's file list with each file's size and
+//! hash (`GET /api/models/ID/revision/REV?blobs=true`, as `huggingface_hub`'s `model_info`
+//! asks), and a file's bytes (`GET /ID/resolve/COMMIT/FILE`, redirects followed). Every
+//! request has a deadline for its answer and for each read of its body, so a server that
+//! stalls ends the download with an error instead of hanging it.
+
+use std::io::{Read, Write};
+use std::path::Path;
+use std::time::Duration;
+
+use anyhow::{anyhow, bail, Context};
+use serde::Deserialize;
+use sha1::Sha1;
+use sha2::{Digest, Sha256};
+
+use super::name::HubName;
+use super::HubSettings;
+
+/// A file of a revision, as the Hub lists it.
+#[derive(Debug, Clone, Deserialize)]
+pub struct Sibling {
+    pub rfilename: String,
+    /// Bytes (the file's, in LFS or not).
+    pub size: Option<u64>,
+    /// The git blob id (sha1 of `blob SIZE\0` and the bytes) of a file kept in git.
+    #[serde(rename = "blobId")]
+    pub blob_id: Option<String>,
+    /// Set for a file kept in LFS: its sha256 and size.
+    pub lfs: Option<LfsFile>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct LfsFile {
+    pub sha256: String,
+    pub size: u64,
+}
+
+impl Sibling {
+    /// The name of its blob in the cache (`huggingface_hub`'s etag): the sha256 of an LFS
+    /// file, the git blob id of another. `None` when the Hub gave neither.
+    pub fn etag(&self) -> Option<&str> {
+        match &self.lfs {
+            Some(lfs) => Some(&lfs.sha256),
+            None => self.blob_id.as_deref(),
+        }
+    }
+
+    fn expected_size(&self) -> Option<u64> {
+        self.lfs.as_ref().map(|l| l.size).or(self.size)
+    }
+}
+
+/// A revision's commit and files.
+#[derive(Debug, Deserialize)]
+pub struct Revision {
+    /// The commit the revision names now.
+    pub sha: String,
+    #[serde(default)]
+    pub siblings: Vec<Sibling>,
+}
+
+/// The Hub's answer that the name cannot be read as asked (no such model or revision, not
+/// allowed, not a family this tool runs): the user's to change, unlike a failed transfer.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct Refused(pub String);
+
+/// What went wrong talking to the Hub, when the caller may act on the kind.
+#[derive(Debug)]
+pub enum HubError {
+    /// The server could not be reached or did not answer in time: the cache may still serve.
+    Unreachable(String),
+    /// Anything else (not found, not allowed, damaged): said as it is.
+    Refused(anyhow::Error),
+}
+
+/// The HTTP agent for `settings`: answers within `settings.timeout`, each read of a body too.
+pub fn agent(settings: &HubSettings) -> ureq::Agent {
+    ureq::Agent::config_builder()
+        .timeout_connect(Some(settings.timeout))
+        .timeout_recv_response(Some(settings.timeout))
+        .timeout_per_read(Some(settings.timeout))
+        .http_status_as_error(false)
+        .user_agent(concat!("transformer/", env!("CARGO_PKG_VERSION")))
+        .build()
+        .into()
+}
+
+/// `GET url` with the token, if any.
+fn get(
+    agent: &ureq::Agent,
+    url: &str,
+    settings: &HubSettings,
+) -> Result<ureq::http::Response<ureq::Body>, HubError> {
+    let mut request = agent.get(url);
+    if let Some(token) = &settings.token {
+        request = request.header("Authorization", format!("Bearer {token}"));
+    }
+    request
+        .call()
+        .map_err(|e| HubError::Unreachable(e.to_string()))
+}
+
+/// The commit and files of `name`'s revision.
+pub fn revision(
+    agent: &ureq::Agent,
+    name: &HubName,
+    settings: &HubSettings,
+) -> Result<Revision, HubError> {
+    let url = format!(
+        "{}/api/models/{}/revision/{}?blobs=true",
+        settings.endpoint,
+        name.id,
+        name.revision.replace('/', "%2F")
+    );
+    let mut response = get(agent, &url, settings)?;
+    let status = response.status().as_u16();
+    let code = response
+        .headers()
+        .get("x-error-code")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_string();
+    match status {
+        200 => {}
+        404 if code == "RevisionNotFound" => {
+            return Err(HubError::Refused(anyhow::Error::new(Refused(format!(
+                "{} has no revision {:?} on the Hub at {}",
+                name.id, name.revision, settings.endpoint
+            )))))
+        }
+        401 | 403 | 404 => {
+            let why = match (&settings.token, status) {
+                (_, 403) => "it is gated: accept its terms on the Hub, then set HF_TOKEN",
+                (None, _) => "or it is private: set HF_TOKEN to a token that can read it",
+                (Some(_), _) => "or HF_TOKEN cannot read it",
+            };
+            return Err(HubError::Refused(anyhow::Error::new(Refused(format!(
+                "{} is not a model this tool can read on the Hub at {} ({status}; {why})",
+                name.id, settings.endpoint
+            )))));
+        }
+        500.. => {
+            return Err(HubError::Unreachable(format!(
+                "the Hub at {} answered {status}",
+                settings.endpoint
+            )))
+        }
+        _ => {
+            return Err(HubError::Refused(anyhow!(
+                "the Hub at {} answered {status} for {}",
+                settings.endpoint,
+                name
+            )))
+        }
+    }
+    response
+        .body_mut()
+        .with_config()
+        .limit(16 << 20)
+        .read_json::<Revision>()
+        .map_err(|e| {
+            HubError::Refused(anyhow!(
+                "the Hub at {} sent a file list for {name} that is not valid: {e}",
+                settings.endpoint
+            ))
+        })
+}
+
+/// Downloads `file` of `name` at `commit` to `into`, telling `read` each chunk's bytes, and
+/// checks its size and hash against what the Hub listed; `into` is removed on any error.
+pub fn download(
+    agent: &ureq::Agent,
+    (name, commit, file): (&HubName, &str, &Sibling),
+    settings: &HubSettings,
+    into: &Path,
+    read: &dyn Fn(u64),
+) -> anyhow::Result<()> {
+    let result = download_unchecked(agent, (name, commit, file), settings, into, read);
+    if result.is_err() {
+        let _ = std::fs::remove_file(into);
+    }
+    result
+}
+
+fn download_unchecked(
+    agent: &ureq::Agent,
+    (name, commit, file): (&HubName, &str, &Sibling),
+    settings: &HubSettings,
+    into: &Path,
+    read: &dyn Fn(u64),
+) -> anyhow::Result<()> {
+    let what = format!("{} of {name}", file.rfilename);
+    let url = format!(
+        "{}/{}/resolve/{commit}/{}",
+        settings.endpoint, name.id, file.rfilename
+    );
+    let mut response = get(agent, &url, settings).map_err(|e| match e {
+        HubError::Unreachable(why) => anyhow!("cannot download {what}: {why}"),
+        HubError::Refused(error) => error,
+    })?;
+    if response.status().as_u16() != 200 {
+        bail!(
+            "cannot download {what}: the Hub at {} answered {}",
+            settings.endpoint,
+            response.status()
+        )
+    }
+    let mut output =
+        std::fs::File::create(into).with_context(|| format!("cannot write {}", into.display()))?;
+    let mut body = response.body_mut().as_reader();
+    let mut check = Check::for_file(file);
+    let mut buffer = vec![0u8; 1 << 16];
+    let mut total = 0u64;
+    let limit = file.expected_size().unwrap_or(u64::MAX);
+    loop {
+        let n = body.read(&mut buffer).map_err(|e| {
+            let timed_out = e.kind() == std::io::ErrorKind::TimedOut
+                || e.get_ref()
+                    .and_then(|inner| inner.downcast_ref::<ureq::Error>())
+                    .is_some_and(|inner| matches!(inner, ureq::Error::Timeout(_)));
+            if timed_out {
+                anyhow!(
+                    "the Hub at {} sent nothing for {} s while {what} was downloading; try \
+                     again (HF_HUB_DOWNLOAD_TIMEOUT sets the wait in seconds)",
+                    settings.endpoint,
+                    settings.timeout.as_secs_f32()
+                )
+            } else {
+                anyhow!("downloading {what} failed: {e}; nothing was kept: try again")
+            }
+        })?;
+        if n == 0 {
+            break;
+        }
+        total += n as u64;
+        if total > limit {
+            bail!("the Hub sent more of {what} than the {limit} bytes it lists; nothing was kept")
+        }
+        check.update(&buffer[..n]);
+        output
+            .write_all(&buffer[..n])
+            .with_context(|| format!("cannot write {}", into.display()))?;
+        read(n as u64);
+    }
+    output
+        .sync_all()
+        .with_context(|| format!("cannot write {}", into.display()))?;
+    if let Some(size) = file.expected_size() {
+        if total != size {
+            bail!(
+                "{what} arrived with {total} bytes, not the {size} the Hub lists (the \
+                 connection was cut?); nothing was kept: try again"
+            )
+        }
+    }
+    check.verify(&what, total)
+}
+
+/// The hash a file is checked against: sha256 for an LFS file, git's blob id for another.
+enum Check {
+    Sha256(Sha256, String),
+    GitBlob(Vec<u8>, String),
+    Nothing,
+}
+
+impl Check {
+    fn for_file(file: &Sibling) -> Self {
+        match (&file.lfs, &file.blob_id) {
+            (Some(lfs), _) => Self::Sha256(Sha256::new(), lfs.sha256.to_ascii_lowercase()),
+            (None, Some(id)) => Self::GitBlob(Vec::new(), id.to_ascii_lowercase()),
+            (None, None) => Self::Nothing,
+        }
+    }
+
+    fn update(&mut self, bytes: &[u8]) {
+        match self {
+            Self::Sha256(hasher, _) => hasher.update(bytes),
+            // Files kept in git are small (configs, vocabularies): hashed once whole, as git
+            // prefixes them with their size.
+            Self::GitBlob(kept, _) => kept.extend_from_slice(bytes),
+            Self::Nothing => {}
+        }
+    }
+
+    fn verify(self, what: &str, size: u64) -> anyhow::Result<()> {
+        let (got, want, kind) = match self {
+            Self::Sha256(hasher, want) => (hex(&hasher.finalize()), want, "sha256"),
+            Self::GitBlob(kept, want) => {
+                let mut hasher = Sha1::new();
+                hasher.update(format!("blob {size}\0").as_bytes());
+                hasher.update(&kept);
+                (hex(&hasher.finalize()), want, "git blob id")
+            }
+            Self::Nothing => return Ok(()),
+        };
+        if got != want {
+            bail!(
+                "{what} arrived with {kind} {got}, not the {want} the Hub lists; nothing was \
+                 kept: try again, and if it persists the file on the Hub is damaged"
+            )
+        }
+        Ok(())
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// `secs` from the environment variable `var`, when it is set to a positive number.
+pub fn seconds_from(var: &str) -> anyhow::Result<Option<Duration>> {
+    match std::env::var(var) {
+        Ok(text) => match text.trim().parse::<f64>() {
+            Ok(secs) if secs > 0.0 && secs.is_finite() => Ok(Some(Duration::from_secs_f64(secs))),
+            _ => bail!("{var}={text:?} is not a positive number of seconds"),
+        },
+        Err(_) => Ok(None),
+    }
+}

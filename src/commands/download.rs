@@ -1,0 +1,59 @@
+//! `transformer download NAME`: a Hub model's files into the Hugging Face cache, without
+//! running it; prints the directory every command then reads (`--checkpoint NAME` finds it
+//! again by name).
+
+use std::path::{Path, PathBuf};
+
+use super::stdout::print_line;
+use super::UsageError;
+use crate::cli::DownloadArgs;
+use crate::progress::{DataBars, Verbosity};
+use transformer::checkpoint::marian::MODEL_TYPES;
+use transformer::hub::{self, HubName, HubSettings};
+
+pub fn run(args: DownloadArgs) -> anyhow::Result<()> {
+    let Some(name) = HubName::parse(&args.name) else {
+        return Err(UsageError(format!(
+            "{:?} is not a Hub name: give ORG/NAME, optionally @REVISION \
+             (e.g. Helsinki-NLP/opus-mt-de-en)",
+            args.name
+        ))
+        .into());
+    };
+    let verbosity = if args.quiet {
+        Verbosity::Quiet
+    } else {
+        Verbosity::Normal
+    };
+    let dir = fetched(&name, verbosity)?;
+    print_line(&dir.display().to_string())
+}
+
+/// `name`'s directory in the cache, downloaded where missing, with bars unless quiet; a
+/// refusal (no such model, not allowed, not a family we run) is a usage error.
+fn fetched(name: &HubName, verbosity: Verbosity) -> anyhow::Result<PathBuf> {
+    let settings = HubSettings::from_env()?;
+    hub::fetch(name, &settings, MODEL_TYPES, &DataBars { verbosity }).map_err(|error| {
+        match error.downcast_ref::<hub::Refused>() {
+            Some(refused) => UsageError(refused.0.clone()).into(),
+            None => error,
+        }
+    })
+}
+
+/// The directory a checkpoint argument names: itself when it exists, or when it does not look
+/// like a Hub name, or when its first part is a directory here (`runs/bse` is a typo, not a
+/// Hub model); else the Hub model of that name, downloaded into the cache where missing.
+pub fn local_or_hub(given: &Path) -> anyhow::Result<PathBuf> {
+    let local_parent = given
+        .components()
+        .next()
+        .is_some_and(|first| Path::new(first.as_os_str()).is_dir());
+    if given.exists() || local_parent {
+        return Ok(given.to_path_buf());
+    }
+    let Some(name) = given.to_str().and_then(HubName::parse) else {
+        return Ok(given.to_path_buf());
+    };
+    fetched(&name, Verbosity::Normal)
+}

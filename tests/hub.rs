@@ -1,0 +1,344 @@
+//! Models from the Hub by name, through the binary, against a local stand-in for the Hub
+//! (`scripts/hub_server.py`, serving the MarianMT fixtures; no network): a download lands in
+//! the Hugging Face cache layout and translates as the directory it came from, a second run
+//! downloads nothing, `HF_HUB_OFFLINE=1` and an unreachable Hub use the cache, and a missing
+//! name, a private model, an unknown revision, a family we do not run, a cut or damaged file
+//! and a stalled server each end with a one-line error and nothing half-written in the cache.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+
+const FIXTURE: &str = "tests/fixtures/marian-gelu";
+
+/// The stand-in Hub, killed when dropped.
+struct Hub {
+    child: Child,
+    url: String,
+    log: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl Hub {
+    /// Serves the fixture as `good/model` (and, for the faults, under other names), a copy
+    /// whose config says `bert` as `other/bert`, the fixture with a decoy `.bin` beside its
+    /// safetensors as `both/weights`, and the fixture as the private `me/secret`.
+    fn start() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let bert = dir.path().join("bert");
+        let both = dir.path().join("both");
+        for copy in [&bert, &both] {
+            std::fs::create_dir(copy).unwrap();
+            for entry in std::fs::read_dir(FIXTURE).unwrap() {
+                let entry = entry.unwrap();
+                std::fs::copy(entry.path(), copy.join(entry.file_name())).unwrap();
+            }
+        }
+        let config = std::fs::read_to_string(bert.join("config.json")).unwrap();
+        std::fs::write(
+            bert.join("config.json"),
+            config.replace("\"marian\"", "\"bert\""),
+        )
+        .unwrap();
+        std::fs::write(both.join("pytorch_model.bin"), b"not the weights").unwrap();
+        let log = dir.path().join("requests.log");
+        let model = |name: &str, path: &Path| format!("{name}={}", path.display());
+        let fixture = Path::new(FIXTURE);
+        let mut child = Command::new("python3")
+            .arg("scripts/hub_server.py")
+            .args(["--model", &model("good/model", fixture)])
+            .args([
+                "--model",
+                &model("cut/model", fixture),
+                "--truncate",
+                "cut/model",
+            ])
+            .args([
+                "--model",
+                &model("bad/model", fixture),
+                "--corrupt",
+                "bad/model",
+            ])
+            .args([
+                "--model",
+                &model("slow/model", fixture),
+                "--stall",
+                "slow/model",
+            ])
+            .args(["--model", &model("other/bert", &bert)])
+            .args(["--model", &model("both/weights", &both)])
+            .args([
+                "--private",
+                &model("me/secret", fixture),
+                "--token",
+                "t0ken",
+            ])
+            .arg("--log")
+            .arg(&log)
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("python3 runs scripts/hub_server.py");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        assert!(line.starts_with("http://"), "hub_server.py said {line:?}");
+        Self {
+            child,
+            url: line.trim().to_string(),
+            log,
+            _dir: dir,
+        }
+    }
+
+    /// The requests served so far.
+    fn requests(&self) -> Vec<String> {
+        std::fs::read_to_string(&self.log)
+            .unwrap_or_default()
+            .lines()
+            .map(str::to_string)
+            .collect()
+    }
+}
+
+impl Drop for Hub {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn binary() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_transformer"))
+}
+
+/// The binary with the Hub at `endpoint` and the cache in `cache`, nothing else from the
+/// environment's Hugging Face settings.
+fn with_hub(endpoint: &str, cache: &Path) -> Command {
+    let mut command = binary();
+    for var in [
+        "HF_TOKEN",
+        "HF_HOME",
+        "HF_HUB_OFFLINE",
+        "HF_HUB_DOWNLOAD_TIMEOUT",
+    ] {
+        command.env_remove(var);
+    }
+    command
+        .env("HF_ENDPOINT", endpoint)
+        .env("HF_HUB_CACHE", cache)
+        .env("HOME", cache);
+    command
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// `translate --json` of one sentence: its ids.
+fn ids_of(command: &mut Command, checkpoint: &str) -> Vec<u64> {
+    let out = command
+        .args([
+            "translate",
+            "--json",
+            "--checkpoint",
+            checkpoint,
+            "Ein Hund läuft.",
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let value: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    serde_json::from_value(value["ids"].clone()).unwrap()
+}
+
+/// Files under `dir` whose names say they were left half-written.
+fn leftovers(dir: &Path) -> Vec<String> {
+    let mut found = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if entry.file_type().unwrap().is_dir() {
+                stack.push(entry.path());
+            } else if name.contains(".incomplete") || name.contains(".link.") {
+                found.push(entry.path().display().to_string());
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn a_hub_name_downloads_once_into_the_shared_cache_and_translates_as_its_directory() {
+    let hub = Hub::start();
+    let cache = tempfile::tempdir().unwrap();
+    let out = with_hub(&hub.url, cache.path())
+        .args(["download", "good/model"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let snapshot = PathBuf::from(String::from_utf8(out.stdout).unwrap().trim());
+    // huggingface_hub's layout: the snapshot's files are links into blobs/, refs/main names it.
+    let model = cache.path().join("models--good--model");
+    assert!(
+        snapshot.starts_with(model.join("snapshots")),
+        "{snapshot:?}"
+    );
+    let commit = std::fs::read_to_string(model.join("refs/main")).unwrap();
+    assert_eq!(snapshot.file_name().unwrap().to_str().unwrap(), commit);
+    for file in [
+        "config.json",
+        "model.safetensors",
+        "source.spm",
+        "vocab.json",
+    ] {
+        let link = std::fs::read_link(snapshot.join(file)).unwrap();
+        assert!(link.starts_with("../../blobs"), "{file}: {link:?}");
+        assert_eq!(
+            std::fs::read(snapshot.join(file)).unwrap(),
+            std::fs::read(Path::new(FIXTURE).join(file)).unwrap()
+        );
+    }
+    let want = ids_of(&mut binary(), FIXTURE);
+    let downloads = hub.requests().len();
+    // A second run asks for the file list only, and translates as the fixture does.
+    assert_eq!(
+        ids_of(&mut with_hub(&hub.url, cache.path()), "good/model"),
+        want
+    );
+    let again: Vec<String> = hub.requests()[downloads..].to_vec();
+    assert!(
+        again.iter().all(|r| r.contains("/api/models/")),
+        "{again:?}"
+    );
+    // Offline, and with the Hub away, the cache answers.
+    let dead = "http://127.0.0.1:9";
+    let mut offline = with_hub(dead, cache.path());
+    offline.env("HF_HUB_OFFLINE", "1");
+    assert_eq!(ids_of(&mut offline, "good/model"), want);
+    let out = with_hub(dead, cache.path())
+        .args(["translate", "--checkpoint", "good/model", "Ein Hund läuft."])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("using good/model from the cache"),
+        "{}",
+        stderr(&out)
+    );
+    // Offline, a model the cache lacks is named, with the way out.
+    let out = with_hub(dead, cache.path())
+        .env("HF_HUB_OFFLINE", "1")
+        .args(["download", "good/other"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("good/other") && stderr(&out).contains("unset HF_HUB_OFFLINE"));
+}
+
+#[test]
+fn safetensors_are_preferred_and_a_private_model_needs_its_token() {
+    let hub = Hub::start();
+    let cache = tempfile::tempdir().unwrap();
+    let want = ids_of(&mut binary(), FIXTURE);
+    assert_eq!(
+        ids_of(&mut with_hub(&hub.url, cache.path()), "both/weights"),
+        want
+    );
+    assert!(!hub
+        .requests()
+        .iter()
+        .any(|r| r.contains("pytorch_model.bin")));
+    let out = with_hub(&hub.url, cache.path())
+        .args(["download", "me/secret"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("me/secret") && stderr(&out).contains("HF_TOKEN"));
+    let mut with_token = with_hub(&hub.url, cache.path());
+    with_token.env("HF_TOKEN", "t0ken");
+    assert_eq!(ids_of(&mut with_token, "me/secret"), want);
+}
+
+#[test]
+fn bad_names_and_damaged_downloads_are_one_line_errors_and_leave_nothing_behind() {
+    let hub = Hub::start();
+    let cache = tempfile::tempdir().unwrap();
+    let cases: &[(&str, Option<i32>, &[&str])] = &[
+        ("no/such", Some(2), &["no/such", "HF_TOKEN"]),
+        (
+            "good/model@v9",
+            Some(2),
+            &["good/model", "no revision \"v9\""],
+        ),
+        (
+            "other/bert",
+            Some(2),
+            &["other/bert", "\"bert\"", "\"marian\""],
+        ),
+        (
+            "cut/model",
+            Some(1),
+            &["model.safetensors of cut/model", "nothing was kept"],
+        ),
+        (
+            "bad/model",
+            Some(1),
+            &["sha256", "not the", "nothing was kept"],
+        ),
+        (
+            "slow/model",
+            Some(1),
+            &["sent nothing for 1 s", "HF_HUB_DOWNLOAD_TIMEOUT"],
+        ),
+    ];
+    for (name, code, needles) in cases {
+        let started = std::time::Instant::now();
+        let out = with_hub(&hub.url, cache.path())
+            .env("HF_HUB_DOWNLOAD_TIMEOUT", "1")
+            .args(["download", name])
+            .output()
+            .unwrap();
+        let said = stderr(&out);
+        assert_eq!(out.status.code(), *code, "{name}: {said}");
+        assert!(
+            needles.iter().all(|n| said.contains(n)) && said.trim().lines().count() == 1,
+            "{name}: {said}"
+        );
+        assert!(
+            started.elapsed().as_secs() < 20,
+            "{name} took {:?}",
+            started.elapsed()
+        );
+    }
+    // The refused family's weights were never asked for; no damaged file was kept.
+    assert!(!hub
+        .requests()
+        .iter()
+        .any(|r| r.contains("other/bert") && r.contains("model.safetensors")));
+    assert_eq!(leftovers(cache.path()), Vec::<String>::new());
+    for model in ["cut", "bad", "slow"] {
+        let snapshots = cache
+            .path()
+            .join(format!("models--{model}--model/snapshots"));
+        let kept: Vec<_> = std::fs::read_dir(&snapshots)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .flat_map(|commit| std::fs::read_dir(commit.path()).unwrap().flatten())
+            .map(|f| f.file_name().to_string_lossy().into_owned())
+            .collect();
+        assert!(
+            !kept.contains(&"model.safetensors".to_string()),
+            "{model}: {kept:?}"
+        );
+    }
+    // A local path is never taken for a Hub name: a typo under an existing folder says so.
+    let out = with_hub(&hub.url, cache.path())
+        .args(["translate", "--checkpoint", "tests/no-such-model", "x"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(!stderr(&out).contains("Hub"), "{}", stderr(&out));
+}
