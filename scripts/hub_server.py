@@ -13,10 +13,12 @@ CI). It answers what huggingface_hub and this tool ask:
 
 Faults on request, per model: `--truncate ID` sends the weights' first half and closes,
 `--corrupt ID` flips a byte of them (their size right, their hash wrong), `--stall ID` sends
-their first bytes and then nothing for a minute. Every request is appended to `--log FILE`.
+their first bytes and then nothing for a minute, `--trickle ID` sends them a byte every half
+second. Every request is appended to `--log FILE`.
 
     python3 scripts/hub_server.py --model org/name=DIR [--private org/name=DIR --token T]
-        [--truncate org/name] [--corrupt org/name] [--stall org/name] [--log FILE]
+        [--truncate org/name] [--corrupt org/name] [--stall org/name] [--trickle org/name]
+        [--log FILE]
 
 Prints `http://127.0.0.1:PORT` on its first line once it listens (port 0: any free port).
 """
@@ -165,6 +167,16 @@ def handler(models, faults, token, log):
             fault = faults.get(repo) if weights else None
             if fault == "corrupt":
                 data = bytes([data[0] ^ 0xFF]) + data[1:]
+            if fault == "trickle":
+                # A byte every half second: every read answers in time, the whole never ends.
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                for byte in data:
+                    self.wfile.write(bytes([byte]))
+                    self.wfile.flush()
+                    time.sleep(0.5)
+                return
             if fault in ("truncate", "stall"):
                 # The full length announced, then less: a connection cut, or a server that
                 # stops sending.
@@ -187,7 +199,7 @@ def main():
     parser.add_argument("--model", action="append", default=[], help="ORG/NAME=DIR")
     parser.add_argument("--private", action="append", default=[], help="ORG/NAME=DIR")
     parser.add_argument("--token", default="secret-token")
-    for fault in ("truncate", "corrupt", "stall"):
+    for fault in ("truncate", "corrupt", "stall", "trickle"):
         parser.add_argument(f"--{fault}", action="append", default=[], metavar="ORG/NAME")
     parser.add_argument("--log")
     parser.add_argument("--port", type=int, default=0)
@@ -196,7 +208,7 @@ def main():
     for spec, private in [(m, False) for m in args.model] + [(m, True) for m in args.private]:
         repo, directory = spec.split("=", 1)
         models[repo] = Model(directory, private)
-    faults = {repo: fault for fault in ("truncate", "corrupt", "stall")
+    faults = {repo: fault for fault in ("truncate", "corrupt", "stall", "trickle")
               for repo in getattr(args, fault)}
     server = ThreadingHTTPServer(("127.0.0.1", args.port),
                                  handler(models, faults, args.token, args.log))

@@ -27,6 +27,11 @@ impl Hub {
         let dir = tempfile::tempdir().unwrap();
         let bert = dir.path().join("bert");
         let both = dir.path().join("both");
+        let bare = dir.path().join("bare");
+        std::fs::create_dir(&bare).unwrap();
+        for file in ["config.json", "model.safetensors"] {
+            std::fs::copy(Path::new(FIXTURE).join(file), bare.join(file)).unwrap();
+        }
         for copy in [&bert, &both] {
             std::fs::create_dir(copy).unwrap();
             for entry in std::fs::read_dir(FIXTURE).unwrap() {
@@ -67,6 +72,13 @@ impl Hub {
             ])
             .args(["--model", &model("other/bert", &bert)])
             .args(["--model", &model("both/weights", &both)])
+            .args(["--model", &model("bare/model", &bare)])
+            .args([
+                "--model",
+                &model("drip/model", fixture),
+                "--trickle",
+                "drip/model",
+            ])
             .args([
                 "--private",
                 &model("me/secret", fixture),
@@ -212,6 +224,23 @@ fn a_hub_name_downloads_once_into_the_shared_cache_and_translates_as_its_directo
         again.iter().all(|r| r.contains("/api/models/")),
         "{again:?}"
     );
+    // What a killed download left (its process gone) is removed when the blob is fetched
+    // again; a blob damaged since (a wrong size) is fetched again.
+    let blobs = model.join("blobs");
+    let weights = std::fs::read_link(snapshot.join("model.safetensors")).unwrap();
+    let etag = weights.file_name().unwrap().to_str().unwrap().to_string();
+    let stale = blobs.join(format!("{etag}.incomplete.4000000"));
+    std::fs::write(&stale, b"half a file").unwrap();
+    std::fs::write(blobs.join(&etag), b"damaged").unwrap();
+    assert_eq!(
+        ids_of(&mut with_hub(&hub.url, cache.path()), "good/model"),
+        want
+    );
+    assert!(!stale.exists());
+    assert_eq!(
+        std::fs::read(blobs.join(&etag)).unwrap(),
+        std::fs::read(Path::new(FIXTURE).join("model.safetensors")).unwrap()
+    );
     // Offline, and with the Hub away, the cache answers.
     let dead = "http://127.0.0.1:9";
     let mut offline = with_hub(dead, cache.path());
@@ -292,6 +321,13 @@ fn bad_names_and_damaged_downloads_are_one_line_errors_and_leave_nothing_behind(
             Some(1),
             &["sent nothing for 1 s", "HF_HUB_DOWNLOAD_TIMEOUT"],
         ),
+        (
+            "drip/model",
+            Some(1),
+            &["bytes/s, slower than any working link"],
+        ),
+        ("bare/model", Some(2), &["bare/model has no source.spm"]),
+        ("good/model@/tmp/x", Some(2), &["not a Hub name"]),
     ];
     for (name, code, needles) in cases {
         let started = std::time::Instant::now();
@@ -334,6 +370,18 @@ fn bad_names_and_damaged_downloads_are_one_line_errors_and_leave_nothing_behind(
             "{model}: {kept:?}"
         );
     }
+    // An absurd deadline is refused, not a panic.
+    let out = with_hub(&hub.url, cache.path())
+        .env("HF_HUB_DOWNLOAD_TIMEOUT", "1e20")
+        .args(["download", "good/model"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("HF_HUB_DOWNLOAD_TIMEOUT"),
+        "{}",
+        stderr(&out)
+    );
     // A local path is never taken for a Hub name: a typo under an existing folder says so.
     let out = with_hub(&hub.url, cache.path())
         .args(["translate", "--checkpoint", "tests/no-such-model", "x"])

@@ -42,13 +42,13 @@ fn fetched(name: &HubName, verbosity: Verbosity) -> anyhow::Result<PathBuf> {
 }
 
 /// The directory a checkpoint argument names: itself when it exists, or when it does not look
-/// like a Hub name, or when its first part is a directory here (`runs/bse` is a typo, not a
-/// Hub model); else the Hub model of that name, downloaded into the cache where missing.
+/// like a Hub name, or when its first part exists here (`runs/bse` is a typo, not a Hub
+/// model); else the Hub model of that name, downloaded into the cache where missing.
 pub fn local_or_hub(given: &Path) -> anyhow::Result<PathBuf> {
     let local_parent = given
         .components()
         .next()
-        .is_some_and(|first| Path::new(first.as_os_str()).is_dir());
+        .is_some_and(|first| Path::new(first.as_os_str()).exists());
     if given.exists() || local_parent {
         return Ok(given.to_path_buf());
     }

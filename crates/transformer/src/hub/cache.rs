@@ -44,18 +44,32 @@ impl CachedModel {
         super::name::is_commit(commit).then(|| commit.to_string())
     }
 
-    /// Whether the snapshot of `commit` has `file` (its link resolving to a whole blob).
-    pub fn has(&self, commit: &str, file: &str) -> bool {
-        self.snapshot(commit).join(file).is_file()
+    /// Whether the snapshot of `commit` has `file` (its link resolving to a blob), of `size`
+    /// bytes when given (a blob damaged since is fetched again).
+    pub fn has(&self, commit: &str, file: &str, size: Option<u64>) -> bool {
+        std::fs::metadata(self.snapshot(commit).join(file))
+            .is_ok_and(|meta| meta.is_file() && size.is_none_or(|size| meta.len() == size))
     }
 
     /// Where a download of the blob `etag` is written before it is checked: beside its final
-    /// place (one file system, so the rename is atomic), named for this process.
+    /// place (one file system, so the rename is atomic), named for this process. What a killed
+    /// process left of the same blob is removed first.
     pub fn partial_blob(&self, etag: &str) -> anyhow::Result<PathBuf> {
         let blobs = self.root.join("blobs");
         std::fs::create_dir_all(&blobs)
             .with_context(|| format!("cannot create the cache folder {}", blobs.display()))?;
-        Ok(blobs.join(format!("{etag}.incomplete.{}", std::process::id())))
+        let prefix = format!("{etag}.incomplete.");
+        for entry in std::fs::read_dir(&blobs).into_iter().flatten().flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let owner = name
+                .strip_prefix(&prefix)
+                .and_then(|pid| pid.parse::<u32>().ok());
+            // A process that is gone left it; a live one (another download) is let be.
+            if owner.is_some_and(|pid| !Path::new(&format!("/proc/{pid}")).exists()) {
+                let _ = std::fs::remove_file(entry.path());
+            }
+        }
+        Ok(blobs.join(format!("{prefix}{}", std::process::id())))
     }
 
     /// Moves the checked download `partial` to the blob `etag` and links `file` of the
@@ -86,7 +100,7 @@ impl CachedModel {
 
     /// Records that `revision` names `commit` (a branch or tag; a commit needs no ref).
     pub fn set_ref(&self, revision: &str, commit: &str) -> anyhow::Result<()> {
-        if super::name::is_commit(revision) {
+        if super::name::is_commit(revision) || self.commit_of(revision).as_deref() == Some(commit) {
             return Ok(());
         }
         let path = self.root.join("refs").join(revision);

@@ -93,6 +93,15 @@ impl HubSettings {
             let text = std::fs::read_to_string(file).ok()?;
             Some(text.trim().to_string()).filter(|t| !t.is_empty())
         });
+        if token
+            .as_ref()
+            .is_some_and(|t| !t.chars().all(|c| c.is_ascii_graphic()))
+        {
+            bail!(
+                "the Hugging Face token (HF_TOKEN, or the token file) holds a space or a control \
+                 character: it is not a token"
+            )
+        }
         let offline = var("HF_HUB_OFFLINE").is_some_and(|v| {
             matches!(v.to_ascii_lowercase().as_str(), "1" | "true" | "yes" | "on")
         });
@@ -116,7 +125,7 @@ impl HubSettings {
 pub fn fetch(
     name: &HubName,
     settings: &HubSettings,
-    model_types: &[(&str, &str)],
+    model_types: &[FamilyFiles],
     progress: &dyn Progress,
 ) -> anyhow::Result<PathBuf> {
     let cached = CachedModel::new(&settings.cache, name);
@@ -158,20 +167,30 @@ pub fn fetch(
             revision.sha
         )
     }
+    if name.revision_is_commit() && !revision.sha.eq_ignore_ascii_case(&name.revision) {
+        bail!(
+            "the Hub at {} answered commit {} for {name}, pinned to another",
+            settings.endpoint,
+            revision.sha
+        )
+    }
     let files = wanted_files(name, &revision.siblings)?;
     // The config comes first (WANTED's first): a family this tool does not run is refused
     // before the weights are asked for.
     for file in &files {
-        if !cached.has(&revision.sha, &file.rfilename) {
+        if !cached.has(&revision.sha, &file.rfilename, file.expected_size()) {
             let at = (name, revision.sha.as_str(), *file);
             download_one(&agent, &cached, at, settings, progress)?;
         }
         if file.rfilename == "config.json" {
             let config = cached.snapshot(&revision.sha).join("config.json");
-            check_family(name, &config, model_types)?;
+            check_family(name, &config, model_types, &revision.siblings)?;
         }
     }
-    cached.set_ref(&name.revision, &revision.sha)?;
+    if let Err(error) = cached.set_ref(&name.revision, &revision.sha) {
+        // The files are all there; only finding them by branch name offline needs the ref.
+        log::warn!("{error:#}; {name} is complete, but HF_HUB_OFFLINE runs will not find it");
+    }
     Ok(cached.snapshot(&revision.sha))
 }
 
@@ -189,9 +208,12 @@ fn cached_snapshot(
             name.id
         )
     };
-    if !cached.has(&commit, "config.json") {
+    // Weights come last: a snapshot with them was fetched whole.
+    let complete = cached.has(&commit, "config.json", None)
+        && WEIGHTS.iter().any(|w| cached.has(&commit, w, None));
+    if !complete {
         bail!(
-            "the cache {} has no config.json for {name} at {commit}",
+            "the cache {} has no complete copy of {name} at {commit}",
             settings.cache.display()
         )
     }
@@ -215,7 +237,10 @@ fn wanted_files<'a>(name: &HubName, listed: &'a [Sibling]) -> anyhow::Result<Vec
     files.push(weights);
     // The hash names the file in the cache: only a real one (hex, sha1 or sha256 long).
     let is_hash = |e: &str| matches!(e.len(), 40 | 64) && e.chars().all(|c| c.is_ascii_hexdigit());
-    if let Some(unnamed) = files.iter().find(|f| !f.etag().is_some_and(is_hash)) {
+    if let Some(unnamed) = files
+        .iter()
+        .find(|f| !f.etag().is_some_and(|e| is_hash(&e)))
+    {
         bail!(
             "the Hub listed {} of {name} without a hash it can be checked against",
             unnamed.rfilename
@@ -233,7 +258,7 @@ fn download_one(
     progress: &dyn Progress,
 ) -> anyhow::Result<()> {
     let etag = file.etag().unwrap_or_default();
-    let partial = cached.partial_blob(etag)?;
+    let partial = cached.partial_blob(&etag)?;
     let read = Arc::new(AtomicU64::new(0));
     let seen = Arc::clone(&read);
     let _pass = progress.data_pass(
@@ -244,32 +269,48 @@ fn download_one(
     remote::download(agent, (name, commit, file), settings, &partial, &|n| {
         read.fetch_add(n, Ordering::Relaxed);
     })?;
-    cached.place(&partial, etag, commit, &file.rfilename)
+    cached.place(&partial, &etag, commit, &file.rfilename)
 }
 
-/// Refuses a model whose `model_type` (in `config`) is not one this tool runs.
+/// A family of Hugging Face models this tool runs: its `model_type`, its names (for errors)
+/// and the files besides config.json and the weights it cannot do without.
+pub type FamilyFiles = (&'static str, &'static str, &'static [&'static str]);
+
+/// Refuses a model whose `model_type` (in `config`) is not one this tool runs, or whose
+/// revision (`listed`) lacks a file its family needs.
 fn check_family(
     name: &HubName,
     config: &std::path::Path,
-    model_types: &[(&str, &str)],
+    model_types: &[FamilyFiles],
+    listed: &[Sibling],
 ) -> anyhow::Result<()> {
+    let refused = |why: String| anyhow::Error::new(Refused(why));
     let text = std::fs::read_to_string(config)
         .with_context(|| format!("cannot read {}", config.display()))?;
     let json: serde_json::Value = serde_json::from_str(&text)
-        .with_context(|| format!("{name}'s config.json ({}) is not JSON", config.display()))?;
+        .map_err(|e| refused(format!("{name}'s config.json is not JSON: {e}")))?;
     let found = json
         .get("model_type")
         .and_then(|v| v.as_str())
         .unwrap_or("");
-    if model_types.iter().any(|(t, _)| *t == found) {
-        return Ok(());
-    }
-    let runs: Vec<String> = model_types
+    let Some((_, families, needs)) = model_types.iter().find(|(t, _, _)| *t == found) else {
+        let runs: Vec<String> = model_types
+            .iter()
+            .map(|(t, families, _)| format!("{t:?} ({families})"))
+            .collect();
+        return Err(refused(format!(
+            "{name} is a {found:?} model (config.json's model_type); this tool runs model_type {}",
+            runs.join(", ")
+        )));
+    };
+    if let Some(missing) = needs
         .iter()
-        .map(|(t, families)| format!("{t:?} ({families})"))
-        .collect();
-    Err(anyhow::Error::new(Refused(format!(
-        "{name} is a {found:?} model (config.json's model_type); this tool runs model_type {}",
-        runs.join(", ")
-    ))))
+        .find(|need| !listed.iter().any(|s| s.rfilename == **need))
+    {
+        return Err(refused(format!(
+            "{name} has no {missing} on the Hub, which a {families} model needs (its \
+             tokenizer): this tool cannot run it"
+        )));
+    }
+    Ok(())
 }

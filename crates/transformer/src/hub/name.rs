@@ -9,6 +9,9 @@ pub const DEFAULT_REVISION: &str = "main";
 /// Longest repository id the Hub accepts.
 const LONGEST_ID: usize = 96;
 
+/// Longest revision taken (a file name's limit).
+const LONGEST_REVISION: usize = 255;
+
 /// `org/name[@revision]`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HubName {
@@ -34,11 +37,16 @@ impl HubName {
                 && p.chars()
                     .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
         };
-        let revision_ok = !revision.is_empty()
-            && !revision.contains("..")
-            && revision
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '/'));
+        // A revision names a file under refs/: parts of the same letters, none empty, `.`
+        // or `..` (so no absolute path and no way out of the cache), at most 255 long.
+        let revision_ok = revision.len() <= LONGEST_REVISION
+            && revision.split('/').all(|p| {
+                !p.is_empty()
+                    && p != "."
+                    && !p.contains("..")
+                    && p.chars()
+                        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+            });
         (part(org) && part(name) && id.len() <= LONGEST_ID && revision_ok).then(|| Self {
             id: id.to_string(),
             revision: revision.to_string(),
@@ -105,9 +113,20 @@ mod tests {
             "a/b@../x",
             ".hidden/x",
             "a/b/c@main",
+            "a/b@/tmp/x",
+            "a/b@.",
+            "a/b@x/",
+            "a/b@./x",
+            "a/b@a//b",
+            "a/b@/",
         ] {
             assert!(HubName::parse(text).is_none(), "{text}");
         }
         assert!(HubName::parse(&format!("a/{}", "x".repeat(100))).is_none());
+        assert!(HubName::parse(&format!("a/b@{}", "r".repeat(256))).is_none());
+        assert_eq!(
+            HubName::parse("a/b@refs/pr/1").unwrap().revision,
+            "refs/pr/1"
+        );
     }
 }

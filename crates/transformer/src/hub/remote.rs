@@ -36,19 +36,34 @@ pub struct LfsFile {
 }
 
 impl Sibling {
-    /// The name of its blob in the cache (`huggingface_hub`'s etag): the sha256 of an LFS
-    /// file, the git blob id of another. `None` when the Hub gave neither.
-    pub fn etag(&self) -> Option<&str> {
-        match &self.lfs {
-            Some(lfs) => Some(&lfs.sha256),
-            None => self.blob_id.as_deref(),
-        }
+    /// The name of its blob in the cache (`huggingface_hub`'s etag, lowercase): the sha256 of
+    /// an LFS file, the git blob id of another. `None` when the Hub gave neither.
+    pub fn etag(&self) -> Option<String> {
+        let etag = match &self.lfs {
+            Some(lfs) => &lfs.sha256,
+            None => self.blob_id.as_ref()?,
+        };
+        Some(etag.to_ascii_lowercase())
     }
 
-    fn expected_size(&self) -> Option<u64> {
+    /// Its bytes, as the Hub lists them.
+    pub fn expected_size(&self) -> Option<u64> {
         self.lfs.as_ref().map(|l| l.size).or(self.size)
     }
 }
+
+/// The largest file kept in git (not LFS) taken: configs and vocabularies are small, and the
+/// largest tokenizer.json of the families we run is 17 MB.
+pub const MOST_GIT_FILE_BYTES: u64 = 64 << 20;
+
+/// The slowest download kept going, on average, once it has run for [`SLOW_AFTER_TIMEOUTS`]
+/// answer deadlines: no real
+/// link is this slow, a server trickling a byte at a time is.
+const SLOWEST_BYTES_PER_S: f64 = 10_000.0;
+
+/// How many answer deadlines (`HF_HUB_DOWNLOAD_TIMEOUT`, 10 s by default) a download runs
+/// before its average rate is held to [`SLOWEST_BYTES_PER_S`].
+const SLOW_AFTER_TIMEOUTS: u32 = 3;
 
 /// A revision's commit and files.
 #[derive(Debug, Deserialize)]
@@ -86,13 +101,17 @@ pub fn agent(settings: &HubSettings) -> ureq::Agent {
         .into()
 }
 
-/// `GET url` with the token, if any.
+/// `GET url` with the token, if any; the whole call within `deadline` when given.
 fn get(
     agent: &ureq::Agent,
     url: &str,
     settings: &HubSettings,
+    deadline: Option<Duration>,
 ) -> Result<ureq::http::Response<ureq::Body>, HubError> {
     let mut request = agent.get(url);
+    if let Some(deadline) = deadline {
+        request = request.config().timeout_global(Some(deadline)).build();
+    }
     if let Some(token) = &settings.token {
         request = request.header("Authorization", format!("Bearer {token}"));
     }
@@ -113,7 +132,8 @@ pub fn revision(
         name.id,
         name.revision.replace('/', "%2F")
     );
-    let mut response = get(agent, &url, settings)?;
+    // A file list is small: all of it within a few answers' time, however it trickles.
+    let mut response = get(agent, &url, settings, Some(settings.timeout * 6))?;
     let status = response.status().as_u16();
     let code = response
         .headers()
@@ -127,6 +147,13 @@ pub fn revision(
             return Err(HubError::Refused(anyhow::Error::new(Refused(format!(
                 "{} has no revision {:?} on the Hub at {}",
                 name.id, name.revision, settings.endpoint
+            )))))
+        }
+        404 if code.is_empty() => {
+            return Err(HubError::Refused(anyhow::Error::new(Refused(format!(
+                "the server at {} has no {} (404, and it does not answer as the Hub does: \
+                 is HF_ENDPOINT a Hub?)",
+                settings.endpoint, name.id
             )))))
         }
         401 | 403 | 404 => {
@@ -176,26 +203,26 @@ pub fn download(
     into: &Path,
     read: &dyn Fn(u64),
 ) -> anyhow::Result<()> {
-    let result = download_unchecked(agent, (name, commit, file), settings, into, read);
+    let result = transfer(agent, (name, commit, file), settings, (into, read));
     if result.is_err() {
         let _ = std::fs::remove_file(into);
     }
     result
 }
 
-fn download_unchecked(
+/// [`download`] without the clean-up.
+fn transfer(
     agent: &ureq::Agent,
     (name, commit, file): (&HubName, &str, &Sibling),
     settings: &HubSettings,
-    into: &Path,
-    read: &dyn Fn(u64),
+    (into, read): (&Path, &dyn Fn(u64)),
 ) -> anyhow::Result<()> {
     let what = format!("{} of {name}", file.rfilename);
     let url = format!(
         "{}/{}/resolve/{commit}/{}",
         settings.endpoint, name.id, file.rfilename
     );
-    let mut response = get(agent, &url, settings).map_err(|e| match e {
+    let mut response = get(agent, &url, settings, None).map_err(|e| match e {
         HubError::Unreachable(why) => anyhow!("cannot download {what}: {why}"),
         HubError::Refused(error) => error,
     })?;
@@ -209,11 +236,27 @@ fn download_unchecked(
     let mut output =
         std::fs::File::create(into).with_context(|| format!("cannot write {}", into.display()))?;
     let mut body = response.body_mut().as_reader();
-    let mut check = Check::for_file(file);
+    let Some(limit) = file.expected_size() else {
+        bail!("the Hub listed {what} without its size, so it cannot be checked")
+    };
+    if file.lfs.is_none() && limit > MOST_GIT_FILE_BYTES {
+        bail!("the Hub lists {what} at {limit} bytes, more than a file kept in git may be here")
+    }
+    let mut check = Check::for_file(file, limit);
     let mut buffer = vec![0u8; 1 << 16];
     let mut total = 0u64;
-    let limit = file.expected_size().unwrap_or(u64::MAX);
+    let started = std::time::Instant::now();
     loop {
+        let elapsed = started.elapsed();
+        if elapsed > settings.timeout * SLOW_AFTER_TIMEOUTS
+            && (total as f64) < SLOWEST_BYTES_PER_S * elapsed.as_secs_f64()
+        {
+            bail!(
+                "{what} arrived at {:.0} bytes/s, slower than any working link; nothing was \
+                 kept: try again",
+                total as f64 / elapsed.as_secs_f64()
+            )
+        }
         let n = body.read(&mut buffer).map_err(|e| {
             let timed_out = e.kind() == std::io::ErrorKind::TimedOut
                 || e.get_ref()
@@ -221,8 +264,9 @@ fn download_unchecked(
                     .is_some_and(|inner| matches!(inner, ureq::Error::Timeout(_)));
             if timed_out {
                 anyhow!(
-                    "the Hub at {} sent nothing for {} s while {what} was downloading; try \
-                     again (HF_HUB_DOWNLOAD_TIMEOUT sets the wait in seconds)",
+                    "the Hub at {} sent nothing for {} s while {what} was downloading; \
+                     nothing was kept: try again (HF_HUB_DOWNLOAD_TIMEOUT sets the wait in \
+                     seconds)",
                     settings.endpoint,
                     settings.timeout.as_secs_f32()
                 )
@@ -246,29 +290,32 @@ fn download_unchecked(
     output
         .sync_all()
         .with_context(|| format!("cannot write {}", into.display()))?;
-    if let Some(size) = file.expected_size() {
-        if total != size {
-            bail!(
-                "{what} arrived with {total} bytes, not the {size} the Hub lists (the \
-                 connection was cut?); nothing was kept: try again"
-            )
-        }
+    if total != limit {
+        bail!(
+            "{what} arrived with {total} bytes, not the {limit} the Hub lists (the connection \
+             was cut?); nothing was kept: try again"
+        )
     }
-    check.verify(&what, total)
+    check.verify(&what)
 }
 
-/// The hash a file is checked against: sha256 for an LFS file, git's blob id for another.
+/// The hash a file is checked against as it streams in: sha256 for an LFS file, git's blob
+/// id (sha1 of `blob SIZE\0` and the bytes, SIZE the listed one) for another.
 enum Check {
     Sha256(Sha256, String),
-    GitBlob(Vec<u8>, String),
+    GitBlob(Sha1, String),
     Nothing,
 }
 
 impl Check {
-    fn for_file(file: &Sibling) -> Self {
+    fn for_file(file: &Sibling, size: u64) -> Self {
         match (&file.lfs, &file.blob_id) {
             (Some(lfs), _) => Self::Sha256(Sha256::new(), lfs.sha256.to_ascii_lowercase()),
-            (None, Some(id)) => Self::GitBlob(Vec::new(), id.to_ascii_lowercase()),
+            (None, Some(id)) => {
+                let mut hasher = Sha1::new();
+                hasher.update(format!("blob {size}\0").as_bytes());
+                Self::GitBlob(hasher, id.to_ascii_lowercase())
+            }
             (None, None) => Self::Nothing,
         }
     }
@@ -276,22 +323,15 @@ impl Check {
     fn update(&mut self, bytes: &[u8]) {
         match self {
             Self::Sha256(hasher, _) => hasher.update(bytes),
-            // Files kept in git are small (configs, vocabularies): hashed once whole, as git
-            // prefixes them with their size.
-            Self::GitBlob(kept, _) => kept.extend_from_slice(bytes),
+            Self::GitBlob(hasher, _) => hasher.update(bytes),
             Self::Nothing => {}
         }
     }
 
-    fn verify(self, what: &str, size: u64) -> anyhow::Result<()> {
+    fn verify(self, what: &str) -> anyhow::Result<()> {
         let (got, want, kind) = match self {
             Self::Sha256(hasher, want) => (hex(&hasher.finalize()), want, "sha256"),
-            Self::GitBlob(kept, want) => {
-                let mut hasher = Sha1::new();
-                hasher.update(format!("blob {size}\0").as_bytes());
-                hasher.update(&kept);
-                (hex(&hasher.finalize()), want, "git blob id")
-            }
+            Self::GitBlob(hasher, want) => (hex(&hasher.finalize()), want, "git blob id"),
             Self::Nothing => return Ok(()),
         };
         if got != want {
@@ -308,13 +348,15 @@ fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// `secs` from the environment variable `var`, when it is set to a positive number.
+/// Seconds from the environment variable `var` (unset or empty: `None`), between 0.1 and a
+/// day.
 pub fn seconds_from(var: &str) -> anyhow::Result<Option<Duration>> {
-    match std::env::var(var) {
-        Ok(text) => match text.trim().parse::<f64>() {
-            Ok(secs) if secs > 0.0 && secs.is_finite() => Ok(Some(Duration::from_secs_f64(secs))),
-            _ => bail!("{var}={text:?} is not a positive number of seconds"),
-        },
-        Err(_) => Ok(None),
+    let text = std::env::var(var).unwrap_or_default();
+    if text.trim().is_empty() {
+        return Ok(None);
+    }
+    match text.trim().parse::<f64>() {
+        Ok(secs) if (0.1..=86_400.0).contains(&secs) => Ok(Some(Duration::from_secs_f64(secs))),
+        _ => bail!("{var}={text:?} is not a number of seconds from 0.1 to 86400"),
     }
 }

@@ -14,9 +14,13 @@ use crate::config::{
     ModelConfig, NormPlacement, PositionEncoding, TokenizerKind,
 };
 
-/// The `model_type` of the Hugging Face families this tool runs, with their names: what a Hub
-/// model must say to be fetched.
-pub const MODEL_TYPES: &[(&str, &str)] = &[("marian", "MarianMT, OPUS-MT")];
+/// The `model_type` of the Hugging Face families this tool runs, with their names and the
+/// tokenizer files each needs: what a Hub model must say and have to be fetched.
+pub const MODEL_TYPES: &[(&str, &str, &[&str])] = &[(
+    "marian",
+    "MarianMT, OPUS-MT",
+    &["source.spm", "target.spm", "vocab.json"],
+)];
 
 /// The config of the Marian directory `dir` as ours: `[model]` from `config.json`, `[decode]`
 /// from `generation_config.json` (or, in older directories, `config.json`), `[data]` naming
