@@ -390,3 +390,39 @@ fn bad_names_and_damaged_downloads_are_one_line_errors_and_leave_nothing_behind(
     assert!(!out.status.success());
     assert!(!stderr(&out).contains("Hub"), "{}", stderr(&out));
 }
+
+#[test]
+fn fine_tuning_starts_from_a_hub_name_and_the_run_records_its_snapshot() {
+    let hub = Hub::start();
+    let cache = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let (de, en) = (dir.path().join("train.de"), dir.path().join("train.en"));
+    std::fs::write(&de, "Ein Hund läuft.\nZwei Männer spielen.\n".repeat(8)).unwrap();
+    std::fs::write(&en, "A dog runs.\nTwo men play.\n".repeat(8)).unwrap();
+    let config = dir.path().join("tune.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[data]\ntrain = {{ src = {:?}, tgt = {:?} }}\n\n[training]\ninit_from = \
+             \"good/model\"\nepochs = 1\nmax_tokens = 256\nwarmup = 1\n",
+            de.display().to_string(),
+            en.display().to_string()
+        ),
+    )
+    .unwrap();
+    let run = dir.path().join("run");
+    let out = with_hub(&hub.url, cache.path())
+        .args(["train", "--device", "cpu", "--quiet", "--config"])
+        .arg(&config)
+        .arg("--out")
+        .arg(&run)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let saved = std::fs::read_to_string(run.join("last/config.toml")).unwrap();
+    let snapshot = cache.path().join("models--good--model/snapshots");
+    assert!(
+        saved.contains(&snapshot.display().to_string()),
+        "the run's config does not name the snapshot: {saved}"
+    );
+}

@@ -64,7 +64,13 @@ pub(super) fn new_trainer(
         check_replaced_run(&run_dir, args.overwrite)?;
     }
     let initial = match config.training.init_from.clone() {
-        Some(path) => Some(init_from::initial_weights(&mut config, &path, device)?),
+        Some(given) => {
+            // A Hub name is fetched into the cache first, and the run records the snapshot
+            // (one commit) it started from.
+            let path = crate::commands::download::local_or_hub(&given)?;
+            config.training.init_from = Some(path.clone());
+            Some(init_from::initial_weights(&mut config, &path, device)?)
+        }
         None => None,
     };
     let (tokenizers, weights) = initial.unzip();
