@@ -4,7 +4,8 @@
 //! character map, e.g. nmt_nfkc), whitespace handling (extra whitespace removed, a dummy `▁`
 //! prefix, spaces escaped as `▁`) and a Viterbi segmentation over the unigram scores. The
 //! segmentation and the character map are the tokenizers crate's (`Unigram`, `Precompiled`),
-//! put together as Hugging Face's own converter from `.spm` files puts them.
+//! put together as Hugging Face's own converter from `.spm` files puts them; a BPE model's
+//! segmentation is `sentencepiece_bpe`'s.
 
 use std::path::Path;
 
@@ -63,13 +64,16 @@ impl SentencePiece {
         })
     }
 
-    /// Reads a model from its file's bytes.
+    /// Reads a model from its file's bytes: a unigram model (OPUS-MT's) or a BPE one
+    /// (M2M100's and NLLB's `sentencepiece.bpe.model`).
     pub fn from_bytes(bytes: &[u8]) -> anyhow::Result<Self> {
         let mut pieces = Vec::new();
         let mut normalizer = NormalizerSpec::default();
+        let mut bpe = false;
         for field in Fields::new(bytes) {
             match field? {
                 (1, Value::Bytes(piece)) => pieces.push(read_piece(piece)?),
+                (2, Value::Bytes(trainer)) => bpe = read_model_type(trainer)? == MODEL_TYPE_BPE,
                 (3, Value::Bytes(spec)) => normalizer = read_normalizer(spec)?,
                 _ => {}
             }
@@ -77,7 +81,19 @@ impl SentencePiece {
         if pieces.is_empty() {
             bail!("it holds no pieces");
         }
-        let tokenizer = segmenter(&pieces, &normalizer)?;
+        let tokenizer = if bpe {
+            let named: Vec<(&str, bool)> = pieces
+                .iter()
+                .map(|(piece, _, kind)| (piece.as_str(), *kind == PieceKind::Normal))
+                .collect();
+            let unk = pieces.iter().find(|p| p.2 == PieceKind::Unknown);
+            let mut tokenizer =
+                super::sentencepiece_bpe::segmenter(&named, unk.map(|p| p.0.as_str()))?;
+            prepare_text_as(&normalizer, &mut tokenizer)?;
+            tokenizer
+        } else {
+            segmenter(&pieces, &normalizer)?
+        };
         Ok(Self { pieces, tokenizer })
     }
 
@@ -174,6 +190,20 @@ fn read_piece(bytes: &[u8]) -> anyhow::Result<(String, f32, PieceKind)> {
         bail!("a piece has no text")
     };
     Ok((piece, score, kind))
+}
+
+/// `TrainerSpec.model_type`'s value for a BPE model (unigram is 1, its default).
+const MODEL_TYPE_BPE: u64 = 2;
+
+/// `TrainerSpec.model_type`: how the pieces segment text.
+fn read_model_type(bytes: &[u8]) -> anyhow::Result<u64> {
+    let mut model_type = 1;
+    for field in Fields::new(bytes) {
+        if let (3, Value::Varint(value)) = field? {
+            model_type = value;
+        }
+    }
+    Ok(model_type)
 }
 
 fn read_normalizer(bytes: &[u8]) -> anyhow::Result<NormalizerSpec> {
