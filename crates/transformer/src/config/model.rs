@@ -59,6 +59,13 @@ pub struct ModelConfig {
     /// `activation_dropout`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub activation_dropout: Option<f64>,
+    /// The generator's own bias (`generator.proj.bias`); M2M100 and NLLB have none.
+    #[serde(skip_serializing_if = "is_true")]
+    pub generator_bias: bool,
+}
+
+fn is_true(value: &bool) -> bool {
+    *value
 }
 
 /// The feed-forward network's nonlinearity.
@@ -112,6 +119,10 @@ pub enum NormPlacement {
     #[default]
     Pre,
     Post,
+    /// Pre-norm with torch.nn.LayerNorm (`weight`/`bias`, eps 1e-5 inside the square root)
+    /// and a final norm per stack: fairseq's `normalize_before`, M2M100's and NLLB's layers.
+    #[serde(rename = "pre-torch")]
+    PreTorch,
 }
 
 /// The paper's fixed sine/cosine table (sine and cosine interleaved, as the reference lays
@@ -124,6 +135,9 @@ pub enum PositionEncoding {
     Sinusoidal,
     SinusoidalHalves,
     Learned,
+    /// fairseq's table (M2M100's and NLLB's): sines then cosines, frequencies
+    /// exp(-k ln(10000) / (d/2 - 1)), position i at row i + 2 (past the padding index).
+    SinusoidalFairseq,
 }
 
 impl Default for ModelConfig {
@@ -147,6 +161,7 @@ impl Default for ModelConfig {
             scale_embeddings: true,
             share_source_embeddings: false,
             activation_dropout: None,
+            generator_bias: true,
         }
     }
 }

@@ -89,6 +89,9 @@ impl PositionalEncoding {
                 PositionEncoding::SinusoidalHalves => {
                     sinusoid_halves_table(cfg.max_len, cfg.d_model, vb.device())?
                 }
+                PositionEncoding::SinusoidalFairseq => {
+                    sinusoid_fairseq_table(cfg.max_len, cfg.d_model, vb.device())?
+                }
                 _ => sinusoid_table(cfg.max_len, cfg.d_model, vb.device())?,
             };
             table.to_dtype(vb.dtype())?.unsqueeze(0)?
@@ -165,6 +168,27 @@ pub fn sinusoid_halves_table(max_len: usize, d_model: usize, device: &Device) ->
             };
             let angle = pos as f64 / 10000f64.powf(2.0 * pair as f64 / d_model as f64);
             *value = if sine { angle.sin() } else { angle.cos() } as f32;
+        }
+    }
+    Tensor::from_vec(table, (max_len, d_model), device)
+}
+
+/// fairseq's table, as transformers' `M2M100SinusoidalPositionalEmbedding` computes it (in
+/// f32): row i is position i + 2 (fairseq numbers positions from past the padding index), its
+/// first half sin(p f_k) and its second cos(p f_k), f_k = exp(-k ln(10000) / (d/2 - 1)), a
+/// zero column last when d is odd.
+pub fn sinusoid_fairseq_table(max_len: usize, d_model: usize, device: &Device) -> Result<Tensor> {
+    let half = d_model / 2;
+    // In f64 and rounded once, as Python's math.log over an int before torch's f32 product.
+    let step = (10000f64.ln() / (half.max(2) - 1) as f64) as f32;
+    let frequencies: Vec<f32> = (0..half).map(|k| (k as f32 * -step).exp()).collect();
+    let mut table = vec![0f32; max_len * d_model];
+    for (row, values) in table.chunks_mut(d_model).enumerate() {
+        let position = (row + 2) as f32;
+        for (k, &frequency) in frequencies.iter().enumerate() {
+            let angle = position * frequency;
+            values[k] = angle.sin();
+            values[half + k] = angle.cos();
         }
     }
     Tensor::from_vec(table, (max_len, d_model), device)

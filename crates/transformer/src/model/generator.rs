@@ -28,15 +28,23 @@ impl Generator {
     /// The generator over `embed`'s vocabulary: with `share_embeddings`, sharing its matrix.
     pub fn for_config(cfg: &ModelConfig, embed: &EmbeddingStack, vb: VarBuilder) -> Result<Self> {
         if cfg.share_embeddings {
-            Self::sharing(embed.table(), vb)
+            Self::sharing(embed.table(), cfg.generator_bias, vb)
         } else {
-            Self::new(cfg.d_model, embed.table().dims()?.0, vb)
+            Ok(Self {
+                proj: Linear::with_bias(
+                    cfg.d_model,
+                    embed.table().dims()?.0,
+                    cfg.generator_bias,
+                    vb.pp("proj"),
+                )?,
+                shared: None,
+            })
         }
     }
 
     /// A generator whose matrix is `table` `(vocab, d_model)`, the target embedding's
-    /// (`share_embeddings`); only its bias `proj.bias` is its own.
-    fn sharing(table: &Table, vb: VarBuilder) -> Result<Self> {
+    /// (`share_embeddings`); only its bias `proj.bias`, when it has one, is its own.
+    fn sharing(table: &Table, bias: bool, vb: VarBuilder) -> Result<Self> {
         // PyTorch's state_dict lists a tied matrix under both names: accept (and so mark as
         // read, for strict loading) the generator's copy when a checkpoint has it.
         if vb.contains_tensor("proj.weight") {
@@ -44,7 +52,7 @@ impl Generator {
         }
         Ok(Self {
             shared: Some((vb.pp("proj").pp("weight").prefix(), table.clone())),
-            proj: Linear::over_table(table, true, vb.pp("proj"))?,
+            proj: Linear::over_table(table, bias, vb.pp("proj"))?,
         })
     }
 

@@ -79,7 +79,9 @@ impl Norm {
     pub fn new(cfg: &ModelConfig, vb: VarBuilder) -> Result<Self> {
         Ok(match cfg.norm {
             NormPlacement::Pre => Self::Annotated(LayerNorm::new(cfg.d_model, vb)?),
-            NormPlacement::Post => Self::Torch(TorchLayerNorm::new(cfg.d_model, vb)?),
+            NormPlacement::Post | NormPlacement::PreTorch => {
+                Self::Torch(TorchLayerNorm::new(cfg.d_model, vb)?)
+            }
         })
     }
 }
@@ -118,7 +120,7 @@ impl SublayerConnection {
         sublayer: impl FnOnce(&Tensor) -> Result<Tensor>,
     ) -> Result<Tensor> {
         match self.placement {
-            NormPlacement::Pre => {
+            NormPlacement::Pre | NormPlacement::PreTorch => {
                 let out = sublayer(&self.norm.forward(xs)?)?;
                 residual_dropout(xs, &out, self.dropout, mode)
             }
@@ -135,7 +137,7 @@ impl SublayerConnection {
 /// post-norm does not (each layer ends with a norm), so there the stack has none.
 pub fn final_norm(cfg: &ModelConfig, vb: VarBuilder) -> Result<Option<Norm>> {
     match cfg.norm {
-        NormPlacement::Pre => Ok(Some(Norm::new(cfg, vb)?)),
+        NormPlacement::Pre | NormPlacement::PreTorch => Ok(Some(Norm::new(cfg, vb)?)),
         NormPlacement::Post => Ok(None),
     }
 }

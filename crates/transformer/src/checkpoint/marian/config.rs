@@ -115,16 +115,6 @@ const JSON_KEYS: &[(&str, &str, &str)] = &[
 /// layers with torch's LayerNorm, sin|cos position tables, biases everywhere).
 fn model_config(json: &JsonConfig) -> anyhow::Result<ModelConfig> {
     let path = json.path.display();
-    let same = |encoder: &str, decoder: &str| -> anyhow::Result<usize> {
-        let (a, b) = (json.required_count(encoder)?, json.count(decoder)?);
-        match b {
-            Some(b) if b != a => bail!(
-                "{path}: {encoder} = {a} but {decoder} = {b}; this tool's encoder and decoder \
-                 share one width and head count"
-            ),
-            _ => Ok(a),
-        }
-    };
     // transformers' MarianConfig defaults to gelu; a null is no activation at all.
     if json
         .values
@@ -133,15 +123,6 @@ fn model_config(json: &JsonConfig) -> anyhow::Result<ModelConfig> {
     {
         bail!("{path}: activation_function is null; name one (swish, relu or gelu)");
     }
-    let activation = match json.text("activation_function").unwrap_or("gelu") {
-        "swish" | "silu" => Activation::Swish,
-        "relu" => Activation::Relu,
-        "gelu" => Activation::Gelu,
-        other => bail!(
-            "{path}: activation_function {other:?} is not one this tool has (swish, silu, \
-             relu, gelu)"
-        ),
-    };
     for refused in [
         "normalize_before",
         "add_final_layer_norm",
@@ -151,8 +132,6 @@ fn model_config(json: &JsonConfig) -> anyhow::Result<ModelConfig> {
             bail!("{path}: {refused} = true is not MarianMT's architecture, which this tool runs");
         }
     }
-    let layers = json.required_count("encoder_layers")?;
-    let decoder_layers = json.required_count("decoder_layers")?;
     let vocab = json.required_count("vocab_size")?;
     let decoder_vocab = json.count("decoder_vocab_size")?.unwrap_or(vocab);
     let share_source = json.flag("share_encoder_decoder_embeddings", true)?;
@@ -163,24 +142,61 @@ fn model_config(json: &JsonConfig) -> anyhow::Result<ModelConfig> {
         );
     }
     Ok(ModelConfig {
+        norm: NormPlacement::Post,
+        positions: PositionEncoding::SinusoidalHalves,
+        scale_embeddings: json.flag("scale_embedding", false)?,
+        share_source_embeddings: share_source,
+        ..bart_family_model(json, "gelu", 0.0)?
+    })
+}
+
+/// What the BART family's config.json (MarianMT's, M2M100's) says of the sizes, dropout
+/// rates and activation (`activation` when it names none), as our `[model]` with biases
+/// everywhere and the output layer tied unless it says otherwise; the norms, positions and
+/// embedding sharing are each family's.
+pub(super) fn bart_family_model(
+    json: &JsonConfig,
+    activation: &str,
+    attention_dropout: f64,
+) -> anyhow::Result<ModelConfig> {
+    let path = json.path.display();
+    let same = |encoder: &str, decoder: &str| -> anyhow::Result<usize> {
+        let (a, b) = (json.required_count(encoder)?, json.count(decoder)?);
+        match b {
+            Some(b) if b != a => bail!(
+                "{path}: {encoder} = {a} but {decoder} = {b}; this tool's encoder and decoder \
+                 share one width and head count"
+            ),
+            _ => Ok(a),
+        }
+    };
+    let activation = match json.text("activation_function").unwrap_or(activation) {
+        "swish" | "silu" => Activation::Swish,
+        "relu" => Activation::Relu,
+        "gelu" => Activation::Gelu,
+        other => bail!(
+            "{path}: activation_function {other:?} is not one this tool has (swish, silu, \
+             relu, gelu)"
+        ),
+    };
+    let layers = json.required_count("encoder_layers")?;
+    let decoder_layers = json.required_count("decoder_layers")?;
+    Ok(ModelConfig {
         layers,
         decoder_layers: (decoder_layers != layers).then_some(decoder_layers),
         d_model: json.required_count("d_model")?,
         d_ff: same("encoder_ffn_dim", "decoder_ffn_dim")?,
         heads: same("encoder_attention_heads", "decoder_attention_heads")?,
         dropout: json.number("dropout", 0.1)?,
-        attention_dropout: json.number("attention_dropout", 0.0)?,
+        attention_dropout: json.number("attention_dropout", attention_dropout)?,
         activation_dropout: Some(json.number("activation_dropout", 0.0)?),
         max_len: json.required_count("max_position_embeddings")?,
         arch: Architecture::EncoderDecoder,
-        norm: NormPlacement::Post,
-        positions: PositionEncoding::SinusoidalHalves,
         attention_bias: true,
         ffn_bias: true,
         share_embeddings: json.flag("tie_word_embeddings", true)?,
         activation,
-        scale_embeddings: json.flag("scale_embedding", false)?,
-        share_source_embeddings: share_source,
+        ..ModelConfig::default()
     })
 }
 

@@ -1,5 +1,6 @@
 //! The key table: MarianMT's state_dict names (transformers' `modeling_marian.py`) for our
-//! modules, both ways, as a [`WeightFormat`].
+//! modules, both ways, as a [`WeightFormat`]; M2M100's and NLLB's are the same BART-family
+//! names, with a final norm per stack.
 
 use std::borrow::Cow;
 
@@ -54,6 +55,11 @@ const OUTSIDE_LAYERS: &[(&str, &str)] = &[
     ("model.decoder.embed_positions.weight", "tgt_embed.1.pe"),
     ("lm_head.weight", "generator.proj.weight"),
     ("final_logits_bias", "generator.proj.bias"),
+    // The final norm of each pre-norm stack (M2M100's and NLLB's; MarianMT has none).
+    ("model.encoder.layer_norm.weight", "encoder.norm.weight"),
+    ("model.encoder.layer_norm.bias", "encoder.norm.bias"),
+    ("model.decoder.layer_norm.weight", "decoder.norm.weight"),
+    ("model.decoder.layer_norm.bias", "decoder.norm.bias"),
 ];
 
 /// `name` (`<prefix>.<i>.<rest>`) with its layer part mapped through `table`, in the

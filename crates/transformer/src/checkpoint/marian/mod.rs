@@ -10,6 +10,7 @@ mod agreement;
 mod config;
 mod json;
 mod key_table;
+pub mod m2m100;
 
 use std::path::{Path, PathBuf};
 
