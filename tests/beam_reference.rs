@@ -125,6 +125,7 @@ fn search(
         n_best: N_BEST,
         normalization: transformer::config::LengthNormalization::Gnmt,
         renormalize: false,
+        prefix_in_length: 0,
     };
     beam_search(model, &sources.input(Some(EOS_ID)), settings).unwrap()
 }

@@ -108,6 +108,7 @@ fn beam_one_is_greedy() {
             n_best: 1,
             normalization: transformer::config::LengthNormalization::Gnmt,
             renormalize: false,
+            prefix_in_length: 0,
         };
         let beam =
             best(beam_search(loaded.model.decoding(), &one.input(Some(EOS_ID)), settings).unwrap())
@@ -214,6 +215,7 @@ fn batched_beam_search_equals_the_search_sentence_by_sentence() {
             n_best: 1,
             normalization: transformer::config::LengthNormalization::Gnmt,
             renormalize: false,
+            prefix_in_length: 0,
         };
         let model = loaded.model.decoding();
         let batched = best(beam_search(model, &sources.input(Some(EOS_ID)), settings).unwrap());

@@ -3,9 +3,9 @@
 //! scripts/make_m2m100_fixture.py), through the library: the directory's config and weights
 //! become our modules (pre-norm with torch's LayerNorm, fairseq's positions, no output bias),
 //! and greedy decoding from `</s>` and the target language (what `forced_bos_token_id`
-//! forces) gives `generate()`'s ids for every language pair, a padded batch at once. (Beam
-//! search is not compared yet: transformers counts the forced language token in a
-//! hypothesis's length, which this prefix does not; one of six beam rows differs by it.)
+//! forces) gives `generate()`'s ids for every language pair, a padded batch at once, and so
+//! does beam search with generate()'s 4 beams, the forced token counted in each hypothesis's
+//! length as transformers counts it (`BeamSettings::prefix_in_length`).
 
 mod common;
 
@@ -16,8 +16,8 @@ use candle_core::{Device, Tensor};
 use serde_json::Value;
 use transformer::checkpoint::format::WeightFormat;
 use transformer::checkpoint::marian::{m2m100, MarianFormat};
-use transformer::config::ComputeType;
-use transformer::decoding::{always_wanted, greedy_batch, DecodeInput};
+use transformer::config::{ComputeType, LengthNormalization};
+use transformer::decoding::{always_wanted, beam_search, greedy_batch, BeamSettings, DecodeInput};
 use transformer::model::{masks, Model, Prompt, Source, VocabSizes};
 
 /// transformers' generation limit (`max_length` 64, the decoder's start counted) less the
@@ -54,7 +54,7 @@ fn rows(value: &Value) -> Vec<Vec<u32>> {
 }
 
 #[test]
-fn greedy_decoding_gives_generates_ids_for_every_language_pair() {
+fn greedy_and_beam_search_give_generates_ids_for_every_language_pair() {
     for family in ["m2m100", "nllb"] {
         let dir = format!("tests/fixtures/{family}-tiny");
         let model = load(Path::new(&dir));
@@ -84,18 +84,35 @@ fn greedy_decoding_gives_generates_ids_for_every_language_pair() {
                 end_at_limit: false,
                 still_wanted: &always_wanted,
             };
-            let hypotheses = greedy_batch(model.decoding(), &input).unwrap();
-            let wanted = rows(&pair["greedy"]["ids"]);
-            assert_eq!(hypotheses.len(), wanted.len());
-            for (hypothesis, want) in hypotheses.iter().zip(wanted) {
-                // transformers' rows: </s>, the forced language, the tokens, then padding.
-                let want: Vec<u32> = want[2..].iter().copied().filter(|&id| id != 1).collect();
-                assert!(!want.is_empty());
-                assert_eq!(
-                    hypothesis.ids, want,
-                    "{family} {} -> {}",
-                    pair["source_lang"], pair["target_lang"]
-                );
+            let greedy = greedy_batch(model.decoding(), &input).unwrap();
+            // generate()'s beam settings: 4 beams, scores over len^1, the forced language
+            // counted in the length as transformers counts it.
+            let settings = BeamSettings {
+                beam: 4,
+                length_penalty: 1.0,
+                normalization: LengthNormalization::Length,
+                renormalize: false,
+                n_best: 1,
+                prefix_in_length: 1,
+            };
+            let beam = beam_search(model.decoding(), &input, settings)
+                .unwrap()
+                .into_iter()
+                .map(|mut ranked| ranked.remove(0))
+                .collect();
+            for (search, hypotheses) in [("greedy", greedy), ("beam", beam)] {
+                let wanted = rows(&pair[search]["ids"]);
+                assert_eq!(hypotheses.len(), wanted.len());
+                for (hypothesis, want) in hypotheses.iter().zip(wanted) {
+                    // transformers' rows: </s>, the forced language, the tokens, padding.
+                    let want: Vec<u32> = want[2..].iter().copied().filter(|&id| id != 1).collect();
+                    assert!(!want.is_empty());
+                    assert_eq!(
+                        hypothesis.ids, want,
+                        "{family} {search} {} -> {}",
+                        pair["source_lang"], pair["target_lang"]
+                    );
+                }
             }
         }
     }

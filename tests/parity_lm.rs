@@ -166,6 +166,7 @@ fn greedy_generation_continues_as_the_reference_does() {
         n_best: 1,
         normalization: transformer::config::LengthNormalization::Gnmt,
         renormalize: false,
+        prefix_in_length: 0,
     };
     let beam = beam_search(f.model.decoding(), &input, one_beam).unwrap();
     assert_eq!(beam[0][0].ids, cached.ids);
@@ -205,6 +206,7 @@ fn batched_prompts_continue_as_each_does_alone() {
         n_best: 2,
         normalization: transformer::config::LengthNormalization::Gnmt,
         renormalize: false,
+        prefix_in_length: 0,
     };
     let model = f.model.decoding();
     let sampled = sample(model, &input(&prefix, &steps), drawn).unwrap();

@@ -137,6 +137,7 @@ fn decode_rows(
                 normalization: LengthNormalization::Gnmt,
                 renormalize: false,
                 n_best: 1,
+                prefix_in_length: 0,
             }),
         ),
     }

@@ -30,6 +30,10 @@ pub struct BeamSettings {
     pub renormalize: bool,
     /// Hypotheses kept per row (at most `beam`), best first.
     pub n_best: usize,
+    /// Tokens of the prompt after the decoder's start that count in a hypothesis's length:
+    /// a target language forced as the first token (M2M100's, NLLB's), which transformers
+    /// counts as generated (scored 0), is 1; otherwise 0.
+    pub prefix_in_length: usize,
 }
 
 /// One sentence's search between steps: its open beams and its ended hypotheses.

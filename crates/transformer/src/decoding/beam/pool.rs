@@ -10,6 +10,8 @@ pub(super) struct FinishedPool {
     capacity: usize,
     alpha: f32,
     normalization: LengthNormalization,
+    /// Prompt tokens counted in each hypothesis's length (see [`BeamSettings`]).
+    prefix_in_length: usize,
     hypotheses: Vec<(f32, Hypothesis)>,
 }
 
@@ -19,12 +21,14 @@ impl FinishedPool {
             capacity,
             alpha: settings.length_penalty,
             normalization: settings.normalization,
+            prefix_in_length: settings.prefix_in_length,
             hypotheses: Vec::with_capacity(capacity + 1),
         }
     }
 
     pub(super) fn normalised(&self, hypothesis: &Hypothesis) -> f32 {
-        hypothesis.score() / self.normalization.divisor(hypothesis.ids.len(), self.alpha)
+        let length = hypothesis.ids.len() + self.prefix_in_length;
+        hypothesis.score() / self.normalization.divisor(length, self.alpha)
     }
 
     pub(super) fn offer(&mut self, hypothesis: Hypothesis) {

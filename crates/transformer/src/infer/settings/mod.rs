@@ -274,6 +274,7 @@ impl DecodeOptions {
             normalization: self.length_normalization,
             renormalize: self.renormalize,
             n_best: self.n_best,
+            prefix_in_length: 0,
         })
     }
 }
