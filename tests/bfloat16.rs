@@ -11,21 +11,8 @@ use std::path::Path;
 
 use common::{
     multi30k_lines, serve_and_eval_say_the_toy_pair, succeeded, train_tiny, transformer,
-    translated_json,
+    translated_with_log_probs,
 };
-
-/// `translate --json` of `sources` with `flags`: (ids, log-probs) per line.
-fn translated(checkpoint: &Path, sources: &[String], flags: &[&str]) -> Vec<(Vec<u32>, Vec<f64>)> {
-    translated_json(checkpoint, sources, flags)
-        .into_iter()
-        .map(|value| {
-            (
-                serde_json::from_value(value["ids"].clone()).unwrap(),
-                serde_json::from_value(value["log_probs"].clone()).unwrap(),
-            )
-        })
-        .collect()
-}
 
 /// Whether this CPU multiplies bf16 (what `--compute-type bfloat16` needs without emulation).
 fn cpu_has_bf16() -> bool {
@@ -69,8 +56,8 @@ fn bfloat16_translates_as_float32_does_within_the_log_prob_tolerance_greedy_and_
     let checkpoint = Path::new("tests/fixtures/marian-gelu");
     let sources = multi30k_lines("val.de.gz", 40);
     for beam in ["1", "4"] {
-        let float = translated(checkpoint, &sources, &["--beam", beam]);
-        let bf16 = translated(
+        let float = translated_with_log_probs(checkpoint, &sources, &["--beam", beam]);
+        let bf16 = translated_with_log_probs(
             checkpoint,
             &sources,
             &["--beam", beam, "--compute-type", "bfloat16"],

@@ -10,21 +10,8 @@ use std::path::Path;
 
 use common::{
     fails_naming, multi30k_lines, serve_and_eval_say_the_toy_pair, succeeded, train_tiny,
-    transformer, translated_json,
+    transformer, translated_with_log_probs,
 };
-
-/// `translate --json` of `sources` with `flags`: (ids, log-probs) per line.
-fn translated(checkpoint: &Path, sources: &[String], flags: &[&str]) -> Vec<(Vec<u32>, Vec<f64>)> {
-    translated_json(checkpoint, sources, flags)
-        .into_iter()
-        .map(|value| {
-            (
-                serde_json::from_value(value["ids"].clone()).unwrap(),
-                serde_json::from_value(value["log_probs"].clone()).unwrap(),
-            )
-        })
-        .collect()
-}
 
 /// The tolerance int8 keeps to float32's log-probabilities of the same tokens (measured
 /// 0.054 at worst on the fixture below).
@@ -36,8 +23,8 @@ fn int8_translates_as_float32_does_on_most_sentences_within_the_log_prob_toleran
     // enough that its long tails are fragile, which makes it a hard case.
     let checkpoint = Path::new("tests/fixtures/marian-gelu");
     let sources = multi30k_lines("val.de.gz", 40);
-    let float = translated(checkpoint, &sources, &["--compute-type", "float32"]);
-    let int8 = translated(checkpoint, &sources, &["--compute-type", "int8"]);
+    let float = translated_with_log_probs(checkpoint, &sources, &["--compute-type", "float32"]);
+    let int8 = translated_with_log_probs(checkpoint, &sources, &["--compute-type", "int8"]);
     let mut same = 0;
     for ((float_ids, float_lp), (int8_ids, int8_lp)) in float.iter().zip(&int8) {
         if float_ids != int8_ids {
@@ -76,15 +63,15 @@ fn the_checkpoints_compute_type_applies_and_the_flag_wins() {
         "ich mochte ein bier".to_string(),
         "ich mochte ein cola".into(),
     ];
-    let float = translated(&last, &sources, &[]);
-    let int8 = translated(&last, &sources, &["--compute-type", "int8"]);
+    let float = translated_with_log_probs(&last, &sources, &[]);
+    let int8 = translated_with_log_probs(&last, &sources, &["--compute-type", "int8"]);
     let config = std::fs::read_to_string(last.join("config.toml")).unwrap();
     let config = config.replace("compute_type = \"float32\"", "compute_type = \"int8\"");
     assert!(config.contains("compute_type = \"int8\""), "{config}");
     std::fs::write(last.join("config.toml"), config).unwrap();
-    assert_eq!(translated(&last, &sources, &[]), int8);
+    assert_eq!(translated_with_log_probs(&last, &sources, &[]), int8);
     assert_eq!(
-        translated(&last, &sources, &["--compute-type", "float32"]),
+        translated_with_log_probs(&last, &sources, &["--compute-type", "float32"]),
         float
     );
 
@@ -132,12 +119,13 @@ fn a_quantized_checkpoint_is_a_quarter_of_the_size_and_decodes_as_int8_from_floa
     assert!(config.contains("compute_type = \"int8\""), "{config}");
 
     let sources = multi30k_lines("val.de.gz", 20);
-    let on_load = translated(float_dir, &sources, &["--compute-type", "int8"]);
-    let from_disk = translated(&int8_dir, &sources, &[]);
+    let on_load = translated_with_log_probs(float_dir, &sources, &["--compute-type", "int8"]);
+    let from_disk = translated_with_log_probs(&int8_dir, &sources, &[]);
     assert_eq!(on_load, from_disk);
     // float32 from int8 weights: the same weights scaled back, decoded in float32 (this
     // fixture's long tails are fragile: 12 of 20 alike measured).
-    let scaled_back = translated(&int8_dir, &sources, &["--compute-type", "float32"]);
+    let scaled_back =
+        translated_with_log_probs(&int8_dir, &sources, &["--compute-type", "float32"]);
     let alike = scaled_back
         .iter()
         .zip(&from_disk)

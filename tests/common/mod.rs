@@ -148,6 +148,24 @@ pub fn translated_json(
         .collect()
 }
 
+/// As [`translated_json`]: each line's generated ids and their log-probabilities.
+#[allow(dead_code)]
+pub fn translated_with_log_probs(
+    checkpoint: &Path,
+    sources: &[String],
+    flags: &[&str],
+) -> Vec<(Vec<u32>, Vec<f64>)> {
+    translated_json(checkpoint, sources, flags)
+        .into_iter()
+        .map(|value| {
+            (
+                serde_json::from_value(value["ids"].clone()).unwrap(),
+                serde_json::from_value(value["log_probs"].clone()).unwrap(),
+            )
+        })
+        .collect()
+}
+
 /// As [`translated_json`]: each line's generated ids.
 #[allow(dead_code)]
 pub fn translated_ids(checkpoint: &Path, sources: &[String], flags: &[&str]) -> Vec<Vec<u32>> {

@@ -7,8 +7,7 @@
 //! the candidates, numbered by position. Its steps read positions and feed the model their
 //! ids; [`Restricted::position`] and [`Restricted::id`] turn a call's ids (start, end, never
 //! generated) into positions and the searches' positions back into ids. Log-probabilities are
-//! over the candidates, as CTranslate2's with `use_vmap`; with [`Restricted::per_row`] over
-//! each row's own.
+//! over each row's candidates (CTranslate2's with `use_vmap` are over its batch's).
 
 use candle_core::{Device, Result, Tensor};
 
@@ -17,74 +16,44 @@ use crate::model::generator::Generator;
 use crate::model::step::own_state;
 use crate::model::{DecodingModel, DecodingState, Source};
 
-/// `model` decoded over `candidates` only.
+/// `model` decoded over a batch's candidates only, each row over its own.
 pub struct Restricted<'a> {
     model: &'a dyn DecodingModel,
     generator: Generator,
-    /// The candidate ids, sorted, each once.
+    /// The batch's candidate ids (the union of its rows'), sorted, each once.
     candidates: Vec<u32>,
     /// The same, `(candidates,)` on the model's device: position -> id for each step's input.
     ids: Tensor,
     /// `(rows, candidates)`: 0 where a row may say a candidate, minus infinity where only
-    /// another row of the batch may, added to each step's logits (see [`Self::per_row`]).
-    rows: Option<Tensor>,
+    /// another row of the batch may, added to each step's logits.
+    rows: Tensor,
 }
 
 impl<'a> Restricted<'a> {
-    /// `model` on `device` over `candidates` (sorted, each once, every one a target id of the
-    /// model).
-    pub fn new(
-        model: &'a dyn DecodingModel,
-        candidates: Vec<u32>,
-        device: &Device,
-    ) -> Result<Self> {
-        if candidates.windows(2).any(|pair| pair[0] >= pair[1]) {
-            candle_core::bail!("restricted decoding: the candidates are not sorted and unique")
-        }
-        let generator = model.generator().restricted(&candidates)?;
-        let ids = Tensor::new(candidates.as_slice(), device)?;
-        Ok(Self {
-            model,
-            generator,
-            candidates,
-            ids,
-            rows: None,
-        })
-    }
-
-    /// Keeps each row of the batch to its own candidates (`own[row]`, a subset of the
-    /// batch's): the Generator still scores the batch's union once a step, and the others'
-    /// candidates are masked, so that a sentence's translation never depends on the sentences
-    /// decoded beside it (a server's other clients).
-    pub fn per_row(mut self, own: &[Vec<u32>]) -> Result<Self> {
-        let width = self.candidates.len();
+    /// `model` on `device`, row `r` of a batch over the target ids `own[r]` only: the
+    /// Generator scores the rows' union once a step, and each row's logits of the others'
+    /// candidates are masked, so that a sentence's translation never depends on the
+    /// sentences decoded beside it (a server's other clients).
+    pub fn new(model: &'a dyn DecodingModel, own: &[Vec<u32>], device: &Device) -> Result<Self> {
+        let mut candidates = own.concat();
+        candidates.sort_unstable();
+        candidates.dedup();
+        let width = candidates.len();
         let mut mask = vec![f32::NEG_INFINITY; own.len() * width];
         for (row, ids) in own.iter().enumerate() {
-            for &id in ids {
-                let Some(position) = self.position(id) else {
-                    candle_core::bail!(
-                        "restricted decoding: row {row}'s id {id} is not a candidate"
-                    )
-                };
-                mask[row * width + position as usize] = 0.0;
+            for id in ids {
+                // Every id is in the union it was sorted into.
+                let position = candidates.binary_search(id).unwrap_or_default();
+                mask[row * width + position] = 0.0;
             }
         }
-        self.rows = Some(Tensor::from_vec(
-            mask,
-            (own.len(), width),
-            self.ids.device(),
-        )?);
-        Ok(self)
-    }
-
-    /// How many candidates a step scores.
-    pub fn len(&self) -> usize {
-        self.candidates.len()
-    }
-
-    /// Whether there are none.
-    pub fn is_empty(&self) -> bool {
-        self.candidates.is_empty()
+        Ok(Self {
+            model,
+            generator: model.generator().restricted(&candidates)?,
+            ids: Tensor::new(candidates.as_slice(), device)?,
+            rows: Tensor::from_vec(mask, (own.len(), width), device)?,
+            candidates,
+        })
     }
 
     /// The position of target id `id` among the candidates, if it is one.
@@ -158,26 +127,21 @@ impl DecodingModel for Restricted<'_> {
     /// The candidates' logits, each row's own only.
     fn step(&self, ids: &Tensor, state: &mut dyn DecodingState) -> Result<Tensor> {
         let logits = self.generator.logits(&self.step_hidden(ids, state)?)?;
-        match &own_state::<RestrictedState>(state)?.rows {
-            Some(rows) => logits.add(rows),
-            None => Ok(logits),
-        }
+        logits.add(&own_state::<RestrictedState>(state)?.rows)
     }
 }
 
 /// The model's own state, and each row's mask, kept in the rows' order.
 struct RestrictedState {
     inner: Box<dyn DecodingState>,
-    rows: Option<Tensor>,
+    rows: Tensor,
 }
 
 impl DecodingState for RestrictedState {
     fn reorder(&mut self, rows: &[u32]) -> Result<()> {
         self.inner.reorder(rows)?;
-        if let Some(mask) = &self.rows {
-            let index = Tensor::new(rows, mask.device())?;
-            self.rows = Some(mask.index_select(&index, 0)?);
-        }
+        let index = Tensor::new(rows, self.rows.device())?;
+        self.rows = self.rows.index_select(&index, 0)?;
         Ok(())
     }
 

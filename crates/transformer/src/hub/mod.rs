@@ -236,7 +236,8 @@ fn wanted_files<'a>(name: &HubName, listed: &'a [Sibling]) -> anyhow::Result<Vec
     let mut files: Vec<&Sibling> = WANTED.iter().filter_map(|w| find(w)).collect();
     files.push(weights);
     // The hash names the file in the cache: only a real one (hex, sha1 or sha256 long).
-    let is_hash = |e: &str| matches!(e.len(), 40 | 64) && e.chars().all(|c| c.is_ascii_hexdigit());
+    let is_hash =
+        |e: &str| name::is_commit(e) || (e.len() == 64 && e.chars().all(|c| c.is_ascii_hexdigit()));
     if let Some(unnamed) = files
         .iter()
         .find(|f| !f.etag().is_some_and(|e| is_hash(&e)))
@@ -263,7 +264,7 @@ fn download_one(
     let seen = Arc::clone(&read);
     let _pass = progress.data_pass(
         &format!("downloading {}", file.rfilename),
-        file.lfs.as_ref().map(|l| l.size).or(file.size).unwrap_or(0),
+        file.expected_size().unwrap_or(0),
         Box::new(move || seen.load(Ordering::Relaxed)),
     );
     remote::download(agent, (name, commit, file), settings, &partial, &|n| {

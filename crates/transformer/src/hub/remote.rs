@@ -242,7 +242,8 @@ fn transfer(
     if file.lfs.is_none() && limit > MOST_GIT_FILE_BYTES {
         bail!("the Hub lists {what} at {limit} bytes, more than a file kept in git may be here")
     }
-    let mut check = Check::for_file(file, limit);
+    let mut check = Check::for_file(file, limit)
+        .ok_or_else(|| anyhow!("the Hub listed {what} without a hash it can be checked against"))?;
     let mut buffer = vec![0u8; 1 << 16];
     let mut total = 0u64;
     let started = std::time::Instant::now();
@@ -304,27 +305,25 @@ fn transfer(
 enum Check {
     Sha256(Sha256, String),
     GitBlob(Sha1, String),
-    Nothing,
 }
 
 impl Check {
-    fn for_file(file: &Sibling, size: u64) -> Self {
-        match (&file.lfs, &file.blob_id) {
-            (Some(lfs), _) => Self::Sha256(Sha256::new(), lfs.sha256.to_ascii_lowercase()),
-            (None, Some(id)) => {
-                let mut hasher = Sha1::new();
-                hasher.update(format!("blob {size}\0").as_bytes());
-                Self::GitBlob(hasher, id.to_ascii_lowercase())
-            }
-            (None, None) => Self::Nothing,
-        }
+    /// `None` when the Hub listed neither hash.
+    fn for_file(file: &Sibling, size: u64) -> Option<Self> {
+        let want = file.etag()?;
+        Some(if file.lfs.is_some() {
+            Self::Sha256(Sha256::new(), want)
+        } else {
+            let mut hasher = Sha1::new();
+            hasher.update(format!("blob {size}\0").as_bytes());
+            Self::GitBlob(hasher, want)
+        })
     }
 
     fn update(&mut self, bytes: &[u8]) {
         match self {
             Self::Sha256(hasher, _) => hasher.update(bytes),
             Self::GitBlob(hasher, _) => hasher.update(bytes),
-            Self::Nothing => {}
         }
     }
 
@@ -332,7 +331,6 @@ impl Check {
         let (got, want, kind) = match self {
             Self::Sha256(hasher, want) => (hex(&hasher.finalize()), want, "sha256"),
             Self::GitBlob(hasher, want) => (hex(&hasher.finalize()), want, "git blob id"),
-            Self::Nothing => return Ok(()),
         };
         if got != want {
             bail!(

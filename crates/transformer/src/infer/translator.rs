@@ -279,23 +279,58 @@ impl ConfiguredTranslator<'_> {
             .iter()
             .map(|(_, ids)| self.max_steps(ids.len(), specials.source_overhead()))
             .collect();
-        let Some(map) = self.vocab_map else {
-            let input = DecodeInput {
-                prompt: Prompt {
-                    source: Some(&source),
-                    prefix: &prefix,
-                },
-                max_steps: &max_steps,
-                end: Some(specials.eos),
-                never: &specials.never,
-                end_at_limit: self.options.end_at_max_len,
-                still_wanted,
-            };
-            return self.search(self.model, &input);
+        let restricted = self
+            .vocab_map
+            .map(|map| self.restricted(map, sources))
+            .transpose()?;
+        // Restricted, the searches' ids are positions among the candidates, turned back into
+        // ids after.
+        let (model, prefix, end, never): (&dyn DecodingModel, _, _, Vec<u32>) = match &restricted {
+            None => (
+                self.model,
+                prefix,
+                Some(specials.eos),
+                specials.never.clone(),
+            ),
+            Some(restricted) => (
+                restricted,
+                restricted.positions(&prefix)?,
+                restricted.position(specials.eos),
+                (specials.never.iter())
+                    .filter_map(|&id| restricted.position(id))
+                    .collect(),
+            ),
         };
-        // Over the candidates of this batch's sources, numbered by position (the searches'
-        // ids are positions there, turned back into ids after), each sentence over its own.
-        // A map's n-grams are of the sentences' own tokens, not their framing.
+        let input = DecodeInput {
+            prompt: Prompt {
+                source: Some(&source),
+                prefix: &prefix,
+            },
+            max_steps: &max_steps,
+            end,
+            never: &never,
+            end_at_limit: self.options.end_at_max_len,
+            still_wanted,
+        };
+        let ranked = self.search(model, &input)?;
+        let Some(restricted) = &restricted else {
+            return Ok(ranked);
+        };
+        ranked
+            .into_iter()
+            .map(|ranked| ranked.into_iter().map(|h| restricted.to_ids(h)).collect())
+            .collect::<candle_core::Result<_>>()
+            .map_err(Into::into)
+    }
+
+    /// The model over each source's candidates under `map`: the targets of the n-grams of
+    /// its own tokens (not their framing).
+    fn restricted(
+        &self,
+        map: &VocabularyMap,
+        sources: &[(usize, Vec<u32>)],
+    ) -> anyhow::Result<Restricted<'_>> {
+        let specials = self.tokenizers.specials();
         let framing = [
             Some(specials.eos),
             Some(specials.pad),
@@ -304,35 +339,13 @@ impl ConfiguredTranslator<'_> {
         let own: Vec<Vec<u32>> = sources
             .iter()
             .map(|(_, ids)| {
-                let own = ids.iter().filter(|&&id| !framing.contains(&Some(id)));
-                own.copied().collect()
+                let words: Vec<u32> = (ids.iter().copied())
+                    .filter(|&id| !framing.contains(&Some(id)))
+                    .collect();
+                map.candidates(&[&words])
             })
             .collect();
-        let sentences: Vec<&[u32]> = own.iter().map(Vec::as_slice).collect();
-        let each: Vec<Vec<u32>> = sentences.iter().map(|s| map.candidates(&[s])).collect();
-        let restricted =
-            Restricted::new(self.model, map.candidates(&sentences), self.device)?.per_row(&each)?;
-        let never: Vec<u32> = specials
-            .never
-            .iter()
-            .filter_map(|&id| restricted.position(id))
-            .collect();
-        let input = DecodeInput {
-            prompt: Prompt {
-                source: Some(&source),
-                prefix: &restricted.positions(&prefix)?,
-            },
-            max_steps: &max_steps,
-            end: restricted.position(specials.eos),
-            never: &never,
-            end_at_limit: self.options.end_at_max_len,
-            still_wanted,
-        };
-        self.search(&restricted, &input)?
-            .into_iter()
-            .map(|ranked| ranked.into_iter().map(|h| restricted.to_ids(h)).collect())
-            .collect::<candle_core::Result<_>>()
-            .map_err(Into::into)
+        Ok(Restricted::new(self.model, &own, self.device)?)
     }
 
     /// Each row's hypotheses, best first, from the search the options ask for.
