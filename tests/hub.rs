@@ -382,6 +382,17 @@ fn bad_names_and_damaged_downloads_are_one_line_errors_and_leave_nothing_behind(
         "{}",
         stderr(&out)
     );
+    // As a checkpoint, a Hub name with an impossible revision is named as such.
+    let out = with_hub(&hub.url, cache.path())
+        .args(["translate", "--checkpoint", "good/model@/tmp/x", "x"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("is not a revision"),
+        "{}",
+        stderr(&out)
+    );
     // A local path is never taken for a Hub name: a typo under an existing folder says so.
     let out = with_hub(&hub.url, cache.path())
         .args(["translate", "--checkpoint", "tests/no-such-model", "x"])

@@ -40,8 +40,8 @@ pub struct DecodeSettingsArgs {
     #[arg(long, value_name = "TYPE", value_parser = ComputeType::parse)]
     pub compute_type: Option<ComputeType>,
     /// A vocabulary map (CTranslate2's vmap.txt: a source n-gram, a tab, the target tokens it
-    /// allows; an empty n-gram's tokens always allowed): each batch is decoded over the
-    /// target tokens its sentences allow instead of the whole vocabulary, faster on a large
+    /// allows; an empty n-gram's tokens always allowed): each sentence is decoded over the
+    /// target tokens its own words allow instead of the whole vocabulary, faster on a large
     /// vocabulary; log-probabilities are over those tokens
     #[arg(long, value_name = "FILE")]
     pub vocab_map: Option<std::path::PathBuf>,

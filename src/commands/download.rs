@@ -52,7 +52,18 @@ pub fn local_or_hub(given: &Path) -> anyhow::Result<PathBuf> {
     if given.exists() || local_parent {
         return Ok(given.to_path_buf());
     }
-    let Some(name) = given.to_str().and_then(HubName::parse) else {
+    let text = given.to_str().unwrap_or_default();
+    let Some(name) = HubName::parse(text) else {
+        // A Hub name with a revision no Hub could have (`org/name@/x`) says so, not "missing".
+        if let Some((id, revision)) = text.split_once('@') {
+            if HubName::parse(id).is_some() {
+                return Err(UsageError(format!(
+                    "{text:?}: {revision:?} is not a revision (a branch, tag or commit: letters, \
+                     digits, -, _, . and / between parts)"
+                ))
+                .into());
+            }
+        }
         return Ok(given.to_path_buf());
     };
     fetched(&name, Verbosity::Normal)

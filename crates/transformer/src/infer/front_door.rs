@@ -36,8 +36,8 @@ pub struct LoadOptions {
     /// int8 for an int8 checkpoint). A device without int8 products decodes in float32 and
     /// says so in [`Translator::notes`].
     pub compute_type: Option<ComputeType>,
-    /// A vocabulary map (CTranslate2's `vmap.txt` format): each batch is decoded over the
-    /// target tokens its sources' n-grams allow (see [`crate::decoding::vocab_map`]).
+    /// A vocabulary map (CTranslate2's `vmap.txt` format): each sentence is decoded over the
+    /// target tokens its source's n-grams allow (see [`crate::decoding::vocab_map`]).
     pub vocab_map: Option<PathBuf>,
 }
 
