@@ -4,6 +4,7 @@
 //! downloads nothing, `HF_HUB_OFFLINE=1` and an unreachable Hub use the cache, and a missing
 //! name, a private model, an unknown revision, a family we do not run, a cut or damaged file
 //! and a stalled server each end with a one-line error and nothing half-written in the cache.
+//! The multilingual fixtures (M2M100, NLLB-200) come by name too.
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -73,6 +74,14 @@ impl Hub {
             .args(["--model", &model("other/bert", &bert)])
             .args(["--model", &model("both/weights", &both)])
             .args(["--model", &model("bare/model", &bare)])
+            .args([
+                "--model",
+                &model("multi/m2m100", Path::new("tests/fixtures/m2m100-tiny")),
+            ])
+            .args([
+                "--model",
+                &model("multi/nllb", Path::new("tests/fixtures/nllb-tiny")),
+            ])
             .args([
                 "--model",
                 &model("drip/model", fixture),
@@ -436,4 +445,34 @@ fn fine_tuning_starts_from_a_hub_name_and_the_run_records_its_snapshot() {
         saved.contains(&snapshot.display().to_string()),
         "the run's config does not name the snapshot: {saved}"
     );
+}
+
+#[test]
+fn the_multilingual_families_come_by_name_and_translate_as_their_directories() {
+    let hub = Hub::start();
+    let cache = tempfile::tempdir().unwrap();
+    for (name, fixture, source, target) in [
+        ("multi/m2m100", "tests/fixtures/m2m100-tiny", "de", "en"),
+        (
+            "multi/nllb",
+            "tests/fixtures/nllb-tiny",
+            "deu_Latn",
+            "eng_Latn",
+        ),
+    ] {
+        let languages = ["--source-lang", source, "--target-lang", target];
+        let translated = |checkpoint: &str| {
+            let out = with_hub(&hub.url, cache.path())
+                .args(["translate", "--json", "--checkpoint", checkpoint])
+                .args(languages)
+                .arg("Zwei Hunde spielen im Schnee.")
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "{checkpoint}: {}", stderr(&out));
+            let value: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+            value["ids"].clone()
+        };
+        assert_eq!(translated(name), translated(fixture), "{name}");
+        assert!(leftovers(cache.path()).is_empty());
+    }
 }

@@ -15,7 +15,7 @@ use std::path::Path;
 use candle_core::{Device, Tensor};
 use serde_json::Value;
 use transformer::checkpoint::format::WeightFormat;
-use transformer::checkpoint::marian::{m2m100, MarianFormat};
+use transformer::checkpoint::hugging_face::{m2m100, MarianFormat};
 use transformer::config::{ComputeType, LengthNormalization};
 use transformer::decoding::{always_wanted, beam_search, greedy_batch, BeamSettings, DecodeInput};
 use transformer::model::{masks, Model, Prompt, Source, VocabSizes};

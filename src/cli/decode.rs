@@ -45,6 +45,17 @@ pub struct DecodeSettingsArgs {
     /// vocabulary; log-probabilities are over those tokens
     #[arg(long, value_name = "FILE")]
     pub vocab_map: Option<std::path::PathBuf>,
+    /// The language the text is in: one of a multilingual model's codes (M2M100: de; NLLB-200:
+    /// deu_Latn), which frames the source; for a server, the language clients name as the
+    /// source (LibreTranslate's `source`) [default: the checkpoint's data.source_lang (a
+    /// MarianMT directory's from its tokenizer_config.json or its opus-mt-xx-yy name)]
+    #[arg(long, value_name = "CODE", value_parser = language_code)]
+    pub source_lang: Option<String>,
+    /// The language to translate into (a multilingual model's code: en, eng_Latn), forced as
+    /// the first token; for a server, the target clients name [default: the checkpoint's
+    /// data.target_lang]
+    #[arg(long, value_name = "CODE", value_parser = language_code)]
+    pub target_lang: Option<String>,
 }
 
 impl DecodeSettingsArgs {
@@ -53,6 +64,8 @@ impl DecodeSettingsArgs {
         crate::infer::LoadOptions {
             compute_type: self.compute_type,
             vocab_map: self.vocab_map.clone(),
+            source_lang: self.source_lang.clone(),
+            target_lang: self.target_lang.clone(),
         }
     }
 }
@@ -64,3 +77,19 @@ pub const FLAGS: crate::infer::settings::SettingNames = crate::infer::settings::
     max_len: "--max-len",
     n_best: "--n-best",
 };
+
+/// A language code as LibreTranslate's clients send it (`de`, `pt-BR`) or NLLB-200 spells it
+/// (`deu_Latn`).
+fn language_code(text: &str) -> Result<String, String> {
+    let well_formed = (2..=16).contains(&text.len())
+        && text
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+    if well_formed && text != "auto" {
+        Ok(text.to_string())
+    } else {
+        Err(format!(
+            "{text:?} is not a language code such as \"de\", \"en\" or \"deu_Latn\""
+        ))
+    }
+}

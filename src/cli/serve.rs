@@ -59,14 +59,6 @@ pub struct ServeArgs {
         hide_env_values = true
     )]
     pub api_key: Option<String>,
-    /// The language clients name as the source (LibreTranslate's `source`), instead of the
-    /// checkpoint's data.source_lang (a MarianMT directory's from its tokenizer_config.json
-    /// or its opus-mt-xx-yy name)
-    #[arg(long, value_name = "CODE", value_parser = language_code)]
-    pub source_lang: Option<String>,
-    /// The language clients name as the target, instead of the checkpoint's data.target_lang
-    #[arg(long, value_name = "CODE", value_parser = language_code)]
-    pub target_lang: Option<String>,
     /// Translate each line of a text as one sentence, instead of cutting it into sentences
     #[arg(long)]
     pub no_sentence_split: bool,
@@ -97,19 +89,6 @@ pub struct ServeArgs {
     pub decode: DecodeSettingsArgs,
     #[command(flatten)]
     pub device: DeviceArgs,
-}
-
-/// A language code as LibreTranslate's clients send it: `de`, `pt-BR`.
-fn language_code(text: &str) -> Result<String, String> {
-    let well_formed = (2..=16).contains(&text.len())
-        && text.chars().all(|c| c.is_ascii_alphanumeric() || c == '-');
-    if well_formed && text != "auto" {
-        Ok(text.to_string())
-    } else {
-        Err(format!(
-            "{text:?} is not a language code such as \"de\" or \"en\""
-        ))
-    }
 }
 
 /// How the server's answers and errors name its settings: by these flags.

@@ -19,4 +19,8 @@ pub struct TokenizeArgs {
     /// Print the pieces instead of their ids
     #[arg(long)]
     pub pieces: bool,
+    /// The text's language, for a multilingual model (M2M100: de; NLLB-200: deu_Latn): its
+    /// token frames the line, as the model's tokenizer frames it
+    #[arg(long, value_name = "CODE")]
+    pub lang: Option<String>,
 }

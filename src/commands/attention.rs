@@ -24,9 +24,17 @@ pub fn run(args: AttentionArgs) -> anyhow::Result<()> {
         &device,
         LoadOptions {
             compute_type: args.compute_type,
-            vocab_map: None,
+            ..LoadOptions::default()
         },
     )?;
+    if opened.languages().is_some() {
+        return Err(UsageError(
+            "attention draws models of one language pair; this checkpoint is a multilingual \
+             model (M2M100 / NLLB-200), whose pictures are not drawn yet"
+                .into(),
+        )
+        .into());
+    }
     let loaded = opened.checkpoint();
     let layers = loaded.config.model.layers;
     if let Some(&bad) = args.layers.iter().find(|&&l| l > layers) {

@@ -102,6 +102,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
             let options = LoadOptions {
                 compute_type: Some(args.compute_type.unwrap_or_default()),
                 vocab_map: args.vocab_map.clone(),
+                ..LoadOptions::default()
             };
             bench::marian_decoding(kind, sentences, dir, &device, options)?
         }

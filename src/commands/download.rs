@@ -8,7 +8,7 @@ use super::stdout::print_line;
 use super::UsageError;
 use crate::cli::DownloadArgs;
 use crate::progress::{DataBars, Verbosity};
-use transformer::checkpoint::marian::MODEL_TYPES;
+use transformer::checkpoint::hugging_face::MODEL_TYPES;
 use transformer::hub::{self, HubName, HubSettings};
 
 pub fn run(args: DownloadArgs) -> anyhow::Result<()> {

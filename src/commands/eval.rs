@@ -33,6 +33,8 @@ pub fn run(args: EvalArgs) -> anyhow::Result<()> {
             ("--max-len", settings.max_len.is_some()),
             ("--compute-type", settings.compute_type.is_some()),
             ("--vocab-map", settings.vocab_map.is_some()),
+            ("--source-lang", settings.source_lang.is_some()),
+            ("--target-lang", settings.target_lang.is_some()),
         ];
         if let Some((flag, _)) = decoding.iter().find(|(_, given)| *given) {
             return Err(UsageError(format!(
@@ -85,6 +87,7 @@ fn translate_all(args: &EvalArgs, sources: &[String]) -> anyhow::Result<Vec<Stri
         &device,
         args.decode.settings.load_options(),
     )?;
+    super::require_language_pair(&opened)?;
     let options = super::decode_options(&args.decode.settings, &opened)?;
     let translator = opened.with(options);
     let loaded = opened.checkpoint();

@@ -1,11 +1,11 @@
 //! `transformer export --to hf CHECKPOINT --out DIR`: a checkpoint written in another tool's
-//! format (see [`crate::checkpoint::marian_export`]).
+//! format (see [`crate::checkpoint::hugging_face::export`]).
 
 use anyhow::bail;
 
 use std::path::Path;
 
-use crate::checkpoint::{self, marian_export};
+use crate::checkpoint::{self, hugging_face::export as hf_export};
 use crate::cli::{ExportArgs, ExportFormat};
 
 pub fn run(args: ExportArgs) -> anyhow::Result<()> {
@@ -41,7 +41,7 @@ fn export(args: ExportArgs) -> anyhow::Result<()> {
     )?;
     check_replaceable(&args.out, &[&source, &initial.dir])?;
     match args.to {
-        ExportFormat::Hf => marian_export::export_marian(
+        ExportFormat::Hf => hf_export::export_hugging_face(
             &initial.dir,
             &initial.config,
             &initial.tokenizers,
@@ -49,10 +49,12 @@ fn export(args: ExportArgs) -> anyhow::Result<()> {
             destination,
         )?,
     }
-    eprintln!(
-        "wrote {} (MarianMTModel.from_pretrained and ct2-transformers-converter read it)",
-        args.out.display()
-    );
+    let readers = if initial.tokenizers.multilingual_tokenizer().is_some() {
+        "M2M100ForConditionalGeneration.from_pretrained and ct2-transformers-converter"
+    } else {
+        "MarianMTModel.from_pretrained and ct2-transformers-converter"
+    };
+    eprintln!("wrote {} ({readers} read it)", args.out.display());
     Ok(())
 }
 
@@ -83,7 +85,7 @@ fn check_replaceable(out: &Path, sources: &[&Path]) -> anyhow::Result<()> {
         let entry = entry?;
         let name = entry.file_name();
         let ours = entry.file_type()?.is_file()
-            && marian_export::WRITTEN
+            && hf_export::WRITTEN
                 .iter()
                 .any(|written| name.to_str() == Some(*written));
         if !ours {

@@ -159,18 +159,52 @@ fn checkpoint_or_latest(given: Option<&Path>, task: Task) -> anyhow::Result<Path
 /// The translation checkpoint at `given`, or the newest one under runs/ (see
 /// `checkpoint_or_latest`), opened on `device` with `options` (its compute type the
 /// checkpoint's `decode.compute_type` when `None`), its notes said on stderr; a language
-/// model is refused, by name.
+/// model is refused, by name, and a language code a multilingual model lacks is a usage
+/// error naming its flag.
 fn open_translator(
     given: Option<&Path>,
     device: &candle_core::Device,
     options: LoadOptions,
 ) -> anyhow::Result<Translator> {
     let dir = checkpoint_or_latest(given, Task::Translate)?;
-    let translator = Translator::open(&dir, device, options)?;
+    let (source, target) = (options.source_lang.clone(), options.target_lang.clone());
+    let mut translator = Translator::open(
+        &dir,
+        device,
+        LoadOptions {
+            source_lang: None,
+            target_lang: None,
+            ..options
+        },
+    )?;
+    for (flag, code) in [("--source-lang", &source), ("--target-lang", &target)] {
+        if let Some(code) = code {
+            if let Err(error) = translator.language_ids(code, code) {
+                return Err(UsageError(format!("{flag} {code}: {error}")).into());
+            }
+        }
+    }
+    translator.name_languages(source.as_deref(), target.as_deref())?;
     for note in translator.notes() {
         stdout::warn(format_args!("{note}"));
     }
     Ok(translator)
+}
+
+/// Refuses to translate with a multilingual model before its language pair is named.
+fn require_language_pair(translator: &Translator) -> anyhow::Result<()> {
+    let tokenizers = &translator.checkpoint().tokenizers;
+    match tokenizers.multilingual_tokenizer() {
+        Some(tokenizer) if tokenizers.languages.is_none() => Err(UsageError(format!(
+            "{} is a multilingual model of {} languages: name the pair with --source-lang and \
+             --target-lang (its codes: {})",
+            translator.checkpoint().dir.display(),
+            tokenizer.languages().count(),
+            tokenizer.codes_like("")
+        ))
+        .into()),
+        _ => Ok(()),
+    }
 }
 
 /// A text generator over a loaded checkpoint's model and target tokenizer.

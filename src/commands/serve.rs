@@ -12,13 +12,11 @@ use crate::serve::{
 
 pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     let device = super::device_from(&args.device, Verbosity::Normal)?;
-    let mut translator = super::open_translator(
+    let translator = super::open_translator(
         args.checkpoint.as_deref(),
         &device,
         args.decode.load_options(),
     )?;
-    // The flags name the pair where the checkpoint does not (or names it otherwise).
-    translator.name_languages(args.source_lang.as_deref(), args.target_lang.as_deref());
     let decode = super::decode_resolver(&args.decode, &translator, Some(WIDEST_BEAM))?;
     let settings = ServeSettings {
         addr: SocketAddr::new(args.host, args.port),

@@ -1,17 +1,40 @@
 //! `transformer tokenize`: the ids (or pieces) a checkpoint's tokenizer gives a line, framed
 //! as the model reads it: a source with its specials (ours `<s> .. </s>`, MarianMT's `..
-//! </s>`), a target (`--target`) as the labels the decoder predicts (`.. </s>`). One line of
-//! space-separated ids per input line; unknown pieces are warned about on stderr.
+//! </s>`, a multilingual model's `--lang` token first), a target (`--target`) as the labels
+//! the decoder predicts (`.. </s>`, after a multilingual model's language token). One line
+//! of space-separated ids per input line; unknown pieces are warned about on stderr.
 
 use super::stdin_lines::{BatchEnd, StdinLines};
 use super::stdout::{print_line, warn};
+use super::UsageError;
 use crate::checkpoint::{self, Task};
 use crate::cli::TokenizeArgs;
 use crate::tokenize::Tokenizers;
 
 pub fn run(args: TokenizeArgs) -> anyhow::Result<()> {
     let dir = super::checkpoint_or_latest(args.checkpoint.as_deref(), Task::Translate)?;
-    let (_, _, tokenizers) = checkpoint::load_tokenizers(&dir)?;
+    let (_, _, mut tokenizers) = checkpoint::load_tokenizers(&dir)?;
+    if let Some(tokenizer) = tokenizers.multilingual_tokenizer() {
+        let Some(lang) = &args.lang else {
+            return Err(UsageError(format!(
+                "{} is a multilingual model: name the text's language with --lang (its codes: \
+                 {})",
+                dir.display(),
+                tokenizer.codes_like("")
+            ))
+            .into());
+        };
+        if let Err(error) = tokenizers.name_languages(lang, lang) {
+            return Err(UsageError(format!("--lang {lang}: {error}")).into());
+        }
+    } else if args.lang.is_some() {
+        return Err(UsageError(format!(
+            "--lang names a multilingual model's language, and {} is a model of one pair: \
+             drop --lang",
+            dir.display()
+        ))
+        .into());
+    }
     let line = |text: &str| tokenized(&tokenizers, text, &args);
     match args.text.as_deref() {
         Some(text) if text != "-" => print_line(&line(text)?),
@@ -37,6 +60,8 @@ fn tokenized(tokenizers: &Tokenizers, text: &str, args: &TokenizeArgs) -> anyhow
     let specials = tokenizers.specials();
     let (side, ids) = if args.target {
         let mut ids = tokenizers.tgt.encode(text)?;
+        // The labels: a multilingual model's forced language token, the ids, `</s>`.
+        ids.ids.splice(0..0, specials.forced);
         ids.ids.push(specials.eos);
         (&tokenizers.tgt, ids)
     } else {

@@ -35,6 +35,7 @@ pub fn run(args: TranslateArgs) -> anyhow::Result<()> {
         &device,
         args.decode.settings.load_options(),
     )?;
+    super::require_language_pair(&opened)?;
     let options = super::decode_options(&args.decode.settings, &opened)?;
     let translator = opened.with(options);
     let loaded = opened.checkpoint();
@@ -47,7 +48,7 @@ pub fn run(args: TranslateArgs) -> anyhow::Result<()> {
         warned_of_language: std::cell::Cell::new(false),
         json: args.json,
         max_positions: loaded.config.model.max_len,
-        source_overhead: loaded.tokenizers.specials().source_overhead(),
+        source_overhead: loaded.tokenizers.source_overhead(),
         unknown_words_listed: std::cell::Cell::new(0),
     };
     let batch_size = args.decode.batch_size;

@@ -28,8 +28,8 @@ pub mod int8_file;
 mod latest_run;
 mod load;
 mod lock;
-pub mod marian;
-pub mod marian_export;
+
+pub mod hugging_face;
 pub mod quantize;
 mod read;
 mod read_weights;

@@ -1,5 +1,6 @@
 //! A checkpoint directory's parts read: its config, tokenizers and weights (under their
-//! module names), ours or a Hugging Face MarianMT directory's, each failure naming its file.
+//! module names), ours or a Hugging Face directory's (MarianMT, M2M100, NLLB-200), each
+//! failure naming its file.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -9,8 +10,8 @@ use candle_core::Device;
 
 use super::format::{self, ByModule};
 use super::read_weights::{read_pytorch_tensors, read_tensors, read_weights_file};
-use super::{int8_file, marian, CONFIG_FILE, MODEL_FILE};
-use crate::config::Config;
+use super::{hugging_face, int8_file, CONFIG_FILE, MODEL_FILE};
+use crate::config::{Config, TokenizerKind};
 use crate::tokenize::Tokenizers;
 
 /// A checkpoint directory's config, tokenizers and weights (under their module names,
@@ -20,9 +21,9 @@ pub(super) fn read_parts(
     device: &Device,
 ) -> anyhow::Result<(Config, Tokenizers, ByModule)> {
     let (config, tokenizers) = read_config_and_tokenizers(dir)?;
-    if marian::is_hugging_face_dir(dir) {
+    if hugging_face::is_hugging_face_dir(dir) {
         let weights = read_marian_weights(dir, &config, device)?;
-        marian::check_sizes(&config, &weights)?;
+        hugging_face::check_sizes(&config, &weights)?;
         return Ok((config, tokenizers, weights));
     }
     let path = dir.join(MODEL_FILE);
@@ -37,17 +38,21 @@ pub(super) fn read_parts(
     Ok((config, tokenizers, weights))
 }
 
-/// A checkpoint directory's config and tokenizers (a MarianMT directory's read from its
+/// A checkpoint directory's config and tokenizers (a Hugging Face directory's read from its
 /// JSON files and checked against each other), each failure naming its file.
 pub(super) fn read_config_and_tokenizers(dir: &Path) -> anyhow::Result<(Config, Tokenizers)> {
-    if marian::is_hugging_face_dir(dir) {
-        let config = marian::read_config(dir)?;
+    if hugging_face::is_hugging_face_dir(dir) {
+        let config = hugging_face::read_config(dir)?;
         let tokenizers = Tokenizers::load(dir, &config.data)?;
-        marian::check_agreement(dir, &config, &tokenizers)?;
+        if config.data.tokenizer == TokenizerKind::Multilingual {
+            hugging_face::m2m100::check_vocabulary(dir, &tokenizers)?;
+        } else {
+            hugging_face::check_agreement(dir, &config, &tokenizers)?;
+        }
         return Ok((config, tokenizers));
     }
     let marian_files = [
-        marian::SAFETENSORS_FILE,
+        hugging_face::SAFETENSORS_FILE,
         crate::tokenize::marian::VOCAB_FILE,
     ];
     if !dir.join(CONFIG_FILE).is_file() && marian_files.iter().all(|f| dir.join(f).is_file()) {
@@ -55,7 +60,7 @@ pub(super) fn read_config_and_tokenizers(dir: &Path) -> anyhow::Result<(Config, 
             "{} looks like a Hugging Face MarianMT directory but has no {}; download that \
              file too (it holds the model's sizes)",
             dir.display(),
-            marian::CONFIG_JSON
+            hugging_face::CONFIG_JSON
         );
     }
     let config = Config::load_saved(&dir.join(CONFIG_FILE))?;
@@ -67,15 +72,15 @@ pub(super) fn read_config_and_tokenizers(dir: &Path) -> anyhow::Result<(Config, 
     })?;
     Ok((config, tokenizers))
 }
-/// A Hugging Face MarianMT directory's weights, through [`marian::MarianFormat`].
+/// A Hugging Face MarianMT directory's weights, through [`hugging_face::MarianFormat`].
 fn read_marian_weights(dir: &Path, config: &Config, device: &Device) -> anyhow::Result<ByModule> {
-    let path = marian::weights_file(dir)?;
+    let path = hugging_face::weights_file(dir)?;
     let tensors = if path.extension().is_some_and(|e| e == "bin") {
         read_pytorch_tensors(&path, device)?
     } else {
         read_tensors(&path, device)?
     };
-    let format = Arc::new(marian::MarianFormat {
+    let format = Arc::new(hugging_face::MarianFormat {
         shared: config.model.share_source_embeddings,
     });
     format::to_modules(format, tensors, path.clone())

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::bail;
 
-use super::{marian, write, BEST_DIR, LAST_DIR, MODEL_FILE};
+use super::{hugging_face, write, BEST_DIR, LAST_DIR, MODEL_FILE};
 
 /// A checkpoint that is not there to read; the caller says how to get one.
 #[derive(Debug, thiserror::Error)]
@@ -36,7 +36,7 @@ pub fn resolve(path: &Path) -> anyhow::Result<PathBuf> {
         }
         .into());
     }
-    if marian::is_hugging_face_dir(path) {
+    if hugging_face::is_hugging_face_dir(path) {
         return Ok(path.to_path_buf());
     }
     std::iter::once(path.to_path_buf())

@@ -138,15 +138,20 @@ pub enum TokenizerKind {
     /// `vocab.json`), read from the checkpoint a run starts from (`training.init_from`) or
     /// learned on the training split.
     Marian,
+    /// An M2M100 or NLLB-200 model's tokenizer (`tokenizer_config.json` with
+    /// `sentencepiece.bpe.model` and `vocab.json`, or `tokenizer.json`), read from the
+    /// checkpoint a run starts from; never learned.
+    Multilingual,
 }
 
-/// As the config spells it: `word`, `bpe`, `marian`.
+/// As the config spells it: `word`, `bpe`, `marian`, `multilingual`.
 impl std::fmt::Display for TokenizerKind {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {
             Self::Word => "word",
             Self::Bpe => "bpe",
             Self::Marian => "marian",
+            Self::Multilingual => "multilingual",
         })
     }
 }

@@ -215,11 +215,13 @@ fn training_optimizer_and_loss(t: &TrainingConfig) -> Check {
 fn language_code(key: &str, code: Option<&str>) -> Check {
     let Some(code) = code else { return Ok(()) };
     let well_formed = (2..=16).contains(&code.len())
-        && code.chars().all(|c| c.is_ascii_alphanumeric() || c == '-');
+        && code
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
     if !well_formed || code == "auto" {
         return Err((
             key.into(),
-            format!("must be a language code such as \"de\" or \"en\", got {code:?}"),
+            format!("must be a language code such as \"de\", \"en\" or \"deu_Latn\", got {code:?}"),
         ));
     }
     Ok(())

@@ -27,6 +27,7 @@ use super::translator::{ConfiguredTranslator, Translation};
 use crate::checkpoint::{self, Checkpoint, Task};
 use crate::config::ComputeType;
 use crate::decoding::vocab_map::VocabularyMap;
+use crate::tokenize::specials::LanguageIds;
 use crate::tokenize::TextTokenizer;
 
 /// How to open a checkpoint for decoding.
@@ -39,6 +40,11 @@ pub struct LoadOptions {
     /// A vocabulary map (CTranslate2's `vmap.txt` format): each sentence is decoded over the
     /// target tokens its source's n-grams allow (see [`crate::decoding::vocab_map`]).
     pub vocab_map: Option<PathBuf>,
+    /// The source language's code, where the checkpoint names none or another (see
+    /// [`Translator::name_languages`]).
+    pub source_lang: Option<String>,
+    /// The target language's code, as `source_lang`.
+    pub target_lang: Option<String>,
 }
 
 /// A translation model opened for decoding: its checkpoint, its device and its settings.
@@ -50,8 +56,9 @@ pub struct Translator {
 
 impl Translator {
     /// Opens the checkpoint at `path` (a checkpoint directory, a run directory whose `best/`
-    /// or `last/` is taken, or a Hugging Face MarianMT directory) on `device`. A language
-    /// model is refused, by name.
+    /// or `last/` is taken, or a Hugging Face MarianMT, M2M100 or NLLB-200 directory) on
+    /// `device`, in the languages `options` names. A language model is refused, by name; so
+    /// is a language a multilingual model lacks.
     pub fn open(path: &Path, device: &Device, options: LoadOptions) -> anyhow::Result<Self> {
         let mut checkpoint = checkpoint::load_as(path, device, options.compute_type)?;
         checkpoint.model_for(Task::Translate)?;
@@ -59,11 +66,16 @@ impl Translator {
             Some(map) => Some(read_vocab_map(map, &mut checkpoint)?),
             None => None,
         };
-        Ok(Self {
+        let mut translator = Self {
             checkpoint,
             device: device.clone(),
             vocab_map,
-        })
+        };
+        translator.name_languages(
+            options.source_lang.as_deref(),
+            options.target_lang.as_deref(),
+        )?;
+        Ok(translator)
     }
 
     /// The checkpoint: its directory, config, tokenizers and model.
@@ -82,8 +94,15 @@ impl Translator {
         &self.checkpoint.config.notes
     }
 
-    /// Names the language pair where the checkpoint does not (or names it otherwise).
-    pub fn name_languages(&mut self, source: Option<&str>, target: Option<&str>) {
+    /// Names the language pair where the checkpoint does not (or names it otherwise). A
+    /// multilingual model translates in this pair unless a request names another, and
+    /// refuses a code it lacks (the error lists some it has); another model's pair is only
+    /// its name, which a server's clients use.
+    pub fn name_languages(
+        &mut self,
+        source: Option<&str>,
+        target: Option<&str>,
+    ) -> anyhow::Result<()> {
         let data = &mut self.checkpoint.config.data;
         if let Some(code) = source {
             data.source_lang = Some(code.to_string());
@@ -91,6 +110,28 @@ impl Translator {
         if let Some(code) = target {
             data.target_lang = Some(code.to_string());
         }
+        if let (Some(source), Some(target)) = (&data.source_lang, &data.target_lang) {
+            self.checkpoint.tokenizers.name_languages(source, target)?;
+        }
+        Ok(())
+    }
+
+    /// The languages a multilingual model translates from and into (its codes, in its
+    /// tokenizer's order); `None` for a model of one language pair.
+    pub fn languages(&self) -> Option<Vec<String>> {
+        let tokenizer = self.checkpoint.tokenizers.multilingual_tokenizer()?;
+        Some(tokenizer.languages().map(str::to_string).collect())
+    }
+
+    /// A multilingual model's language pair `source` -> `target` as its tokens, for a
+    /// request's [`DecodeOptions::languages`]; an unknown code is an error listing some it
+    /// has. `None` for a model of one language pair.
+    pub fn language_ids(&self, source: &str, target: &str) -> anyhow::Result<Option<LanguageIds>> {
+        self.checkpoint
+            .tokenizers
+            .multilingual_tokenizer()
+            .map(|tokenizer| tokenizer.pair(source, target))
+            .transpose()
     }
 
     /// The resolver of a door: the checkpoint's `[decode]`, then `asked` (a door's own

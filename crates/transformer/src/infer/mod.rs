@@ -11,6 +11,7 @@ pub mod attention;
 mod front_door;
 pub mod settings;
 pub mod text_generator;
+mod translation;
 pub mod translator;
 
 pub use front_door::{LoadOptions, Translator};

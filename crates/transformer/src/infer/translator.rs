@@ -3,16 +3,16 @@
 
 use anyhow::Context;
 use candle_core::{Device, Tensor};
-use serde::Serialize;
 
 use super::settings::DecodeOptions;
+pub use super::translation::{Alternative, Translation};
 use crate::decoding::restricted::Restricted;
 use crate::decoding::vocab_map::VocabularyMap;
 use crate::decoding::{
-    always_wanted, beam_search, greedy_batch, DecodeInput, Hypothesis, StillWanted,
+    always_wanted, beam_search, greedy_batch, BeamSettings, DecodeInput, Hypothesis, StillWanted,
 };
 use crate::model::{masks, DecodingModel, Prompt, Source};
-use crate::tokenize::Tokenizers;
+use crate::tokenize::{SpecialIds, Tokenizers};
 
 /// Sources shorter than this many tokens are never marked short: a few words translate to
 /// more or fewer too often to tell.
@@ -36,103 +36,22 @@ pub struct ConfiguredTranslator<'a> {
     pub vocab_map: Option<&'a VocabularyMap>,
 }
 
-/// One translated sentence, as `translate --json` prints it.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Translation {
-    pub source: String,
-    pub translation: String,
-    /// Generated tokens, `</s>` included when it was produced.
-    pub tokens: Vec<String>,
-    pub ids: Vec<u32>,
-    /// The Generator's log-probability of each generated id.
-    pub log_probs: Vec<f32>,
-    /// Source pieces that were not in the vocabulary and became `<unk>`.
-    #[serde(skip)]
-    pub unknown_words: Vec<String>,
-    /// The source's token count when it was longer than the model reads and was cut.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub truncated_from: Option<usize>,
-    /// The translation has under half the tokens the model's length ratio gives its source
-    /// (see [`is_short`]): a sentence may be missing. Written only when true.
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
-    pub short: bool,
-    /// The next best hypotheses of a beam search asked for more than one, best first.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub alternatives: Vec<Alternative>,
-}
-
-/// A hypothesis after the best, in the same fields as the translation.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Alternative {
-    pub translation: String,
-    pub tokens: Vec<String>,
-    pub ids: Vec<u32>,
-    pub log_probs: Vec<f32>,
-}
-
-impl Translation {
-    /// The translation of a text cut into `sentences`, whose translations read `joined` when
-    /// put back together: tokens, ids and log-probabilities one sentence after the other,
-    /// alternative `i` each sentence's alternative `i` (its best where it has fewer).
-    pub fn concatenate(source: &str, joined: String, sentences: Vec<Translation>) -> Self {
-        if sentences.len() == 1 {
-            let mut only = sentences.into_iter().next().expect("one sentence");
-            only.source = source.to_string();
-            only.translation = joined;
-            return only;
-        }
-        let widest = sentences
-            .iter()
-            .map(|s| s.alternatives.len())
-            .max()
-            .unwrap_or(0);
-        let alternatives = (0..widest)
-            .map(|i| {
-                let mut alternative = Alternative {
-                    translation: String::new(),
-                    tokens: Vec::new(),
-                    ids: Vec::new(),
-                    log_probs: Vec::new(),
-                };
-                let mut words = Vec::new();
-                for s in &sentences {
-                    let (translation, tokens, ids, log_probs) = match s.alternatives.get(i) {
-                        Some(a) => (&a.translation, &a.tokens, &a.ids, &a.log_probs),
-                        None => (&s.translation, &s.tokens, &s.ids, &s.log_probs),
-                    };
-                    words.push(translation.as_str());
-                    alternative.tokens.extend(tokens.iter().cloned());
-                    alternative.ids.extend(ids);
-                    alternative.log_probs.extend(log_probs);
-                }
-                alternative.translation = words.join(" ");
-                alternative
-            })
-            .collect();
-        let mut out = Translation {
-            source: source.to_string(),
-            translation: joined,
-            tokens: Vec::new(),
-            ids: Vec::new(),
-            log_probs: Vec::new(),
-            unknown_words: Vec::new(),
-            truncated_from: None,
-            short: false,
-            alternatives,
-        };
-        for s in sentences {
-            out.tokens.extend(s.tokens);
-            out.ids.extend(s.ids);
-            out.log_probs.extend(s.log_probs);
-            out.unknown_words.extend(s.unknown_words);
-            out.truncated_from = out.truncated_from.max(s.truncated_from);
-            out.short |= s.short;
-        }
-        out
-    }
-}
-
 impl ConfiguredTranslator<'_> {
+    /// The special ids sentences are framed with: a multilingual model's in the language
+    /// pair the options name, else the one it was opened with; it refuses to guess one.
+    fn specials(&self) -> anyhow::Result<SpecialIds> {
+        let languages = self.options.languages.or(self.tokenizers.languages);
+        if let (Some(tokenizer), None) = (self.tokenizers.multilingual_tokenizer(), languages) {
+            anyhow::bail!(
+                "this model translates between {} languages and none were named; name the \
+                 source and target language ({})",
+                tokenizer.languages().count(),
+                tokenizer.codes_like("")
+            );
+        }
+        Ok(self.tokenizers.specials_in(languages))
+    }
+
     /// Translates one sentence; an empty sentence gives an empty translation.
     pub fn translate(&self, sentence: &str) -> anyhow::Result<Translation> {
         let mut out = self.translate_batch(&[sentence.to_string()])?;
@@ -190,7 +109,7 @@ impl ConfiguredTranslator<'_> {
     ) -> anyhow::Result<Vec<Translation>> {
         let mut results = Vec::with_capacity(sentences.len());
         let mut sources = Vec::new();
-        let specials = self.tokenizers.specials();
+        let specials = self.specials()?;
         for sentence in sentences {
             // Whitespace as training saw it: no-break spaces and runs of spaces become one space.
             let encoded = self.tokenizers.src.encode(sentence)?;
@@ -217,7 +136,7 @@ impl ConfiguredTranslator<'_> {
                 alternatives: Vec::new(),
             });
         }
-        let hypotheses = self.decode(&sources, still_wanted)?;
+        let hypotheses = self.decode(&sources, &specials, still_wanted)?;
         for ((index, src_ids), ranked) in sources.iter().zip(hypotheses) {
             let mut ranked = ranked.into_iter().map(|h| self.alternative(h));
             let result = &mut results[*index];
@@ -246,22 +165,26 @@ impl ConfiguredTranslator<'_> {
         })
     }
 
-    /// For a source of `src_len` ids, `overhead` of them its specials.
-    fn max_steps(&self, src_len: usize, overhead: usize) -> usize {
-        self.options
-            .max_steps(src_len.saturating_sub(overhead), self.model.max_positions())
+    /// For a source of `src_len` ids framed by `specials`; a forced first token takes a
+    /// position of the decoder's.
+    fn max_steps(&self, src_len: usize, specials: &SpecialIds) -> usize {
+        let positions = self.model.max_positions() - usize::from(specials.forced.is_some());
+        self.options.max_steps(
+            src_len.saturating_sub(specials.source_overhead()),
+            positions,
+        )
     }
 
     /// Each source's hypotheses, best first (one unless `n_best` asks for more).
     fn decode(
         &self,
         sources: &[(usize, Vec<u32>)],
+        specials: &SpecialIds,
         still_wanted: StillWanted,
     ) -> anyhow::Result<Vec<Vec<Hypothesis>>> {
         if sources.is_empty() {
             return Ok(Vec::new());
         }
-        let specials = self.tokenizers.specials();
         let width = sources.iter().map(|(_, ids)| ids.len()).max().unwrap_or(0);
         let mut padded = Vec::with_capacity(sources.len() * width);
         for (_, ids) in sources {
@@ -273,15 +196,20 @@ impl ConfiguredTranslator<'_> {
             mask: masks::padding_mask(&ids, specials.pad)?,
             ids,
         };
-        let prefix = Tensor::full(specials.decoder_start, (sources.len(), 1), self.device)?;
+        let prompt = specials.decoder_prefix();
+        let prefix = Tensor::from_vec(
+            prompt.repeat(sources.len()),
+            (sources.len(), prompt.len()),
+            self.device,
+        )?;
         // Each sentence decodes for its own number of steps, as it would alone.
         let max_steps: Vec<usize> = sources
             .iter()
-            .map(|(_, ids)| self.max_steps(ids.len(), specials.source_overhead()))
+            .map(|(_, ids)| self.max_steps(ids.len(), specials))
             .collect();
         let restricted = self
             .vocab_map
-            .map(|map| self.restricted(map, sources))
+            .map(|map| self.restricted(map, sources, specials))
             .transpose()?;
         // Restricted, the searches' ids are positions among the candidates, turned back into
         // ids after.
@@ -312,7 +240,7 @@ impl ConfiguredTranslator<'_> {
             end_at_limit: self.options.end_at_max_len,
             still_wanted,
         };
-        let ranked = self.search(model, &input)?;
+        let ranked = self.search(model, &input, specials)?;
         let Some(restricted) = &restricted else {
             return Ok(ranked);
         };
@@ -329,12 +257,13 @@ impl ConfiguredTranslator<'_> {
         &self,
         map: &VocabularyMap,
         sources: &[(usize, Vec<u32>)],
+        specials: &SpecialIds,
     ) -> anyhow::Result<Restricted<'_>> {
-        let specials = self.tokenizers.specials();
         let framing = [
             Some(specials.eos),
             Some(specials.pad),
             specials.source_start,
+            specials.source_last,
         ];
         let own: Vec<Vec<u32>> = sources
             .iter()
@@ -342,7 +271,10 @@ impl ConfiguredTranslator<'_> {
                 let words: Vec<u32> = (ids.iter().copied())
                     .filter(|&id| !framing.contains(&Some(id)))
                     .collect();
-                map.candidates(&[&words])
+                let mut candidates = map.candidates(&[&words]);
+                // The forced token is fed as a candidate, as the decoder's start is.
+                candidates.extend(specials.forced);
+                candidates
             })
             .collect();
         Ok(Restricted::new(self.model, &own, self.device)?)
@@ -353,9 +285,18 @@ impl ConfiguredTranslator<'_> {
         &self,
         model: &dyn DecodingModel,
         input: &DecodeInput,
+        specials: &SpecialIds,
     ) -> anyhow::Result<Vec<Vec<Hypothesis>>> {
         Ok(match self.options.beam_settings() {
-            Some(settings) => beam_search(model, input, settings)?,
+            Some(settings) => beam_search(
+                model,
+                input,
+                BeamSettings {
+                    // transformers counts a forced first token in a hypothesis's length.
+                    prefix_in_length: usize::from(specials.forced.is_some()),
+                    ..settings
+                },
+            )?,
             None => greedy_batch(model, input)?
                 .into_iter()
                 .map(|h| vec![h])

@@ -9,7 +9,7 @@ use super::batcher::{Queue, Refused, Reply};
 use super::body;
 use super::error::ApiError;
 use super::files::FileStore;
-use super::languages::LanguagePair;
+use super::languages::{Checked, Languages};
 use super::prometheus::ServerCounters;
 use super::setting_names::ServeSettingNames;
 use crate::document::SentenceSplitter;
@@ -38,7 +38,7 @@ pub struct AppState {
     pub translator: Arc<Translator>,
     pub queue: Queue,
     pub metrics: Arc<ServerCounters>,
-    pub pair: LanguagePair,
+    pub languages: Languages,
     pub key: ApiKey,
     pub limits: Limits,
     /// How answers name the settings.
@@ -61,6 +61,31 @@ pub struct AppState {
 pub type Shared = Arc<AppState>;
 
 impl AppState {
+    /// `options` in a request's checked languages (a multilingual model's tokens), and the
+    /// splitter for its source.
+    pub fn in_languages(
+        &self,
+        checked: &Checked,
+        options: DecodeOptions,
+    ) -> Result<(DecodeOptions, SentenceSplitter), ApiError> {
+        if !self.languages.multilingual() {
+            return Ok((options, self.splitter.clone()));
+        }
+        let pair = &checked.pair;
+        let languages = self
+            .translator
+            .language_ids(&pair.source, &pair.target)
+            .map_err(|e| ApiError::bad_request(format!("invalid request: {e:#}")))?;
+        let splitter = SentenceSplitter::new(Some(&pair.source), self.splitter.enabled());
+        Ok((
+            DecodeOptions {
+                languages,
+                ..options
+            },
+            splitter,
+        ))
+    }
+
     /// A request's decoding settings, named as its endpoint names them, over the server's;
     /// a value out of bounds is a 400 that names it.
     pub fn decode_options(
@@ -113,13 +138,8 @@ impl AppState {
             }
         }
         let max_positions = self.translator.checkpoint().config.model.max_len;
-        let readable = max_positions.saturating_sub(
-            self.translator
-                .checkpoint()
-                .tokenizers
-                .specials()
-                .source_overhead(),
-        );
+        let readable =
+            max_positions.saturating_sub(self.translator.checkpoint().tokenizers.source_overhead());
         let beam = options.beam.max(1);
         let mut cost = 0usize;
         for sentence in sentences {

@@ -57,8 +57,8 @@ pub async fn translate_file(
             )
         })??;
     state.key.check(form.api_key.as_deref())?;
-    state
-        .pair
+    let checked = state
+        .languages
         .check(form.source.as_deref(), form.target.as_deref())?;
     let (name, bytes) = form.file.ok_or_else(|| {
         ApiError::bad_request("invalid request: missing file parameter (a multipart file field)")
@@ -72,7 +72,7 @@ pub async fn translate_file(
     })?;
     let options =
         state.decode_options(DecodeRequest::default(), settings::LIBRETRANSLATE_FIELDS)?;
-    let splitter = state.splitter.clone();
+    let (options, splitter) = state.in_languages(&checked, options)?;
     let shown = safe_file_name(&name);
     let translator = state.translator.clone();
     let prepared = blocking(files, move || {
@@ -221,7 +221,7 @@ fn check_sentence_lengths(
         .config
         .model
         .max_len
-        .saturating_sub(checkpoint.tokenizers.specials().source_overhead());
+        .saturating_sub(checkpoint.tokenizers.source_overhead());
     for sentence in sentences {
         let tokens = checkpoint.tokenizers.src.encode(sentence)?.ids.len();
         if tokens > readable {

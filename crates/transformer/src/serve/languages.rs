@@ -1,15 +1,35 @@
-//! The checkpoint's language pair (`data.source_lang`, `data.target_lang`) and the English
-//! names LibreTranslate's `/languages` lists beside the codes.
+//! The languages a server translates: a model's one pair (`data.source_lang`,
+//! `data.target_lang`), or a multilingual model's codes with the pair its flags name as the
+//! default; each request's `source` and `target` checked against them, and the English names
+//! LibreTranslate's `/languages` lists beside the codes.
 
 use serde::Serialize;
 
 use super::error::ApiError;
 
-/// The one direction this server translates.
-#[derive(Debug, Clone)]
+/// One direction of translation, as codes.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LanguagePair {
     pub source: String,
     pub target: String,
+}
+
+/// What a server translates.
+#[derive(Debug, Clone)]
+pub struct Languages {
+    /// A model of one pair: that pair; a multilingual model: the pair named at start, if any,
+    /// which requests that name none (or `auto`) get.
+    pub default: Option<LanguagePair>,
+    /// A multilingual model's codes, in its tokenizer's order; empty for a model of one pair.
+    pub codes: Vec<String>,
+}
+
+/// A request's languages, checked.
+#[derive(Debug, Clone)]
+pub struct Checked {
+    pub pair: LanguagePair,
+    /// The source was `auto`, and this is the language taken for it.
+    pub detected: bool,
 }
 
 /// One entry of `/languages`, as LibreTranslate writes it.
@@ -20,52 +40,138 @@ pub struct LanguageEntry {
     pub targets: Vec<String>,
 }
 
-impl LanguagePair {
-    /// Checks a request's `source` and `target`; `source = "auto"` is this pair's source, the
-    /// only language the model reads. Returns whether the source was detected.
-    pub fn check(&self, source: Option<&str>, target: Option<&str>) -> Result<bool, ApiError> {
-        let source = source.filter(|s| !s.is_empty()).ok_or_else(|| {
-            ApiError::bad_request(format!(
-                "invalid request: missing source parameter; this server translates {} to {}",
-                self.source, self.target
-            ))
-        })?;
-        let target = target.filter(|t| !t.is_empty()).ok_or_else(|| {
-            ApiError::bad_request(format!(
-                "invalid request: missing target parameter; this server translates {} to {}",
-                self.source, self.target
-            ))
-        })?;
-        let detected = source.eq_ignore_ascii_case("auto");
-        if !detected && !source.eq_ignore_ascii_case(&self.source) {
-            return Err(ApiError::bad_request(format!(
-                "{source} is not supported as a source language; this model translates {} to {}",
-                self.source, self.target
-            )));
-        }
-        if !target.eq_ignore_ascii_case(&self.target) {
-            return Err(ApiError::bad_request(format!(
-                "{target} is not supported as a target language; this model translates {} to {}",
-                self.source, self.target
-            )));
-        }
-        Ok(detected)
+impl Languages {
+    /// Whether the model translates between many languages.
+    pub fn multilingual(&self) -> bool {
+        !self.codes.is_empty()
     }
 
-    /// What `/languages` lists: the source with its one target, and the target with none.
+    /// What the server translates, in words, for errors.
+    fn described(&self) -> String {
+        match (&self.default, self.multilingual()) {
+            (Some(pair), false) => {
+                format!("this model translates {} to {}", pair.source, pair.target)
+            }
+            _ => format!(
+                "this model translates between {} languages (GET /languages lists them)",
+                self.codes.len()
+            ),
+        }
+    }
+
+    /// Checks a request's `source` and `target`. `source = "auto"` is the default pair's
+    /// source, the only language a model of one pair reads (this server detects nothing).
+    pub fn check(&self, source: Option<&str>, target: Option<&str>) -> Result<Checked, ApiError> {
+        let missing = |name: &str| {
+            ApiError::bad_request(format!(
+                "invalid request: missing {name} parameter; {}",
+                self.described()
+            ))
+        };
+        let source = source
+            .filter(|s| !s.is_empty())
+            .ok_or_else(|| missing("source"))?;
+        let target = target
+            .filter(|t| !t.is_empty())
+            .ok_or_else(|| missing("target"))?;
+        let detected = source.eq_ignore_ascii_case("auto");
+        let source = if detected {
+            match &self.default {
+                Some(pair) => pair.source.clone(),
+                None => {
+                    return Err(ApiError::bad_request(format!(
+                        "invalid request: source auto needs language detection, which this \
+                         server does not do; name the source language ({})",
+                        self.described()
+                    )))
+                }
+            }
+        } else {
+            self.known(source, "source", |pair| &pair.source)?
+        };
+        let target = self.known(target, "target", |pair| &pair.target)?;
+        Ok(Checked {
+            pair: LanguagePair { source, target },
+            detected,
+        })
+    }
+
+    /// A request's `source` and `target` where it may name none: the default pair then (a
+    /// multilingual model with none named at start refuses).
+    pub fn check_optional(
+        &self,
+        source: Option<&str>,
+        target: Option<&str>,
+    ) -> Result<Checked, ApiError> {
+        match (source, target, &self.default) {
+            (None, None, Some(pair)) => Ok(Checked {
+                pair: pair.clone(),
+                detected: false,
+            }),
+            _ => self.check(source, target),
+        }
+    }
+
+    /// `code` as the model spells it (codes match in any case), or a 400 naming it.
+    fn known(
+        &self,
+        code: &str,
+        side: &str,
+        of_pair: fn(&LanguagePair) -> &String,
+    ) -> Result<String, ApiError> {
+        let found = if self.multilingual() {
+            self.codes.iter().find(|c| c.eq_ignore_ascii_case(code))
+        } else {
+            self.default
+                .as_ref()
+                .map(of_pair)
+                .filter(|c| c.eq_ignore_ascii_case(code))
+        };
+        found.cloned().ok_or_else(|| {
+            ApiError::bad_request(format!(
+                "{code} is not supported as a {side} language; {}",
+                self.described()
+            ))
+        })
+    }
+
+    /// What `/languages` lists: a model of one pair, its source with its one target and the
+    /// target with none; a multilingual model, every language with every other as a target.
     pub fn entries(&self) -> Vec<LanguageEntry> {
+        if self.multilingual() {
+            return self
+                .codes
+                .iter()
+                .map(|code| LanguageEntry {
+                    code: code.clone(),
+                    name: name_of(code),
+                    targets: self.codes.iter().filter(|c| *c != code).cloned().collect(),
+                })
+                .collect();
+        }
+        let Some(pair) = &self.default else {
+            return Vec::new();
+        };
         vec![
             LanguageEntry {
-                code: self.source.clone(),
-                name: name_of(&self.source),
-                targets: vec![self.target.clone()],
+                code: pair.source.clone(),
+                name: name_of(&pair.source),
+                targets: vec![pair.target.clone()],
             },
             LanguageEntry {
-                code: self.target.clone(),
-                name: name_of(&self.target),
+                code: pair.target.clone(),
+                name: name_of(&pair.target),
                 targets: Vec::new(),
             },
         ]
+    }
+
+    /// The pair a page starts from: the default, else the model's first two languages.
+    pub fn first_pair(&self) -> LanguagePair {
+        self.default.clone().unwrap_or_else(|| LanguagePair {
+            source: self.codes.first().cloned().unwrap_or_default(),
+            target: self.codes.get(1).cloned().unwrap_or_default(),
+        })
     }
 }
 
@@ -107,17 +213,40 @@ pub fn name_of(code: &str) -> String {
 mod tests {
     use super::*;
 
-    fn de_en() -> LanguagePair {
-        LanguagePair {
-            source: "de".into(),
-            target: "en".into(),
+    fn de_en() -> Languages {
+        Languages {
+            default: Some(LanguagePair {
+                source: "de".into(),
+                target: "en".into(),
+            }),
+            codes: Vec::new(),
         }
     }
 
     #[test]
     fn the_pair_accepts_its_own_direction_and_auto() {
-        assert!(!de_en().check(Some("de"), Some("en")).unwrap());
-        assert!(de_en().check(Some("auto"), Some("en")).unwrap());
+        assert!(!de_en().check(Some("de"), Some("en")).unwrap().detected);
+        assert!(de_en().check(Some("auto"), Some("EN")).unwrap().detected);
+    }
+
+    #[test]
+    fn a_multilingual_model_takes_any_of_its_codes_and_auto_only_with_a_default() {
+        let many = Languages {
+            default: None,
+            codes: vec!["deu_Latn".into(), "eng_Latn".into(), "fra_Latn".into()],
+        };
+        let checked = many.check(Some("DEU_LATN"), Some("fra_Latn")).unwrap();
+        assert_eq!(checked.pair.source, "deu_Latn");
+        assert_eq!(checked.pair.target, "fra_Latn");
+        assert!(many.check(Some("auto"), Some("eng_Latn")).is_err());
+        assert!(many.check_optional(None, None).is_err());
+        let unknown = many.check(Some("de"), Some("eng_Latn")).unwrap_err();
+        assert!(
+            unknown.message.contains("de is not supported"),
+            "{}",
+            unknown.message
+        );
+        assert_eq!(many.entries()[0].targets, ["eng_Latn", "fra_Latn"]);
     }
 
     #[test]

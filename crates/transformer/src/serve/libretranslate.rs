@@ -16,7 +16,7 @@ use super::body::{self, Accepts};
 use super::error::ApiError;
 use super::languages::name_of;
 use crate::document::html::HtmlJob;
-use crate::document::{DocumentFormat, Prepared, SentenceBatch};
+use crate::document::{DocumentFormat, Prepared, SentenceBatch, SentenceSplitter};
 use crate::infer::settings::DecodeOptions;
 use crate::infer::settings::{self, DecodeRequest};
 use crate::infer::translator::Translation;
@@ -45,8 +45,8 @@ pub async fn translate(
         |r: &TranslateRequest| r.api_key.clone(),
     )?;
     let (texts, is_list) = body::texts(request.q)?;
-    let detected = state
-        .pair
+    let checked = state
+        .languages
         .check(request.source.as_deref(), request.target.as_deref())?;
     let html = match request.format.as_deref() {
         None | Some("") | Some("text") => false,
@@ -64,10 +64,11 @@ pub async fn translate(
         ..DecodeRequest::default()
     };
     let options = state.decode_options(asked, settings::LIBRETRANSLATE_FIELDS)?;
+    let (options, splitter) = state.in_languages(&checked, options)?;
     let results = if html {
-        translate_html(&state, &texts, options).await?
+        translate_html(&state, &texts, options, &splitter).await?
     } else {
-        let batch = SentenceBatch::new(&state.splitter, &texts);
+        let batch = SentenceBatch::new(&splitter, &texts);
         state.check_texts(&texts, batch.sentences(), &options)?;
         let translations = state.translate(batch.sentences().to_vec(), options).await?;
         (0..texts.len())
@@ -77,7 +78,7 @@ pub async fn translate(
     Ok(Json(response(
         &results,
         is_list,
-        detected.then(|| state.pair.source.as_str()),
+        checked.detected.then_some(checked.pair.source.as_str()),
         alternatives > 0,
     )))
 }
@@ -88,13 +89,14 @@ async fn translate_html(
     state: &Shared,
     texts: &[String],
     options: DecodeOptions,
+    splitter: &SentenceSplitter,
 ) -> Result<Vec<TextResult>, ApiError> {
     let prepared: Vec<Prepared> = texts
         .iter()
         .map(|text| {
             let job = HtmlJob::parse(text)
                 .map_err(|e| ApiError::bad_request(format!("invalid request: {e:#}")))?;
-            Ok(Prepared::new(Box::new(job), &state.splitter))
+            Ok(Prepared::new(Box::new(job), splitter))
         })
         .collect::<Result<_, ApiError>>()?;
     let sentences: Vec<String> = prepared
@@ -220,9 +222,10 @@ pub fn supported_formats() -> Vec<&'static str> {
         .collect()
 }
 
-/// `GET /languages` (LibreTranslate also takes POST): the source with its target.
+/// `GET /languages` (LibreTranslate also takes POST): the source with its target, or every
+/// language of a multilingual model with every other as its targets.
 pub async fn languages(State(state): State<Shared>) -> Json<Value> {
-    Json(json!(state.pair.entries()))
+    Json(json!(state.languages.entries()))
 }
 
 #[derive(Debug, Deserialize)]
@@ -231,8 +234,9 @@ struct DetectRequest {
     api_key: Option<String>,
 }
 
-/// `POST /detect`: the model reads one language, so that is the only candidate (as
-/// LibreTranslate answers with a single language installed).
+/// `POST /detect`: a model of one pair reads one language, so that is the only candidate (as
+/// LibreTranslate answers with a single language installed); a multilingual model's server
+/// detects nothing and answers with its default source, or refuses without one.
 pub async fn detect(
     State(state): State<Shared>,
     headers: HeaderMap,
@@ -244,7 +248,14 @@ pub async fn detect(
         })?;
     let (texts, is_list) = body::texts(request.q)?;
     state.check_count(&texts)?;
-    let candidates = json!([{ "confidence": 100.0, "language": state.pair.source }]);
+    let Some(default) = &state.languages.default else {
+        return Err(ApiError::bad_request(format!(
+            "invalid request: this server does not detect languages and has no default \
+             source language ({} name one)",
+            state.names.languages
+        )));
+    };
+    let candidates = json!([{ "confidence": 100.0, "language": default.source }]);
     Ok(Json(if is_list {
         json!(vec![candidates; texts.len()])
     } else {
@@ -254,7 +265,7 @@ pub async fn detect(
 
 /// `GET /frontend/settings`: what LibreTranslate's page (and this server's) needs to know.
 pub async fn settings(State(state): State<Shared>) -> Json<Value> {
-    let pair = &state.pair;
+    let pair = state.languages.first_pair();
     Json(json!({
         "charLimit": state.limits.max_chars,
         "keyRequired": state.key.required(),

@@ -36,14 +36,13 @@ pub use connections::ConnectionLimits;
 pub use files::FileSettings;
 pub use setting_names::ServeSettingNames;
 
-use crate::checkpoint::Checkpoint;
 use crate::document::SentenceSplitter;
 use crate::infer::settings::Resolver;
 use crate::infer::Translator;
 use app::AppState;
 use auth::ApiKey;
 use files::FileStore;
-use languages::LanguagePair;
+use languages::{LanguagePair, Languages};
 use prometheus::ServerCounters;
 
 /// How to serve.
@@ -80,8 +79,11 @@ pub fn serve(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
     let names = settings.names;
-    let pair = language_pair(translator.checkpoint(), names.languages)?;
-    let splitter = SentenceSplitter::new(Some(&pair.source), settings.sentence_split);
+    let languages = languages(&translator, names.languages)?;
+    let splitter = SentenceSplitter::new(
+        Some(&languages.first_pair().source),
+        settings.sentence_split,
+    );
     let files = settings
         .files
         .map(|files| FileStore::open(files, names.files_dir))
@@ -94,7 +96,7 @@ pub fn serve(
         translator,
         queue,
         metrics,
-        pair,
+        languages,
         key: ApiKey::new(settings.api_key, names.api_key),
         limits: settings.limits,
         names,
@@ -162,25 +164,40 @@ fn serve_http(
     })
 }
 
-/// The checkpoint's `data.source_lang` and `data.target_lang`, which clients name; where it
-/// names none, the error says to give them as `setting`.
-fn language_pair(checkpoint: &Checkpoint, setting: &str) -> anyhow::Result<LanguagePair> {
+/// The languages `translator` translates: a multilingual model's codes, with the pair named
+/// at start (if any) as the default; else the checkpoint's `data.source_lang` and
+/// `data.target_lang`, which clients name, and where it names none, the error says to give
+/// them as `setting`.
+fn languages(translator: &Translator, setting: &str) -> anyhow::Result<Languages> {
+    let checkpoint = translator.checkpoint();
     let data = &checkpoint.config.data;
-    match (&data.source_lang, &data.target_lang) {
-        (Some(source), Some(target)) => Ok(LanguagePair {
+    let default = match (&data.source_lang, &data.target_lang) {
+        (Some(source), Some(target)) => Some(LanguagePair {
             source: source.clone(),
             target: target.clone(),
         }),
-        _ if crate::checkpoint::marian::is_hugging_face_dir(&checkpoint.dir) => anyhow::bail!(
+        _ => None,
+    };
+    if let Some(codes) = translator.languages() {
+        return Ok(Languages { default, codes });
+    }
+    if default.is_some() {
+        return Ok(Languages {
+            default,
+            codes: Vec::new(),
+        });
+    }
+    if crate::checkpoint::hugging_face::is_hugging_face_dir(&checkpoint.dir) {
+        anyhow::bail!(
             "{} does not say which languages it translates; pass {setting} (e.g. de and en), \
              or add source_lang and target_lang to its tokenizer_config.json",
             checkpoint.dir.display()
-        ),
-        _ => anyhow::bail!(
-            "{} does not say which languages it translates; pass {setting} (e.g. de and en), \
-             or add data.source_lang and data.target_lang to its config.toml (or to the \
-             training config for new runs)",
-            checkpoint.dir.display()
-        ),
+        )
     }
+    anyhow::bail!(
+        "{} does not say which languages it translates; pass {setting} (e.g. de and en), \
+         or add data.source_lang and data.target_lang to its config.toml (or to the \
+         training config for new runs)",
+        checkpoint.dir.display()
+    )
 }

@@ -34,6 +34,9 @@ struct TranslateRequest {
     length_penalty: Option<f64>,
     max_len: Option<usize>,
     n_best: Option<usize>,
+    /// A multilingual model's languages (both, or neither for the server's default pair).
+    source: Option<String>,
+    target: Option<String>,
     api_key: Option<String>,
 }
 
@@ -51,8 +54,12 @@ pub async fn translate(
         bearer(&headers).or(r.api_key.as_deref()).map(str::to_owned)
     })?;
     let options = options(&state, &request)?;
+    let checked = state
+        .languages
+        .check_optional(request.source.as_deref(), request.target.as_deref())?;
+    let (options, splitter) = state.in_languages(&checked, options)?;
     let (texts, _) = body::texts(Some(request.q))?;
-    let batch = SentenceBatch::new(&state.splitter, &texts);
+    let batch = SentenceBatch::new(&splitter, &texts);
     state.check_texts(&texts, batch.sentences(), &options)?;
     let all = state.translate(batch.sentences().to_vec(), options).await?;
     let mut first = 0;
@@ -120,6 +127,12 @@ pub async fn attention(
     state
         .key
         .check(bearer(&headers).or(query.api_key.as_deref()))?;
+    if state.languages.multilingual() {
+        return Err(ApiError::bad_request(
+            "invalid request: attention is drawn for models of one language pair; this server's \
+             is multilingual",
+        ));
+    }
     let text = normalize_sentence(query.q.as_deref().unwrap_or(""));
     let tokens = state
         .translator
@@ -141,14 +154,7 @@ pub async fn attention(
         .config
         .model
         .max_len
-        .saturating_sub(
-            state
-                .translator
-                .checkpoint()
-                .tokenizers
-                .specials()
-                .source_overhead(),
-        );
+        .saturating_sub(state.translator.checkpoint().tokenizers.source_overhead());
     if tokens > MAX_ATTENTION_TOKENS.min(readable) {
         return Err(ApiError::bad_request(format!(
             "invalid request: the sentence has {tokens} tokens; attention is drawn for at most \
@@ -217,8 +223,9 @@ pub async fn health(State(state): State<Shared>) -> Json<Value> {
     Json(json!({
         "status": "ok",
         "checkpoint": state.translator.checkpoint().dir.display().to_string(),
-        "source": state.pair.source,
-        "target": state.pair.target,
+        "source": state.languages.default.as_ref().map(|p| &p.source),
+        "target": state.languages.default.as_ref().map(|p| &p.target),
+        "languages": state.languages.codes.len().max(2),
         "device": state.device,
         "max_batch": state.max_batch,
         "queued_sentences": state.queue.len(),

@@ -12,7 +12,7 @@ mod sentencepiece_bpe;
 mod sentencepiece_learn;
 pub mod specials;
 pub mod tokenizer;
-mod tokenizer_pair;
+pub(crate) mod tokenizer_pair;
 pub mod vocab;
 
 pub use sentencepiece_learn::MAX_SENTENCE_BYTES as SENTENCEPIECE_MAX_SENTENCE_BYTES;

@@ -12,6 +12,14 @@ use std::path::Path;
 use anyhow::{bail, Context};
 
 use super::sentencepiece::SentencePiece;
+use super::specials::{LanguageIds, SpecialIds};
+use super::vocab::Encoded;
+
+/// The files transformers saves a multilingual tokenizer in.
+pub const TOKENIZER_CONFIG_FILE: &str = "tokenizer_config.json";
+pub const M2M100_MODEL_FILE: &str = "sentencepiece.bpe.model";
+pub const M2M100_VOCAB_FILE: &str = "vocab.json";
+pub const NLLB_TOKENIZER_FILE: &str = "tokenizer.json";
 
 /// M2M100's language codes (`language_codes = "m2m100"`), in the order their tokens follow
 /// the dictionary.
@@ -41,6 +49,7 @@ enum Pieces {
         model: Box<SentencePiece>,
         ids: HashMap<String, u32>,
         tokens: Vec<String>,
+        madeup_words: usize,
     },
     /// NLLB: `tokenizer.json` as it is.
     Nllb {
@@ -54,42 +63,47 @@ pub struct MultilingualTokenizer {
     pieces: Pieces,
     /// (code, token id), in the tokenizer's order.
     languages: Vec<(String, u32)>,
+    /// The files it was read from, to be saved beside a fine-tuned checkpoint.
+    files: Vec<(&'static str, Vec<u8>)>,
 }
 
 impl MultilingualTokenizer {
     /// The tokenizer of the Hugging Face directory `dir`, by its `tokenizer_config.json`'s
     /// `tokenizer_class`; an error names the file that is missing or wrong.
     pub fn load(dir: &Path) -> anyhow::Result<Self> {
-        let config_path = dir.join("tokenizer_config.json");
-        let config: serde_json::Value = serde_json::from_str(
-            &std::fs::read_to_string(&config_path)
-                .with_context(|| format!("cannot read {}", config_path.display()))?,
-        )
-        .with_context(|| format!("{} is not JSON", config_path.display()))?;
-        match config["tokenizer_class"].as_str() {
-            Some("M2M100Tokenizer") => Self::m2m100(dir, &config),
-            Some("NllbTokenizer" | "NllbTokenizerFast") => Self::nllb(dir, &config),
+        let config_path = dir.join(TOKENIZER_CONFIG_FILE);
+        let config_bytes = read(&config_path)?;
+        let config: serde_json::Value = serde_json::from_slice(&config_bytes)
+            .map_err(|e| anyhow::anyhow!("{} is not valid JSON: {e}", config_path.display()))?;
+        let mut tokenizer = match config["tokenizer_class"].as_str() {
+            Some("M2M100Tokenizer") => Self::m2m100(dir, &config)?,
+            Some("NllbTokenizer" | "NllbTokenizerFast") => Self::nllb(dir, &config)?,
             other => bail!(
                 "{} names the tokenizer {other:?}; a multilingual model's is M2M100Tokenizer or \
                  NllbTokenizer",
                 config_path.display()
             ),
-        }
+        };
+        tokenizer
+            .files
+            .insert(0, (TOKENIZER_CONFIG_FILE, config_bytes));
+        Ok(tokenizer)
     }
 
     fn m2m100(dir: &Path, config: &serde_json::Value) -> anyhow::Result<Self> {
-        let model = SentencePiece::load(&dir.join("sentencepiece.bpe.model"))?;
-        let vocab_path = dir.join("vocab.json");
-        let ids: HashMap<String, u32> = serde_json::from_str(
-            &std::fs::read_to_string(&vocab_path)
-                .with_context(|| format!("cannot read {}", vocab_path.display()))?,
-        )
-        .with_context(|| {
-            format!(
-                "{} is not a JSON map of tokens to ids",
-                vocab_path.display()
-            )
-        })?;
+        let model_path = dir.join(M2M100_MODEL_FILE);
+        let model_bytes = read(&model_path)?;
+        let model = SentencePiece::from_bytes(&model_bytes)
+            .with_context(|| format!("{} is not a SentencePiece model", model_path.display()))?;
+        let vocab_path = dir.join(M2M100_VOCAB_FILE);
+        let vocab_bytes = read(&vocab_path)?;
+        let ids: HashMap<String, u32> =
+            serde_json::from_slice(&vocab_bytes).with_context(|| {
+                format!(
+                    "{} is not a JSON map of tokens to ids",
+                    vocab_path.display()
+                )
+            })?;
         let codes = match config["language_codes"].as_str().unwrap_or("m2m100") {
             "m2m100" => M2M100_LANGUAGES,
             "wmt21" => WMT21_LANGUAGES,
@@ -113,19 +127,27 @@ impl MultilingualTokenizer {
                 ),
             }
         }
+        // fairseq's dictionary ends with words no text has, which the model's table counts.
+        let madeup_words = config["num_madeup_words"].as_u64().unwrap_or(8) as usize;
         Ok(Self {
             pieces: Pieces::M2m100 {
                 model: Box::new(model),
                 ids,
                 tokens,
+                madeup_words,
             },
             languages,
+            files: vec![
+                (M2M100_MODEL_FILE, model_bytes),
+                (M2M100_VOCAB_FILE, vocab_bytes),
+            ],
         })
     }
 
     fn nllb(dir: &Path, config: &serde_json::Value) -> anyhow::Result<Self> {
-        let path = dir.join("tokenizer.json");
-        let mut tokenizer = tokenizers::Tokenizer::from_file(&path)
+        let path = dir.join(NLLB_TOKENIZER_FILE);
+        let bytes = read(&path)?;
+        let mut tokenizer = tokenizers::Tokenizer::from_bytes(&bytes)
             .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))?;
         // A saved file may carry the truncation and padding its last user set; transformers
         // applies neither unless asked, and a long source is cut by the caller, who says so.
@@ -147,13 +169,145 @@ impl MultilingualTokenizer {
                 path.display()
             );
         }
+        let mut files = vec![(NLLB_TOKENIZER_FILE, bytes)];
+        // transformers' slow NllbTokenizer reads the SentencePiece model; kept to be saved.
+        if let Ok(model) = std::fs::read(dir.join(M2M100_MODEL_FILE)) {
+            files.push((M2M100_MODEL_FILE, model));
+        }
         Ok(Self {
             pieces: Pieces::Nllb {
                 tokenizer: Box::new(tokenizer),
                 legacy: config["legacy_behaviour"].as_bool().unwrap_or(false),
             },
             languages,
+            files,
         })
+    }
+
+    /// Whether `dir` holds a multilingual tokenizer: its `tokenizer_config.json` names one.
+    pub fn is_in(dir: &Path) -> bool {
+        std::fs::read(dir.join(TOKENIZER_CONFIG_FILE))
+            .ok()
+            .and_then(|bytes| serde_json::from_slice::<serde_json::Value>(&bytes).ok())
+            .and_then(|config| config["tokenizer_class"].as_str().map(str::to_string))
+            .is_some_and(|class| class.starts_with("M2M100") || class.starts_with("Nllb"))
+    }
+
+    /// The files it was read from, (name, contents), to be saved beside a checkpoint.
+    pub fn files(&self) -> &[(&'static str, Vec<u8>)] {
+        &self.files
+    }
+
+    /// Whether a source's language token follows its `</s>` (NLLB's `legacy_behaviour`).
+    pub fn legacy_framing(&self) -> bool {
+        matches!(self.pieces, Pieces::Nllb { legacy: true, .. })
+    }
+
+    /// The ids of the language pair `source` -> `target`; an unknown code is an error that
+    /// lists codes like it.
+    pub fn pair(&self, source: &str, target: &str) -> anyhow::Result<LanguageIds> {
+        let id = |code: &str| {
+            self.language_id(code).ok_or_else(|| {
+                anyhow::anyhow!(
+                    "{code:?} is not one of this model's {} language codes; it has {}",
+                    self.languages.len(),
+                    self.codes_like(code)
+                )
+            })
+        };
+        Ok(LanguageIds {
+            source: id(source)?,
+            target: id(target)?,
+        })
+    }
+
+    /// A few codes for an error about `code`: those that start as it does (`de` finds
+    /// `deu_Latn`), else the first few, each list ending with how many are left out.
+    pub fn codes_like(&self, code: &str) -> String {
+        const SHOWN: usize = 8;
+        let prefix: String = code.chars().take(2).collect::<String>().to_lowercase();
+        let mut like: Vec<&str> = self
+            .languages()
+            .filter(|c| !prefix.is_empty() && c.to_lowercase().starts_with(&prefix))
+            .collect();
+        if like.is_empty() {
+            like = self.languages().collect();
+        }
+        let more = like.len().saturating_sub(SHOWN);
+        let shown = like[..like.len().min(SHOWN)].join(", ");
+        match more {
+            0 => shown,
+            n => format!("{shown} and {n} more"),
+        }
+    }
+
+    /// The size of the vocabulary the model's tables number: the pieces, the language
+    /// tokens and (M2M100) fairseq's made-up words.
+    pub fn vocab_size(&self) -> usize {
+        match &self.pieces {
+            Pieces::M2m100 {
+                tokens,
+                madeup_words,
+                ..
+            } => tokens.len() + self.languages.len() + madeup_words,
+            Pieces::Nllb { tokenizer, .. } => tokenizer.get_vocab_size(true),
+        }
+    }
+
+    /// The token of `id`, as the tokenizer names it.
+    pub fn token(&self, id: u32) -> String {
+        if let Some((code, _)) = self.languages.iter().find(|l| l.1 == id) {
+            return match &self.pieces {
+                Pieces::M2m100 { .. } => format!("__{code}__"),
+                Pieces::Nllb { .. } => code.clone(),
+            };
+        }
+        match &self.pieces {
+            Pieces::M2m100 { tokens, .. } => {
+                tokens.get(id as usize).cloned().unwrap_or_else(|| {
+                    let first_madeup = (tokens.len() + self.languages.len()) as u32;
+                    format!("madeupword{:04}", id.saturating_sub(first_madeup))
+                })
+            }
+            Pieces::Nllb { tokenizer, .. } => tokenizer
+                .id_to_token(id)
+                .unwrap_or_else(|| "<unk>".to_string()),
+        }
+    }
+
+    /// `text`'s pieces as ids, nothing around them (the language and `</s>` are the
+    /// framing: [`SpecialIds::multilingual`]), and the pieces that became `<unk>`.
+    pub fn encode(&self, text: &str) -> anyhow::Result<Encoded> {
+        match &self.pieces {
+            Pieces::M2m100 { model, ids, .. } => {
+                let mut unknown = Vec::new();
+                let ids = model
+                    .pieces(text)?
+                    .into_iter()
+                    .map(|piece| {
+                        ids.get(&piece).copied().unwrap_or_else(|| {
+                            unknown.push(piece.trim_start_matches('▁').to_string());
+                            UNK
+                        })
+                    })
+                    .collect();
+                Ok(Encoded { ids, unknown })
+            }
+            Pieces::Nllb { tokenizer, .. } => {
+                let encoding = tokenizer
+                    .encode(text, false)
+                    .map_err(|e| anyhow::anyhow!("cannot segment {text:?}: {e}"))?;
+                let unknown = (encoding.get_ids().iter())
+                    .zip(encoding.get_offsets())
+                    .filter(|(&id, _)| id == UNK)
+                    .map(|(_, &(start, end))| text.get(start..end).unwrap_or("?").to_string())
+                    .collect();
+                Ok(Encoded {
+                    ids: encoding.get_ids().to_vec(),
+                    unknown,
+                })
+            }
+        }
     }
 
     /// The language codes, in the tokenizer's order.
@@ -172,14 +326,9 @@ impl MultilingualTokenizer {
     /// The ids of `text` in language `lang` as the encoder reads them: framed by the language's
     /// token and `</s>`, as the family's tokenizer frames a source.
     pub fn encode_source(&self, text: &str, lang: &str) -> anyhow::Result<Vec<u32>> {
-        let Some(lang_id) = self.language_id(lang) else {
-            bail!("{lang:?} is not one of this model's languages");
-        };
-        let pieces = self.piece_ids(text)?;
-        Ok(match &self.pieces {
-            Pieces::Nllb { legacy: true, .. } => [&pieces[..], &[EOS, lang_id]].concat(),
-            _ => [&[lang_id][..], &pieces, &[EOS]].concat(),
-        })
+        let pair = self.pair(lang, lang)?;
+        let specials = SpecialIds::multilingual(Some(pair), self.legacy_framing());
+        Ok(specials.source(&self.encode(text)?.ids))
     }
 
     /// The first ids a translation into `lang` decodes from: `</s>` (the decoder's start)
@@ -210,22 +359,6 @@ impl MultilingualTokenizer {
                 .map_err(|e| anyhow::anyhow!("cannot decode {ids:?}: {e}")),
         }
     }
-
-    /// The ids of `text`'s pieces, nothing around them.
-    fn piece_ids(&self, text: &str) -> anyhow::Result<Vec<u32>> {
-        match &self.pieces {
-            Pieces::M2m100 { model, ids, .. } => Ok(model
-                .pieces(text)?
-                .iter()
-                .map(|piece| ids.get(piece).copied().unwrap_or(UNK))
-                .collect()),
-            Pieces::Nllb { tokenizer, .. } => Ok(tokenizer
-                .encode(text, false)
-                .map_err(|e| anyhow::anyhow!("cannot segment {text:?}: {e}"))?
-                .get_ids()
-                .to_vec()),
-        }
-    }
 }
 
 /// Whether `token` is shaped as an NLLB language code: three lowercase letters, `_`, a
@@ -237,4 +370,9 @@ fn is_nllb_code(token: &str) -> bool {
         && bytes[3] == b'_'
         && bytes[4].is_ascii_uppercase()
         && bytes[5..].iter().all(u8::is_ascii_lowercase)
+}
+
+/// The bytes of `path`, an error naming it.
+fn read(path: &Path) -> anyhow::Result<Vec<u8>> {
+    std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))
 }

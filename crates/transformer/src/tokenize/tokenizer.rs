@@ -11,6 +11,7 @@ use super::bpe::{encode_in_pieces, word_in_pieces, WordIdsCache, WORD_CACHE_WORD
 use crate::corpus::normalize_sentence;
 use crate::tokenize::long_words;
 use crate::tokenize::marian::MarianTokenizer;
+use crate::tokenize::multilingual::MultilingualTokenizer;
 use crate::tokenize::specials::{UNK, UNK_ID};
 use crate::tokenize::vocab::{tokenize, Encoded, Vocab};
 
@@ -27,6 +28,8 @@ pub enum TextTokenizer {
     Bpe(Box<Tokenizer>),
     /// One side of a MarianMT directory's SentencePiece tokenizer.
     Marian(MarianSide),
+    /// An M2M100 / NLLB-200 directory's tokenizer, both sides' (languages are the framing's).
+    Multilingual(Arc<MultilingualTokenizer>),
 }
 
 /// Which side of a Marian tokenizer a [`TextTokenizer::Marian`] is.
@@ -80,6 +83,7 @@ impl TextTokenizer {
                     unknown: encoded.unknown,
                 })
             }
+            Self::Multilingual(tokenizer) => tokenizer.encode(text),
         }
     }
 
@@ -97,6 +101,7 @@ impl TextTokenizer {
                 .decode(ids, true)
                 .map_err(|e| anyhow!("cannot decode ids {ids:?}: {e}")),
             Self::Marian(side) => Ok(side.tokenizer.decode(ids)),
+            Self::Multilingual(tokenizer) => tokenizer.decode(ids),
         }
     }
 
@@ -106,6 +111,7 @@ impl TextTokenizer {
             Self::Word(vocab) => vocab.token(id).to_string(),
             Self::Bpe(tokenizer) => tokenizer.id_to_token(id).unwrap_or_else(|| UNK.into()),
             Self::Marian(side) => side.tokenizer.piece(id, side.target),
+            Self::Multilingual(tokenizer) => tokenizer.token(id),
         }
     }
 
@@ -115,6 +121,7 @@ impl TextTokenizer {
             Self::Bpe(tokenizer) => tokenizer.get_vocab_size(true),
             Self::Marian(side) if side.target => side.tokenizer.target_vocab_size(),
             Self::Marian(side) => side.tokenizer.source_vocab_size(),
+            Self::Multilingual(tokenizer) => tokenizer.vocab_size(),
         }
     }
 }

@@ -1,6 +1,6 @@
 //! The tokenizers of a model's two sides, learned from a corpus or loaded from a checkpoint
-//! (one joint BPE or a vocabulary per side, MarianMT's SentencePiece models), and the special
-//! ids they frame sentences with.
+//! (one joint BPE or a vocabulary per side, MarianMT's SentencePiece models, a multilingual
+//! model's one tokenizer and its languages), and the special ids they frame sentences with.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -11,7 +11,8 @@ use crate::config::{DataConfig, TokenizerKind};
 use crate::corpus::SentencePair;
 use crate::tokenize::marian::MarianTokenizer;
 use crate::tokenize::marian_learn::learn_marian;
-use crate::tokenize::specials::SpecialIds;
+use crate::tokenize::multilingual::MultilingualTokenizer;
+use crate::tokenize::specials::{LanguageIds, SpecialIds};
 use crate::tokenize::tokenizer::{
     marian_is_for_translation, MarianSide, TextTokenizer, JOINT_TOKENIZER_FILE, SRC_TOKENIZER_FILE,
     SRC_VOCAB_FILE, TGT_TOKENIZER_FILE, TGT_VOCAB_FILE,
@@ -25,6 +26,9 @@ pub struct Tokenizers {
     pub tgt: TextTokenizer,
     /// One BPE vocabulary shared by both sides.
     pub joint: bool,
+    /// A multilingual model's language pair, once named ([`Self::name_languages`]): what its
+    /// sentences are framed with unless a caller names another.
+    pub languages: Option<LanguageIds>,
 }
 
 impl Tokenizers {
@@ -41,7 +45,38 @@ impl Tokenizers {
             src: side(false),
             tgt: side(true),
             joint: tokenizer.shared_vocabulary(),
+            languages: None,
         }
+    }
+
+    /// An M2M100 / NLLB-200 directory's tokenizer, both sides, no language pair named yet.
+    pub fn multilingual(tokenizer: MultilingualTokenizer) -> Self {
+        let tokenizer = TextTokenizer::Multilingual(Arc::new(tokenizer));
+        Self {
+            src: tokenizer.clone(),
+            tgt: tokenizer,
+            joint: true,
+            languages: None,
+        }
+    }
+
+    /// The multilingual tokenizer, for a multilingual model.
+    pub fn multilingual_tokenizer(&self) -> Option<&MultilingualTokenizer> {
+        match &self.src {
+            TextTokenizer::Multilingual(tokenizer) => Some(tokenizer),
+            _ => None,
+        }
+    }
+
+    /// Names the language pair a multilingual model translates unless a caller names another
+    /// (`source` and `target` codes as its tokenizer spells them: `de`, `deu_Latn`); an
+    /// unknown code is an error listing some it knows. Other models have no language
+    /// tokens, and this does nothing.
+    pub fn name_languages(&mut self, source: &str, target: &str) -> anyhow::Result<()> {
+        if let Some(tokenizer) = self.multilingual_tokenizer() {
+            self.languages = Some(tokenizer.pair(source, target)?);
+        }
+        Ok(())
     }
 
     /// The warning for a source that a multilingual MarianMT model needs a target-language
@@ -49,19 +84,39 @@ impl Tokenizers {
     pub fn missing_language_token(&self, text: &str) -> Option<String> {
         match &self.src {
             TextTokenizer::Marian(side) => side.tokenizer.missing_language_token(text),
-            TextTokenizer::Word(_) | TextTokenizer::Bpe(_) => None,
+            TextTokenizer::Word(_) | TextTokenizer::Bpe(_) | TextTokenizer::Multilingual(_) => None,
         }
     }
 
-    /// The special ids of these vocabularies and how they frame a sentence.
+    /// The special ids of these vocabularies and how they frame a sentence (a multilingual
+    /// model's: in the language pair named).
     pub fn specials(&self) -> SpecialIds {
+        self.specials_in(self.languages)
+    }
+
+    /// [`Self::specials`], a multilingual model's sentences framed in `languages` instead.
+    pub fn specials_in(&self, languages: Option<LanguageIds>) -> SpecialIds {
         match &self.tgt {
             TextTokenizer::Marian(side) => {
                 let t = &side.tokenizer;
                 SpecialIds::marian(t.pad, t.eos, t.unk)
             }
+            TextTokenizer::Multilingual(t) => {
+                SpecialIds::multilingual(languages, t.legacy_framing())
+            }
             TextTokenizer::Word(_) | TextTokenizer::Bpe(_) => SpecialIds::ours(),
         }
+    }
+
+    /// Positions a source's specials take, whatever its language.
+    pub fn source_overhead(&self) -> usize {
+        // A multilingual source always carries its language's token.
+        let any_pair = LanguageIds {
+            source: 0,
+            target: 0,
+        };
+        self.specials_in(self.languages.or(Some(any_pair)))
+            .source_overhead()
     }
 
     /// The model dimensions these tokenizers fix: the two vocabulary sizes.
@@ -93,6 +148,7 @@ impl Tokenizers {
                         cfg.min_freq,
                     )),
                     joint: false,
+                    languages: None,
                 })
             }
             TokenizerKind::Bpe if cfg.joint_vocab => {
@@ -101,12 +157,14 @@ impl Tokenizers {
                     src: joint.clone(),
                     tgt: joint,
                     joint: true,
+                    languages: None,
                 })
             }
             TokenizerKind::Bpe => Ok(Self {
                 src: TextTokenizer::bpe(learn_bpe(sources(), cfg)?),
                 tgt: TextTokenizer::bpe(learn_bpe(targets(), cfg)?),
                 joint: false,
+                languages: None,
             }),
             TokenizerKind::Marian => Ok(Self::marian(learn_marian(
                 sources(),
@@ -114,6 +172,7 @@ impl Tokenizers {
                 cfg.vocab_size,
                 cfg.joint_vocab,
             )?)),
+            TokenizerKind::Multilingual => Err(multilingual_is_pretrained()),
         }
     }
 
@@ -130,11 +189,13 @@ impl Tokenizers {
             }
             TokenizerKind::Bpe => TextTokenizer::bpe(learn_bpe(texts, cfg)?),
             TokenizerKind::Marian => return Err(marian_is_for_translation()),
+            TokenizerKind::Multilingual => return Err(multilingual_is_pretrained()),
         };
         Ok(Self {
             src: tgt.clone(),
             tgt,
             joint: cfg.tokenizer == TokenizerKind::Bpe && cfg.joint_vocab,
+            languages: None,
         })
     }
 
@@ -153,6 +214,7 @@ impl Tokenizers {
                 (TGT_TOKENIZER_FILE, bpe_json(tgt)?.into_bytes()),
             ],
             (TextTokenizer::Marian(side), _) => side.tokenizer.files().to_vec(),
+            (TextTokenizer::Multilingual(tokenizer), _) => tokenizer.files().to_vec(),
             _ => anyhow::bail!("mixed word and BPE tokenizers are not supported"),
         })
     }
@@ -179,6 +241,7 @@ impl Tokenizers {
                     src: TextTokenizer::Word(Vocab::load(&src_vocab)?),
                     tgt: TextTokenizer::Word(Vocab::load(&dir.join(TGT_VOCAB_FILE))?),
                     joint: false,
+                    languages: None,
                 }
             }
             TokenizerKind::Bpe if cfg.joint_vocab => {
@@ -187,14 +250,31 @@ impl Tokenizers {
                     src: tokenizer.clone(),
                     tgt: tokenizer,
                     joint: true,
+                    languages: None,
                 }
             }
             TokenizerKind::Bpe => Self {
                 src: load_bpe(&dir.join(SRC_TOKENIZER_FILE))?,
                 tgt: load_bpe(&dir.join(TGT_TOKENIZER_FILE))?,
                 joint: false,
+                languages: None,
             },
             TokenizerKind::Marian => Self::marian(MarianTokenizer::load(dir)?),
+            TokenizerKind::Multilingual => {
+                let mut tokenizers = Self::multilingual(MultilingualTokenizer::load(dir)?);
+                if let (Some(source), Some(target)) = (&cfg.source_lang, &cfg.target_lang) {
+                    tokenizers.name_languages(source, target)?;
+                }
+                tokenizers
+            }
         })
     }
+}
+
+/// Why a multilingual tokenizer is not learned.
+pub(crate) fn multilingual_is_pretrained() -> anyhow::Error {
+    anyhow::anyhow!(
+        "data.tokenizer = \"multilingual\" is an M2M100 / NLLB-200 model's own tokenizer and \
+         is not learned; start from such a model (training.init_from) or use \"bpe\""
+    )
 }

@@ -150,7 +150,41 @@ pub fn initial_weights(
             initial.dir.display()
         );
     }
-    Ok((initial.tokenizers, initial.weights))
+    let mut tokenizers = initial.tokenizers;
+    name_languages(&mut tokenizers, config, &initial.dir)?;
+    Ok((tokenizers, initial.weights))
+}
+
+/// A multilingual model fine-tunes in the pair `data.source_lang` -> `data.target_lang`,
+/// which must be two of its codes: its sources and targets are framed with their tokens.
+fn name_languages(
+    tokenizers: &mut crate::tokenize::Tokenizers,
+    config: &Config,
+    dir: &Path,
+) -> anyhow::Result<()> {
+    let Some(tokenizer) = tokenizers.multilingual_tokenizer() else {
+        return Ok(());
+    };
+    let data = &config.data;
+    let (Some(source), Some(target)) = (&data.source_lang, &data.target_lang) else {
+        bail!(
+            "training.init_from = {} is a multilingual model (M2M100 / NLLB-200): set \
+             data.source_lang and data.target_lang to two of its {} language codes ({}), the \
+             languages of data.train's two sides",
+            dir.display(),
+            tokenizer.languages().count(),
+            tokenizer.codes_like("")
+        );
+    };
+    for (key, code) in [("data.source_lang", source), ("data.target_lang", target)] {
+        if let Err(error) = tokenizer.pair(code, code) {
+            bail!(
+                "{key} = {code:?}: {error} (training.init_from = {})",
+                dir.display()
+            );
+        }
+    }
+    tokenizers.name_languages(source, target)
 }
 
 /// The `[model]` keys whose values differ between `ours` and `theirs` (dropout rates aside),

@@ -193,6 +193,10 @@ impl CorpusCache {
             parts.push(name.to_string());
             parts.push(hex(&Sha256::digest(&bytes)));
         }
+        // A multilingual model's ids are framed with its language pair's tokens.
+        if let Some(pair) = tokenizers.languages {
+            parts.push(format!("languages {} {}", pair.source, pair.target));
+        }
         Ok(key_of(&parts))
     }
 

@@ -10,6 +10,7 @@ use crate::config::{DataConfig, TokenizerKind};
 use crate::corpus::SentencePair;
 use crate::corpus::{stream_corpus, total_bytes, ReadCounter};
 use crate::progress::Progress;
+use crate::tokenize::tokenizer_pair::multilingual_is_pretrained;
 use crate::tokenize::vocab::{count_words, tokenize, Vocab};
 use crate::tokenize::Tokenizers;
 use crate::tokenize::{
@@ -45,6 +46,7 @@ pub fn learn_tokenizers(
             Tokenizers::learn(cfg, &pairs)?
         }
         TokenizerKind::Word | TokenizerKind::Bpe => learn_streamed(cfg, progress)?,
+        TokenizerKind::Multilingual => return Err(multilingual_is_pretrained()),
     };
     note(format!(
         "tokenizer: learned in {:.1}s",
@@ -159,12 +161,14 @@ fn learn_streamed(cfg: &DataConfig, progress: &dyn Progress) -> anyhow::Result<T
             src: tgt.clone(),
             tgt,
             joint: cfg.tokenizer == TokenizerKind::Bpe && cfg.joint_vocab,
+            languages: None,
         }
     } else {
         Tokenizers {
             src,
             tgt,
             joint: joint_bpe,
+            languages: None,
         }
     })
 }

@@ -17,7 +17,7 @@ pub fn resolver_of(
 
 /// The checkpoint's `[decode]` as a settings layer, named by the file that holds it.
 fn config_layer(loaded: &Checkpoint) -> Layer {
-    if checkpoint::marian::is_hugging_face_dir(&loaded.dir) {
+    if checkpoint::hugging_face::is_hugging_face_dir(&loaded.dir) {
         // transformers' generation settings, named as generation_config.json names them.
         let mut layer = Layer::config(&loaded.config.decode, loaded.config.source_name.clone());
         layer.names = GENERATION_CONFIG_KEYS;

@@ -2,6 +2,7 @@
 //! to.
 
 use crate::config::LengthNormalization;
+use crate::tokenize::specials::LanguageIds;
 
 /// Target tokens allowed beyond the source length when no maximum is given.
 const DEFAULT_EXTRA_TARGET_TOKENS: usize = 50;
@@ -28,6 +29,9 @@ pub struct DecodeOptions {
     /// The checkpoint's target tokens per source token, against which a translation is
     /// marked `short` (see [`crate::infer::translator::is_short`]).
     pub length_ratio: f32,
+    /// A multilingual model's language pair, where a request names one (else the pair the
+    /// model was opened with: [`crate::tokenize::Tokenizers::languages`]).
+    pub languages: Option<LanguageIds>,
 }
 
 impl DecodeOptions {
@@ -51,6 +55,7 @@ impl Default for DecodeOptions {
             end_at_max_len: false,
             renormalize: false,
             length_ratio: crate::config::DecodeConfig::UNMEASURED_LENGTH_RATIO as f32,
+            languages: None,
         }
     }
 }

@@ -47,7 +47,7 @@ impl JsonConfig {
     pub(super) fn required_count(&self, key: &str) -> anyhow::Result<usize> {
         self.count(key)?.ok_or_else(|| {
             anyhow::anyhow!(
-                "{} has no {key}, which a MarianMT config must have",
+                "{} has no {key}, which a Hugging Face model's config must have",
                 self.path.display()
             )
         })

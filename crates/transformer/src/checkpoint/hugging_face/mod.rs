@@ -1,0 +1,56 @@
+//! A Hugging Face directory of a family this tool runs, read as a checkpoint with no
+//! conversion step, and written back: MarianMT (OPUS-MT) and M2M100 / NLLB-200.
+//! `config.json` becomes the `[model]` section by its `model_type` (`families.rs`, each
+//! family's reader in `marian.rs` and `m2m100.rs` over the BART family's sizes, `bart.rs`),
+//! the weights (`model.safetensors`, or `pytorch_model.bin`) load through [`MarianFormat`]
+//! (`key_table.rs`: the BART family's names) onto the same modules as our own checkpoints,
+//! `generation_config.json` gives the `[decode]` defaults (transformers' `generate()`
+//! settings), and the tokenizer files are the family's ([`crate::tokenize::marian`],
+//! [`crate::tokenize::multilingual`]), checked against the config and the weights
+//! (`agreement.rs`). `transformer export --to hf` writes a checkpoint back as its family's
+//! directory (`export.rs`).
+
+mod agreement;
+mod bart;
+pub mod export;
+mod export_files;
+mod export_m2m100;
+mod export_marian;
+mod families;
+mod json;
+mod key_table;
+pub mod m2m100;
+mod marian;
+
+use std::path::{Path, PathBuf};
+
+pub use agreement::{check_agreement, check_sizes};
+pub use families::{model_type, read_config, MODEL_TYPES};
+pub use key_table::MarianFormat;
+
+/// transformers' names for a model directory's files.
+pub const CONFIG_JSON: &str = "config.json";
+pub const GENERATION_CONFIG_JSON: &str = "generation_config.json";
+pub const TOKENIZER_CONFIG_JSON: &str = "tokenizer_config.json";
+pub const SAFETENSORS_FILE: &str = "model.safetensors";
+pub const PYTORCH_FILE: &str = "pytorch_model.bin";
+
+/// Whether `dir` is a Hugging Face directory (a `config.json` and no config of ours).
+pub fn is_hugging_face_dir(dir: &Path) -> bool {
+    dir.join(CONFIG_JSON).is_file() && !dir.join(crate::checkpoint::CONFIG_FILE).is_file()
+}
+
+/// The weights file of a model directory: `model.safetensors`, else `pytorch_model.bin`.
+pub fn weights_file(dir: &Path) -> anyhow::Result<PathBuf> {
+    [SAFETENSORS_FILE, PYTORCH_FILE]
+        .into_iter()
+        .map(|name| dir.join(name))
+        .find(|path| path.is_file())
+        .ok_or_else(|| {
+            anyhow::anyhow!(
+                "{} has a {CONFIG_JSON} but neither {SAFETENSORS_FILE} nor {PYTORCH_FILE}; \
+                 download the model's weights too (git lfs pull in a cloned Hub repository)",
+                dir.display()
+            )
+        })
+}

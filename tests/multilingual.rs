@@ -1,0 +1,238 @@
+//! M2M100 and NLLB-200 directories through the binary, against what transformers computed
+//! with the fixtures (`tests/fixtures/{m2m100,nllb}-tiny/expected.json`,
+//! scripts/make_m2m100_fixture.py): `translate --json` with `--source-lang` / `--target-lang`
+//! gives `generate()`'s ids, greedy and with its 4 beams, for every language pair, whether
+//! the sentences are decoded in one batch or one at a time; the languages are usage errors
+//! when unknown or not named; int8 decodes these families too; and `serve` lists the
+//! model's languages and translates any pair of them, LibreTranslate's way and its own.
+
+mod common;
+
+use std::path::Path;
+
+use serde_json::{json, Value};
+
+use common::server::{assert_error, get, post_json, Server};
+use common::{transformer, translated_ids, translated_json};
+
+const FAMILIES: [&str; 2] = ["m2m100", "nllb"];
+
+fn dir(family: &str) -> String {
+    format!("tests/fixtures/{family}-tiny")
+}
+
+fn expected(family: &str) -> Value {
+    let path = format!("{}/expected.json", dir(family));
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+fn strings(value: &Value) -> Vec<String> {
+    serde_json::from_value(value.clone()).unwrap()
+}
+
+/// transformers' output rows as our translations' ids: `</s>` and the forced language
+/// token are the prompt, the padding is not output.
+fn generated(rows: &Value) -> Vec<Vec<u32>> {
+    let rows: Vec<Vec<u32>> = serde_json::from_value(rows.clone()).unwrap();
+    rows.into_iter()
+        .map(|row| row[2..].iter().copied().filter(|&id| id != 1).collect())
+        .collect()
+}
+
+fn language_flags(pair: &Value) -> [&str; 5] {
+    [
+        "--source-lang",
+        pair["source_lang"].as_str().unwrap(),
+        "--target-lang",
+        pair["target_lang"].as_str().unwrap(),
+        "--no-sentence-split",
+    ]
+}
+
+#[test]
+fn translate_gives_generates_ids_for_every_pair_batched_and_alone() {
+    for family in FAMILIES {
+        let dir = dir(family);
+        for pair in expected(family)["generate"].as_array().unwrap() {
+            let sources = strings(&pair["sources"]);
+            for (search, beam) in [("greedy", "1"), ("beam", "4")] {
+                let want = generated(&pair[search]["ids"]);
+                for batch in ["32", "1"] {
+                    let flags = [
+                        &language_flags(pair)[..],
+                        &["--beam", beam, "--batch-size", batch],
+                    ]
+                    .concat();
+                    let got = translated_ids(Path::new(&dir), &sources, &flags);
+                    assert_eq!(
+                        got, want,
+                        "{family} {search} {} -> {}, batches of {batch}",
+                        pair["source_lang"], pair["target_lang"]
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn the_text_leaves_the_language_token_out() {
+    for family in FAMILIES {
+        let pair = &expected(family)["generate"][0];
+        let sources = strings(&pair["sources"]);
+        let flags = [&language_flags(pair)[..], &["--beam", "1"]].concat();
+        let got = translated_json(Path::new(&dir(family)), &sources, &flags);
+        for (translation, text) in got.iter().zip(strings(&pair["greedy"]["text"])) {
+            // transformers 5's M2M100 text starts with the language token, which ours drops.
+            let want = text.trim_start_matches("__en__ ");
+            assert_eq!(translation["translation"], want, "{family}");
+            assert!(!translation["tokens"][0].as_str().unwrap().contains("__"));
+        }
+    }
+}
+
+#[test]
+fn languages_are_usage_errors_when_unknown_or_not_named() {
+    let cases: [(&str, &[&str], &[&str]); 4] = [
+        (
+            "m2m100",
+            &[],
+            &[
+                "multilingual model of 100 languages",
+                "--source-lang",
+                "af, am",
+            ],
+        ),
+        (
+            "nllb",
+            &["--source-lang", "de", "--target-lang", "eng_Latn"],
+            &["--source-lang de", "deu_Latn"],
+        ),
+        (
+            "m2m100",
+            &["--source-lang", "de", "--target-lang", "xx"],
+            &["--target-lang xx", "100 language codes"],
+        ),
+        ("nllb", &["--source-lang", "deu_Latn"], &["--target-lang"]),
+    ];
+    for (family, flags, needles) in cases {
+        let out = transformer()
+            .args(["translate", "--checkpoint", &dir(family)])
+            .args(flags)
+            .arg("Ein Hund.")
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{family} {flags:?}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+        for needle in needles {
+            assert!(stderr.contains(needle), "{family} {flags:?}: {stderr}");
+        }
+    }
+}
+
+#[test]
+fn int8_decodes_these_families_through_the_weight_forms() {
+    for family in FAMILIES {
+        let pair = &expected(family)["generate"][0];
+        let sources = strings(&pair["sources"]);
+        let flags = [&language_flags(pair)[..], &["--beam", "1"]].concat();
+        let float = common::translated_with_log_probs(Path::new(&dir(family)), &sources, &flags);
+        let int8_flags = [&flags[..], &["--compute-type", "int8"]].concat();
+        let int8 =
+            common::translated_with_log_probs(Path::new(&dir(family)), &sources, &int8_flags);
+        for ((float_ids, float_lp), (int8_ids, int8_lp)) in float.iter().zip(&int8) {
+            // Where the two agree on a prefix, its tokens' probabilities are close.
+            let same = float_ids
+                .iter()
+                .zip(int8_ids)
+                .take_while(|(a, b)| a == b)
+                .count();
+            assert!(same > 0, "{family}: int8 {int8_ids:?} vs {float_ids:?}");
+            for (a, b) in float_lp[..same].iter().zip(&int8_lp[..same]) {
+                assert!((a - b).abs() < 0.1, "{family}: {a} vs {b}");
+            }
+        }
+    }
+}
+
+#[test]
+fn a_server_lists_the_models_languages_and_translates_any_pair() {
+    let server = Server::start_with(Path::new(&dir("nllb")), &[]);
+    let (status, body) = get(&server.url("/languages"));
+    assert_eq!(status, 200);
+    let languages: Value = serde_json::from_slice(&body).unwrap();
+    let codes: Vec<&str> = (languages.as_array().unwrap().iter())
+        .map(|entry| entry["code"].as_str().unwrap())
+        .collect();
+    assert_eq!(codes.len(), 202);
+    assert!(codes.contains(&"deu_Latn") && codes.contains(&"fra_Latn"));
+    assert_eq!(languages[0]["targets"].as_array().unwrap().len(), 201);
+    for pair in expected("nllb")["generate"].as_array().unwrap() {
+        let sources = strings(&pair["sources"]);
+        let want = translated_json(
+            Path::new(&dir("nllb")),
+            &sources,
+            &[&language_flags(pair)[..], &["--beam", "4"]].concat(),
+        );
+        let (status, answer) = post_json(
+            &server.url("/translate"),
+            &json!({"q": sources, "source": pair["source_lang"], "target": pair["target_lang"]}),
+        );
+        assert_eq!(status, 200, "{answer}");
+        for (got, want) in answer["translatedText"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .zip(&want)
+        {
+            assert_eq!(got, &want["translation"]);
+        }
+        let (status, answer) = post_json(
+            &server.url("/v1/translate"),
+            &json!({"q": sources[0], "source": pair["source_lang"], "target": pair["target_lang"]}),
+        );
+        assert_eq!(status, 200, "{answer}");
+        assert_eq!(answer["translations"][0]["ids"], want[0]["ids"]);
+    }
+    for (body, want) in [
+        (
+            json!({"q": "Ein Hund.", "source": "de", "target": "eng_Latn"}),
+            "de is not supported as a source language",
+        ),
+        (
+            json!({"q": "Ein Hund.", "source": "auto", "target": "eng_Latn"}),
+            "language detection",
+        ),
+    ] {
+        let (status, answer) = post_json(&server.url("/translate"), &body);
+        assert_error(status, &answer.to_string(), 400, want);
+    }
+    let (status, answer) = post_json(&server.url("/v1/translate"), &json!({"q": "Ein Hund."}));
+    assert_error(status, &answer.to_string(), 400, "missing source");
+}
+
+#[test]
+fn a_servers_flags_name_its_default_pair() {
+    let server = Server::start_with(
+        Path::new(&dir("m2m100")),
+        &["--source-lang", "de", "--target-lang", "en"],
+    );
+    let pair = &expected("m2m100")["generate"][0];
+    let sources = strings(&pair["sources"]);
+    let (status, answer) = post_json(
+        &server.url("/v1/translate"),
+        &json!({"q": sources[1], "beam": 1}),
+    );
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(
+        answer["translations"][0]["ids"],
+        json!(generated(&pair["greedy"]["ids"])[1])
+    );
+    let (status, answer) = post_json(
+        &server.url("/translate"),
+        &json!({"q": sources[1], "source": "auto", "target": "en"}),
+    );
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["detectedLanguage"]["language"], "de");
+}
