@@ -30,6 +30,21 @@ impl Hub {
         let both = dir.path().join("both");
         let bare = dir.path().join("bare");
         std::fs::create_dir(&bare).unwrap();
+        // An M2M100 model without its SentencePiece model.
+        let m2m100_bare = dir.path().join("m2m100-bare");
+        std::fs::create_dir(&m2m100_bare).unwrap();
+        for file in [
+            "config.json",
+            "model.safetensors",
+            "tokenizer_config.json",
+            "vocab.json",
+        ] {
+            std::fs::copy(
+                Path::new("tests/fixtures/m2m100-tiny").join(file),
+                m2m100_bare.join(file),
+            )
+            .unwrap();
+        }
         for file in ["config.json", "model.safetensors"] {
             std::fs::copy(Path::new(FIXTURE).join(file), bare.join(file)).unwrap();
         }
@@ -82,6 +97,7 @@ impl Hub {
                 "--model",
                 &model("multi/nllb", Path::new("tests/fixtures/nllb-tiny")),
             ])
+            .args(["--model", &model("multi/bare", &m2m100_bare)])
             .args([
                 "--model",
                 &model("drip/model", fixture),
@@ -336,6 +352,11 @@ fn bad_names_and_damaged_downloads_are_one_line_errors_and_leave_nothing_behind(
             &["bytes/s, slower than any working link"],
         ),
         ("bare/model", Some(2), &["bare/model has no source.spm"]),
+        (
+            "multi/bare",
+            Some(2),
+            &["multi/bare has no sentencepiece.bpe.model or tokenizer.json"],
+        ),
         ("good/model@/tmp/x", Some(2), &["not a Hub name"]),
     ];
     for (name, code, needles) in cases {

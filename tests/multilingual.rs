@@ -229,10 +229,154 @@ fn a_servers_flags_name_its_default_pair() {
         answer["translations"][0]["ids"],
         json!(generated(&pair["greedy"]["ids"])[1])
     );
+    // The default pair is no detection: `auto` is refused, as /detect is.
     let (status, answer) = post_json(
         &server.url("/translate"),
         &json!({"q": sources[1], "source": "auto", "target": "en"}),
     );
+    assert_error(status, &answer.to_string(), 400, "language detection");
+    let (status, answer) = post_json(&server.url("/detect"), &json!({"q": sources[1]}));
+    assert_error(status, &answer.to_string(), 400, "does not detect");
+    // Half a pair takes the default's other half.
+    let (status, answer) = post_json(
+        &server.url("/v1/translate"),
+        &json!({"q": sources[1], "beam": 1, "target": "en"}),
+    );
     assert_eq!(status, 200, "{answer}");
-    assert_eq!(answer["detectedLanguage"]["language"], "de");
+}
+
+#[test]
+fn a_language_flag_a_model_cannot_honour_is_a_usage_error() {
+    // A model of one pair translates into its own language whatever a flag calls it (a
+    // server may rename its pair for its clients: tests/marian.rs).
+    let cases: [(&str, &[&str], &str); 2] = [
+        (
+            "tests/fixtures/marian-gelu",
+            &["translate", "--source-lang", "fr", "Ein Hund."],
+            "--source-lang fr",
+        ),
+        (
+            "tests/fixtures/nllb-tiny",
+            &["serve", "--port", "0", "--source-lang", "deu_Latn"],
+            "give --target-lang too",
+        ),
+    ];
+    for (checkpoint, args, needle) in cases {
+        let out = transformer()
+            .args(&args[..1])
+            .args(["--checkpoint", checkpoint])
+            .args(&args[1..])
+            .timeout(std::time::Duration::from_secs(20))
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(needle), "{args:?}: {stderr}");
+    }
+}
+
+#[test]
+fn an_nllb_code_cuts_sentences_by_its_languages_rules() {
+    let out = common::succeeded(
+        transformer()
+            .args(["sentences", "--lang", "deu_Latn", "--json"])
+            .arg("Wir kommen am 3. Mai. Bring z. B. Brot mit."),
+    );
+    let sentences: Vec<String> = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        sentences,
+        ["Wir kommen am 3. Mai.", "Bring z. B. Brot mit."]
+    );
+}
+
+#[test]
+fn a_vocabulary_map_never_fills_a_translation_with_the_forced_language() {
+    let dir = tempfile::tempdir().unwrap();
+    for (family, map, flags) in [
+        (
+            "m2m100",
+            "\t__fr__\n",
+            ["--source-lang", "de", "--target-lang", "en"],
+        ),
+        (
+            "nllb",
+            "\tfra_Latn eng_Latn\n",
+            ["--source-lang", "deu_Latn", "--target-lang", "eng_Latn"],
+        ),
+    ] {
+        let path = dir.path().join(format!("{family}.vmap"));
+        std::fs::write(&path, map).unwrap();
+        let got = translated_json(
+            Path::new(&self::dir(family)),
+            &["Ein Mann schläft.".to_string()],
+            &[&flags[..], &["--vocab-map", path.to_str().unwrap()]].concat(),
+        );
+        let tokens = got[0]["tokens"].as_array().unwrap();
+        let forced = flags[3];
+        assert!(
+            !tokens.iter().any(|t| t.as_str().unwrap().contains(forced)),
+            "{family}: {tokens:?}"
+        );
+    }
+}
+
+#[test]
+fn an_output_file_that_is_an_input_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let source = dir.path().join("source.txt");
+    std::fs::write(&source, "Ein Hund.\n").unwrap();
+    let cases: [&[&str]; 2] = [
+        &["translate", "--file", "source.txt", "--out", "source.txt"],
+        &[
+            "eval",
+            "--src",
+            "source.txt",
+            "--ref",
+            "source.txt",
+            "--out",
+            "source.txt",
+        ],
+    ];
+    for args in cases {
+        let out = transformer()
+            .current_dir(dir.path())
+            .args(args)
+            .args([
+                "--checkpoint",
+                &format!("{}/tests/fixtures/m2m100-tiny", env!("CARGO_MANIFEST_DIR")),
+            ])
+            .args(["--source-lang", "de", "--target-lang", "en"])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains("--out source.txt is the"), "{stderr}");
+        assert_eq!(std::fs::read_to_string(&source).unwrap(), "Ein Hund.\n");
+    }
+}
+
+#[test]
+fn a_config_whose_special_ids_are_not_the_familys_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let copy = dir.path().join("m2m100");
+    std::fs::create_dir(&copy).unwrap();
+    for entry in std::fs::read_dir(self::dir("m2m100")).unwrap() {
+        let entry = entry.unwrap();
+        std::fs::copy(entry.path(), copy.join(entry.file_name())).unwrap();
+    }
+    let config = std::fs::read_to_string(copy.join("config.json")).unwrap();
+    std::fs::write(
+        copy.join("config.json"),
+        config.replace("\"pad_token_id\": 1", "\"pad_token_id\": 5"),
+    )
+    .unwrap();
+    let out = transformer()
+        .args(["translate", "--checkpoint"])
+        .arg(&copy)
+        .args(["--source-lang", "de", "--target-lang", "en", "Ein Hund."])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("pad_token_id is 5"), "{stderr}");
 }

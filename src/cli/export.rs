@@ -8,7 +8,7 @@ use clap::Args;
 pub struct ExportArgs {
     /// Checkpoint or run directory to export
     pub checkpoint: PathBuf,
-    /// The format to write: hf (a Hugging Face MarianMT directory)
+    /// The format to write: hf (a Hugging Face directory: MarianMT, or M2M100 / NLLB-200)
     #[arg(long = "to", value_enum)]
     pub to: ExportFormat,
     /// The directory to write
@@ -22,6 +22,6 @@ pub struct ExportArgs {
 /// The formats `export` writes.
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
 pub enum ExportFormat {
-    /// `MarianMTModel.from_pretrained` and `ct2-transformers-converter` read it
+    /// transformers' `from_pretrained` and `ct2-transformers-converter` read it
     Hf,
 }

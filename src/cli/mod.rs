@@ -104,10 +104,11 @@ pub enum Command {
         after_help = "Examples:\n  transformer tokenize --checkpoint opus-mt-de-en \"Zwei Hunde spielen.\"\n                        transformer tokenize --checkpoint opus-mt-de-en --target --pieces - < refs.en"
     )]
     Tokenize(TokenizeArgs),
-    /// Write a checkpoint as a Hugging Face MarianMT directory (transformers, CTranslate2)
+    /// Write a checkpoint as a Hugging Face directory of its family (transformers, CTranslate2)
     #[command(
-        after_help = "Example:\n  transformer export --to hf runs/opus-mt-de-en-tuned --out de-en-hf\n\n                      The checkpoint must be a MarianMT model: a Hugging Face directory, or a run \
-                      fine-tuned from one (training.init_from)."
+        after_help = "Example:\n  transformer export --to hf runs/opus-mt-de-en-tuned --out de-en-hf\n\n                      The checkpoint must be a MarianMT model or an M2M100 / NLLB-200 one: a Hugging \
+                      Face directory, or a run fine-tuned from one (training.init_from); each is \
+                      written as its family's directory."
     )]
     Export(ExportArgs),
     /// Write a checkpoint's int8 copy (a quarter of the size), which every command loads directly

@@ -26,6 +26,7 @@ pub fn run(args: AttentionArgs) -> anyhow::Result<()> {
             compute_type: args.compute_type,
             ..LoadOptions::default()
         },
+        super::OnePairLanguages::Refuse,
     )?;
     if opened.languages().is_some() {
         return Err(UsageError(

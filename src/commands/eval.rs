@@ -44,6 +44,14 @@ pub fn run(args: EvalArgs) -> anyhow::Result<()> {
             .into());
         }
     }
+    if let Some(out) = &args.out {
+        let inputs = [
+            Some(("--ref", args.reference.as_path())),
+            args.src.as_deref().map(|src| ("--src", src)),
+            args.hyp.as_deref().map(|hyp| ("--hyp", hyp)),
+        ];
+        super::refuse_output_onto_input(out, &inputs.into_iter().flatten().collect::<Vec<_>>())?;
+    }
     let references = read_segments(&args.reference, "--ref")?;
     let hypotheses = match (&args.hyp, &args.src) {
         (Some(hyp), _) => {
@@ -86,6 +94,7 @@ fn translate_all(args: &EvalArgs, sources: &[String]) -> anyhow::Result<Vec<Stri
         args.checkpoint.as_deref(),
         &device,
         args.decode.settings.load_options(),
+        super::OnePairLanguages::Refuse,
     )?;
     super::require_language_pair(&opened)?;
     let options = super::decode_options(&args.decode.settings, &opened)?;

@@ -156,15 +156,26 @@ fn checkpoint_or_latest(given: Option<&Path>, task: Task) -> anyhow::Result<Path
     Ok(run)
 }
 
+/// What `--source-lang` / `--target-lang` may do to a model of one pair that names its own.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum OnePairLanguages {
+    /// Only name them again: the model translates its pair whatever a flag says.
+    Refuse,
+    /// Rename them (a server's clients then ask for the pair by the flags' codes), with a
+    /// warning.
+    Rename,
+}
+
 /// The translation checkpoint at `given`, or the newest one under runs/ (see
 /// `checkpoint_or_latest`), opened on `device` with `options` (its compute type the
 /// checkpoint's `decode.compute_type` when `None`), its notes said on stderr; a language
-/// model is refused, by name, and a language code a multilingual model lacks is a usage
-/// error naming its flag.
+/// model is refused, by name, and a language the model cannot translate in (see
+/// `check_language_flags`) is a usage error naming its flag.
 fn open_translator(
     given: Option<&Path>,
     device: &candle_core::Device,
     options: LoadOptions,
+    one_pair: OnePairLanguages,
 ) -> anyhow::Result<Translator> {
     let dir = checkpoint_or_latest(given, Task::Translate)?;
     let (source, target) = (options.source_lang.clone(), options.target_lang.clone());
@@ -177,18 +188,69 @@ fn open_translator(
             ..options
         },
     )?;
-    for (flag, code) in [("--source-lang", &source), ("--target-lang", &target)] {
-        if let Some(code) = code {
-            if let Err(error) = translator.language_ids(code, code) {
-                return Err(UsageError(format!("{flag} {code}: {error}")).into());
-            }
-        }
-    }
+    check_language_flags(&translator, source.as_deref(), target.as_deref(), one_pair)?;
     translator.name_languages(source.as_deref(), target.as_deref())?;
     for note in translator.notes() {
         stdout::warn(format_args!("{note}"));
     }
     Ok(translator)
+}
+
+/// Refuses `--source-lang` / `--target-lang` that `translator` cannot translate in: a code a
+/// multilingual model lacks, half a pair it cannot complete, or (unless `one_pair` renames)
+/// a language other than the one a model of one pair says it reads or writes (it would
+/// translate into its own language anyway, under another name).
+fn check_language_flags(
+    translator: &Translator,
+    source: Option<&str>,
+    target: Option<&str>,
+    one_pair: OnePairLanguages,
+) -> Result<(), UsageError> {
+    let checkpoint = translator.checkpoint();
+    let data = &checkpoint.config.data;
+    let multilingual = translator.languages().is_some();
+    let flags = [
+        ("--source-lang", source, &data.source_lang),
+        ("--target-lang", target, &data.target_lang),
+    ];
+    for (flag, code, own) in flags {
+        let Some(code) = code else { continue };
+        if multilingual {
+            if let Err(error) = translator.language_ids(code, code) {
+                return Err(UsageError(format!("{flag} {code}: {error}")));
+            }
+        } else if let Some(own) = own.as_deref().filter(|own| !own.eq_ignore_ascii_case(code)) {
+            if one_pair == OnePairLanguages::Rename {
+                stdout::warn(format_args!(
+                    "{flag} {code}: clients name the model's {own} {code}; {} still translates \
+                     {} to {}",
+                    checkpoint.dir.display(),
+                    data.source_lang.as_deref().unwrap_or("?"),
+                    data.target_lang.as_deref().unwrap_or("?"),
+                ));
+                continue;
+            }
+            return Err(UsageError(format!(
+                "{flag} {code}: {} translates {} to {} only, so it reads or writes {own} \
+                 there; drop {flag} (or name {own})",
+                checkpoint.dir.display(),
+                data.source_lang.as_deref().unwrap_or("?"),
+                data.target_lang.as_deref().unwrap_or("?"),
+            )));
+        }
+    }
+    let [(source_flag, source, own_source), (target_flag, target, own_target)] = flags;
+    let half = match (source, target) {
+        (Some(_), None) if own_target.is_none() => Some((source_flag, target_flag)),
+        (None, Some(_)) if own_source.is_none() => Some((target_flag, source_flag)),
+        _ => None,
+    };
+    match half {
+        Some((given, missing)) if multilingual => Err(UsageError(format!(
+            "{given} names half a language pair: give {missing} too"
+        ))),
+        _ => Ok(()),
+    }
 }
 
 /// Refuses to translate with a multilingual model before its language pair is named.
@@ -254,6 +316,27 @@ fn refused(refusal: Refused) -> anyhow::Error {
     } else {
         UsageError(refusal.message).into()
     }
+}
+
+/// Refuses an `--out` that is one of the command's input files (`inputs`: each flag and its
+/// file): the output would replace what it is made from.
+fn refuse_output_onto_input(out: &Path, inputs: &[(&str, &Path)]) -> Result<(), UsageError> {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(written) = std::fs::metadata(out) else {
+        return Ok(());
+    };
+    for (flag, input) in inputs {
+        let same = std::fs::metadata(input)
+            .is_ok_and(|read| read.dev() == written.dev() && read.ino() == written.ino());
+        if same && input.as_os_str() != "-" {
+            return Err(UsageError(format!(
+                "--out {} is the {flag} file: writing it would replace what is read; choose \
+                 another --out",
+                out.display()
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// The first `n` characters of `text`, with an ellipsis when cut.

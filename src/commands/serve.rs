@@ -16,6 +16,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         args.checkpoint.as_deref(),
         &device,
         args.decode.load_options(),
+        super::OnePairLanguages::Rename,
     )?;
     let decode = super::decode_resolver(&args.decode, &translator, Some(WIDEST_BEAM))?;
     let settings = ServeSettings {
@@ -54,10 +55,18 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         names: crate::cli::SERVE_NAMES,
     };
     let loaded = translator.checkpoint();
-    let (source, target) = (
-        loaded.config.data.source_lang.clone().unwrap_or_default(),
-        loaded.config.data.target_lang.clone().unwrap_or_default(),
-    );
+    let data = &loaded.config.data;
+    let languages = match (translator.languages(), &data.source_lang, &data.target_lang) {
+        (Some(codes), Some(source), Some(target)) => {
+            format!("{} languages, {source} -> {target} by default", codes.len())
+        }
+        (Some(codes), _, _) => format!("{} languages", codes.len()),
+        (None, source, target) => format!(
+            "{} -> {}",
+            source.as_deref().unwrap_or(""),
+            target.as_deref().unwrap_or("")
+        ),
+    };
     let dir = loaded.dir.display().to_string();
     let open_to_others = !args.host.is_loopback();
     let policy = settings.policy;
@@ -68,7 +77,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     let shutdown = shutdown_on_signals()?;
     let ready = move |addr: SocketAddr| {
         eprintln!(
-            "serving {dir} ({source} -> {target}, {compute}) on http://{addr} (batches of up to \
+            "serving {dir} ({languages}, {compute}) on http://{addr} (batches of up to \
              {} sentences, waiting up to {} ms; queue {}{}); Ctrl-C stops",
             policy.max_batch,
             policy.max_wait.as_millis(),

@@ -23,6 +23,9 @@ pub fn run(args: TranslateArgs) -> anyhow::Result<()> {
         Some(file) => Some(file_format(file, args.format)?),
         None => None,
     };
+    if let (Some(file), Some(out)) = (&args.file, &args.out) {
+        super::refuse_output_onto_input(out, &[("--file", file)])?;
+    }
     if args.format == Some(FormatArg::Docx) && args.file.is_none() {
         return Err(UsageError(
             "--format docx reads a file: give --file IN.docx --out OUT.docx".into(),
@@ -34,6 +37,7 @@ pub fn run(args: TranslateArgs) -> anyhow::Result<()> {
         args.checkpoint.as_deref(),
         &device,
         args.decode.settings.load_options(),
+        super::OnePairLanguages::Refuse,
     )?;
     super::require_language_pair(&opened)?;
     let options = super::decode_options(&args.decode.settings, &opened)?;

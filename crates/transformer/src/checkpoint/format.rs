@@ -21,15 +21,33 @@ pub trait WeightFormat: Send + Sync {
     /// What the format is called, for errors.
     fn name(&self) -> &'static str;
 
-    /// The module tensors the file's tensor `file_name` holds: one, renamed (and reshaped
-    /// where the file lays it out otherwise); several for a tensor the file stores once for
-    /// modules that share it; none when the format places it nowhere (strict loading then
-    /// reports it as left over).
+    /// The module tensors the file's tensor `file_name` holds: one, renamed; several for a
+    /// tensor the file stores once for modules that share it; none when the format places it
+    /// nowhere (strict loading then reports it as left over). Names only, so that a loader
+    /// can choose how to read a tensor before reading it.
+    fn module_names(&self, file_name: &str) -> Vec<String>;
+
+    /// A file tensor as the module tensor `module` holds it: reshaped where the file lays it
+    /// out otherwise.
+    fn as_module(&self, _module: &str, tensor: Tensor) -> candle_core::Result<Tensor> {
+        Ok(tensor)
+    }
+
+    /// The module tensors the file's tensor `file_name` holds, with their values (see
+    /// [`Self::module_names`], [`Self::as_module`]).
     fn module_tensors(
         &self,
         file_name: &str,
         tensor: Tensor,
-    ) -> candle_core::Result<Vec<(String, Tensor)>>;
+    ) -> candle_core::Result<Vec<(String, Tensor)>> {
+        self.module_names(file_name)
+            .into_iter()
+            .map(|module| {
+                let tensor = self.as_module(&module, tensor.clone())?;
+                Ok((module, tensor))
+            })
+            .collect()
+    }
 
     /// The file's name for the module tensor `module_name`: what a save writes, and how a
     /// missing tensor is reported.
@@ -45,12 +63,8 @@ impl WeightFormat for AnnotatedTransformer {
         "The Annotated Transformer's state_dict"
     }
 
-    fn module_tensors(
-        &self,
-        file_name: &str,
-        tensor: Tensor,
-    ) -> candle_core::Result<Vec<(String, Tensor)>> {
-        Ok(vec![(file_name.to_string(), tensor)])
+    fn module_names(&self, file_name: &str) -> Vec<String> {
+        vec![file_name.to_string()]
     }
 
     fn file_name<'a>(&self, module_name: &'a str) -> Cow<'a, str> {
@@ -71,6 +85,9 @@ pub struct ByModule {
     pub quantized_from: Option<String>,
     pub format: Arc<dyn WeightFormat>,
     pub path: PathBuf,
+    /// The row scales of matrices quantized as they were read (`read_as.rs`), by their
+    /// names beside their matrices', for the layers that ask: not the file's tensors.
+    pub pending_scales: HashMap<String, Tensor>,
 }
 
 /// Renames the tensors of the file at `path` to module names through `format`. Two file
@@ -119,6 +136,7 @@ pub fn to_modules(
         quantized_from: None,
         format,
         path,
+        pending_scales: HashMap::new(),
     })
 }
 
@@ -149,7 +167,7 @@ impl ByModule {
 }
 
 /// Whether two tensors have one shape and equal values.
-fn same_values(a: &Tensor, b: &Tensor) -> bool {
+pub(super) fn same_values(a: &Tensor, b: &Tensor) -> bool {
     a.shape() == b.shape()
         && a.to_dtype(candle_core::DType::F32)
             .and_then(|a| a.ne(&b.to_dtype(candle_core::DType::F32)?))
@@ -182,21 +200,12 @@ mod tests {
             "prefixed"
         }
 
-        fn module_tensors(
-            &self,
-            file_name: &str,
-            tensor: Tensor,
-        ) -> candle_core::Result<Vec<(String, Tensor)>> {
-            Ok(match file_name.strip_prefix("model.") {
-                Some(name) => vec![(name.to_string(), tensor)],
-                None if file_name == "both" => {
-                    vec![
-                        ("a.weight".into(), tensor.clone()),
-                        ("b.weight".into(), tensor),
-                    ]
-                }
+        fn module_names(&self, file_name: &str) -> Vec<String> {
+            match file_name.strip_prefix("model.") {
+                Some(name) => vec![name.to_string()],
+                None if file_name == "both" => vec!["a.weight".into(), "b.weight".into()],
                 None => Vec::new(),
-            })
+            }
         }
 
         fn file_name<'a>(&self, module_name: &'a str) -> Cow<'a, str> {

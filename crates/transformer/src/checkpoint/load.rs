@@ -7,7 +7,8 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context};
 use candle_core::{Device, Tensor};
 
-use super::read::{read_config_and_tokenizers, read_parts};
+use super::read::{holds_int8, read_config_and_tokenizers, read_parts, read_weights};
+use super::read_as::MatrixForm;
 use super::read_weights::read_tensors;
 use super::strict::{build_model, build_model_as};
 use super::{resolve, write, Checkpoint, LAST_DIR, MODEL_FILE, OPTIMIZER_FILE, STATE_FILE};
@@ -30,9 +31,10 @@ pub fn load_as(
     compute: Option<ComputeType>,
 ) -> anyhow::Result<Checkpoint> {
     let dir = resolve(path)?;
-    let (mut config, tokenizers, weights) = read_parts(&dir, device)?;
+    let (mut config, tokenizers) = read_config_and_tokenizers(&dir)?;
+    let int8_file = holds_int8(&dir);
     // An int8 checkpoint decodes in int8 unless asked otherwise, whatever its config says.
-    let default = if weights.is_int8() {
+    let default = if int8_file {
         ComputeType::Int8
     } else {
         config.decode.compute_type
@@ -42,7 +44,7 @@ pub fn load_as(
         config.notes.push(format!(
             "int8 products run on the CPU only: decoding in float32 on {}{}",
             crate::device::describe(device),
-            if weights.is_int8() {
+            if int8_file {
                 " from the int8 weights scaled back"
             } else {
                 ""
@@ -64,6 +66,13 @@ pub fn load_as(
             engine.name()
         );
     }
+    // Read in the form the model computes in: no float copy of the whole model is held.
+    let form = match compute {
+        ComputeType::Int8 => MatrixForm::Int8,
+        ComputeType::Bfloat16 => MatrixForm::Bfloat16,
+        ComputeType::Float32 => MatrixForm::Stored,
+    };
+    let weights = read_weights(&dir, &config, device, form)?;
     let model = build_model_as(&config, &tokenizers, weights, device, compute)?;
     config.decode.compute_type = compute;
     Ok(Checkpoint {

@@ -32,12 +32,14 @@ mod lock;
 pub mod hugging_face;
 pub mod quantize;
 mod read;
+mod read_as;
 mod read_weights;
 pub(crate) use read_weights::non_finite_count;
 mod replace;
 mod resolve;
 mod strict;
 mod tensor_file;
+mod tensor_index;
 mod write;
 
 use std::path::{Path, PathBuf};

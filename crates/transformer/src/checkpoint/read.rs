@@ -9,24 +9,50 @@ use anyhow::{bail, Context};
 use candle_core::Device;
 
 use super::format::{self, ByModule};
+use super::read_as::{read_modules_as, MatrixForm};
 use super::read_weights::{read_pytorch_tensors, read_tensors, read_weights_file};
-use super::{hugging_face, int8_file, CONFIG_FILE, MODEL_FILE};
+use super::{hugging_face, int8_file, tensor_file, CONFIG_FILE, MODEL_FILE};
 use crate::config::{Config, TokenizerKind};
 use crate::tokenize::Tokenizers;
 
 /// A checkpoint directory's config, tokenizers and weights (under their module names,
-/// through our format), each failure naming its file.
+/// through our format, as stored), each failure naming its file.
 pub(super) fn read_parts(
     dir: &Path,
     device: &Device,
 ) -> anyhow::Result<(Config, Tokenizers, ByModule)> {
     let (config, tokenizers) = read_config_and_tokenizers(dir)?;
+    let weights = read_weights(dir, &config, device, MatrixForm::Stored)?;
+    Ok((config, tokenizers, weights))
+}
+
+/// Whether the checkpoint in `dir` holds int8 weights (`transformer quantize`'s), from its
+/// weights file's header.
+pub(super) fn holds_int8(dir: &Path) -> bool {
+    !hugging_face::is_hugging_face_dir(dir)
+        && tensor_file::holds_int8(&dir.join(MODEL_FILE)).unwrap_or(false)
+}
+
+/// The weights of the checkpoint in `dir`, whose config is `config`, under their module
+/// names: its matrices in `form` (converted as a safetensors file is read, so that no float
+/// copy of the whole model is held; an int8 checkpoint's and a PyTorch file's as stored,
+/// for the model's build to convert).
+pub(super) fn read_weights(
+    dir: &Path,
+    config: &Config,
+    device: &Device,
+    form: MatrixForm,
+) -> anyhow::Result<ByModule> {
     if hugging_face::is_hugging_face_dir(dir) {
-        let weights = read_marian_weights(dir, &config, device)?;
-        hugging_face::check_sizes(&config, &weights)?;
-        return Ok((config, tokenizers, weights));
+        let weights = read_hugging_face_weights(dir, config, device, form)?;
+        hugging_face::check_sizes(config, &weights)?;
+        return Ok(weights);
     }
     let path = dir.join(MODEL_FILE);
+    if form != MatrixForm::Stored && !holds_int8(dir) {
+        let ours = Arc::new(format::AnnotatedTransformer);
+        return read_modules_as(&path, ours, device, form);
+    }
     let file = read_weights_file(&path, device, true)?;
     let mut weights = format::to_modules(
         Arc::new(format::AnnotatedTransformer),
@@ -35,7 +61,7 @@ pub(super) fn read_parts(
     )
     .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
     weights.quantized_from = file.metadata.get(int8_file::QUANTIZED_FROM).cloned();
-    Ok((config, tokenizers, weights))
+    Ok(weights)
 }
 
 /// A checkpoint directory's config and tokenizers (a Hugging Face directory's read from its
@@ -44,9 +70,8 @@ pub(super) fn read_config_and_tokenizers(dir: &Path) -> anyhow::Result<(Config, 
     if hugging_face::is_hugging_face_dir(dir) {
         let config = hugging_face::read_config(dir)?;
         let tokenizers = Tokenizers::load(dir, &config.data)?;
-        if config.data.tokenizer == TokenizerKind::Multilingual {
-            hugging_face::m2m100::check_vocabulary(dir, &tokenizers)?;
-        } else {
+        // A multilingual tokenizer was checked against the table's rows as it loaded.
+        if config.data.tokenizer != TokenizerKind::Multilingual {
             hugging_face::check_agreement(dir, &config, &tokenizers)?;
         }
         return Ok((config, tokenizers));
@@ -72,17 +97,25 @@ pub(super) fn read_config_and_tokenizers(dir: &Path) -> anyhow::Result<(Config, 
     })?;
     Ok((config, tokenizers))
 }
-/// A Hugging Face MarianMT directory's weights, through [`hugging_face::MarianFormat`].
-fn read_marian_weights(dir: &Path, config: &Config, device: &Device) -> anyhow::Result<ByModule> {
+/// A Hugging Face directory's weights, through [`hugging_face::MarianFormat`], in `form`
+/// when they are in safetensors.
+fn read_hugging_face_weights(
+    dir: &Path,
+    config: &Config,
+    device: &Device,
+    form: MatrixForm,
+) -> anyhow::Result<ByModule> {
     let path = hugging_face::weights_file(dir)?;
-    let tensors = if path.extension().is_some_and(|e| e == "bin") {
-        read_pytorch_tensors(&path, device)?
-    } else {
-        read_tensors(&path, device)?
-    };
     let format = Arc::new(hugging_face::MarianFormat {
         shared: config.model.share_source_embeddings,
     });
+    let tensors = if path.extension().is_some_and(|e| e == "bin") {
+        read_pytorch_tensors(&path, device)?
+    } else if form != MatrixForm::Stored {
+        return read_modules_as(&path, format, device, form);
+    } else {
+        read_tensors(&path, device)?
+    };
     format::to_modules(format, tensors, path.clone())
         .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
 }

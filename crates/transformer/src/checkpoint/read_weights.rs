@@ -7,7 +7,7 @@ use std::path::Path;
 
 use candle_core::{DType, Device, Tensor};
 
-use super::{int8_file, tensor_file};
+use super::{int8_file, tensor_file, tensor_index};
 
 /// A PyTorch `torch.save` file's tensors (candle reads its zip and pickle), checked as
 /// [`read_tensors`] checks a safetensors file's.
@@ -46,8 +46,8 @@ pub(super) fn read_weights_file(
     path: &Path,
     device: &Device,
     int8_allowed: bool,
-) -> anyhow::Result<tensor_file::TensorFile> {
-    let file = tensor_file::read(path, device).map_err(|e| {
+) -> anyhow::Result<tensor_index::TensorFile> {
+    let file = tensor_index::read(path, device).map_err(|e| {
         anyhow::anyhow!(
             "cannot read {}: {e:#}; the file is damaged: copy it again from where it came from, train again, or pick another checkpoint",
             path.display()
@@ -88,7 +88,7 @@ fn check_tensors(
 
 /// Why a tensor (stored as `stored`, where the file says) cannot be a weight (or one of
 /// Adam's moments), if it cannot.
-fn check_tensor(tensor: &Tensor, stored: Option<&str>) -> Result<(), String> {
+pub(super) fn check_tensor(tensor: &Tensor, stored: Option<&str>) -> Result<(), String> {
     if !matches!(tensor.dtype(), DType::F32 | DType::F16 | DType::BF16) {
         return Err(format!(
             "has dtype {}, where a checkpoint holds {}",

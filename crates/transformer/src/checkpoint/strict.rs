@@ -162,13 +162,19 @@ impl SimpleBackend for RecordingBackend {
 /// table's: torch's `weight` of two dimensions, not a learned position table, which is
 /// added), the tensors decoding in int8 quantizes, as CTranslate2's converter quantizes.
 fn is_matrix_weight(name: &str, tensor: &Tensor) -> bool {
+    is_matrix_name(name) && tensor.rank() == 2 && tensor.dtype().is_float()
+}
+
+/// Whether the module tensor `name` is a module's `weight` other than a learned position
+/// table: a matrix a product reads, when it has two dimensions.
+pub(super) fn is_matrix_name(name: &str) -> bool {
     let Some(module) = name.strip_suffix("weight") else {
         return false;
     };
     let module = module.strip_suffix('.').unwrap_or(module);
     let is_module = module.is_empty() || name.ends_with(".weight");
     let positions = module == POSITION_TABLE || module.ends_with(&format!(".{POSITION_TABLE}"));
-    is_module && !positions && tensor.rank() == 2 && tensor.dtype().is_float()
+    is_module && !positions
 }
 
 /// The model `config` describes (any family) from `weights` (in our format), loaded
@@ -248,6 +254,7 @@ pub fn model_from_tensors(
         quantized_from: None,
         format: Arc::new(super::format::AnnotatedTransformer),
         path: "(tensors in memory)".into(),
+        pending_scales: HashMap::new(),
     };
     build_strictly(
         weights,
@@ -330,6 +337,8 @@ fn build_strictly_with<M>(
     let format = weights.format.clone();
     let module_names: Vec<String> = weights.tensors.keys().cloned().collect();
     let (mut backend, requested) = RecordingBackend::new(weights.tensors, format.clone());
+    // Matrices quantized as they were read: their scales wait for their layers.
+    backend.scales = std::sync::Mutex::new(weights.pending_scales);
     backend.int8 = compute == ComputeType::Int8;
     backend.bf16 = compute == ComputeType::Bfloat16;
     backend.served = served;

@@ -1,39 +1,18 @@
-//! A safetensors file read one tensor at a time: its header, then each tensor's bytes straight
-//! into that tensor. candle's `safetensors::load` reads the whole file into memory first, so a
-//! load peaked at twice the weights (0.6 GB for OPUS-MT's 74M parameters, which set the
-//! process's peak: int8 decoding keeps a quarter of that).
+//! What this tool's safetensors files carry besides their tensors: the checksum it writes
+//! with them (checked when they are read, `tensor_index.rs`), a header kept in one order, the
+//! dtypes a checkpoint may hold, and whether a file holds int8 matrices.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::fs::File;
 use std::io::Read;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 
-use anyhow::{bail, Context};
-use candle_core::{DType, Device, Tensor};
-use serde::Deserialize;
+use candle_core::{DType, Tensor};
 use xxhash_rust::xxh3::Xxh3;
 
 /// The longest header read (safetensors' own limit).
-const MOST_HEADER_BYTES: u64 = 100_000_000;
-
-/// One tensor's entry in the header.
-#[derive(Deserialize)]
-struct Entry {
-    dtype: String,
-    shape: Vec<usize>,
-    data_offsets: (u64, u64),
-}
-
-/// A safetensors file's tensors, which of them the file stores as `I8` (held here in `U8`
-/// tensors: candle has no `i8`), each one's dtype as the file names it, and its
-/// `__metadata__`.
-pub struct TensorFile {
-    pub tensors: HashMap<String, Tensor>,
-    pub int8: HashSet<String>,
-    pub stored_dtypes: HashMap<String, String>,
-    pub metadata: HashMap<String, String>,
-}
+pub(super) const MOST_HEADER_BYTES: u64 = 100_000_000;
 
 /// The `__metadata__` key of the checksum this tool writes with its tensor files: what was
 /// written is what is read, or the file is refused (an edited scale or bias translated
@@ -48,10 +27,21 @@ pub struct TensorDigest(Vec<(String, u64)>);
 impl TensorDigest {
     /// Adds the tensor `name` whose bytes in the file are `bytes`.
     pub fn add(&mut self, name: &str, bytes: &[u8]) {
+        let mut hasher = Self::hasher(name);
+        hasher.update(bytes);
+        self.push(name, hasher);
+    }
+
+    /// The hasher of tensor `name`'s bytes, to be given them in order, then [`Self::push`]ed.
+    pub fn hasher(name: &str) -> Xxh3 {
         let mut hasher = Xxh3::new();
         hasher.update(&(name.len() as u64).to_le_bytes());
         hasher.update(name.as_bytes());
-        hasher.update(bytes);
+        hasher
+    }
+
+    /// Adds tensor `name`, its bytes given to `hasher`.
+    pub fn push(&mut self, name: &str, hasher: Xxh3) {
         self.0.push((name.to_string(), hasher.digest()));
     }
 
@@ -150,100 +140,6 @@ pub fn dtype_name(dtype: DType) -> &'static str {
     }
 }
 
-/// Every tensor of the safetensors file at `path`, on `device`; the error says what is wrong
-/// with the file.
-pub fn read(path: &Path, device: &Device) -> anyhow::Result<TensorFile> {
-    let mut file = File::open(path)?;
-    let length = file.metadata()?.len();
-    let mut size = [0u8; 8];
-    file.read_exact(&mut size)
-        .context("it is shorter than a safetensors header")?;
-    let header_bytes = u64::from_le_bytes(size);
-    if header_bytes > MOST_HEADER_BYTES || 8 + header_bytes > length {
-        bail!("its header length ({header_bytes} bytes) does not fit the file ({length} bytes)");
-    }
-    let mut header = vec![0u8; header_bytes as usize];
-    file.read_exact(&mut header)?;
-    let mut entries: HashMap<String, serde_json::Value> =
-        serde_json::from_slice(&header).context("its header is not safetensors' JSON")?;
-    let metadata: HashMap<String, String> = match entries.remove("__metadata__") {
-        Some(metadata) => serde_json::from_value(metadata)
-            .context("its header's __metadata__ is not an object of strings")?,
-        None => HashMap::new(),
-    };
-    let mut entries = entries
-        .into_iter()
-        .map(|(name, entry)| {
-            let entry: Entry = serde_json::from_value(entry)
-                .with_context(|| format!("its header's entry for {name} is malformed"))?;
-            Ok((name, entry))
-        })
-        .collect::<anyhow::Result<Vec<(String, Entry)>>>()?;
-    // The tensors' bytes must tile the data exactly, as safetensors writes them: an overlap,
-    // a gap (where a duplicate name hid an entry) or bytes after the last tensor mean the
-    // header does not describe the file; a cut file is told here, before anything is read.
-    entries.sort_by_key(|(_, entry)| entry.data_offsets);
-    let data_start = 8 + header_bytes;
-    let mut covered = 0;
-    for (name, entry) in &entries {
-        if entry.data_offsets.0 != covered {
-            bail!(
-                "its header puts tensor {name} at byte {} of the data, where {covered} was \
-                 expected (tensors overlap, or leave a gap)",
-                entry.data_offsets.0
-            );
-        }
-        covered = entry.data_offsets.1.max(covered);
-    }
-    if data_start + covered != length {
-        bail!(
-            "its header describes {covered} bytes of tensors, and the file holds {} after the \
-             header (it was cut, or something was appended)",
-            length - data_start
-        );
-    }
-    let mut tensors = HashMap::with_capacity(entries.len());
-    let mut int8 = HashSet::new();
-    let mut stored_dtypes = HashMap::with_capacity(entries.len());
-    let mut digest = TensorDigest::default();
-    for (name, entry) in entries {
-        let tensor = read_one(&file, &entry, data_start, device, |bytes| {
-            digest.add(&name, bytes)
-        })
-        .with_context(|| format!("tensor {name}"))?;
-        if entry.dtype == "I8" {
-            int8.insert(name.clone());
-        }
-        stored_dtypes.insert(name.clone(), entry.dtype);
-        tensors.insert(name, tensor);
-    }
-    if let Some(written) = metadata.get(CHECKSUM_KEY) {
-        let read = digest.finish();
-        if *written != read {
-            // Only what this tool writes is shown: the value is the file's, and may be anything.
-            let shown = if written.len() == read.len()
-                && written.starts_with("xxh3:")
-                && written[5..].bytes().all(|b| b.is_ascii_hexdigit())
-            {
-                written.as_str()
-            } else {
-                "a malformed value"
-            };
-            bail!(
-                "its tensors do not match the checksum they were written with ({CHECKSUM_KEY} \
-                 {shown}, read {read}): they changed after it was written (if you changed \
-                 them on purpose, remove {CHECKSUM_KEY} from its __metadata__)"
-            );
-        }
-    }
-    Ok(TensorFile {
-        tensors,
-        int8,
-        stored_dtypes,
-        metadata,
-    })
-}
-
 /// Whether the safetensors file at `path` holds an `I8` tensor, from its header alone; `None`
 /// when the header cannot be read.
 pub fn holds_int8(path: &Path) -> Option<bool> {
@@ -260,61 +156,11 @@ pub fn holds_int8(path: &Path) -> Option<bool> {
     Some(entries.values().any(|entry| entry["dtype"] == "I8"))
 }
 
-/// One tensor of the file, its stored bytes shown to `seen` (for the checksum) on the way.
-fn read_one(
-    file: &File,
-    entry: &Entry,
-    data_start: u64,
-    device: &Device,
-    seen: impl FnOnce(&[u8]),
-) -> anyhow::Result<Tensor> {
-    let (dtype, width) = match entry.dtype.as_str() {
-        "F32" => (DType::F32, 4),
-        "F16" => (DType::F16, 2),
-        "BF16" => (DType::BF16, 2),
-        "F64" => (DType::F64, 8),
-        "I64" => (DType::I64, 8),
-        "U8" | "I8" => (DType::U8, 1),
-        "U32" => (DType::U32, 4),
-        other => bail!("has dtype {other}, where a checkpoint holds {CHECKPOINT_DTYPES}"),
-    };
-    let (start, end) = entry.data_offsets;
-    let elements: usize = entry.shape.iter().product();
-    let expected = (elements as u64).checked_mul(width);
-    // Inside the file: the header's offsets were checked to tile it.
-    if end < start || expected != Some(end - start) {
-        bail!(
-            "its bytes {start}..{end} do not hold {:?} {} values",
-            entry.shape,
-            entry.dtype
-        );
-    }
-    if dtype == DType::F32 && cfg!(target_endian = "little") {
-        // Straight into the tensor's own buffer: no second copy of a large weight.
-        let mut values = vec![0f32; elements];
-        // SAFETY: the bytes of `values` (elements * 4 of them), which any bit pattern fills
-        // with a valid f32; on a little-endian CPU they are the file's layout.
-        let bytes = unsafe {
-            std::slice::from_raw_parts_mut(values.as_mut_ptr().cast::<u8>(), elements * 4)
-        };
-        file.read_exact_at(bytes, data_start + start)?;
-        seen(bytes);
-        return Ok(Tensor::from_vec(values, entry.shape.as_slice(), device)?);
-    }
-    let mut bytes = vec![0u8; (end - start) as usize];
-    file.read_exact_at(&mut bytes, data_start + start)?;
-    seen(&bytes);
-    Ok(Tensor::from_raw_buffer(
-        &bytes,
-        dtype,
-        &entry.shape,
-        device,
-    )?)
-}
-
 #[cfg(test)]
 mod tests {
+    use super::super::tensor_index::read;
     use super::*;
+    use candle_core::Device;
 
     #[test]
     fn a_file_reads_back_as_candle_wrote_it_and_a_cut_one_is_refused() {

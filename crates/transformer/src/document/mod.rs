@@ -7,6 +7,7 @@
 pub mod docx;
 pub mod html;
 pub mod inline;
+mod language_codes;
 mod sentence_ends;
 pub mod sentences;
 mod text;

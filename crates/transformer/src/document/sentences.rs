@@ -20,14 +20,13 @@ pub struct SentenceSplitter {
 }
 
 impl SentenceSplitter {
-    /// Splits with `language`'s rules; `None` (a checkpoint that names no source language)
-    /// gets English rules.
+    /// Splits with `language`'s rules (`de`, `de-AT`, NLLB-200's `deu_Latn`); `None` (a
+    /// checkpoint that names no source language) gets English rules.
     pub fn new(language: Option<&str>, enabled: bool) -> Self {
         let language = language
-            .map(|code| code.split(['-', '_']).next().unwrap_or(code))
+            .map(super::language_codes::language_of)
             .filter(|code| !code.is_empty())
-            .unwrap_or("en")
-            .to_ascii_lowercase();
+            .unwrap_or_else(|| "en".into());
         Self { language, enabled }
     }
 

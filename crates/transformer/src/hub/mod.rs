@@ -304,13 +304,16 @@ fn check_family(
             runs.join(", ")
         )));
     };
-    if let Some(missing) = needs
-        .iter()
-        .find(|need| !listed.iter().any(|s| s.rfilename == **need))
-    {
+    // A need `a|b` is met by either file.
+    let has = |need: &str| {
+        need.split('|')
+            .any(|file| listed.iter().any(|s| s.rfilename == file))
+    };
+    if let Some(missing) = needs.iter().find(|need| !has(need)) {
         return Err(refused(format!(
-            "{name} has no {missing} on the Hub, which a {families} model needs (its \
-             tokenizer): this tool cannot run it"
+            "{name} has no {} on the Hub, which a {families} model needs (its tokenizer): \
+             this tool cannot run it",
+            missing.replace('|', " or ")
         )));
     }
     Ok(())

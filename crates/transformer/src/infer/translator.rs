@@ -224,7 +224,9 @@ impl ConfiguredTranslator<'_> {
                 restricted,
                 restricted.positions(&prefix)?,
                 restricted.position(specials.eos),
-                (specials.never.iter())
+                // The forced token is a candidate only to be fed: a map that allows little
+                // else must not fill a translation with it.
+                (specials.never.iter().chain(&specials.forced))
                     .filter_map(|&id| restricted.position(id))
                     .collect(),
             ),

@@ -157,7 +157,7 @@ impl AppState {
                     "invalid request: the sentence {:?} has {tokens} tokens, more than the \
                      {readable} this model reads (model.max_len {}); split it into shorter \
                      sentences",
-                    truncate_chars(sentence, 40),
+                    super::error::truncate_chars(sentence, 40),
                     readable + 2
                 )));
             }
@@ -236,13 +236,5 @@ pub async fn answer<T>(reply: Reply<T>) -> Result<T, ApiError> {
         Err(_) => Err(ApiError::internal(
             "translation failed: the model thread stopped; restart the server",
         )),
-    }
-}
-
-/// The first `n` characters of `text`, with an ellipsis when it was longer.
-fn truncate_chars(text: &str, n: usize) -> String {
-    match text.char_indices().nth(n) {
-        Some((at, _)) => format!("{}...", &text[..at]),
-        None => text.to_string(),
     }
 }

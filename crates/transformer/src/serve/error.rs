@@ -74,3 +74,11 @@ impl IntoResponse for ApiError {
         response
     }
 }
+
+/// The first `n` characters of `text`, with an ellipsis when it was longer.
+pub(super) fn truncate_chars(text: &str, n: usize) -> String {
+    match text.char_indices().nth(n) {
+        Some((at, _)) => format!("{}...", &text[..at]),
+        None => text.to_string(),
+    }
+}

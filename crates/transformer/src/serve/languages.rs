@@ -75,19 +75,17 @@ impl Languages {
             .filter(|t| !t.is_empty())
             .ok_or_else(|| missing("target"))?;
         let detected = source.eq_ignore_ascii_case("auto");
-        let source = if detected {
-            match &self.default {
-                Some(pair) => pair.source.clone(),
-                None => {
-                    return Err(ApiError::bad_request(format!(
-                        "invalid request: source auto needs language detection, which this \
-                         server does not do; name the source language ({})",
-                        self.described()
-                    )))
-                }
+        let source = match (&self.default, detected) {
+            // A model of one pair reads one language: `auto` can only be that one.
+            (Some(pair), true) if !self.multilingual() => pair.source.clone(),
+            (_, true) => {
+                return Err(ApiError::bad_request(format!(
+                    "invalid request: source auto needs language detection, which this \
+                     server does not do; name the source language ({})",
+                    self.described()
+                )))
             }
-        } else {
-            self.known(source, "source", |pair| &pair.source)?
+            (_, false) => self.known(source, "source", |pair| &pair.source)?,
         };
         let target = self.known(target, "target", |pair| &pair.target)?;
         Ok(Checked {
@@ -96,20 +94,18 @@ impl Languages {
         })
     }
 
-    /// A request's `source` and `target` where it may name none: the default pair then (a
-    /// multilingual model with none named at start refuses).
+    /// A request's `source` and `target` where it may leave either out: the default pair's
+    /// then (a multilingual model with none named at start refuses).
     pub fn check_optional(
         &self,
         source: Option<&str>,
         target: Option<&str>,
     ) -> Result<Checked, ApiError> {
-        match (source, target, &self.default) {
-            (None, None, Some(pair)) => Ok(Checked {
-                pair: pair.clone(),
-                detected: false,
-            }),
-            _ => self.check(source, target),
-        }
+        let default = self.default.as_ref();
+        self.check(
+            source.or(default.map(|p| p.source.as_str())),
+            target.or(default.map(|p| p.target.as_str())),
+        )
     }
 
     /// `code` as the model spells it (codes match in any case), or a 400 naming it.
@@ -129,7 +125,8 @@ impl Languages {
         };
         found.cloned().ok_or_else(|| {
             ApiError::bad_request(format!(
-                "{code} is not supported as a {side} language; {}",
+                "{} is not supported as a {side} language; {}",
+                super::error::truncate_chars(code, 40),
                 self.described()
             ))
         })

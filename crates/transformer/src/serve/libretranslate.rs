@@ -248,12 +248,14 @@ pub async fn detect(
         })?;
     let (texts, is_list) = body::texts(request.q)?;
     state.check_count(&texts)?;
-    let Some(default) = &state.languages.default else {
-        return Err(ApiError::bad_request(format!(
-            "invalid request: this server does not detect languages and has no default \
-             source language ({} name one)",
-            state.names.languages
-        )));
+    let default = match &state.languages.default {
+        Some(pair) if !state.languages.multilingual() => pair,
+        _ => {
+            return Err(ApiError::bad_request(
+                "invalid request: this server's model translates between many languages and \
+                 this server does not detect which one a text is in; name the source language",
+            ))
+        }
     };
     let candidates = json!([{ "confidence": 100.0, "language": default.source }]);
     Ok(Json(if is_list {

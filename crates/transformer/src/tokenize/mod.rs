@@ -3,6 +3,7 @@
 //! long to segment whole.
 
 pub mod bpe;
+mod language_codes;
 mod long_words;
 pub mod marian;
 mod marian_learn;

@@ -11,6 +11,7 @@ use std::path::Path;
 
 use anyhow::{bail, Context};
 
+use super::language_codes::{is_nllb_code, M2M100_LANGUAGES, WMT21_LANGUAGES};
 use super::sentencepiece::SentencePiece;
 use super::specials::{LanguageIds, SpecialIds};
 use super::vocab::Encoded;
@@ -20,21 +21,6 @@ pub const TOKENIZER_CONFIG_FILE: &str = "tokenizer_config.json";
 pub const M2M100_MODEL_FILE: &str = "sentencepiece.bpe.model";
 pub const M2M100_VOCAB_FILE: &str = "vocab.json";
 pub const NLLB_TOKENIZER_FILE: &str = "tokenizer.json";
-
-/// M2M100's language codes (`language_codes = "m2m100"`), in the order their tokens follow
-/// the dictionary.
-pub const M2M100_LANGUAGES: &[&str] = &[
-    "af", "am", "ar", "ast", "az", "ba", "be", "bg", "bn", "br", "bs", "ca", "ceb", "cs", "cy",
-    "da", "de", "el", "en", "es", "et", "fa", "ff", "fi", "fr", "fy", "ga", "gd", "gl", "gu", "ha",
-    "he", "hi", "hr", "ht", "hu", "hy", "id", "ig", "ilo", "is", "it", "ja", "jv", "ka", "kk",
-    "km", "kn", "ko", "lb", "lg", "ln", "lo", "lt", "lv", "mg", "mk", "ml", "mn", "mr", "ms", "my",
-    "ne", "nl", "no", "ns", "oc", "or", "pa", "pl", "ps", "pt", "ro", "ru", "sd", "si", "sk", "sl",
-    "so", "sq", "sr", "ss", "su", "sv", "sw", "ta", "th", "tl", "tn", "tr", "uk", "ur", "uz", "vi",
-    "wo", "xh", "yi", "yo", "zh", "zu",
-];
-
-/// The WMT21 models' codes (`language_codes = "wmt21"`).
-pub const WMT21_LANGUAGES: &[&str] = &["en", "ha", "is", "ja", "cs", "ru", "zh", "de"];
 
 /// The fairseq dictionary's special ids, both families'.
 const BOS: u32 = 0;
@@ -65,6 +51,9 @@ pub struct MultilingualTokenizer {
     languages: Vec<(String, u32)>,
     /// The files it was read from, to be saved beside a fine-tuned checkpoint.
     files: Vec<(&'static str, Vec<u8>)>,
+    /// The rows of the model's embedding table, when more than the tokens it numbers
+    /// (NLLB-200's 256206 for its tokenizer's 256204): see [`Self::with_table_rows`].
+    table_rows: Option<usize>,
 }
 
 impl MultilingualTokenizer {
@@ -78,9 +67,14 @@ impl MultilingualTokenizer {
         let mut tokenizer = match config["tokenizer_class"].as_str() {
             Some("M2M100Tokenizer") => Self::m2m100(dir, &config)?,
             Some("NllbTokenizer" | "NllbTokenizerFast") => Self::nllb(dir, &config)?,
-            other => bail!(
+            Some(other) => bail!(
                 "{} names the tokenizer {other:?}; a multilingual model's is M2M100Tokenizer or \
                  NllbTokenizer",
+                config_path.display()
+            ),
+            None => bail!(
+                "{} has no tokenizer_class (as text); a multilingual model's names \
+                 M2M100Tokenizer or NllbTokenizer",
                 config_path.display()
             ),
         };
@@ -141,6 +135,7 @@ impl MultilingualTokenizer {
                 (M2M100_MODEL_FILE, model_bytes),
                 (M2M100_VOCAB_FILE, vocab_bytes),
             ],
+            table_rows: None,
         })
     }
 
@@ -181,7 +176,23 @@ impl MultilingualTokenizer {
             },
             languages,
             files,
+            table_rows: None,
         })
+    }
+
+    /// The tokenizer of a model whose embedding table has `rows` rows, which may be more
+    /// than the tokens it numbers (ids no text gives); fewer is an error, as the tokenizer's
+    /// ids would be past the table's end.
+    pub fn with_table_rows(mut self, rows: usize) -> anyhow::Result<Self> {
+        let numbered = self.numbered();
+        if numbered > rows {
+            bail!(
+                "the tokenizer numbers {numbered} tokens but the model's table has {rows} rows; \
+                 the tokenizer files and the model do not belong together"
+            );
+        }
+        self.table_rows = Some(rows);
+        Ok(self)
     }
 
     /// Whether `dir` holds a multilingual tokenizer: its `tokenizer_config.json` names one.
@@ -241,9 +252,15 @@ impl MultilingualTokenizer {
         }
     }
 
-    /// The size of the vocabulary the model's tables number: the pieces, the language
-    /// tokens and (M2M100) fairseq's made-up words.
+    /// The size of the vocabulary the model's tables number: the rows named with
+    /// [`Self::with_table_rows`], else the tokens it numbers.
     pub fn vocab_size(&self) -> usize {
+        self.table_rows.unwrap_or_else(|| self.numbered())
+    }
+
+    /// The tokens it numbers: the pieces, the language tokens and (M2M100) fairseq's made-up
+    /// words.
+    fn numbered(&self) -> usize {
         match &self.pieces {
             Pieces::M2m100 {
                 tokens,
@@ -315,11 +332,11 @@ impl MultilingualTokenizer {
         self.languages.iter().map(|(code, _)| code.as_str())
     }
 
-    /// The token id of language `code`.
+    /// The token id of language `code` (in any case: `DEU_LATN` is `deu_Latn`).
     pub fn language_id(&self, code: &str) -> Option<u32> {
         self.languages
             .iter()
-            .find(|(c, _)| c == code)
+            .find(|(c, _)| c.eq_ignore_ascii_case(code))
             .map(|&(_, id)| id)
     }
 
@@ -359,17 +376,6 @@ impl MultilingualTokenizer {
                 .map_err(|e| anyhow::anyhow!("cannot decode {ids:?}: {e}")),
         }
     }
-}
-
-/// Whether `token` is shaped as an NLLB language code: three lowercase letters, `_`, a
-/// capital and three lowercase letters (a script).
-fn is_nllb_code(token: &str) -> bool {
-    let bytes = token.as_bytes();
-    bytes.len() == 8
-        && bytes[..3].iter().all(u8::is_ascii_lowercase)
-        && bytes[3] == b'_'
-        && bytes[4].is_ascii_uppercase()
-        && bytes[5..].iter().all(u8::is_ascii_lowercase)
 }
 
 /// The bytes of `path`, an error naming it.

@@ -3,6 +3,8 @@
 //! model's one tokenizer and its languages), and the special ids they frame sentences with.
 
 use std::path::Path;
+
+use anyhow::Context;
 use std::sync::Arc;
 
 use super::bpe::{bpe_json, learn_bpe};
@@ -261,7 +263,18 @@ impl Tokenizers {
             },
             TokenizerKind::Marian => Self::marian(MarianTokenizer::load(dir)?),
             TokenizerKind::Multilingual => {
-                let mut tokenizers = Self::multilingual(MultilingualTokenizer::load(dir)?);
+                // data.vocab_size is the model's table: the tokens and the rows past them.
+                let tokenizer = MultilingualTokenizer::load(dir)?
+                    .with_table_rows(cfg.vocab_size)
+                    .with_context(|| {
+                        format!(
+                            "{}: its model's vocab_size is {} (data.vocab_size, or config.json's \
+                             vocab_size)",
+                            dir.display(),
+                            cfg.vocab_size
+                        )
+                    })?;
+                let mut tokenizers = Self::multilingual(tokenizer);
                 if let (Some(source), Some(target)) = (&cfg.source_lang, &cfg.target_lang) {
                     tokenizers.name_languages(source, target)?;
                 }

@@ -15,9 +15,9 @@ use crate::config::{
 };
 
 /// The `model_type` of the Hugging Face families this tool runs, with their names and the
-/// files each needs besides its config and weights: what a Hub model must say and have to
-/// be fetched (M2M100's and NLLB's tokenizer files differ; their tokenizer_config.json
-/// says which they are).
+/// files each needs besides its config and weights (`a|b`: either): what a Hub model must
+/// say and have to be fetched (M2M100's tokenizer is `sentencepiece.bpe.model` and
+/// `vocab.json`, NLLB-200's `tokenizer.json`).
 pub const MODEL_TYPES: &[(&str, &str, &[&str])] = &[
     (
         "marian",
@@ -27,7 +27,11 @@ pub const MODEL_TYPES: &[(&str, &str, &[&str])] = &[
     (
         m2m100::MODEL_TYPE,
         "M2M100, NLLB-200",
-        &[TOKENIZER_CONFIG_JSON],
+        &[
+            TOKENIZER_CONFIG_JSON,
+            "sentencepiece.bpe.model|tokenizer.json",
+            "vocab.json|tokenizer.json",
+        ],
     ),
 ];
 
@@ -74,6 +78,8 @@ pub fn read_config(dir: &Path) -> anyhow::Result<Config> {
         let data = DataConfig {
             tokenizer: TokenizerKind::Multilingual,
             joint_vocab: true,
+            // The embedding table's rows, which the tokenizer's ids need not fill.
+            vocab_size: json.required_count("vocab_size")?,
             ..DataConfig::default()
         };
         (m2m100::model_from(&json)?, data)

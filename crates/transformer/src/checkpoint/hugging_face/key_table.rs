@@ -112,33 +112,30 @@ impl WeightFormat for MarianFormat {
         "MarianMT's state_dict"
     }
 
-    fn module_tensors(
-        &self,
-        file_name: &str,
-        tensor: Tensor,
-    ) -> candle_core::Result<Vec<(String, Tensor)>> {
+    fn module_names(&self, file_name: &str) -> Vec<String> {
         if file_name == "model.shared.weight" {
-            return Ok(vec![
-                ("src_embed.0.lut.weight".into(), tensor.clone()),
-                ("tgt_embed.0.lut.weight".into(), tensor),
-            ]);
+            return vec![
+                "src_embed.0.lut.weight".into(),
+                "tgt_embed.0.lut.weight".into(),
+            ];
         }
         if let Some((_, ours)) = OUTSIDE_LAYERS
             .iter()
             .find(|(marian, _)| *marian == file_name)
         {
-            let tensor = match *ours {
-                // (1, vocab) in the file, a bias vector here.
-                "generator.proj.bias" => tensor.flatten_all()?,
-                // (positions, d_model) in the file, (1, positions, d_model) here.
-                "src_embed.1.pe" | "tgt_embed.1.pe" => tensor.unsqueeze(0)?,
-                _ => tensor,
-            };
-            return Ok(vec![(ours.to_string(), tensor)]);
+            return vec![ours.to_string()];
         }
-        Ok(map_layer(file_name, true)
-            .map(|name| vec![(name, tensor)])
-            .unwrap_or_default())
+        map_layer(file_name, true).into_iter().collect()
+    }
+
+    fn as_module(&self, module: &str, tensor: Tensor) -> candle_core::Result<Tensor> {
+        match module {
+            // (1, vocab) in the file, a bias vector here.
+            "generator.proj.bias" => tensor.flatten_all(),
+            // (positions, d_model) in the file, (1, positions, d_model) here.
+            "src_embed.1.pe" | "tgt_embed.1.pe" => tensor.unsqueeze(0),
+            _ => Ok(tensor),
+        }
     }
 
     fn file_name<'a>(&self, module_name: &'a str) -> Cow<'a, str> {

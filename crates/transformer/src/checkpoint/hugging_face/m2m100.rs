@@ -11,7 +11,6 @@ use anyhow::bail;
 use super::json::JsonConfig;
 use super::CONFIG_JSON;
 use crate::config::{ModelConfig, NormPlacement, PositionEncoding};
-use crate::tokenize::Tokenizers;
 
 /// The `model_type` M2M100 and NLLB-200 share.
 pub const MODEL_TYPE: &str = "m2m_100";
@@ -27,6 +26,29 @@ pub(super) fn model_from(json: &JsonConfig) -> anyhow::Result<ModelConfig> {
     if json.text("model_type") != Some(MODEL_TYPE) {
         bail!("{path} does not describe an M2M100 / NLLB model (model_type {MODEL_TYPE:?})");
     }
+    // The fairseq dictionary's ids, which this family's tokenizers and decoding use.
+    for (key, id) in [
+        ("bos_token_id", 0),
+        ("pad_token_id", 1),
+        ("eos_token_id", 2),
+        ("decoder_start_token_id", 2),
+    ] {
+        if json.get(key).is_some_and(|v| v.as_u64() != Some(id)) {
+            bail!(
+                "{path}: {key} is {}, where the M2M100 family's dictionary has {id}; the file \
+                 is damaged",
+                json.get(key).map_or(String::new(), ToString::to_string)
+            );
+        }
+    }
+    // A source needs its language token, a token and `</s>`.
+    let positions = json.required_count("max_position_embeddings")?;
+    if positions < 4 {
+        bail!(
+            "{path}: max_position_embeddings = {positions} leaves no room for a sentence (its \
+             language token and </s> take two); the file is damaged"
+        );
+    }
     Ok(ModelConfig {
         norm: NormPlacement::PreTorch,
         positions: PositionEncoding::SinusoidalFairseq,
@@ -35,21 +57,4 @@ pub(super) fn model_from(json: &JsonConfig) -> anyhow::Result<ModelConfig> {
         generator_bias: false,
         ..super::bart::bart_family_model(json, "relu", 0.1)?
     })
-}
-
-/// Refuses a tokenizer whose ids the model's table does not have (`vocab_size` rows), so
-/// that a tokenizer from another model is named, not found as an index error mid-sentence.
-pub fn check_vocabulary(dir: &Path, tokenizers: &Tokenizers) -> anyhow::Result<()> {
-    let json = JsonConfig::read(&dir.join(CONFIG_JSON))?;
-    let rows = json.required_count("vocab_size")?;
-    let has = tokenizers.src.vocab_size();
-    if has > rows {
-        bail!(
-            "{}'s tokenizer numbers {has} tokens but {} says vocab_size = {rows}; the \
-             tokenizer files and the model do not belong together",
-            dir.display(),
-            json.path.display()
-        );
-    }
-    Ok(())
 }

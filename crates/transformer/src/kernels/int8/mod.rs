@@ -93,14 +93,24 @@ impl QuantizedMatrix {
             scales.len()
         );
         let stride = inp.div_ceil(ALIGN) * ALIGN;
-        let mut data = vec![0i8; out * stride];
-        let mut offsets = Vec::with_capacity(out);
-        for j in 0..out {
-            let row = &values[j * inp..(j + 1) * inp];
-            data[j * stride..j * stride + inp].copy_from_slice(row);
-            offsets.push(128 * row.iter().map(|&q| i32::from(q)).sum::<i32>());
+        let offsets = (0..out)
+            .map(|j| {
+                128 * values[j * inp..(j + 1) * inp]
+                    .iter()
+                    .map(|&q| i32::from(q))
+                    .sum::<i32>()
+            })
+            .collect();
+        if kernel == DotKernel::Avx512Vnni {
+            // Packed straight from `values`: no padded copy of a large table on the way.
+            let data = vnni_packed(values, inp, out, stride);
+            return Self::from_parts(kernel, out, inp, data, scales, offsets);
         }
-        Self::laid_out(kernel, out, inp, data, scales, offsets)
+        let mut data = vec![0i8; out * stride];
+        for j in 0..out {
+            data[j * stride..j * stride + inp].copy_from_slice(&values[j * inp..(j + 1) * inp]);
+        }
+        Self::from_parts(kernel, out, inp, data, scales, offsets)
     }
 
     /// From row-major `rows`, in the layout `kernel` reads.
@@ -114,23 +124,26 @@ impl QuantizedMatrix {
     ) -> Self {
         let stride = inp.div_ceil(ALIGN) * ALIGN;
         let data = if kernel == DotKernel::Avx512Vnni {
-            let groups = stride / 4;
-            let mut packed = vec![0i8; out.div_ceil(BLOCK) * BLOCK * stride];
-            for j in 0..out {
-                let (block, lane) = (j / BLOCK, j % BLOCK);
-                for g in 0..groups {
-                    let at = (block * groups + g) * 4 * BLOCK + lane * 4;
-                    packed[at..at + 4].copy_from_slice(&rows[j * stride + g * 4..][..4]);
-                }
-            }
-            packed
+            vnni_packed(&rows, stride, out, stride)
         } else {
             rows
         };
+        Self::from_parts(kernel, out, inp, data, scales, offsets)
+    }
+
+    /// A matrix whose `data` is already in `kernel`'s layout.
+    fn from_parts(
+        kernel: DotKernel,
+        out: usize,
+        inp: usize,
+        data: Vec<i8>,
+        scales: Vec<f32>,
+        offsets: Vec<i32>,
+    ) -> Self {
         Self {
             out,
             inp,
-            stride,
+            stride: inp.div_ceil(ALIGN) * ALIGN,
             kernel,
             data,
             scales,
@@ -310,4 +323,23 @@ impl QuantizedMatrix {
         }
         block
     }
+}
+
+/// `out` rows of `row_len` values (row-major) in the AVX512-VNNI kernel's layout: blocks of
+/// `BLOCK` rows, each row's values in groups of 4 side by side, rows padded with zeros to
+/// `stride`.
+fn vnni_packed(rows: &[i8], row_len: usize, out: usize, stride: usize) -> Vec<i8> {
+    let groups = stride / 4;
+    let mut packed = vec![0i8; out.div_ceil(BLOCK) * BLOCK * stride];
+    for j in 0..out {
+        let (block, lane) = (j / BLOCK, j % BLOCK);
+        let row = &rows[j * row_len..(j + 1) * row_len];
+        for g in 0..groups {
+            let start = (g * 4).min(row_len);
+            let group = &row[start..(start + 4).min(row_len)];
+            let at = (block * groups + g) * 4 * BLOCK + lane * 4;
+            packed[at..at + group.len()].copy_from_slice(group);
+        }
+    }
+    packed
 }
