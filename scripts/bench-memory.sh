@@ -7,6 +7,8 @@
 # runs, each its own process. Prints a Markdown table with the CPU and its vector extensions.
 #
 #   scripts/bench-memory.sh          # REPS=3
+#   PTH=1 scripts/bench-memory.sh    # also as pytorch_model.bin (its tied table under four
+#                                    # names over one storage, as the Hub's NLLB-200 ships it)
 #
 # Needs the torch venv (scripts/test-checkpoint-torch.sh makes it) and 2.5 GB of disk under
 # ~/.cache/transformer/bench for the model, made once.
@@ -25,6 +27,13 @@ if ! [ -x /usr/bin/time ]; then
   $sudo_or_not apt-get install -y -qq time > /dev/null
 fi
 [ -f "$MODEL/model.safetensors" ] || "$VENV/bin/python" scripts/make_nllb_shape.py "$MODEL"
+if [ "${PTH:-0}" = 1 ] && ! [ -f "$MODEL-bin/pytorch_model.bin" ]; then
+  mkdir -p "$MODEL-bin"
+  cp "$MODEL"/*.json "$MODEL/sentencepiece.bpe.model" "$MODEL-bin/"
+  "$VENV/bin/python" -c "import sys, torch, transformers
+model = transformers.AutoModelForSeq2SeqLM.from_pretrained(sys.argv[1])
+torch.save(model.state_dict(), sys.argv[2])" "$MODEL" "$MODEL-bin/pytorch_model.bin"
+fi
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 printf 'Ein Mann schläft.\nZwei Hunde spielen im Schnee.\nEine Frau liest ein Buch.\n' > "$work/sources"
@@ -48,6 +57,9 @@ rows=(
   "transformers: load, float32"
   "transformers: translate 3 sentences, float32, beam 4"
 )
+if [ -f "$MODEL-bin/pytorch_model.bin" ]; then
+  rows+=("ours: load pytorch_model.bin, float32" "ours: load pytorch_model.bin, int8")
+fi
 # One run of row $1: an empty stdin loads the model and translates nothing.
 run() {
   case "$1" in
@@ -57,6 +69,10 @@ run() {
       peak "${translate[@]}" --beam 4 --max-len 20 - < "$work/sources" ;;
     "ours: translate 3 sentences, int8, beam 4")
       peak "${translate[@]}" --compute-type int8 --beam 4 --max-len 20 - < "$work/sources" ;;
+    "ours: load pytorch_model.bin, float32")
+      peak "${translate[@]/$MODEL/$MODEL-bin}" - < /dev/null ;;
+    "ours: load pytorch_model.bin, int8")
+      peak "${translate[@]/$MODEL/$MODEL-bin}" --compute-type int8 - < /dev/null ;;
     "transformers: load, float32")
       peak "$VENV/bin/python" scripts/memory_transformers.py "$MODEL" < /dev/null ;;
     "transformers: translate 3 sentences, float32, beam 4")

@@ -380,3 +380,22 @@ fn a_config_whose_special_ids_are_not_the_familys_is_refused() {
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(stderr.contains("pad_token_id is 5"), "{stderr}");
 }
+
+#[test]
+fn a_pytorch_file_with_a_tied_table_under_four_names_loads_as_its_safetensors_does() {
+    // scripts/make_pth_fixture.py: one storage for model.shared, both embed_tokens and
+    // lm_head, read once (and, for int8, quantized as it streams out of the zip).
+    let sources = strings(&expected("m2m100")["generate"][0]["sources"]);
+    let flags = ["--source-lang", "de", "--target-lang", "en", "--beam", "1"];
+    for compute in ["float32", "int8"] {
+        let flags = [&flags[..], &["--compute-type", compute]].concat();
+        let from_safetensors =
+            common::translated_with_log_probs(Path::new(&dir("m2m100")), &sources, &flags);
+        let from_pytorch = common::translated_with_log_probs(
+            Path::new("tests/fixtures/m2m100-tiny-pth"),
+            &sources,
+            &flags,
+        );
+        assert_eq!(from_pytorch, from_safetensors, "{compute}");
+    }
+}

@@ -30,6 +30,7 @@ mod load;
 mod lock;
 
 pub mod hugging_face;
+mod pth_index;
 pub mod quantize;
 mod read;
 mod read_as;

@@ -10,7 +10,7 @@ use candle_core::Device;
 
 use super::format::{self, ByModule};
 use super::read_as::{read_modules_as, MatrixForm};
-use super::read_weights::{read_pytorch_tensors, read_tensors, read_weights_file};
+use super::read_weights::read_weights_file;
 use super::{hugging_face, int8_file, tensor_file, CONFIG_FILE, MODEL_FILE};
 use crate::config::{Config, TokenizerKind};
 use crate::tokenize::Tokenizers;
@@ -34,9 +34,8 @@ pub(super) fn holds_int8(dir: &Path) -> bool {
 }
 
 /// The weights of the checkpoint in `dir`, whose config is `config`, under their module
-/// names: its matrices in `form` (converted as a safetensors file is read, so that no float
-/// copy of the whole model is held; an int8 checkpoint's and a PyTorch file's as stored,
-/// for the model's build to convert).
+/// names: its matrices in `form` (converted as the file is read, so that no float copy of
+/// the whole model is held; an int8 checkpoint's as stored).
 pub(super) fn read_weights(
     dir: &Path,
     config: &Config,
@@ -97,8 +96,8 @@ pub(super) fn read_config_and_tokenizers(dir: &Path) -> anyhow::Result<(Config, 
     })?;
     Ok((config, tokenizers))
 }
-/// A Hugging Face directory's weights, through [`hugging_face::MarianFormat`], in `form`
-/// when they are in safetensors.
+/// A Hugging Face directory's weights (`model.safetensors` or `pytorch_model.bin`), through
+/// [`hugging_face::MarianFormat`], in `form`.
 fn read_hugging_face_weights(
     dir: &Path,
     config: &Config,
@@ -109,13 +108,6 @@ fn read_hugging_face_weights(
     let format = Arc::new(hugging_face::MarianFormat {
         shared: config.model.share_source_embeddings,
     });
-    let tensors = if path.extension().is_some_and(|e| e == "bin") {
-        read_pytorch_tensors(&path, device)?
-    } else if form != MatrixForm::Stored {
-        return read_modules_as(&path, format, device, form);
-    } else {
-        read_tensors(&path, device)?
-    };
-    format::to_modules(format, tensors, path.clone())
-        .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
+    // Tensor by tensor, a storage several names share read once.
+    read_modules_as(&path, format, device, form)
 }

@@ -1,6 +1,6 @@
-//! A weights file read for loading (safetensors, or a PyTorch `torch.save` file) and refused
-//! when a tensor cannot be a weight: a dtype other than F32, F16 or BF16, or a NaN or an
-//! infinity anywhere.
+//! One of this tool's safetensors weights files read for loading and refused when a tensor
+//! cannot be a weight: a dtype other than F32, F16 or BF16, or a NaN or an infinity anywhere.
+//! (A Hugging Face directory's weights, safetensors or PyTorch, read through `read_as.rs`.)
 
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
@@ -8,26 +8,6 @@ use std::path::Path;
 use candle_core::{DType, Device, Tensor};
 
 use super::{int8_file, tensor_file, tensor_index};
-
-/// A PyTorch `torch.save` file's tensors (candle reads its zip and pickle), checked as
-/// [`read_tensors`] checks a safetensors file's.
-pub(super) fn read_pytorch_tensors(
-    path: &Path,
-    device: &Device,
-) -> anyhow::Result<HashMap<String, Tensor>> {
-    let tensors = candle_core::pickle::read_all(path).map_err(|e| {
-        anyhow::anyhow!(
-            "cannot read {}: {e}; the file is damaged or not a PyTorch state_dict",
-            path.display()
-        )
-    })?;
-    let tensors = tensors
-        .into_iter()
-        .map(|(name, tensor)| Ok((name, tensor.to_device(device)?)))
-        .collect::<candle_core::Result<HashMap<_, _>>>()?;
-    check_tensors(path, &tensors, &HashSet::new(), &HashMap::new())?;
-    Ok(tensors)
-}
 
 /// A safetensors file of this format: float tensors only (our own are F32; F16 and BF16 are
 /// what a PyTorch user's half-precision state_dict holds), every value finite. Anything else

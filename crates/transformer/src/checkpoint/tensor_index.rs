@@ -150,44 +150,22 @@ impl TensorIndex {
     pub fn read_int8_rows(&mut self, name: &str) -> anyhow::Result<(Tensor, Tensor)> {
         let entry = self.entry(name)?;
         let (dtype, width) = dtype_of(entry)?;
-        if !matches!(dtype, DType::F32 | DType::F16 | DType::BF16) {
-            bail!("tensor {name} is stored as {}, not as floats", entry.dtype);
-        }
         let &[rows, cols] = entry.shape.as_slice() else {
             bail!("tensor {name} is not a matrix: shape {:?}", entry.shape);
         };
-        let (start, elements) = self.extent(entry, width)?;
-        let block_rows = (QUANTIZED_BLOCK_BYTES / (cols.max(1) * 4)).max(1);
-        let mut values = Vec::with_capacity(elements);
-        let mut scales = Vec::with_capacity(rows);
-        let mut bytes = Vec::new();
-        let mut floats = Vec::new();
-        let mut non_finite = 0usize;
+        let (start, _) = self.extent(entry, width)?;
         let mut hasher = TensorDigest::hasher(name);
-        for first in (0..rows).step_by(block_rows) {
-            let count = block_rows.min(rows - first);
-            bytes.resize(count * cols * width, 0);
-            let at = start + (first * cols * width) as u64;
-            self.file.read_exact_at(&mut bytes, at)?;
-            hasher.update(&bytes);
-            floats.clear();
-            floats.extend(decoded(&bytes, dtype));
-            non_finite += floats.iter().filter(|v| !v.is_finite()).count();
-            let (block, block_scales) = quantize_rows(&floats, count, cols);
-            values.extend(block.into_iter().map(|v| v as u8));
-            scales.extend(block_scales);
-        }
-        if non_finite > 0 {
-            bail!(
-                "tensor {name} holds {non_finite} NaN or infinite value{} of {elements}",
-                if non_finite == 1 { "" } else { "s" }
-            );
-        }
+        let mut at = start;
+        let file = &self.file;
+        let quantized = quantized_blocks(rows, cols, dtype, |block| {
+            file.read_exact_at(block, at)?;
+            at += block.len() as u64;
+            hasher.update(block);
+            Ok(())
+        })
+        .with_context(|| format!("tensor {name}"))?;
         self.digest.push(name, hasher);
-        Ok((
-            Tensor::from_vec(values, (rows, cols), &Device::Cpu)?,
-            Tensor::from_vec(scales, rows, &Device::Cpu)?,
-        ))
+        Ok(quantized)
     }
 
     /// Checks the checksum the file was written with, if any, once every tensor is read.
@@ -285,6 +263,49 @@ fn dtype_of(entry: &Entry) -> anyhow::Result<(DType, usize)> {
     })
 }
 
+/// A float matrix of `rows` x `cols` values of `dtype` (F32, F16 or BF16, little-endian),
+/// whose bytes `read_block` fills a block of rows at a time in order, quantized per row: its
+/// int8 values (in a `U8` tensor) and row scales, on the CPU. A NaN or an infinity is an
+/// error that counts them, as a float weight's is.
+pub(super) fn quantized_blocks(
+    rows: usize,
+    cols: usize,
+    dtype: DType,
+    mut read_block: impl FnMut(&mut [u8]) -> std::io::Result<()>,
+) -> anyhow::Result<(Tensor, Tensor)> {
+    if !matches!(dtype, DType::F32 | DType::F16 | DType::BF16) {
+        bail!("it is stored as {dtype:?}, not as floats");
+    }
+    let width = dtype.size_in_bytes();
+    let block_rows = (QUANTIZED_BLOCK_BYTES / (cols.max(1) * 4)).max(1);
+    let mut values = Vec::with_capacity(rows * cols);
+    let mut scales = Vec::with_capacity(rows);
+    let (mut bytes, mut floats) = (Vec::new(), Vec::new());
+    let mut non_finite = 0usize;
+    for first in (0..rows).step_by(block_rows) {
+        let count = block_rows.min(rows - first);
+        bytes.resize(count * cols * width, 0);
+        read_block(&mut bytes)?;
+        floats.clear();
+        floats.extend(decoded(&bytes, dtype));
+        non_finite += floats.iter().filter(|v| !v.is_finite()).count();
+        let (block, block_scales) = quantize_rows(&floats, count, cols);
+        values.extend(block.into_iter().map(|v| v as u8));
+        scales.extend(block_scales);
+    }
+    if non_finite > 0 {
+        bail!(
+            "holds {non_finite} NaN or infinite value{} of {}",
+            if non_finite == 1 { "" } else { "s" },
+            rows * cols
+        );
+    }
+    Ok((
+        Tensor::from_vec(values, (rows, cols), &Device::Cpu)?,
+        Tensor::from_vec(scales, rows, &Device::Cpu)?,
+    ))
+}
+
 /// Little-endian float `bytes` of `dtype` (F32, F16 or BF16) as f32s.
 fn decoded(bytes: &[u8], dtype: DType) -> impl Iterator<Item = f32> + '_ {
     let width = if dtype == DType::F32 { 4 } else { 2 };
@@ -345,11 +366,10 @@ mod tests {
             .unwrap()
             .read_int8_rows("m")
             .unwrap_err();
+        let said = format!("{error:#}");
         assert!(
-            error
-                .to_string()
-                .contains("holds 2 NaN or infinite values of 4"),
-            "{error}"
+            said.contains("holds 2 NaN or infinite values of 4"),
+            "{said}"
         );
     }
 }
