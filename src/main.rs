@@ -92,7 +92,12 @@ fn main() -> ExitCode {
             let _ = writeln!(std::io::stderr(), "error: {line}{}", advice(&e));
             if let Some(interrupted) = e.downcast_ref::<commands::Interrupted>() {
                 ExitCode::from(interrupted.exit_code)
-            } else if e.downcast_ref::<commands::UsageError>().is_some() {
+            } else if e.downcast_ref::<commands::UsageError>().is_some()
+                || e.chain()
+                    .any(|c| c.is::<checkpoint::hugging_face::Unrunnable>())
+            {
+                // A model of a family this tool does not run, or without its tokenizer
+                // files, is the user's choice of --checkpoint, as a Hub name's would be.
                 ExitCode::from(USAGE_ERROR)
             } else {
                 ExitCode::FAILURE

@@ -290,33 +290,34 @@ fn an_nllb_code_cuts_sentences_by_its_languages_rules() {
 }
 
 #[test]
-fn a_vocabulary_map_never_fills_a_translation_with_the_forced_language() {
+fn a_vocabulary_map_never_fills_a_translation_with_a_language_or_framing_token() {
     let dir = tempfile::tempdir().unwrap();
-    for (family, map, flags) in [
+    for (family, listed, flags) in [
+        // Each family's tokens no text holds.
         (
             "m2m100",
-            "\t__fr__\n",
+            &["__fr__", "__en__", "__de__", "<s>", "<pad>"][..],
             ["--source-lang", "de", "--target-lang", "en"],
         ),
         (
             "nllb",
-            "\tfra_Latn eng_Latn\n",
+            &["fra_Latn", "eng_Latn", "deu_Latn", "<s>", "<pad>", "<mask>"][..],
             ["--source-lang", "deu_Latn", "--target-lang", "eng_Latn"],
         ),
     ] {
         let path = dir.path().join(format!("{family}.vmap"));
-        std::fs::write(&path, map).unwrap();
+        // A map whose only always-allowed targets are languages and framing.
+        std::fs::write(&path, format!("\t{}\n", listed.join(" "))).unwrap();
         let got = translated_json(
             Path::new(&self::dir(family)),
             &["Ein Mann schläft.".to_string()],
             &[&flags[..], &["--vocab-map", path.to_str().unwrap()]].concat(),
         );
         let tokens = got[0]["tokens"].as_array().unwrap();
-        let forced = flags[3];
-        assert!(
-            !tokens.iter().any(|t| t.as_str().unwrap().contains(forced)),
-            "{family}: {tokens:?}"
-        );
+        for token in tokens {
+            let token = token.as_str().unwrap();
+            assert!(!listed.contains(&token), "{family}: {token} in {tokens:?}");
+        }
     }
 }
 
@@ -350,20 +351,207 @@ fn an_output_file_that_is_an_input_is_refused() {
             .unwrap();
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
-        assert!(stderr.contains("--out source.txt is the"), "{stderr}");
+        assert!(stderr.contains("--out source.txt is also the"), "{stderr}");
         assert_eq!(std::fs::read_to_string(&source).unwrap(), "Ein Hund.\n");
+    }
+}
+
+#[test]
+fn an_output_file_that_is_the_vocabulary_map_or_part_of_the_model_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = copy_of("m2m100", dir.path());
+    let source = dir.path().join("source.txt");
+    std::fs::write(&source, "Ein Hund.\n").unwrap();
+    let map = dir.path().join("map.vmap");
+    std::fs::write(&map, "\thello\n").unwrap();
+    let config = std::fs::read(model.join("config.json")).unwrap();
+    let cases: [(&[&str], &str); 4] = [
+        (
+            &[
+                "translate",
+                "--file",
+                "source.txt",
+                "--vocab-map",
+                "map.vmap",
+                "--out",
+                "map.vmap",
+            ],
+            "is also the --vocab-map input",
+        ),
+        (
+            &[
+                "eval",
+                "--src",
+                "source.txt",
+                "--ref",
+                "source.txt",
+                "--vocab-map",
+                "map.vmap",
+                "--out",
+                "map.vmap",
+            ],
+            "is also the --vocab-map input",
+        ),
+        (
+            &[
+                "translate",
+                "--file",
+                "source.txt",
+                "--out",
+                "m2m100/config.json",
+            ],
+            "is inside the checkpoint",
+        ),
+        (
+            &[
+                "eval",
+                "--src",
+                "source.txt",
+                "--ref",
+                "source.txt",
+                "--out",
+                "m2m100/config.json",
+            ],
+            "is inside the checkpoint",
+        ),
+    ];
+    for (args, says) in cases {
+        let out = transformer()
+            .current_dir(dir.path())
+            .args(args)
+            .args(["--checkpoint", "m2m100"])
+            .args(["--source-lang", "de", "--target-lang", "en"])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(says), "{args:?}: {stderr}");
+        assert_eq!(std::fs::read_to_string(&map).unwrap(), "\thello\n");
+        assert_eq!(std::fs::read(model.join("config.json")).unwrap(), config);
+    }
+}
+
+#[test]
+fn an_output_onto_a_hub_snapshots_link_or_into_the_run_around_a_checkpoint_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("source.txt"), "Ein Hund.\n").unwrap();
+    // The Hub cache's layout: a snapshot's files are links into blobs/.
+    let snapshot = dir.path().join("hub/snapshots/abc");
+    let blobs = dir.path().join("hub/blobs");
+    std::fs::create_dir_all(&snapshot).unwrap();
+    std::fs::create_dir_all(&blobs).unwrap();
+    for entry in std::fs::read_dir(self::dir("m2m100")).unwrap() {
+        let entry = entry.unwrap();
+        let blob = blobs.join(entry.file_name());
+        std::fs::copy(entry.path(), &blob).unwrap();
+        let link = snapshot.join(entry.file_name());
+        std::os::unix::fs::symlink(Path::new("../../blobs").join(entry.file_name()), link).unwrap();
+    }
+    // A run whose best/ is the model, with the run's own files around it.
+    let run = dir.path().join("run");
+    std::fs::create_dir(&run).unwrap();
+    std::fs::rename(copy_of("m2m100", dir.path()), run.join("best")).unwrap();
+    std::fs::write(run.join("metrics.jsonl"), "{}\n").unwrap();
+    let cases = [
+        ("hub/snapshots/abc", "hub/snapshots/abc/config.json"),
+        ("run", "run/metrics.jsonl"),
+    ];
+    for (checkpoint, written) in cases {
+        let before = std::fs::read(dir.path().join(written)).unwrap();
+        let out = transformer()
+            .current_dir(dir.path())
+            .args(["translate", "--file", "source.txt", "--out", written])
+            .args(["--checkpoint", checkpoint])
+            .args(["--source-lang", "de", "--target-lang", "en"])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{written}: {stderr}");
+        assert!(stderr.contains("is inside the checkpoint"), "{stderr}");
+        assert_eq!(std::fs::read(dir.path().join(written)).unwrap(), before);
+    }
+    // A new file beside them is written.
+    let out = transformer()
+        .current_dir(dir.path())
+        .args(["translate", "--file", "source.txt", "--out", "run/test.hyp"])
+        .args(["--checkpoint", "run"])
+        .args(["--source-lang", "de", "--target-lang", "en"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(run.join("test.hyp").is_file());
+}
+
+/// A copy of `family`'s fixture under `into`.
+fn copy_of(family: &str, into: &Path) -> std::path::PathBuf {
+    let copy = into.join(family);
+    std::fs::create_dir(&copy).unwrap();
+    for entry in std::fs::read_dir(dir(family)).unwrap() {
+        let entry = entry.unwrap();
+        std::fs::copy(entry.path(), copy.join(entry.file_name())).unwrap();
+    }
+    copy
+}
+
+#[test]
+fn a_directory_without_its_tokenizer_files_is_refused_naming_them() {
+    for (family, removed, languages, said) in [
+        (
+            "m2m100",
+            "vocab.json",
+            ["de", "en"],
+            "has no vocab.json or tokenizer.json",
+        ),
+        (
+            "m2m100",
+            "sentencepiece.bpe.model",
+            ["de", "en"],
+            "has no sentencepiece.bpe.model or tokenizer.json",
+        ),
+        (
+            "nllb",
+            "tokenizer.json",
+            ["deu_Latn", "eng_Latn"],
+            "has no vocab.json or tokenizer.json",
+        ),
+        (
+            "nllb",
+            "tokenizer_config.json",
+            ["deu_Latn", "eng_Latn"],
+            "has no tokenizer_config.json",
+        ),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let copy = copy_of(family, dir.path());
+        std::fs::remove_file(copy.join(removed)).unwrap();
+        let out = transformer()
+            .args(["translate", "--checkpoint"])
+            .arg(&copy)
+            .args([
+                "--source-lang",
+                languages[0],
+                "--target-lang",
+                languages[1],
+                "Ein Hund.",
+            ])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{family} {removed}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+        assert!(stderr.contains(said), "{family} {removed}: {stderr}");
     }
 }
 
 #[test]
 fn a_config_whose_special_ids_are_not_the_familys_is_refused() {
     let dir = tempfile::tempdir().unwrap();
-    let copy = dir.path().join("m2m100");
-    std::fs::create_dir(&copy).unwrap();
-    for entry in std::fs::read_dir(self::dir("m2m100")).unwrap() {
-        let entry = entry.unwrap();
-        std::fs::copy(entry.path(), copy.join(entry.file_name())).unwrap();
-    }
+    let copy = copy_of("m2m100", dir.path());
     let config = std::fs::read_to_string(copy.join("config.json")).unwrap();
     std::fs::write(
         copy.join("config.json"),

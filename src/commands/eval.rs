@@ -49,8 +49,16 @@ pub fn run(args: EvalArgs) -> anyhow::Result<()> {
             Some(("--ref", args.reference.as_path())),
             args.src.as_deref().map(|src| ("--src", src)),
             args.hyp.as_deref().map(|hyp| ("--hyp", hyp)),
+            args.decode
+                .settings
+                .vocab_map
+                .as_deref()
+                .map(|map| ("--vocab-map", map)),
         ];
-        super::refuse_output_onto_input(out, &inputs.into_iter().flatten().collect::<Vec<_>>())?;
+        super::output_guard::refuse_output_onto_input(
+            out,
+            &inputs.into_iter().flatten().collect::<Vec<_>>(),
+        )?;
     }
     let references = read_segments(&args.reference, "--ref")?;
     let hypotheses = match (&args.hyp, &args.src) {
@@ -100,6 +108,13 @@ fn translate_all(args: &EvalArgs, sources: &[String]) -> anyhow::Result<Vec<Stri
     let options = super::decode_options(&args.decode.settings, &opened)?;
     let translator = opened.with(options);
     let loaded = opened.checkpoint();
+    if let Some(out) = &args.out {
+        super::output_guard::refuse_output_into_checkpoint(
+            out,
+            args.checkpoint.as_deref(),
+            &loaded.dir,
+        )?;
+    }
     // Split, a line's sentences are translated apart and joined; else each line is one
     // sentence, blank lines included, as the corpora are aligned line by line.
     let splitter = SentenceSplitter::new(

@@ -10,6 +10,7 @@ mod export;
 mod generate;
 mod infer_test;
 mod man;
+mod output_guard;
 mod plot;
 mod quantize;
 mod sentences;
@@ -189,7 +190,18 @@ fn open_translator(
         },
     )?;
     check_language_flags(&translator, source.as_deref(), target.as_deref(), one_pair)?;
-    translator.name_languages(source.as_deref(), target.as_deref())?;
+    // A model of one pair keeps its own names (its sentences are cut by its source's rules);
+    // a server renames them only for its clients (`ServeSettings::pair_names`).
+    let data = &translator.checkpoint().config.data;
+    let one_pair_named = translator.languages().is_none();
+    let unless_own = |code: Option<String>, own: &Option<String>| {
+        code.filter(|_| !(one_pair_named && own.is_some()))
+    };
+    let (source_named, target_named) = (
+        unless_own(source, &data.source_lang),
+        unless_own(target, &data.target_lang),
+    );
+    translator.name_languages(source_named.as_deref(), target_named.as_deref())?;
     for note in translator.notes() {
         stdout::warn(format_args!("{note}"));
     }
@@ -222,8 +234,8 @@ fn check_language_flags(
         } else if let Some(own) = own.as_deref().filter(|own| !own.eq_ignore_ascii_case(code)) {
             if one_pair == OnePairLanguages::Rename {
                 stdout::warn(format_args!(
-                    "{flag} {code}: clients name the model's {own} {code}; {} still translates \
-                     {} to {}",
+                    "{flag} {code}: clients call the model's {own} \"{code}\"; {} still \
+                     translates {} to {}",
                     checkpoint.dir.display(),
                     data.source_lang.as_deref().unwrap_or("?"),
                     data.target_lang.as_deref().unwrap_or("?"),
@@ -231,8 +243,7 @@ fn check_language_flags(
                 continue;
             }
             return Err(UsageError(format!(
-                "{flag} {code}: {} translates {} to {} only, so it reads or writes {own} \
-                 there; drop {flag} (or name {own})",
+                "{flag} {code}: {} translates {} to {} only; drop {flag}, or name {own}",
                 checkpoint.dir.display(),
                 data.source_lang.as_deref().unwrap_or("?"),
                 data.target_lang.as_deref().unwrap_or("?"),
@@ -316,27 +327,6 @@ fn refused(refusal: Refused) -> anyhow::Error {
     } else {
         UsageError(refusal.message).into()
     }
-}
-
-/// Refuses an `--out` that is one of the command's input files (`inputs`: each flag and its
-/// file): the output would replace what it is made from.
-fn refuse_output_onto_input(out: &Path, inputs: &[(&str, &Path)]) -> Result<(), UsageError> {
-    use std::os::unix::fs::MetadataExt;
-    let Ok(written) = std::fs::metadata(out) else {
-        return Ok(());
-    };
-    for (flag, input) in inputs {
-        let same = std::fs::metadata(input)
-            .is_ok_and(|read| read.dev() == written.dev() && read.ino() == written.ino());
-        if same && input.as_os_str() != "-" {
-            return Err(UsageError(format!(
-                "--out {} is the {flag} file: writing it would replace what is read; choose \
-                 another --out",
-                out.display()
-            )));
-        }
-    }
-    Ok(())
 }
 
 /// The first `n` characters of `text`, with an ellipsis when cut.

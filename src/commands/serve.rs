@@ -42,6 +42,10 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
             ),
         },
         api_key: args.api_key.filter(|key| !key.is_empty()),
+        pair_names: (
+            args.decode.source_lang.clone(),
+            args.decode.target_lang.clone(),
+        ),
         decode,
         sentence_split: !args.no_sentence_split,
         files: (!args.disable_files_translation).then(|| FileSettings {

@@ -24,7 +24,15 @@ pub fn run(args: TranslateArgs) -> anyhow::Result<()> {
         None => None,
     };
     if let (Some(file), Some(out)) = (&args.file, &args.out) {
-        super::refuse_output_onto_input(out, &[("--file", file)])?;
+        let mut inputs = vec![("--file", file.as_path())];
+        inputs.extend(
+            args.decode
+                .settings
+                .vocab_map
+                .as_deref()
+                .map(|map| ("--vocab-map", map)),
+        );
+        super::output_guard::refuse_output_onto_input(out, &inputs)?;
     }
     if args.format == Some(FormatArg::Docx) && args.file.is_none() {
         return Err(UsageError(
@@ -43,6 +51,13 @@ pub fn run(args: TranslateArgs) -> anyhow::Result<()> {
     let options = super::decode_options(&args.decode.settings, &opened)?;
     let translator = opened.with(options);
     let loaded = opened.checkpoint();
+    if let Some(out) = &args.out {
+        super::output_guard::refuse_output_into_checkpoint(
+            out,
+            args.checkpoint.as_deref(),
+            &loaded.dir,
+        )?;
+    }
     let splitter = SentenceSplitter::new(
         loaded.config.data.source_lang.as_deref(),
         !args.split.no_sentence_split,

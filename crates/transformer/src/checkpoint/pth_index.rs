@@ -22,6 +22,7 @@ pub struct PthIndex {
 impl PthIndex {
     /// Opens the PyTorch file at `path`; the error says what is wrong with it.
     pub fn open(path: &Path) -> anyhow::Result<Self> {
+        check_small_entries(path)?;
         Ok(Self {
             tensors: PthTensors::new(path, None)?,
             path: path.to_path_buf(),
@@ -61,13 +62,47 @@ impl PthIndex {
         ))
     }
 
-    /// The tensor `name` as stored, on `device`.
+    /// The tensor `name` as stored, on `device`; its storage's zip entry is read to its end,
+    /// so that the entry's CRC-32 is checked.
     pub fn read(&self, name: &str, device: &Device) -> anyhow::Result<Tensor> {
-        let tensor = self
-            .tensors
-            .get(name)?
-            .with_context(|| format!("it has no tensor {name}"))?;
-        Ok(tensor.to_device(device)?)
+        let info = self.info(name)?;
+        if !info.layout.is_contiguous() {
+            let tensor = self
+                .tensors
+                .get(name)?
+                .with_context(|| format!("it has no tensor {name}"))?;
+            return Ok(tensor.to_device(device)?);
+        }
+        let mut bytes = vec![0u8; info.layout.shape().elem_count() * info.dtype.size_in_bytes()];
+        self.with_values(info, |values| values.read_exact(&mut bytes))?;
+        Ok(Tensor::from_raw_buffer(
+            &bytes,
+            info.dtype,
+            info.layout.dims(),
+            device,
+        )?)
+    }
+
+    /// Runs `read` on the zip entry of `info`'s storage from the tensor's first value, then
+    /// drains the entry to its end so that the zip reader checks its CRC-32: a damaged byte is
+    /// an error naming the tensor, not a wrong weight.
+    fn with_values<T>(
+        &self,
+        info: &TensorInfo,
+        read: impl FnOnce(&mut dyn Read) -> std::io::Result<T>,
+    ) -> anyhow::Result<T> {
+        let file = std::io::BufReader::new(std::fs::File::open(&self.path)?);
+        let mut zip = zip::ZipArchive::new(file)?;
+        let mut entry = zip.by_name(&info.path)?;
+        // candle's start_offset for a pickled tensor already counts bytes.
+        let skip = info.layout.start_offset() as u64;
+        let skipped = std::io::copy(&mut entry.by_ref().take(skip), &mut std::io::sink())?;
+        if skipped != skip {
+            bail!("its storage {} ends before its values start", info.path);
+        }
+        let value = read(&mut entry)?;
+        std::io::copy(&mut entry, &mut std::io::sink())?;
+        Ok(value)
     }
 
     /// The float matrix `name` quantized per row as its storage streams out of the zip (see
@@ -84,13 +119,27 @@ impl PthIndex {
             let matrix = self.read(name, &Device::Cpu)?;
             return Ok(super::int8_file::quantized(&matrix)?);
         }
-        let file = std::io::BufReader::new(std::fs::File::open(&self.path)?);
-        let mut zip = zip::ZipArchive::new(file)?;
-        let mut entry = zip.by_name(&info.path)?;
-        // The tensor's values start `start_offset` values into its storage.
-        let skip = (info.layout.start_offset() * info.dtype.size_in_bytes()) as u64;
-        std::io::copy(&mut entry.by_ref().take(skip), &mut std::io::sink())?;
-        quantized_blocks(rows, cols, info.dtype, |block| entry.read_exact(block))
-            .with_context(|| format!("tensor {name}"))
+        self.with_values(info, |values| {
+            quantized_blocks(rows, cols, info.dtype, |block| values.read_exact(block))
+                .map_err(|e| std::io::Error::other(format!("{e:#}")))
+        })
     }
+}
+
+/// Checks the CRC-32 of every entry of the zip at `path` but the storages' (the pickle, its
+/// byte order and version): candle's pickle reader stops at the pickle's last opcode, before
+/// the zip reader would check it, and one flipped bit there can point a weight at another
+/// storage. The storages are checked as they are read.
+fn check_small_entries(path: &Path) -> anyhow::Result<()> {
+    let file = std::io::BufReader::new(std::fs::File::open(path)?);
+    let mut zip = zip::ZipArchive::new(file)?;
+    for index in 0..zip.len() {
+        let mut entry = zip.by_index(index)?;
+        let name = entry.name()?.to_string();
+        if name.contains("/data/") {
+            continue;
+        }
+        std::io::copy(&mut entry, &mut std::io::sink()).with_context(|| format!("entry {name}"))?;
+    }
+    Ok(())
 }

@@ -117,7 +117,7 @@ pub(super) fn read_modules_as(
     let damaged = |e: anyhow::Error| {
         anyhow::anyhow!(
             "cannot read {}: {e:#}; the file is damaged: copy it again from where it came \
-             from, train again, or pick another checkpoint",
+             from (a run of this tool: train again), or pick another checkpoint",
             path.display()
         )
     };
@@ -142,6 +142,7 @@ pub(super) fn read_modules_as(
         if form == MatrixForm::Int8 && matrix {
             let (values, scales) = source
                 .read_int8_rows(&file_name)
+                .with_context(|| format!("tensor {file_name}"))
                 .map_err(|e| refused(path, e))?;
             read.insert(storage, (values.clone(), Some(scales.clone())));
             placed.place(&modules, &file_name, values, Some(scales), &*format, path)?;
@@ -178,8 +179,8 @@ pub(super) fn read_modules_as(
 /// A tensor that cannot be a weight, as `read_weights` words it.
 fn refused(path: &Path, problem: anyhow::Error) -> anyhow::Error {
     anyhow::anyhow!(
-        "{} {problem:#}; the file is damaged or not a checkpoint of this tool: train again or \
-         pick another run",
+        "{}: {problem:#}; the file is damaged or holds values no model can use: copy it again \
+         from where it came from (a run of this tool: train again), or pick another checkpoint",
         path.display()
     )
 }

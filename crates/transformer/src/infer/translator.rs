@@ -225,9 +225,12 @@ impl ConfiguredTranslator<'_> {
                 restricted.positions(&prefix)?,
                 restricted.position(specials.eos),
                 // The forced token is a candidate only to be fed: a map that allows little
-                // else must not fill a translation with it.
-                (specials.never.iter().chain(&specials.forced))
-                    .filter_map(|&id| restricted.position(id))
+                // else must not fill a translation with it, nor with another language's
+                // token or the framing a map may list among its targets.
+                (specials.never.iter().copied())
+                    .chain(specials.forced)
+                    .chain(self.never_mapped())
+                    .filter_map(|id| restricted.position(id))
                     .collect(),
             ),
         };
@@ -280,6 +283,16 @@ impl ConfiguredTranslator<'_> {
             })
             .collect();
         Ok(Restricted::new(self.model, &own, self.device)?)
+    }
+
+    /// What a vocabulary map's candidates never contribute to a translation beyond what the
+    /// whole vocabulary's search excludes: for a multilingual model, every id no text holds
+    /// (a language's token, `<s>`, `<pad>`, `<mask>`). Other models' maps keep the whole
+    /// vocabulary's exclusions, so that a map allowing every token decodes as no map does.
+    fn never_mapped(&self) -> Vec<u32> {
+        (self.tokenizers.multilingual_tokenizer())
+            .map(|tokenizer| tokenizer.not_text_ids())
+            .unwrap_or_default()
     }
 
     /// Each row's hypotheses, best first, from the search the options ask for.

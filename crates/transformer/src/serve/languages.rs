@@ -81,7 +81,7 @@ impl Languages {
             (_, true) => {
                 return Err(ApiError::bad_request(format!(
                     "invalid request: source auto needs language detection, which this \
-                     server does not do; name the source language ({})",
+                     server does not do; name the source language: {}",
                     self.described()
                 )))
             }

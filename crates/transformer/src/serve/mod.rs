@@ -53,6 +53,10 @@ pub struct ServeSettings {
     pub limits: Limits,
     pub connections: ConnectionLimits,
     pub api_key: Option<String>,
+    /// What clients call a model of one pair's source and target where the flags rename
+    /// them (`None`: the checkpoint's own names); its sentences are still cut by its own
+    /// source language's rules.
+    pub pair_names: (Option<String>, Option<String>),
     /// Decoding settings below a request's: the checkpoint's `[decode]`, then the flags.
     pub decode: Resolver,
     /// Whether texts are cut into sentences (else each line is one).
@@ -79,9 +83,10 @@ pub fn serve(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
     let names = settings.names;
-    let languages = languages(&translator, names.languages)?;
+    let languages = languages(&translator, &settings.pair_names, names.languages)?;
+    let own_source = translator.checkpoint().config.data.source_lang.clone();
     let splitter = SentenceSplitter::new(
-        Some(&languages.first_pair().source),
+        Some(&own_source.unwrap_or_else(|| languages.first_pair().source)),
         settings.sentence_split,
     );
     let files = settings
@@ -166,16 +171,28 @@ fn serve_http(
 
 /// The languages `translator` translates: a multilingual model's codes, with the pair named
 /// at start (if any) as the default; else the checkpoint's `data.source_lang` and
-/// `data.target_lang`, which clients name, and where it names none, the error says to give
-/// them as `setting`.
-fn languages(translator: &Translator, setting: &str) -> anyhow::Result<Languages> {
+/// `data.target_lang` or the `renamed` names clients use for them, and where it names none,
+/// the error says to give them as `setting`.
+fn languages(
+    translator: &Translator,
+    renamed: &(Option<String>, Option<String>),
+    setting: &str,
+) -> anyhow::Result<Languages> {
     let checkpoint = translator.checkpoint();
     let data = &checkpoint.config.data;
-    let default = match (&data.source_lang, &data.target_lang) {
-        (Some(source), Some(target)) => Some(LanguagePair {
-            source: source.clone(),
-            target: target.clone(),
-        }),
+    let multilingual = translator.languages().is_some();
+    let named = |renamed: &Option<String>, own: &Option<String>| {
+        renamed
+            .clone()
+            .filter(|_| !multilingual)
+            .or_else(|| own.clone())
+    };
+    let (source, target) = (
+        named(&renamed.0, &data.source_lang),
+        named(&renamed.1, &data.target_lang),
+    );
+    let default = match (source, target) {
+        (Some(source), Some(target)) => Some(LanguagePair { source, target }),
         _ => None,
     };
     if let Some(codes) = translator.languages() {

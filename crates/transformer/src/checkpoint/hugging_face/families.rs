@@ -9,7 +9,9 @@ use anyhow::bail;
 use serde_json::Value;
 
 use super::json::JsonConfig;
-use super::{m2m100, marian, CONFIG_JSON, GENERATION_CONFIG_JSON, TOKENIZER_CONFIG_JSON};
+use super::{
+    m2m100, marian, Unrunnable, CONFIG_JSON, GENERATION_CONFIG_JSON, TOKENIZER_CONFIG_JSON,
+};
 use crate::config::{
     ComputeType, Config, DataConfig, DecodeConfig, LengthNormalization, TokenizerKind,
 };
@@ -36,7 +38,7 @@ pub const MODEL_TYPES: &[(&str, &str, &[&str])] = &[
 ];
 
 /// The `model_type` of the Hugging Face directory `dir` (in its `config.json`), checked
-/// to be one this tool runs.
+/// to be one this tool runs, with the files its family needs (an [`Unrunnable`] if not).
 pub fn model_type(dir: &Path) -> anyhow::Result<&'static str> {
     let json = JsonConfig::read(&dir.join(CONFIG_JSON))?;
     let runs = || {
@@ -46,24 +48,26 @@ pub fn model_type(dir: &Path) -> anyhow::Result<&'static str> {
             .collect::<Vec<_>>()
             .join(" and ")
     };
-    match json.text("model_type") {
+    let found = match json.text("model_type") {
         Some(found) => MODEL_TYPES
             .iter()
             .find(|(t, _, _)| *t == found)
             .map(|(t, _, _)| *t)
             .ok_or_else(|| {
-                anyhow::anyhow!(
+                Unrunnable(format!(
                     "{} describes a {found:?} model (model_type); this tool runs {}",
                     json.path.display(),
                     runs()
-                )
+                ))
             }),
-        None => bail!(
+        None => Err(Unrunnable(format!(
             "{} has no model_type (or not as text); this tool runs {}",
             json.path.display(),
             runs()
-        ),
-    }
+        ))),
+    }?;
+    super::check_files(dir, found)?;
+    Ok(found)
 }
 
 /// The config of the Hugging Face directory `dir` as ours: `[model]` from `config.json` by

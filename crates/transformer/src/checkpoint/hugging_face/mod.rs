@@ -35,6 +35,33 @@ pub const TOKENIZER_CONFIG_JSON: &str = "tokenizer_config.json";
 pub const SAFETENSORS_FILE: &str = "model.safetensors";
 pub const PYTORCH_FILE: &str = "pytorch_model.bin";
 
+/// A Hugging Face directory this tool cannot run: its `model_type` is none it runs, or a
+/// file its family needs (its tokenizer's) is missing. The message names the file.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct Unrunnable(pub String);
+
+/// Refuses the directory `dir` of family `model_type` (one of [`MODEL_TYPES`]) when a file
+/// the family needs is missing, naming the file, before anything is read.
+pub fn check_files(dir: &Path, model_type: &str) -> Result<(), Unrunnable> {
+    let Some((_, families, needs)) = MODEL_TYPES.iter().find(|(t, _, _)| *t == model_type) else {
+        return Ok(());
+    };
+    // A need `a|b` is met by either file.
+    let missing = needs
+        .iter()
+        .find(|need| !need.split('|').any(|file| dir.join(file).is_file()));
+    match missing {
+        Some(need) => Err(Unrunnable(format!(
+            "{} has no {}, which {families} models need (their tokenizer); copy it from \
+             where the model came from",
+            dir.display(),
+            need.replace('|', " or ")
+        ))),
+        None => Ok(()),
+    }
+}
+
 /// Whether `dir` is a Hugging Face directory (a `config.json` and no config of ours).
 pub fn is_hugging_face_dir(dir: &Path) -> bool {
     dir.join(CONFIG_JSON).is_file() && !dir.join(crate::checkpoint::CONFIG_FILE).is_file()
