@@ -44,6 +44,35 @@ fn zero_and_negative_sizes_are_refused_by_key() {
 }
 
 #[test]
+fn sizes_no_machine_could_hold_are_refused_naming_the_key_and_the_memory() {
+    // Each was an allocation that aborted the process (exit 134), or memory growing until
+    // the kernel killed it.
+    config_fails_naming(
+        "[model]\nd_model = 1000000000\nheads = 8\n[data]\ntrain = \"toy.tsv\"\n",
+        &[
+            "model.d_model = 1000000000",
+            "for its weights",
+            "this machine has",
+        ],
+    );
+    config_fails_naming(
+        "[model]\nd_model = 65536\nd_ff = 65536\n[data]\ntrain = \"toy.tsv\"\n",
+        &[
+            "model.d_model = 65536, model.d_ff = 65536",
+            "this machine has",
+        ],
+    );
+    config_fails_naming(
+        "[model]\nmax_len = 100000000000\n[data]\ntrain = \"toy.tsv\"\n",
+        &["model.max_len = 100000000000", "position table"],
+    );
+    config_fails_naming(
+        "[data]\ntokenizer = \"bpe\"\nvocab_size = 4000000000\n",
+        &["data.vocab_size", "at most 4194304"],
+    );
+}
+
+#[test]
 fn dropout_outside_zero_to_one_is_refused_by_key() {
     config_fails_naming(
         "[model]\ndropout = 1.0\n",

@@ -134,6 +134,7 @@ fn translate_output(dir: &Path, text: &str) -> std::process::Output {
         .args(["translate", "--checkpoint"])
         .arg(dir)
         .arg(text)
+        .timeout(std::time::Duration::from_secs(60))
         .output()
         .unwrap()
 }
@@ -147,6 +148,12 @@ fn damaged_copy(edit: impl FnOnce(&Path)) -> tempfile::TempDir {
     }
     edit(dir.path());
     dir
+}
+
+/// `file` replaced by a link to `/dev/zero`.
+fn replaced_by_link_to_dev_zero(file: &Path) {
+    std::fs::remove_file(file).unwrap();
+    std::os::unix::fs::symlink("/dev/zero", file).unwrap();
 }
 
 /// A change made to a copied fixture directory.
@@ -209,6 +216,37 @@ fn damaged_directories_are_refused_in_one_line_naming_the_file_and_key() {
             Box::new(|dir: &Path| std::fs::remove_file(dir.join("target.spm")).unwrap()),
             2,
             &["has no target.spm, which MarianMT, OPUS-MT models need"],
+        ),
+        // Present but not valid: named with the line, never ignored.
+        (
+            Box::new(|dir: &Path| {
+                std::fs::write(dir.join("tokenizer_config.json"), "{garbage\n").unwrap()
+            }),
+            1,
+            &["tokenizer_config.json is not valid JSON", "line 1"],
+        ),
+        // Files that are not files: a read of /dev/zero never ended, a FIFO never began.
+        (
+            Box::new(|dir: &Path| replaced_by_link_to_dev_zero(&dir.join("vocab.json"))),
+            2,
+            &["vocab.json is not a regular file"],
+        ),
+        (
+            Box::new(|dir: &Path| {
+                replaced_by_link_to_dev_zero(&dir.join("generation_config.json"))
+            }),
+            1,
+            &["generation_config.json: it is a pipe or device"],
+        ),
+        (
+            Box::new(|dir: &Path| {
+                let file = dir.join("tokenizer_config.json");
+                std::fs::remove_file(&file).unwrap();
+                let made = std::process::Command::new("mkfifo").arg(&file).status();
+                assert!(made.unwrap().success());
+            }),
+            1,
+            &["tokenizer_config.json: it is a pipe or device"],
         ),
     ];
     for (edit, code, needles) in cases {

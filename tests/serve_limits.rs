@@ -75,18 +75,79 @@ fn an_idle_connection_is_closed_after_the_header_timeout() {
 }
 
 #[test]
-fn connections_past_the_limit_get_503_and_the_server_serves_again_once_they_close() {
-    let server = Server::start(&["--max-connections", "4", "--header-timeout-ms", "20000"]);
-    let held: Vec<TcpStream> = (0..4).map(|_| connect(&server)).collect();
-    std::thread::sleep(Duration::from_millis(200));
+fn a_full_server_sheds_the_connection_waiting_longest_for_its_head() {
+    let server = Server::start(&[
+        "--max-connections",
+        "4",
+        "--max-connections-per-client",
+        "4",
+        "--header-timeout-ms",
+        "20000",
+    ]);
+    let mut held: Vec<TcpStream> = (0..4).map(|_| connect(&server)).collect();
+    std::thread::sleep(Duration::from_millis(600));
+    // A fifth connection is let in, in place of the oldest idle one.
+    assert_eq!(get(&server.url("/health")).0, 200);
+    let mut buffer = [0u8; 16];
+    held[0]
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    assert_eq!(
+        held[0].read(&mut buffer).unwrap_or(0),
+        0,
+        "the oldest was closed"
+    );
+    held[3]
+        .set_read_timeout(Some(Duration::from_millis(300)))
+        .unwrap();
+    assert!(
+        held[3].read(&mut buffer).is_err(),
+        "the newest is still open"
+    );
+}
+
+#[test]
+fn a_503_comes_only_when_every_connection_is_answering() {
+    let server = Server::start_with(
+        never_ending_checkpoint(),
+        &[
+            "--max-connections",
+            "2",
+            "--max-request-tokens",
+            "10000000",
+            "--timeout-ms",
+            "20000",
+        ],
+    );
+    let body = long_work().to_string();
+    let busy: Vec<TcpStream> = (0..2)
+        .map(|_| {
+            let mut stream = connect(&server);
+            let request = format!(
+                "POST /v1/translate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n\
+                 Content-Length: {}\r\n\r\n{body}",
+                body.len()
+            );
+            stream.write_all(request.as_bytes()).unwrap();
+            stream
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(800));
     let mut surplus = connect(&server);
     let mut answer = String::new();
     surplus.read_to_string(&mut answer).unwrap();
     assert!(answer.starts_with("HTTP/1.1 503 "), "{answer}");
     assert!(answer.contains("--max-connections"), "{answer}");
-    drop(held);
-    std::thread::sleep(Duration::from_millis(200));
-    assert_eq!(get(&server.url("/health")).0, 200);
+    // Their clients gone, the work is dropped and the server serves again.
+    drop(busy);
+    let started = Instant::now();
+    while get(&server.url("/health")).0 != 200 {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "never served again"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
 }
 
 /// The tiny model with `</s>` made all but impossible: it decodes until its `max_len`.

@@ -46,8 +46,14 @@ pub struct ServeArgs {
     /// Most connections open at once; more are answered 503 and closed
     #[arg(long, default_value_t = 256, value_name = "N", value_parser = at_least_one)]
     pub max_connections: usize,
-    /// Longest a client may take to send a request's headers, and a connection may stay
-    /// idle between requests, in milliseconds (the connection is closed after)
+    /// Most connections open at once from one client address [default: a quarter of
+    /// --max-connections]; behind a reverse proxy, whose connections all come from one
+    /// address, set it to --max-connections
+    #[arg(long, value_name = "N", value_parser = at_least_one)]
+    pub max_connections_per_client: Option<usize>,
+    /// Longest a client may take to send a request's head, all of it, from the moment its
+    /// connection opens or its last answer ends, in milliseconds (the connection is closed
+    /// after: this also closes an idle connection)
     #[arg(long, default_value_t = 10_000, value_name = "MS", value_parser = at_least_one)]
     pub header_timeout_ms: usize,
     /// Key every translation request must carry (api_key, or Authorization: Bearer on /v1);

@@ -35,6 +35,10 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         },
         connections: ConnectionLimits {
             max_connections: args.max_connections,
+            max_per_client: args
+                .max_connections_per_client
+                .unwrap_or((args.max_connections / 4).max(1))
+                .min(args.max_connections),
             header_timeout: Duration::from_millis(args.header_timeout_ms as u64),
             // What a request already being read or decoded may still take.
             drain: Duration::from_millis(

@@ -146,6 +146,18 @@ fn cuda_failure(error: &str) -> String {
     format!("{cause} ({})", code.unwrap_or_default())
 }
 
+/// The memory `device` holds, when known: the machine's (`MemTotal`) for the CPU; `None`
+/// for a GPU, whose allocator reports its own failures.
+pub fn memory_bytes(device: &Device) -> Option<u64> {
+    if !device.is_cpu() {
+        return None;
+    }
+    let meminfo = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = meminfo.lines().find(|l| l.starts_with("MemTotal:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
+
 /// The device as the user names it with `--device`: `cpu`, `cuda:0`.
 pub fn describe(device: &Device) -> String {
     match device.location() {

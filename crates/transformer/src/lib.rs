@@ -59,6 +59,7 @@ pub mod model;
 pub mod plot;
 pub mod progress;
 pub mod serve;
+pub mod small_file;
 pub mod tokenize;
 pub mod train;
 pub mod training_data;

@@ -112,13 +112,20 @@ impl std::error::Error for ConfigError {}
 #[error("cannot read config {}: {error}", path.display())]
 pub struct ConfigReadError {
     pub path: PathBuf,
-    pub error: std::io::Error,
+    pub error: String,
+}
+
+/// The text of the config at `path`: a regular file of at most
+/// [`crate::small_file::MOST_CONFIG_BYTES`]; the error says why not, without the path.
+fn read_config_text(path: &Path) -> Result<String, String> {
+    let bytes = crate::small_file::read_unnamed(path, crate::small_file::MOST_CONFIG_BYTES)?;
+    String::from_utf8(bytes).map_err(|e| format!("it is not UTF-8 text: {e}"))
 }
 
 impl Config {
     /// Reads and validates a config file.
     pub fn load(path: &Path) -> anyhow::Result<Self> {
-        let text = std::fs::read_to_string(path).map_err(|error| ConfigReadError {
+        let text = read_config_text(path).map_err(|error| ConfigReadError {
             path: path.to_path_buf(),
             error,
         })?;
@@ -142,7 +149,7 @@ impl Config {
     /// so one without its `[model]` table (an empty file, say) is damaged: read as the
     /// defaults, it would blame the weights for not matching.
     pub fn load_saved(path: &Path) -> anyhow::Result<Self> {
-        let text = std::fs::read_to_string(path).map_err(|e| {
+        let text = read_config_text(path).map_err(|e| {
             anyhow::anyhow!(
                 "cannot read {}: {e}; the checkpoint is incomplete, copy the file from the run \
                  that wrote it or train again",

@@ -112,7 +112,20 @@ fn training_loop(t: &TrainingConfig) -> Check {
     Ok(())
 }
 
+/// The largest vocabulary a tokenizer is learned to: sixteen times NLLB-200's 256,206, and
+/// far below what the learners' tables would take all the memory for.
+pub const MOST_VOCAB_SIZE: usize = 1 << 22;
+
 fn bpe_vocabulary(d: &DataConfig) -> Check {
+    if d.vocab_size > MOST_VOCAB_SIZE {
+        return Err((
+            "data.vocab_size".into(),
+            format!(
+                "must be at most {MOST_VOCAB_SIZE} (the learners' tables grow with it), got {}",
+                d.vocab_size
+            ),
+        ));
+    }
     if d.tokenizer != TokenizerKind::Word && d.vocab_size < 16 {
         return Err((
             "data.vocab_size".into(),

@@ -20,7 +20,8 @@ pub mod init;
 // What decoding asks of a model; what attention looked like.
 pub mod attention_maps;
 pub mod step;
-// The forms weights take.
+// The forms weights take, and the memory they would need.
+pub mod memory;
 pub mod weights;
 
 pub use crate::config::VocabSizes;

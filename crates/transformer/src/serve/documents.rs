@@ -13,7 +13,8 @@ use serde_json::{json, Value};
 
 use super::app::Shared;
 use super::error::ApiError;
-use super::files::{safe_file_name, FileStore};
+use super::file_names::safe_file_name;
+use super::files::{FileStore, SMALL_FILE_BYTES};
 use super::setting_names::ServeSettingNames;
 use crate::document::{DocumentFormat, DocxLimits, Prepared};
 use crate::infer::settings::{self, DecodeRequest};
@@ -75,7 +76,8 @@ pub async fn translate_file(
     let (options, splitter) = state.in_languages(&checked, options)?;
     let shown = safe_file_name(&name);
     let translator = state.translator.clone();
-    let prepared = blocking(files, move || {
+    let size = bytes.len();
+    let prepared = blocking(files, size, move || {
         let job = format.parse(bytes, &shown, DocxLimits::default())?;
         let prepared = Prepared::new(job, &splitter);
         check_sentence_lengths(translator.checkpoint(), prepared.sentences())?;
@@ -99,7 +101,7 @@ pub async fn translate_file(
         let done = state.translate(sentences.to_vec(), options).await?;
         translations.extend(done.into_iter().map(|t| t.translation));
     }
-    let translated = blocking(files, move || prepared.finish(&translations))
+    let translated = blocking(files, size, move || prepared.finish(&translations))
         .await
         .map_err(|e| ApiError::internal(format!("translation failed: {e:#}")))?;
     let link = files
@@ -236,14 +238,19 @@ fn check_sentence_lengths(
     Ok(())
 }
 
-/// Runs parsing or writing a document off the async threads, at most two at once (each can
-/// take a core for seconds).
+/// Runs parsing or writing a document of `size` bytes off the async threads, at most two
+/// at once (each can take a core for seconds), and a small one in a lane of its own.
 async fn blocking<T: Send + 'static>(
     files: &FileStore,
+    size: usize,
     work: impl FnOnce() -> anyhow::Result<T> + Send + 'static,
 ) -> anyhow::Result<T> {
-    let _worker = files
-        .workers
+    let lane = if size <= SMALL_FILE_BYTES {
+        &files.small_workers
+    } else {
+        &files.workers
+    };
+    let _worker = lane
         .acquire()
         .await
         .map_err(|_| anyhow::anyhow!("the server is stopping"))?;

@@ -12,6 +12,8 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use rand::RngCore;
 
+use super::file_names::safe_file_name;
+
 /// Where translated files are kept, and for how long.
 #[derive(Debug, Clone)]
 pub struct FileSettings {
@@ -48,7 +50,13 @@ pub struct FileStore {
     files: Mutex<HashMap<String, Stored>>,
     /// Files parsed or written at once: each can take a core for seconds.
     pub workers: tokio::sync::Semaphore,
+    /// A lane of its own for files of at most [`SMALL_FILE_BYTES`], so that large uploads
+    /// holding every worker do not make a short text wait behind them.
+    pub small_workers: tokio::sync::Semaphore,
 }
+
+/// The size up to which a file takes the small files' lane.
+pub const SMALL_FILE_BYTES: usize = 64 * 1024;
 
 /// What a download finds.
 pub struct Download {
@@ -118,6 +126,7 @@ impl FileStore {
             settings,
             files: Mutex::new(HashMap::new()),
             workers: tokio::sync::Semaphore::new(2),
+            small_workers: tokio::sync::Semaphore::new(1),
         })
     }
 
@@ -227,37 +236,6 @@ fn remove_files(files: Vec<Stored>) {
     }
 }
 
-/// A name safe in a Content-Disposition header and on any file system: letters, digits,
-/// `.`, `-` and `_` kept, anything else `_`; no leading dot; at most 120 characters (the
-/// extension kept).
-pub fn safe_file_name(name: &str) -> String {
-    // Only the last component of whatever path a client sent.
-    let base = name.rsplit(['/', '\\']).next().unwrap_or(name);
-    let mut safe: String = base
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_') {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
-    safe = safe.trim_start_matches('.').to_string();
-    if safe.len() > 120 {
-        let extension = safe
-            .rfind('.')
-            .map(|dot| safe[dot..].to_string())
-            .unwrap_or_default();
-        let keep = 120usize.saturating_sub(extension.len());
-        safe = format!("{}{extension}", &safe[..keep.min(safe.len())]);
-    }
-    if safe.is_empty() {
-        safe = "file".into();
-    }
-    safe
-}
-
 /// Files this server names (32 hex digits, or their temporaries) that a server killed before
 /// it could clean up left in `dir`; nothing else there is touched.
 fn remove_left_behind(dir: &Path) {
@@ -322,21 +300,6 @@ mod tests {
             max_file_chars: 1000,
             timeout: Duration::from_secs(1),
         }
-    }
-
-    #[test]
-    fn names_never_leave_the_directory() {
-        assert_eq!(safe_file_name("../../etc/passwd"), "passwd");
-        assert_eq!(safe_file_name("..\\..\\x.docx"), "x.docx");
-        assert_eq!(safe_file_name("/abs/.hidden.txt"), "hidden.txt");
-        assert_eq!(
-            safe_file_name("Brief an Jürgen.docx"),
-            "Brief_an_J_rgen.docx"
-        );
-        assert_eq!(safe_file_name(".."), "file");
-        let long = format!("{}.html", "a".repeat(500));
-        assert_eq!(safe_file_name(&long).len(), 120);
-        assert!(safe_file_name(&long).ends_with(".html"));
     }
 
     #[test]

@@ -14,6 +14,7 @@ mod body;
 mod connections;
 mod documents;
 mod error;
+mod file_names;
 mod files;
 mod languages;
 mod libretranslate;

@@ -61,8 +61,8 @@ impl MarianTokenizer {
                 SOURCE_SPM | TARGET_SPM => "SentencePiece model",
                 _ => "the Marian vocabulary",
             };
-            let bytes = std::fs::read(&path)
-                .with_context(|| format!("cannot read {what} {}", path.display()))?;
+            let bytes = crate::small_file::read(&path, crate::small_file::MOST_TOKENIZER_BYTES)
+                .with_context(|| format!("cannot read {what}"))?;
             files.push((name, bytes));
         }
         Self::from_files(files, &|name| dir.join(name).display().to_string())

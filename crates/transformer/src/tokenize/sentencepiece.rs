@@ -54,8 +54,8 @@ impl Default for NormalizerSpec {
 impl SentencePiece {
     /// Reads `path`; an error names the file and what is wrong with it.
     pub fn load(path: &Path) -> anyhow::Result<Self> {
-        let bytes = std::fs::read(path)
-            .with_context(|| format!("cannot read SentencePiece model {}", path.display()))?;
+        let bytes = crate::small_file::read(path, crate::small_file::MOST_TOKENIZER_BYTES)
+            .context("cannot read a SentencePiece model")?;
         Self::from_bytes(&bytes).with_context(|| {
             format!(
                 "{} is not a SentencePiece model (.spm) this tool can read",

@@ -95,8 +95,8 @@ impl Vocab {
     }
 
     pub fn load(path: &Path) -> anyhow::Result<Self> {
-        let text = std::fs::read_to_string(path)
-            .with_context(|| format!("cannot read vocabulary {}", path.display()))?;
+        let text = crate::small_file::read_text(path, crate::small_file::MOST_TOKENIZER_BYTES)
+            .context("cannot read a vocabulary")?;
         // As a corpus is read: a byte-order mark an editor put first is not part of `<pad>`,
         // and a line end is `\n`, `\r\n` or, last, `\r`.
         let text = text.strip_prefix('\u{feff}').unwrap_or(&text);

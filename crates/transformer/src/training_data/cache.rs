@@ -12,7 +12,7 @@ use sha2::{Digest, Sha256};
 
 use super::cache_entry::{publish, write_synced, IDS_FILE, META_FILE, OFFSETS_FILE};
 use super::cache_key::{digest_files, hex, key_of};
-use crate::config::{CorpusCacheMode, CorpusSource, DataConfig};
+use crate::config::{CorpusCacheMode, CorpusSource, DataConfig, VocabSizes};
 use crate::corpus::CleaningReport;
 use crate::corpus::{files_of, total_bytes};
 use crate::progress::Progress;
@@ -200,11 +200,11 @@ impl CorpusCache {
         Ok(key_of(&parts))
     }
 
-    /// The encoded corpus from an entry, when one is there and whole; a damaged one is named
-    /// in a warning (the caller encodes again).
-    pub(super) fn load_encoded(&self, key: &str) -> Option<PreparedCorpus> {
+    /// The encoded corpus from an entry, when one is there and whole, its ids within
+    /// `vocab`; a damaged one is named in a warning (the caller encodes again).
+    pub(super) fn load_encoded(&self, key: &str, vocab: VocabSizes) -> Option<PreparedCorpus> {
         let dir = self.entry("encoded", key);
-        match lookup_encoded(&dir, key) {
+        match lookup_encoded(&dir, key, vocab) {
             Lookup::Hit(corpus) => Some(corpus),
             Lookup::Absent => None,
             Lookup::Damaged(why) => {
@@ -215,8 +215,9 @@ impl CorpusCache {
     }
 }
 
-/// The encoded corpus in `dir`, checked against its metadata: sizes, checksums, offsets.
-pub(super) fn lookup_encoded(dir: &Path, key: &str) -> Lookup<PreparedCorpus> {
+/// The encoded corpus in `dir`, checked against its metadata (sizes, checksums, offsets) and
+/// its ids against `vocab`.
+pub(super) fn lookup_encoded(dir: &Path, key: &str, vocab: VocabSizes) -> Lookup<PreparedCorpus> {
     if std::fs::symlink_metadata(dir.join(META_FILE)).is_err() {
         return Lookup::Absent;
     }
@@ -256,6 +257,9 @@ pub(super) fn lookup_encoded(dir: &Path, key: &str) -> Lookup<PreparedCorpus> {
             .map_err(|_| format!("{META_FILE} has id_hash {:?}", meta.id_hash))?;
         let corpus =
             EncodedCorpus::new(ids, meta.width, offsets, id_hash).map_err(|e| format!("{e:#}"))?;
+        corpus
+            .check_ids(vocab.src, vocab.tgt)
+            .map_err(|e| format!("{e:#}"))?;
         if corpus.len() != meta.pairs {
             return Err(format!(
                 "it holds {} pairs, where {META_FILE} says {}",

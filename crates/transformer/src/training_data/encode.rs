@@ -42,7 +42,7 @@ pub fn encode_training_corpus(
         return encode_in_memory(cfg, tokenizers, max_positions, samples, progress);
     };
     let key = cache.encoded_key(&cfg.train, tokenizers, max_positions)?;
-    if let Some(hit) = cache.load_encoded(&key) {
+    if let Some(hit) = cache.load_encoded(&key, tokenizers.vocab_sizes()) {
         return Ok(hit);
     }
     let dir = cache.entry("encoded", &key);
@@ -83,7 +83,7 @@ pub fn encode_training_corpus(
     });
     match written {
         Ok(()) => {
-            if let Some(hit) = cache.load_encoded(&key) {
+            if let Some(hit) = cache.load_encoded(&key, tokenizers.vocab_sizes()) {
                 return Ok(PreparedCorpus {
                     cache: CacheUse::Written(dir),
                     ..hit

@@ -90,6 +90,11 @@ impl EncodedCorpus {
             pairs,
             id_hash,
         };
+        // Offsets that went backwards would make a span whose length wraps round: a read of
+        // terabytes, not an error.
+        if let Some(at) = (0..2 * pairs).find(|&i| corpus.offset(i + 1) < corpus.offset(i)) {
+            anyhow::bail!("the offsets go backwards at pair {}", at / 2);
+        }
         let last = corpus.offset(2 * pairs);
         anyhow::ensure!(
             corpus.ids.len() == last * width.bytes() && corpus.offset(0) == 0,
@@ -163,6 +168,25 @@ impl EncodedCorpus {
                     .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]])),
             ),
         }
+    }
+
+    /// Checks that every source id is below `source_vocab` and every target id below
+    /// `target_vocab`: the model's tables have no row for a larger one.
+    pub fn check_ids(&self, source_vocab: usize, target_vocab: usize) -> anyhow::Result<()> {
+        let mut ids = Vec::new();
+        for i in 0..self.pairs {
+            for (target, vocab) in [(false, source_vocab), (true, target_vocab)] {
+                ids.clear();
+                self.extend(i, target, &mut ids);
+                if let Some(&id) = ids.iter().find(|&&id| id as usize >= vocab) {
+                    anyhow::bail!(
+                        "pair {i}'s {} holds id {id}, past its vocabulary of {vocab}",
+                        if target { "target" } else { "source" }
+                    );
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Pair `i` as owned ids.
@@ -319,6 +343,50 @@ mod tests {
             0,
         );
         assert!(short.is_err());
+    }
+
+    /// Offsets as `offsets.bin` holds them.
+    fn offsets(values: &[u64]) -> Bytes {
+        Bytes::Owned(values.iter().flat_map(|o| o.to_le_bytes()).collect())
+    }
+
+    #[test]
+    fn offsets_that_go_backwards_are_refused_though_they_end_at_the_ids_end() {
+        // Two pairs over 6 ids; a middle offset of 2^40 (or 1, before 3) made a span whose
+        // length wrapped round, and the epoch plan asked for 34 GB.
+        for middle in [1u64 << 40, 1] {
+            let corpus = EncodedCorpus::new(
+                Bytes::Owned(vec![0; 12]),
+                IdWidth::U16,
+                offsets(&[0, 3, middle, 4, 6]),
+                0,
+            );
+            let err = corpus.err().expect("refused").to_string();
+            assert!(err.contains("the offsets go backwards at pair"), "{err}");
+        }
+    }
+
+    #[test]
+    fn ids_past_a_vocabulary_are_named_with_their_pair_and_side() {
+        let pairs = vec![
+            EncodedPair {
+                src: vec![1, 5, 2],
+                tgt: vec![1, 3, 2],
+            },
+            EncodedPair {
+                src: vec![1, 2],
+                tgt: vec![1, 65_535, 2],
+            },
+        ];
+        let corpus = EncodedCorpus::from_pairs(&pairs, IdWidth::U16);
+        corpus.check_ids(6, 65_536).unwrap();
+        let err = corpus.check_ids(6, 60).unwrap_err().to_string();
+        assert_eq!(
+            err,
+            "pair 1's target holds id 65535, past its vocabulary of 60"
+        );
+        let err = corpus.check_ids(5, 65_536).unwrap_err().to_string();
+        assert_eq!(err, "pair 0's source holds id 5, past its vocabulary of 5");
     }
 
     #[test]

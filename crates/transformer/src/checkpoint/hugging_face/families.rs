@@ -89,7 +89,7 @@ pub fn read_config(dir: &Path) -> anyhow::Result<Config> {
         (m2m100::model_from(&json)?, data)
     } else {
         let model = marian::model_config(&json)?;
-        let (source_lang, target_lang) = marian::languages(dir);
+        let (source_lang, target_lang) = marian::languages(dir)?;
         let data = DataConfig {
             tokenizer: TokenizerKind::Marian,
             joint_vocab: model.share_source_embeddings,
@@ -100,7 +100,8 @@ pub fn read_config(dir: &Path) -> anyhow::Result<Config> {
         (model, data)
     };
     let generation_path = dir.join(GENERATION_CONFIG_JSON);
-    let generation = if generation_path.is_file() {
+    // A file there that is not a regular JSON file is an error, not a default.
+    let generation = if std::fs::symlink_metadata(&generation_path).is_ok() {
         JsonConfig::read(&generation_path)?
     } else {
         // Directories saved before generation_config.json kept these keys in config.json.

@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use anyhow::{bail, Context};
+use anyhow::bail;
 use serde_json::Value;
 
 /// A `config.json` read as JSON, its values named by key in errors.
@@ -14,8 +14,7 @@ pub(super) struct JsonConfig {
 
 impl JsonConfig {
     pub(super) fn read(path: &Path) -> anyhow::Result<Self> {
-        let text = std::fs::read_to_string(path)
-            .with_context(|| format!("cannot read {}", path.display()))?;
+        let text = crate::small_file::read_text(path, crate::small_file::MOST_CONFIG_BYTES)?;
         let value: Value = serde_json::from_str(&text)
             .map_err(|e| anyhow::anyhow!("{} is not valid JSON: {e}", path.display()))?;
         let Value::Object(values) = value else {

@@ -50,14 +50,17 @@ pub(super) fn model_config(json: &JsonConfig) -> anyhow::Result<ModelConfig> {
 }
 
 /// The language pair: `tokenizer_config.json`'s `source_lang` / `target_lang`, else the
-/// directory's name when it is a Hub name (`opus-mt-de-en`).
-pub(super) fn languages(dir: &Path) -> (Option<String>, Option<String>) {
+/// directory's name when it is a Hub name (`opus-mt-de-en`). A `tokenizer_config.json` that
+/// is there but not valid JSON is an error naming it (and the line).
+pub(super) fn languages(dir: &Path) -> anyhow::Result<(Option<String>, Option<String>)> {
     let usable =
         |code: &str| (2..=3).contains(&code.len()) && code.chars().all(|c| c.is_ascii_lowercase());
-    if let Ok(json) = JsonConfig::read(&dir.join(TOKENIZER_CONFIG_JSON)) {
+    let tokenizer_config = dir.join(TOKENIZER_CONFIG_JSON);
+    if std::fs::symlink_metadata(&tokenizer_config).is_ok() {
+        let json = JsonConfig::read(&tokenizer_config)?;
         if let (Some(src), Some(tgt)) = (json.text("source_lang"), json.text("target_lang")) {
             if usable(src) && usable(tgt) {
-                return (Some(src.into()), Some(tgt.into()));
+                return Ok((Some(src.into()), Some(tgt.into())));
             }
         }
     }
@@ -72,10 +75,10 @@ pub(super) fn languages(dir: &Path) -> (Option<String>, Option<String>) {
         .unwrap_or("")
         .split('-')
         .collect();
-    match parts.as_slice() {
+    Ok(match parts.as_slice() {
         [src, tgt] if name.contains("opus-mt-") && usable(src) && usable(tgt) => {
             (Some(src.to_string()), Some(tgt.to_string()))
         }
         _ => (None, None),
-    }
+    })
 }

@@ -47,6 +47,18 @@ pub fn check_files(dir: &Path, model_type: &str) -> Result<(), Unrunnable> {
     let Some((_, families, needs)) = MODEL_TYPES.iter().find(|(t, _, _)| *t == model_type) else {
         return Ok(());
     };
+    // A file there but not a regular one (a link to a device) is named as such.
+    let not_regular = needs.iter().flat_map(|need| need.split('|')).find(|file| {
+        let path = dir.join(file);
+        std::fs::symlink_metadata(&path).is_ok() && !path.is_file()
+    });
+    if let Some(file) = not_regular {
+        return Err(Unrunnable(format!(
+            "{} is not a regular file (a pipe, device or directory); copy the file itself \
+             from where the model came from",
+            dir.join(file).display()
+        )));
+    }
     // A need `a|b` is met by either file.
     let missing = needs
         .iter()
@@ -64,7 +76,10 @@ pub fn check_files(dir: &Path, model_type: &str) -> Result<(), Unrunnable> {
 
 /// Whether `dir` is a Hugging Face directory (a `config.json` and no config of ours).
 pub fn is_hugging_face_dir(dir: &Path) -> bool {
-    dir.join(CONFIG_JSON).is_file() && !dir.join(crate::checkpoint::CONFIG_FILE).is_file()
+    // A config.json in any form (a link to a device, a FIFO) makes it one, to be refused by
+    // name when read.
+    std::fs::symlink_metadata(dir.join(CONFIG_JSON)).is_ok()
+        && !dir.join(crate::checkpoint::CONFIG_FILE).is_file()
 }
 
 /// The weights file of a model directory: `model.safetensors`, else `pytorch_model.bin`.

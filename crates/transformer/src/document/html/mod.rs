@@ -9,6 +9,7 @@
 //! encoding around the page.
 
 mod blocks;
+mod depth;
 mod encoding;
 
 use scraper::node::Text;
@@ -35,6 +36,11 @@ impl HtmlJob {
     /// fragment (what LibreTranslate's `format=html` clients send), which stays one. A page
     /// nested deeper than [`MAX_DEPTH`] is refused.
     pub fn parse(source: &str) -> anyhow::Result<Self> {
+        // Measured from the tags first, in linear time: the tree builder's work grows with
+        // the depth at each tag.
+        if depth::deepest_nesting(source) > MAX_DEPTH {
+            anyhow::bail!("the page nests elements more than {MAX_DEPTH} deep; flatten it first");
+        }
         let fragment = !looks_like_document(source);
         let html = if fragment {
             Html::parse_fragment(source)

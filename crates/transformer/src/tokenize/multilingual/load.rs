@@ -112,5 +112,5 @@ impl MultilingualTokenizer {
 
 /// The bytes of `path`, an error naming it.
 pub(super) fn read(path: &Path) -> anyhow::Result<Vec<u8>> {
-    std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))
+    crate::small_file::read(path, crate::small_file::MOST_TOKENIZER_BYTES)
 }

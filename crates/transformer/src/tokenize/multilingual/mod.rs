@@ -104,11 +104,14 @@ impl MultilingualTokenizer {
 
     /// Whether `dir` holds a multilingual tokenizer: its `tokenizer_config.json` names one.
     pub fn is_in(dir: &Path) -> bool {
-        std::fs::read(dir.join(TOKENIZER_CONFIG_FILE))
-            .ok()
-            .and_then(|bytes| serde_json::from_slice::<serde_json::Value>(&bytes).ok())
-            .and_then(|config| config["tokenizer_class"].as_str().map(str::to_string))
-            .is_some_and(|class| class.starts_with("M2M100") || class.starts_with("Nllb"))
+        crate::small_file::read(
+            &dir.join(TOKENIZER_CONFIG_FILE),
+            crate::small_file::MOST_CONFIG_BYTES,
+        )
+        .ok()
+        .and_then(|bytes| serde_json::from_slice::<serde_json::Value>(&bytes).ok())
+        .and_then(|config| config["tokenizer_class"].as_str().map(str::to_string))
+        .is_some_and(|class| class.starts_with("M2M100") || class.starts_with("Nllb"))
     }
 
     /// The files it was read from, (name, contents), to be saved beside a checkpoint.

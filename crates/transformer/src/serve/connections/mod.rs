@@ -1,19 +1,25 @@
 //! The server's connections: accepted one at a time, at most `max_connections` open at once
-//! (one more is answered 503 and closed), each served by hyper's HTTP/1 with a bound on how
-//! long its request headers may take to arrive, which also closes a connection left idle
-//! between requests, and as long for a client to take in (read) what is written to it. On the stop signal the listener closes, connections with no request
-//! being answered close at once (idle ones, and ones still sending headers), and the
-//! requests in flight are answered, for at most `drain` before the rest are dropped.
+//! and `max_per_client` from one address, each served by hyper's HTTP/1. A request's head
+//! must arrive whole within `header_timeout` of the connection's opening (or of its last
+//! answer: an idle connection closes as late), however slowly its bytes trickle in, and an
+//! answer may wait as long for the client to read it. When the server (or a client's share)
+//! is full, a connection waiting for a request's head is shed for the new one, the heaviest
+//! client's first (see `OpenConnections::admit`), so that a client holding connections open
+//! without requests (a slowloris) cannot lock others out; only when every connection is
+//! answering a request is the new one answered 503.
+//! On the stop signal the listener closes, connections with no request being answered close
+//! at once, and the requests in flight are answered, for at most `drain` before the rest are
+//! dropped.
 //!
-//! axum's own `serve` sets no header timeout: a client sending its headers one byte a second
-//! would hold a connection (and a file descriptor, and a graceful stop) forever.
+//! axum's own `serve` sets no header timeout, and hyper's restarts with each read: a client
+//! sending its headers one byte at a time would hold a connection forever.
+
+mod open_connections;
+mod stall_limited;
 
 use std::future::Future;
-use std::io;
-use std::pin::Pin;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::net::IpAddr;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 use std::time::Duration;
 
 use axum::Router;
@@ -21,17 +27,25 @@ use hyper::server::conn::http1;
 use hyper::service::{service_fn, Service as _};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{watch, Semaphore};
+use tokio::sync::watch;
+
+use open_connections::{AnsweredBody, Answering, Connection, OpenConnections};
+use stall_limited::StallLimited;
+
+/// How long a connection must have waited for a request's head before a newer one may take
+/// its place: a head on its way arrives well within it.
+const SHED_AFTER: Duration = Duration::from_millis(250);
 
 /// How many connections, and how slow ones may be.
 #[derive(Debug, Clone, Copy)]
 pub struct ConnectionLimits {
     /// Most connections open at once.
     pub max_connections: usize,
-    /// Longest a client may take to send a request's headers (or stay idle between
-    /// requests), and longest an answer may wait for the client to read it.
+    /// Most connections open at once from one client address.
+    pub max_per_client: usize,
+    /// Longest a client may take to send a request's head (from the connection's opening,
+    /// or from its last answer), and longest an answer may wait for the client to read it.
     pub header_timeout: Duration,
     /// Longest a stop waits for the requests in flight.
     pub drain: Duration,
@@ -52,6 +66,7 @@ impl ConnectionLimits {
             let room = usize::try_from(limit.saturating_sub(reserved_descriptors(limit)).max(1))
                 .unwrap_or(usize::MAX);
             if self.max_connections > room {
+                self.max_per_client = self.max_per_client.min(room);
                 log::warn!(
                     "{setting} {} lowered to {room}: this process may open {limit} files \
                      (ulimit -n); raise that limit to allow more",
@@ -86,13 +101,17 @@ pub async fn serve(
     stop: impl Future<Output = ()>,
 ) {
     let refusal = too_many_connections(setting);
-    let slots = Arc::new(Semaphore::new(limits.max_connections));
+    let open = OpenConnections::new(
+        limits.max_connections,
+        limits.max_per_client,
+        SHED_AFTER.min(limits.header_timeout / 2),
+    );
     let (stopping, _) = watch::channel(false);
     let mut stop = std::pin::pin!(stop);
     loop {
-        let stream = tokio::select! {
+        let (stream, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => stream,
+                Ok((stream, peer)) => (stream, peer.ip()),
                 Err(e) => {
                     pause_after(e).await;
                     continue;
@@ -100,21 +119,25 @@ pub async fn serve(
             },
             () = &mut stop => break,
         };
-        let Ok(slot) = slots.clone().try_acquire_owned() else {
+        let Ok(admitted) = open.admit(canonical(peer)) else {
             let _ = stream.try_write(&refusal);
             continue;
         };
-        let connection = serve_connection(stream, router.clone(), limits, stopping.subscribe());
+        let served = serve_connection(
+            stream,
+            router.clone(),
+            limits,
+            admitted.connection.clone(),
+            stopping.subscribe(),
+        );
         tokio::spawn(async move {
-            connection.await;
-            drop(slot);
+            served.await;
+            drop(admitted);
         });
     }
     drop(listener);
     let _ = stopping.send(true);
-    // Every connection holds a slot until it ends: all the slots back means all are done.
-    let all = u32::try_from(limits.max_connections).unwrap_or(u32::MAX);
-    if tokio::time::timeout(limits.drain, slots.acquire_many(all))
+    if tokio::time::timeout(limits.drain, open.all_closed())
         .await
         .is_err()
     {
@@ -125,146 +148,84 @@ pub async fn serve(
     }
 }
 
-/// One connection until it ends; once `stopping` turns true, at once if no request of its
-/// own is being answered (an idle keep-alive connection, or one still sending its headers),
+/// An IPv4 client reaching an IPv6 listener as `::ffff:a.b.c.d` is the client `a.b.c.d`.
+fn canonical(peer: IpAddr) -> IpAddr {
+    match peer {
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(peer, IpAddr::V4),
+        v4 => v4,
+    }
+}
+
+/// One connection until it ends: closed when its request's head has not arrived whole
+/// within `header_timeout`, or when the server sheds it for a newer one while it waits for
+/// one; once `stopping` turns true, at once if no request of its own is being answered,
 /// else after that answer.
 async fn serve_connection(
     stream: TcpStream,
     router: Router,
     limits: ConnectionLimits,
+    state: Arc<Connection>,
     mut stopping: watch::Receiver<bool>,
 ) {
-    let answering = Arc::new(AtomicUsize::new(0));
     let inner = TowerToHyperService::new(router);
-    let counter = answering.clone();
+    let answered = state.clone();
     let service = service_fn(move |request| {
+        let answering = Answering::new(answered.clone());
         let answer = inner.call(request);
-        let guard = Answering::new(counter.clone());
         async move {
-            let response = answer.await;
-            drop(guard);
-            response
+            let response = answer.await?;
+            Ok::<_, std::convert::Infallible>(response.map(|body| {
+                axum::body::Body::new(AnsweredBody {
+                    body,
+                    _answering: answering,
+                })
+            }))
         }
     });
     let mut builder = http1::Builder::new();
     builder
         .timer(TokioTimer::new())
+        // No half-closes: before an answer is written, TCP cannot tell a client that shut
+        // its writing side from one that went away, and the work of a client gone is
+        // dropped so that it holds up no one (as nginx ends a request on the client's EOF).
         .header_read_timeout(limits.header_timeout);
     let io = StallLimited::new(stream, limits.header_timeout);
     let connection = builder.serve_connection(TokioIo::new(io), service);
     let mut connection = std::pin::pin!(connection);
-    tokio::select! {
-        // A client that goes away mid-request is its own business, not the server's.
-        _ = connection.as_mut() => return,
-        _ = stopping.wait_for(|stop| *stop) => {}
+    loop {
+        let deadline = state
+            .waiting_since()
+            .map(|since| tokio::time::Instant::from_std(since + limits.header_timeout));
+        tokio::select! {
+            // A client that goes away mid-request is its own business, not the server's.
+            _ = connection.as_mut() => return,
+            _ = stopping.wait_for(|stop| *stop) => break,
+            () = state.shed.notified() => {
+                // Shed while waiting for a head: closed. (It may have begun a request since
+                // it was chosen; that request is answered.)
+                if state.waiting_since().is_some() {
+                    return;
+                }
+            }
+            () = sleep_until(deadline) => {
+                if state.waiting_since().is_some_and(|since| since.elapsed() >= limits.header_timeout) {
+                    return;
+                }
+            }
+            () = state.changed.notified() => {}
+        }
     }
-    if answering.load(Ordering::Acquire) > 0 {
+    if state.waiting_since().is_none() {
         connection.as_mut().graceful_shutdown();
         let _ = connection.await;
     }
 }
 
-/// A stream whose writes fail once they have waited `limit` without progress: a client that
-/// stops reading its answers (its receive window full) would otherwise hold the connection,
-/// and one of `max_connections`, forever.
-struct StallLimited {
-    stream: TcpStream,
-    limit: Duration,
-    /// Set while a write waits on the client, from the moment it began waiting.
-    stalled: Option<Pin<Box<tokio::time::Sleep>>>,
-}
-
-impl StallLimited {
-    fn new(stream: TcpStream, limit: Duration) -> Self {
-        Self {
-            stream,
-            limit,
-            stalled: None,
-        }
-    }
-
-    /// Passes a write's outcome on: progress clears the stall; waiting starts (or keeps) the
-    /// clock, and past `limit` the write fails.
-    fn watch<T>(
-        &mut self,
-        cx: &mut Context<'_>,
-        outcome: Poll<io::Result<T>>,
-    ) -> Poll<io::Result<T>> {
-        if outcome.is_ready() {
-            self.stalled = None;
-            return outcome;
-        }
-        let limit = self.limit;
-        let timer = self
-            .stalled
-            .get_or_insert_with(|| Box::pin(tokio::time::sleep(limit)));
-        match timer.as_mut().poll(cx) {
-            Poll::Ready(()) => Poll::Ready(Err(io::Error::new(
-                io::ErrorKind::TimedOut,
-                "the client stopped reading its answer",
-            ))),
-            Poll::Pending => Poll::Pending,
-        }
-    }
-}
-
-impl AsyncRead for StallLimited {
-    fn poll_read(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.stream).poll_read(cx, buf)
-    }
-}
-
-impl AsyncWrite for StallLimited {
-    fn poll_write(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        let outcome = Pin::new(&mut self.stream).poll_write(cx, buf);
-        self.watch(cx, outcome)
-    }
-
-    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        let outcome = Pin::new(&mut self.stream).poll_flush(cx);
-        self.watch(cx, outcome)
-    }
-
-    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        let outcome = Pin::new(&mut self.stream).poll_shutdown(cx);
-        self.watch(cx, outcome)
-    }
-
-    fn poll_write_vectored(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[io::IoSlice<'_>],
-    ) -> Poll<io::Result<usize>> {
-        let outcome = Pin::new(&mut self.stream).poll_write_vectored(cx, bufs);
-        self.watch(cx, outcome)
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        self.stream.is_write_vectored()
-    }
-}
-
-/// Counts a request being answered on its connection while it lives.
-struct Answering(Arc<AtomicUsize>);
-
-impl Answering {
-    fn new(counter: Arc<AtomicUsize>) -> Self {
-        counter.fetch_add(1, Ordering::AcqRel);
-        Self(counter)
-    }
-}
-
-impl Drop for Answering {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::AcqRel);
+/// Sleeps until `deadline`, or forever without one.
+async fn sleep_until(deadline: Option<tokio::time::Instant>) {
+    match deadline {
+        Some(deadline) => tokio::time::sleep_until(deadline).await,
+        None => std::future::pending().await,
     }
 }
 

@@ -1,0 +1,127 @@
+//! What a model's weights take, from its config alone, checked against the device's memory
+//! before anything is allocated: an absurd size in a config (`d_model = 1000000000`) is an
+//! error naming the key and what it would need, not an allocation that aborts the process.
+
+use candle_core::Device;
+
+use crate::config::{ModelConfig, VocabSizes};
+
+/// The parameters of each part of the model `cfg` describes over `vocab`, with the key that
+/// sizes it, largest first.
+fn parameters(cfg: &ModelConfig, vocab: VocabSizes) -> Vec<(String, f64)> {
+    let (d, ff) = (cfg.d_model as f64, cfg.d_ff as f64);
+    let encoder = if cfg.arch.reads_source() {
+        cfg.layers as f64
+    } else {
+        0.0
+    };
+    let decoder = cfg.decoder_layers.unwrap_or(cfg.layers) as f64;
+    // Attention's four d x d projections (twice in a decoder layer), the feed-forward's two
+    // d x d_ff matrices.
+    let layer = |attentions: f64| attentions * 4.0 * d * d + 2.0 * d * ff;
+    let mut parts = vec![
+        (
+            format!(
+                "model.d_model = {}, model.d_ff = {}, {} layers",
+                cfg.d_model,
+                cfg.d_ff,
+                encoder + decoder
+            ),
+            encoder * layer(1.0) + decoder * layer(2.0),
+        ),
+        (
+            format!("model.max_len = {} (the position table)", cfg.max_len),
+            cfg.max_len as f64 * d,
+        ),
+        (
+            format!(
+                "vocabularies of {} and {} (the embeddings and the generator)",
+                vocab.src, vocab.tgt
+            ),
+            (vocab.src as f64 + 2.0 * vocab.tgt as f64) * d,
+        ),
+    ];
+    parts.sort_by(|a, b| b.1.total_cmp(&a.1));
+    parts
+}
+
+/// `bytes` for people: "1.2 GB", "36 TB".
+fn shown(bytes: f64) -> String {
+    let units = ["B", "KB", "MB", "GB", "TB", "PB", "EB"];
+    let mut value = bytes;
+    let mut unit = 0;
+    while value >= 1000.0 && unit + 1 < units.len() {
+        value /= 1000.0;
+        unit += 1;
+    }
+    if unit + 1 == units.len() && value >= 1000.0 {
+        return format!("{bytes:.1e} B");
+    }
+    format!("{value:.1} {}", units[unit])
+}
+
+/// Refuses a model whose weights could not fit `device`'s memory even in int8 (one byte a
+/// weight): the error names the largest part and the key that sizes it.
+pub fn refuse_if_too_large(
+    cfg: &ModelConfig,
+    vocab: VocabSizes,
+    device: &Device,
+) -> Result<(), String> {
+    let Some(memory) = crate::device::memory_bytes(device) else {
+        return Ok(());
+    };
+    let parts = parameters(cfg, vocab);
+    let total: f64 = parts.iter().map(|(_, n)| n).sum();
+    if total <= memory as f64 {
+        return Ok(());
+    }
+    let (largest, count) = &parts[0];
+    Err(format!(
+        "{largest} needs about {} for its weights in float32 ({} in int8), and the whole \
+         model {}; this machine has {}: make it smaller",
+        shown(4.0 * count),
+        shown(*count),
+        shown(4.0 * total),
+        shown(memory as f64)
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_largest_part_is_named_with_its_key() {
+        let cfg = ModelConfig {
+            d_model: 1_000_000_000,
+            heads: 8,
+            ..ModelConfig::default()
+        };
+        let vocab = VocabSizes { src: 100, tgt: 100 };
+        let parts = parameters(&cfg, vocab);
+        assert!(
+            parts[0].0.starts_with("model.d_model = 1000000000"),
+            "{parts:?}"
+        );
+        let err = refuse_if_too_large(&cfg, vocab, &Device::Cpu).unwrap_err();
+        assert!(err.contains("model.d_model = 1000000000"), "{err}");
+        // Six layers each side: 6 x 4 d^2 + 6 x 8 d^2 weights of four bytes.
+        assert!(err.contains("the whole model 288.0 EB"), "{err}");
+        let long = ModelConfig {
+            max_len: 100_000_000_000,
+            ..ModelConfig::default()
+        };
+        let err = refuse_if_too_large(&long, vocab, &Device::Cpu).unwrap_err();
+        assert!(err.starts_with("model.max_len = 100000000000"), "{err}");
+    }
+
+    #[test]
+    fn the_base_model_fits() {
+        let vocab = VocabSizes {
+            src: 37000,
+            tgt: 37000,
+        };
+        refuse_if_too_large(&ModelConfig::default(), vocab, &Device::Cpu).unwrap();
+        assert_eq!(shown(36e9), "36.0 GB");
+    }
+}
