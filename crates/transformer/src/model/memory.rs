@@ -22,10 +22,8 @@ fn parameters(cfg: &ModelConfig, vocab: VocabSizes) -> Vec<(String, f64)> {
     let mut parts = vec![
         (
             format!(
-                "model.d_model = {}, model.d_ff = {}, {} layers",
-                cfg.d_model,
-                cfg.d_ff,
-                encoder + decoder
+                "model.d_model = {}, model.d_ff = {} ({} encoder and {} decoder layers)",
+                cfg.d_model, cfg.d_ff, encoder, decoder
             ),
             encoder * layer(1.0) + decoder * layer(2.0),
         ),
@@ -67,21 +65,47 @@ pub fn refuse_if_too_large(
     vocab: VocabSizes,
     device: &Device,
 ) -> Result<(), String> {
+    refuse_beyond(cfg, vocab, device, 1.0, "for its weights in int8")
+}
+
+/// Refuses a model `device` could not train: float32 weights, their gradients and Adam's
+/// two moments, 16 bytes a weight (the activations come on top).
+pub fn refuse_if_too_large_to_train(
+    cfg: &ModelConfig,
+    vocab: VocabSizes,
+    device: &Device,
+) -> Result<(), String> {
+    refuse_beyond(
+        cfg,
+        vocab,
+        device,
+        16.0,
+        "to train (float32 weights, gradients and Adam's two moments)",
+    )
+}
+
+/// Refuses a model whose weights at `bytes_per_weight` exceed `device`'s memory.
+fn refuse_beyond(
+    cfg: &ModelConfig,
+    vocab: VocabSizes,
+    device: &Device,
+    bytes_per_weight: f64,
+    purpose: &str,
+) -> Result<(), String> {
     let Some(memory) = crate::device::memory_bytes(device) else {
         return Ok(());
     };
     let parts = parameters(cfg, vocab);
     let total: f64 = parts.iter().map(|(_, n)| n).sum();
-    if total <= memory as f64 {
+    if total * bytes_per_weight <= memory as f64 {
         return Ok(());
     }
     let (largest, count) = &parts[0];
     Err(format!(
-        "{largest} needs about {} for its weights in float32 ({} in int8), and the whole \
-         model {}; this machine has {}: make it smaller",
-        shown(4.0 * count),
-        shown(*count),
-        shown(4.0 * total),
+        "{largest} needs about {} {purpose}, and the whole model {}; this machine has {}: make \
+         it smaller",
+        shown(bytes_per_weight * count),
+        shown(bytes_per_weight * total),
         shown(memory as f64)
     ))
 }
@@ -105,8 +129,10 @@ mod tests {
         );
         let err = refuse_if_too_large(&cfg, vocab, &Device::Cpu).unwrap_err();
         assert!(err.contains("model.d_model = 1000000000"), "{err}");
-        // Six layers each side: 6 x 4 d^2 + 6 x 8 d^2 weights of four bytes.
-        assert!(err.contains("the whole model 288.0 EB"), "{err}");
+        // Six layers each side: 6 x 4 d^2 + 6 x 8 d^2 weights of a byte each (int8).
+        assert!(err.contains("the whole model 72.0 EB"), "{err}");
+        let err = refuse_if_too_large_to_train(&cfg, vocab, &Device::Cpu).unwrap_err();
+        assert!(err.contains("to train"), "{err}");
         let long = ModelConfig {
             max_len: 100_000_000_000,
             ..ModelConfig::default()

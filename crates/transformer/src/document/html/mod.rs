@@ -24,6 +24,12 @@ pub use encoding::HtmlFileJob;
 /// and walking it costs stack).
 pub const MAX_DEPTH: usize = 512;
 
+/// Most elements a page's tree may hold: 2 MB of markup makes at most about 500,000.
+pub const MAX_ELEMENTS: usize = 2_000_000;
+
+/// Most attributes one tag may have.
+pub const MAX_ATTRIBUTES: usize = 1024;
+
 /// A parsed page (or fragment) and the blocks whose text is translated.
 pub struct HtmlJob {
     html: Html,
@@ -37,9 +43,24 @@ impl HtmlJob {
     /// nested deeper than [`MAX_DEPTH`] is refused.
     pub fn parse(source: &str) -> anyhow::Result<Self> {
         // Measured from the tags first, in linear time: the tree builder's work grows with
-        // the depth at each tag.
-        if depth::deepest_nesting(source) > MAX_DEPTH {
+        // the depth at each tag, and its tree with the formatting elements it reopens.
+        let shape = depth::measure(source);
+        if shape.attributes > MAX_ATTRIBUTES {
+            anyhow::bail!(
+                "a tag of the page has {} attributes, more than the {MAX_ATTRIBUTES} a tag may \
+                 have",
+                shape.attributes
+            );
+        }
+        if shape.deepest > MAX_DEPTH {
             anyhow::bail!("the page nests elements more than {MAX_DEPTH} deep; flatten it first");
+        }
+        if shape.elements > MAX_ELEMENTS {
+            anyhow::bail!(
+                "the page would make more than {MAX_ELEMENTS} elements (unclosed formatting \
+                 elements such as <b> or <i> are reopened in every block that follows); close \
+                 them first"
+            );
         }
         let fragment = !looks_like_document(source);
         let html = if fragment {
