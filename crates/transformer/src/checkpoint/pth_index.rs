@@ -4,8 +4,10 @@
 //! as its entry streams out of the zip, and a storage several names share (a tied table a
 //! state_dict lists under four names) can be read once, by its [`PthIndex::storage`].
 
-use std::io::Read;
-use std::path::{Path, PathBuf};
+use std::fs::File;
+use std::io::{BufReader, Read};
+use std::path::Path;
+use std::sync::Mutex;
 
 use anyhow::{bail, Context};
 use candle_core::pickle::{PthTensors, TensorInfo};
@@ -13,19 +15,23 @@ use candle_core::{Device, Tensor};
 
 use super::tensor_index::quantized_blocks;
 
+/// The zip a PyTorch file is, its central directory read once.
+type Archive = zip::ZipArchive<BufReader<File>>;
+
 /// A PyTorch file, its pickle read, its tensors read on request.
 pub struct PthIndex {
     tensors: PthTensors,
-    path: PathBuf,
+    archive: Mutex<Archive>,
 }
 
 impl PthIndex {
     /// Opens the PyTorch file at `path`; the error says what is wrong with it.
     pub fn open(path: &Path) -> anyhow::Result<Self> {
-        check_small_entries(path)?;
+        let mut archive = zip::ZipArchive::new(BufReader::new(File::open(path)?))?;
+        check_small_entries(&mut archive)?;
         Ok(Self {
             tensors: PthTensors::new(path, None)?,
-            path: path.to_path_buf(),
+            archive: Mutex::new(archive),
         })
     }
 
@@ -91,9 +97,8 @@ impl PthIndex {
         info: &TensorInfo,
         read: impl FnOnce(&mut dyn Read) -> std::io::Result<T>,
     ) -> anyhow::Result<T> {
-        let file = std::io::BufReader::new(std::fs::File::open(&self.path)?);
-        let mut zip = zip::ZipArchive::new(file)?;
-        let mut entry = zip.by_name(&info.path)?;
+        let mut archive = self.archive.lock().unwrap_or_else(|e| e.into_inner());
+        let mut entry = archive.by_name(&info.path)?;
         // candle's start_offset for a pickled tensor already counts bytes.
         let skip = info.layout.start_offset() as u64;
         let skipped = std::io::copy(&mut entry.by_ref().take(skip), &mut std::io::sink())?;
@@ -126,15 +131,13 @@ impl PthIndex {
     }
 }
 
-/// Checks the CRC-32 of every entry of the zip at `path` but the storages' (the pickle, its
-/// byte order and version): candle's pickle reader stops at the pickle's last opcode, before
-/// the zip reader would check it, and one flipped bit there can point a weight at another
+/// Checks the CRC-32 of every entry of `archive` but the storages' (the pickle, its byte
+/// order and version): candle's pickle reader stops at the pickle's last opcode, before the
+/// zip reader would check it, and one flipped bit there can point a weight at another
 /// storage. The storages are checked as they are read.
-fn check_small_entries(path: &Path) -> anyhow::Result<()> {
-    let file = std::io::BufReader::new(std::fs::File::open(path)?);
-    let mut zip = zip::ZipArchive::new(file)?;
-    for index in 0..zip.len() {
-        let mut entry = zip.by_index(index)?;
+fn check_small_entries(archive: &mut Archive) -> anyhow::Result<()> {
+    for index in 0..archive.len() {
+        let mut entry = archive.by_index(index)?;
         let name = entry.name()?.to_string();
         if name.contains("/data/") {
             continue;

@@ -5,6 +5,7 @@
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
@@ -92,7 +93,7 @@ pub(super) struct Refused;
 /// The connections open, by id, with their clients' addresses.
 pub(super) struct OpenConnections {
     entries: Mutex<HashMap<u64, (IpAddr, Arc<Connection>)>>,
-    next_id: Mutex<u64>,
+    next_id: AtomicU64,
     /// How many connection tasks are still running (shed ones included, until they end).
     running: watch::Sender<usize>,
     max_connections: usize,
@@ -124,7 +125,7 @@ impl OpenConnections {
     ) -> Arc<Self> {
         Arc::new(Self {
             entries: Mutex::new(HashMap::new()),
-            next_id: Mutex::new(0),
+            next_id: AtomicU64::new(0),
             running: watch::Sender::new(0),
             max_connections,
             max_per_client,
@@ -154,11 +155,7 @@ impl OpenConnections {
                 shed.shed.notify_one();
             }
         }
-        let id = {
-            let mut next = self.next_id.lock().unwrap_or_else(|e| e.into_inner());
-            *next += 1;
-            *next
-        };
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let connection = Arc::new(Connection::new());
         entries.insert(id, (peer, connection.clone()));
         drop(entries);
