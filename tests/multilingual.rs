@@ -587,3 +587,49 @@ fn a_pytorch_file_with_a_tied_table_under_four_names_loads_as_its_safetensors_do
         assert_eq!(from_pytorch, from_safetensors, "{compute}");
     }
 }
+
+/// A copy of the PyTorch fixture with the middle byte of its zip entry `entry` flipped.
+fn pytorch_copy_with_a_flipped_byte(into: &Path, entry: &str) -> std::path::PathBuf {
+    let copy = into.join(entry.replace('/', "-"));
+    std::fs::create_dir(&copy).unwrap();
+    for file in std::fs::read_dir("tests/fixtures/m2m100-tiny-pth").unwrap() {
+        let file = file.unwrap();
+        std::fs::copy(file.path(), copy.join(file.file_name())).unwrap();
+    }
+    let weights = copy.join("pytorch_model.bin");
+    let (start, size) = {
+        let mut archive = zip::ZipArchive::new(std::fs::File::open(&weights).unwrap()).unwrap();
+        let stored = archive.by_name(entry).unwrap();
+        (stored.data_start().unwrap(), stored.compressed_size())
+    };
+    let mut bytes = std::fs::read(&weights).unwrap();
+    bytes[(start + size / 2) as usize] ^= 0x01;
+    std::fs::write(&weights, bytes).unwrap();
+    copy
+}
+
+#[test]
+fn a_flipped_bit_in_a_pytorch_files_pickle_or_storage_is_refused_by_its_checksum() {
+    // A bit of the pickle (which candle's reader stops short of checking) could point a
+    // weight at another storage and translate silently otherwise.
+    let dir = tempfile::tempdir().unwrap();
+    for (entry, names) in [
+        ("pytorch_model/data.pkl", "pytorch_model/data.pkl"),
+        ("pytorch_model/data/0", "tensor "),
+    ] {
+        let copy = pytorch_copy_with_a_flipped_byte(dir.path(), entry);
+        for compute in ["float32", "int8"] {
+            let out = transformer()
+                .args(["translate", "--checkpoint"])
+                .arg(&copy)
+                .args(["--source-lang", "de", "--target-lang", "en"])
+                .args(["--compute-type", compute, "Ein Hund."])
+                .output()
+                .unwrap();
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(1), "{entry} {compute}: {stderr}");
+            assert!(stderr.contains("checksum"), "{entry} {compute}: {stderr}");
+            assert!(stderr.contains(names), "{entry} {compute}: {stderr}");
+        }
+    }
+}
