@@ -486,3 +486,117 @@ fn a_body_declared_over_the_limit_is_refused_before_it_is_sent() {
     assert!(head.contains("--max-body-bytes"), "{head}");
     assert!(started.elapsed() < Duration::from_secs(2));
 }
+
+/// `request` sent whole, then the client's writing side shut (`shutdown(SHUT_WR)`): what
+/// the server answers before it closes.
+fn answer_after_half_close(server: &Server, request: &[u8]) -> String {
+    let mut stream = connect(server);
+    stream.write_all(request).unwrap();
+    stream.shutdown(std::net::Shutdown::Write).unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).unwrap();
+    answer
+}
+
+fn post_request(path: &str, content_type: &str, body: &str) -> Vec<u8> {
+    format!(
+        "POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: {content_type}\r\nContent-Length: \
+         {}\r\n\r\n{body}",
+        body.len()
+    )
+    .into_bytes()
+}
+
+/// The body of a whole answer, checked against its Content-Length.
+fn whole_body(answer: &str) -> &str {
+    let (head, body) = answer.split_once("\r\n\r\n").expect(answer);
+    let length: usize = head
+        .lines()
+        .find_map(|line| line.strip_prefix("content-length: "))
+        .expect(head)
+        .parse()
+        .unwrap();
+    assert_eq!(body.len(), length, "{answer}");
+    body
+}
+
+#[test]
+fn a_client_that_shuts_its_writing_side_after_its_request_is_answered() {
+    let server = Server::start_with(
+        never_ending_checkpoint(),
+        &["--max-request-tokens", "10000000"],
+    );
+    // Work that takes long enough for the end of the stream to arrive while it is decoded,
+    // as well as requests answered at once.
+    let slow = json!({ "q": vec!["ich mochte ein bier"; 2], "beam": 2, "max_len": 400 });
+    let requests = [
+        b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n".to_vec(),
+        post_request(
+            "/translate",
+            "application/x-www-form-urlencoded",
+            "q=ich&source=de&target=en",
+        ),
+        post_request("/v1/translate", "application/json", &slow.to_string()),
+        b"GET /health HTTP/1.0\r\n\r\n".to_vec(),
+    ];
+    for request in requests {
+        let answer = answer_after_half_close(&server, &request);
+        assert!(
+            answer.starts_with("HTTP/1.1 200 ") || answer.starts_with("HTTP/1.0 200 "),
+            "{answer}"
+        );
+        let _: Value = serde_json::from_str(whole_body(&answer)).expect(&answer);
+    }
+}
+
+#[test]
+fn a_body_cut_short_by_a_half_close_is_answered_at_once() {
+    let server = Server::start(&[]);
+    let mut request = post_request("/v1/translate", "application/json", r#"{"q": "ich"}"#);
+    request.truncate(request.len() - 4);
+    let started = Instant::now();
+    let answer = answer_after_half_close(&server, &request);
+    assert!(started.elapsed() < Duration::from_secs(5));
+    assert!(answer.starts_with("HTTP/1.1 400 "), "{answer}");
+    assert!(
+        whole_body(&answer).contains("before sending the whole body"),
+        "{answer}"
+    );
+}
+
+#[test]
+fn the_work_of_a_client_that_closed_its_connection_is_dropped() {
+    let server = Server::start_with(
+        never_ending_checkpoint(),
+        &["--max-request-tokens", "10000000"],
+    );
+    let queued = || {
+        let (_, body) = get(&server.url("/health"));
+        serde_json::from_slice::<Value>(&body).unwrap()["queued_sentences"]
+            .as_u64()
+            .unwrap()
+    };
+    let mut stream = connect(&server);
+    stream
+        .write_all(&post_request(
+            "/v1/translate",
+            "application/json",
+            &long_work().to_string(),
+        ))
+        .unwrap();
+    let started = Instant::now();
+    while queued() == 0 {
+        assert!(started.elapsed() < Duration::from_secs(10), "never queued");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // Closed, not half-closed: the server cannot tell until its probe is answered by a reset.
+    drop(stream);
+    let closed = Instant::now();
+    while queued() > 0 {
+        assert!(
+            closed.elapsed() < Duration::from_secs(5),
+            "the work of a client gone still runs"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}

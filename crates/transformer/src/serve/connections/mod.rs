@@ -5,8 +5,10 @@
 //! answer may wait as long for the client to read it. When the server (or a client's share)
 //! is full, a connection waiting for a request's head is shed for the new one, the heaviest
 //! client's first (see `OpenConnections::admit`), so that a client holding connections open
-//! without requests (a slowloris) cannot lock others out; only when every connection is
-//! answering a request is the new one answered 503.
+//! without requests (a slowloris) cannot lock others out; a connection whose request's body
+//! arrives slower than 500 bytes a second may be shed as well. Only when every connection is
+//! answering a request is the new one answered 503. A client that shuts its writing side
+//! after its request is still answered (see `half_close`).
 //! On the stop signal the listener closes, connections with no request being answered close
 //! at once, and the requests in flight are answered, for at most `drain` before the rest are
 //! dropped.
@@ -14,7 +16,9 @@
 //! axum's own `serve` sets no header timeout, and hyper's restarts with each read: a client
 //! sending its headers one byte at a time would hold a connection forever.
 
+mod half_close;
 mod open_connections;
+mod received_body;
 mod stall_limited;
 
 use std::future::Future;
@@ -30,7 +34,9 @@ use hyper_util::service::TowerToHyperService;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 
+use half_close::HalfClosable;
 use open_connections::{AnsweredBody, Answering, Connection, OpenConnections};
+use received_body::ReceivedBody;
 use stall_limited::StallLimited;
 
 /// How long a connection must have waited for a request's head before a newer one may take
@@ -169,11 +175,13 @@ async fn serve_connection(
 ) {
     let inner = TowerToHyperService::new(router);
     let answered = state.clone();
-    let service = service_fn(move |request| {
+    let service = service_fn(move |request: hyper::Request<hyper::body::Incoming>| {
         let answering = Answering::new(answered.clone());
+        let request = request.map(|body| ReceivedBody::new(body, answered.clone()));
         let answer = inner.call(request);
         async move {
             let response = answer.await?;
+            answering.begun();
             Ok::<_, std::convert::Infallible>(response.map(|body| {
                 axum::body::Body::new(AnsweredBody {
                     body,
@@ -183,13 +191,15 @@ async fn serve_connection(
         }
     });
     let mut builder = http1::Builder::new();
+    // hyper's own half-closes stay off: `HalfClosable` tells a client that shut its writing
+    // side from one that went away.
     builder
         .timer(TokioTimer::new())
-        // No half-closes: before an answer is written, TCP cannot tell a client that shut
-        // its writing side from one that went away, and the work of a client gone is
-        // dropped so that it holds up no one (as nginx ends a request on the client's EOF).
         .header_read_timeout(limits.header_timeout);
-    let io = StallLimited::new(stream, limits.header_timeout);
+    let io = HalfClosable::new(
+        StallLimited::new(stream, limits.header_timeout),
+        state.clone(),
+    );
     let connection = builder.serve_connection(TokioIo::new(io), service);
     let mut connection = std::pin::pin!(connection);
     loop {
@@ -201,9 +211,9 @@ async fn serve_connection(
             _ = connection.as_mut() => return,
             _ = stopping.wait_for(|stop| *stop) => break,
             () = state.shed.notified() => {
-                // Shed while waiting for a head: closed. (It may have begun a request since
-                // it was chosen; that request is answered.)
-                if state.waiting_since().is_some() {
+                // Shed while waiting for a head or sending a body slowly: closed. (It may
+                // have moved on since it was chosen; then it is left alone.)
+                if state.sheddable_since(Duration::ZERO).is_some() {
                     return;
                 }
             }

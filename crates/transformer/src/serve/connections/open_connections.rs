@@ -1,13 +1,14 @@
 //! The open connections as the server watches them: whether each is waiting for a request's
-//! head (since when) or answering one, so that a slow client's connections are the ones shed
-//! when the server is full, and a head that takes too long in total closes its connection.
+//! head (since when), receiving a body (how fast) or answering, so that a slow client's
+//! connections are the ones shed when the server is full, and a head that takes too long in
+//! total closes its connection.
 
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
 use hyper::body::{Body, Frame, SizeHint};
@@ -22,6 +23,23 @@ pub(super) struct Connection {
     pub(super) changed: Notify,
     /// Told that the server took its slot for a newer connection.
     pub(super) shed: Notify,
+    /// The request's body being received: since when, and how many bytes so far.
+    body: Mutex<Option<(Instant, u64)>>,
+    /// The client has shut its writing side (see `half_close`).
+    stopped_sending: AtomicBool,
+    /// Woken when the client stops sending: a body waiting for more bytes gets none.
+    body_waker: Mutex<Option<Waker>>,
+    /// hyper has the answer to the request being answered.
+    answer_begun: AtomicBool,
+}
+
+/// A body arriving slower than this, once it has had [`SLOW_BODY_GRACE`], may be shed for a
+/// new connection when the server is full (Apache's `mod_reqtimeout` asks as much).
+const MIN_BODY_BYTES_PER_SECOND: f64 = 500.0;
+const SLOW_BODY_GRACE: Duration = Duration::from_millis(100);
+
+fn locked<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 impl Connection {
@@ -30,17 +48,71 @@ impl Connection {
             waiting_since: Mutex::new(Some(Instant::now())),
             changed: Notify::new(),
             shed: Notify::new(),
+            body: Mutex::new(None),
+            stopped_sending: AtomicBool::new(false),
+            body_waker: Mutex::new(None),
+            answer_begun: AtomicBool::new(false),
         }
     }
 
     /// Since when it has waited for a request's head; `None` while it answers one.
     pub(super) fn waiting_since(&self) -> Option<Instant> {
-        *self.waiting_since.lock().unwrap_or_else(|e| e.into_inner())
+        *locked(&self.waiting_since)
     }
 
     fn set_waiting(&self, since: Option<Instant>) {
-        *self.waiting_since.lock().unwrap_or_else(|e| e.into_inner()) = since;
+        *locked(&self.waiting_since) = since;
         self.changed.notify_one();
+    }
+
+    /// Since when it may be shed: it has waited that long, at least `grace`, for a request's
+    /// head, or it has been receiving a body slower than [`MIN_BODY_BYTES_PER_SECOND`] since
+    /// then (for at least `grace`, and [`SLOW_BODY_GRACE`] in any case).
+    pub(super) fn sheddable_since(&self, grace: Duration) -> Option<Instant> {
+        if let Some(since) = self.waiting_since() {
+            return (since.elapsed() >= grace).then_some(since);
+        }
+        self.slow_body_since(grace)
+    }
+
+    /// Since when it has been receiving a body slower than [`MIN_BODY_BYTES_PER_SECOND`],
+    /// for at least `grace` (and [`SLOW_BODY_GRACE`]).
+    fn slow_body_since(&self, grace: Duration) -> Option<Instant> {
+        let (began, received) = (*locked(&self.body))?;
+        let elapsed = began.elapsed();
+        let slow = elapsed >= grace.max(SLOW_BODY_GRACE)
+            && (received as f64) < MIN_BODY_BYTES_PER_SECOND * elapsed.as_secs_f64();
+        slow.then_some(began)
+    }
+
+    /// Counts `bytes` more of the request's body (the first call starts its clock).
+    pub(super) fn body_received(&self, bytes: usize) {
+        let mut body = locked(&self.body);
+        let (_, received) = body.get_or_insert_with(|| (Instant::now(), 0));
+        *received += bytes as u64;
+    }
+
+    /// The request's body is whole (or no longer read).
+    pub(super) fn body_ended(&self) {
+        *locked(&self.body) = None;
+    }
+
+    /// The client shut its writing side while a request was answered.
+    pub(super) fn stopped_sending(&self) {
+        self.stopped_sending.store(true, Ordering::SeqCst);
+        if let Some(waker) = locked(&self.body_waker).take() {
+            waker.wake();
+        }
+    }
+
+    /// Whether the client has stopped sending; if not, `waker` is woken when it does.
+    pub(super) fn has_stopped_sending(&self, waker: &Waker) -> bool {
+        *locked(&self.body_waker) = Some(waker.clone());
+        self.stopped_sending.load(Ordering::SeqCst)
+    }
+
+    pub(super) fn answer_begun(&self) -> bool {
+        self.answer_begun.load(Ordering::SeqCst)
     }
 }
 
@@ -50,8 +122,14 @@ pub(super) struct Answering(Arc<Connection>);
 
 impl Answering {
     pub(super) fn new(connection: Arc<Connection>) -> Self {
+        connection.answer_begun.store(false, Ordering::SeqCst);
         connection.set_waiting(None);
         Self(connection)
+    }
+
+    /// The answer is in hyper's hands from now on.
+    pub(super) fn begun(&self) {
+        self.0.answer_begun.store(true, Ordering::SeqCst);
     }
 }
 
@@ -101,7 +179,15 @@ pub(super) struct OpenConnections {
     /// How long a connection must have waited for a request's head before it may be shed:
     /// an honest client's head arrives within it, a slow client's keeps it waiting longer.
     shed_after: Duration,
+    /// The addresses whose connections were shed lately, and when (see [`Self::to_shed`]).
+    shed_lately: Mutex<HashMap<IpAddr, Instant>>,
 }
+
+/// How long an address whose connection was shed is remembered as a slow client's.
+const SHED_MEMORY: Duration = Duration::from_secs(10);
+
+/// How long a connection must have waited before a client shed lately may take its place.
+const SHED_CLIENT_GRACE: Duration = Duration::from_secs(2);
 
 /// A connection let in: it leaves the open connections when this is dropped.
 pub(super) struct Admitted {
@@ -130,15 +216,36 @@ impl OpenConnections {
             max_connections,
             max_per_client,
             shed_after,
+            shed_lately: Mutex::new(HashMap::new()),
         })
+    }
+
+    /// Remembers that a connection from `peer` was shed, forgetting what is older than
+    /// [`SHED_MEMORY`] (and, past a bound of its own, everything: it never grows without one).
+    fn remember_shed(&self, peer: IpAddr) {
+        let mut lately = locked(&self.shed_lately);
+        if lately.len() >= 4 * self.max_connections.max(64) {
+            lately.retain(|_, when| when.elapsed() < SHED_MEMORY);
+            if lately.len() >= 4 * self.max_connections.max(64) {
+                lately.clear();
+            }
+        }
+        lately.insert(peer, Instant::now());
+    }
+
+    /// Whether a connection from `peer` was shed within [`SHED_MEMORY`].
+    fn was_shed_lately(&self, peer: IpAddr) -> bool {
+        locked(&self.shed_lately)
+            .get(&peer)
+            .is_some_and(|when| when.elapsed() < SHED_MEMORY)
     }
 
     fn entries(&self) -> std::sync::MutexGuard<'_, HashMap<u64, (IpAddr, Arc<Connection>)>> {
         self.entries.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Lets a connection from `peer` in, shedding one that waits for a request's head when
-    /// there is no room (see [`Self::to_shed`]); when none may be shed, it is refused.
+    /// Lets a connection from `peer` in, shedding one that waits for a request's head (or
+    /// sends a body slowly) when there is no room (see [`Self::to_shed`]); when none may be shed, it is refused.
     pub(super) fn admit(self: &Arc<Self>, peer: IpAddr) -> Result<Admitted, Refused> {
         let mut entries = self.entries();
         let mut held: HashMap<IpAddr, usize> = HashMap::new();
@@ -151,8 +258,9 @@ impl OpenConnections {
             let id = self
                 .to_shed(&entries, &held, peer, peer_full)
                 .ok_or(Refused)?;
-            if let Some((_, shed)) = entries.remove(&id) {
+            if let Some((shed_peer, shed)) = entries.remove(&id) {
                 shed.shed.notify_one();
+                self.remember_shed(shed_peer);
             }
         }
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
@@ -167,12 +275,18 @@ impl OpenConnections {
         })
     }
 
-    /// The connection to shed for a new one from `peer`. At its own share (`peer_full`):
-    /// its own connection that has waited longest for a request's head, at least
-    /// `shed_after`. On a full server: the longest-waiting of the client that holds the most
-    /// connections, when it holds more than `peer` (one client cannot keep the others out),
-    /// else the longest-waiting of all, at least `shed_after` (a head on its way is left to
-    /// arrive).
+    /// The connection to shed for a new one from `peer`, among those waiting for a request's
+    /// head or sending a body slowly ("waiting" below). At its own share (`peer_full`): its
+    /// own connection that has waited longest, at least `shed_after`. On a full server: a
+    /// connection of the heaviest client that holds at least two more than `peer` and has
+    /// one waiting, its longest-waiting (one client cannot keep the others out; a client
+    /// only one ahead is left alone, or a newcomer would take the fresh connection of a
+    /// client it merely ties with, its head still on the way); else the longest-waiting of
+    /// all, for at least `shed_after` (a head on its way is left to arrive), or
+    /// [`SHED_CLIENT_GRACE`] when `peer` is itself a slow client (one of its connections
+    /// was shed lately, or one is sending its body slowly): slow clients from many
+    /// addresses would otherwise shed each other's connections so fast that every one is
+    /// too young to shed for a real client.
     fn to_shed(
         &self,
         entries: &HashMap<u64, (IpAddr, Arc<Connection>)>,
@@ -180,27 +294,35 @@ impl OpenConnections {
         peer: IpAddr,
         peer_full: bool,
     ) -> Option<u64> {
-        let longest_waiting = |of: &dyn Fn(IpAddr) -> bool, at_least: Duration| {
-            entries
-                .iter()
-                .filter(|(_, (p, _))| of(*p))
-                .filter_map(|(id, (_, c))| c.waiting_since().map(|since| (since, *id)))
-                .filter(|(since, _)| since.elapsed() >= at_least)
-                .min()
-                .map(|(_, id)| id)
+        let waiting = |grace: Duration| {
+            entries.iter().filter_map(move |(id, (p, c))| {
+                c.sheddable_since(grace).map(|since| (*p, since, *id))
+            })
         };
         if peer_full {
-            return longest_waiting(&|p| p == peer, self.shed_after);
+            return waiting(self.shed_after)
+                .filter(|(p, _, _)| *p == peer)
+                .min_by_key(|(_, since, _)| *since)
+                .map(|(_, _, id)| id);
         }
         let own = held.get(&peer).copied().unwrap_or(0);
-        let heaviest = held
-            .iter()
-            .filter(|(p, n)| **p != peer && **n > own)
-            .max_by_key(|(_, n)| **n)
-            .map(|(p, _)| *p);
-        heaviest
-            .and_then(|heavy| longest_waiting(&|p| p == heavy, Duration::ZERO))
-            .or_else(|| longest_waiting(&|_| true, self.shed_after))
+        let count = |p: &IpAddr| held.get(p).copied().unwrap_or(0);
+        waiting(Duration::ZERO)
+            .filter(|(p, _, _)| *p != peer && count(p) > own + 1)
+            .max_by_key(|(p, since, _)| (count(p), std::cmp::Reverse(*since)))
+            .or_else(|| {
+                let slow_client = self.was_shed_lately(peer)
+                    || entries
+                        .values()
+                        .any(|(p, c)| *p == peer && c.slow_body_since(Duration::ZERO).is_some());
+                let grace = if slow_client {
+                    SHED_CLIENT_GRACE.max(self.shed_after)
+                } else {
+                    self.shed_after
+                };
+                waiting(grace).min_by_key(|(_, since, _)| *since)
+            })
+            .map(|(_, _, id)| id)
     }
 
     /// Waits until every connection task has ended.

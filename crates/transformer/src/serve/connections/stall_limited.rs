@@ -29,6 +29,10 @@ impl StallLimited {
         }
     }
 
+    pub(super) fn stream(&self) -> &TcpStream {
+        &self.stream
+    }
+
     /// Passes a write's outcome on: progress clears the stall; waiting starts (or keeps) the
     /// clock, and past `limit` the write fails.
     fn watch<T>(
