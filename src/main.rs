@@ -16,7 +16,7 @@ use clap::Parser;
 // The library's modules, under the names the command-line modules use (`crate::config`).
 use transformer::{
     atomic_file, checkpoint, config, corpus, decoding, device, distributed, document, infer,
-    kernels, metrics, model, plot, serve, tokenize, train, training_data,
+    input_text, kernels, metrics, model, plot, serve, tokenize, train, training_data,
 };
 
 use cli::Cli;

@@ -3,6 +3,9 @@
 
 mod common;
 
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+
 use common::{fails_naming, small_checkpoint, succeeded, transformer, with_config};
 use tempfile::TempDir;
 
@@ -133,6 +136,30 @@ fn weights_that_are_not_safetensors_are_called_damaged() {
     fails_naming(dir.path(), &TRANSLATE, &["model.safetensors", "damaged"]);
     std::fs::write(dir.path().join("run/last/model.safetensors"), b"").unwrap();
     fails_naming(dir.path(), &TRANSLATE, &["model.safetensors", "damaged"]);
+}
+
+#[test]
+fn weights_that_are_not_a_file_are_named_not_taken_for_missing() {
+    let dir = small_checkpoint();
+    let weights = dir.path().join("run/last/model.safetensors");
+    std::fs::remove_file(&weights).unwrap();
+    std::os::unix::fs::symlink("/dev/zero", &weights).unwrap();
+    fails_naming(
+        dir.path(),
+        &TRANSLATE,
+        &["run/last/model.safetensors is a pipe or device, not a regular file"],
+    );
+    std::fs::remove_file(&weights).unwrap();
+    assert!(std::process::Command::new("mkfifo")
+        .arg(&weights)
+        .status()
+        .unwrap()
+        .success());
+    fails_naming(
+        dir.path(),
+        &TRANSLATE,
+        &["run/last/model.safetensors is a pipe or device, not a regular file"],
+    );
 }
 
 #[test]
@@ -360,5 +387,74 @@ fn an_unknown_kernel_choice_is_a_usage_error_that_names_the_variable() {
     assert_eq!(
         stderr.trim(),
         "error: TRANSFORMER_KERNELS=\"fast\" is not a kernel choice; use fused or composed, or unset it"
+    );
+}
+
+/// Runs `args` in `dir` with `/dev/zero` as stdin: it must end in one error line naming
+/// `needles`, exit 1, with its memory bounded (an address-space limit of 3 GiB, which an
+/// unbounded read passes within a second).
+fn endless_input_fails_naming(dir: &Path, args: &[&str], needles: &[&str]) {
+    let zero = std::fs::File::open("/dev/zero").unwrap();
+    let mut command = std::process::Command::new(assert_cmd::cargo::cargo_bin("transformer"));
+    command.current_dir(dir).args(args).stdin(zero);
+    // SAFETY: setrlimit in the child before exec, with nothing else to race with.
+    unsafe {
+        command.pre_exec(|| {
+            let limit = libc::rlimit {
+                rlim_cur: 3 << 30,
+                rlim_max: 3 << 30,
+            };
+            libc::setrlimit(libc::RLIMIT_AS, &limit);
+            Ok(())
+        });
+    }
+    let output = command.output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{args:?}: {stderr}");
+    let last = stderr.lines().last().unwrap_or_default();
+    assert!(last.starts_with("error: "), "{args:?}: {stderr}");
+    for needle in needles {
+        assert!(last.contains(needle), "{args:?}: {stderr}");
+    }
+}
+
+#[test]
+fn endless_input_ends_in_an_error_naming_it_with_memory_bounded() {
+    let dir = small_checkpoint();
+    let run = ["--checkpoint", "run", "--device", "cpu"];
+    let line_too_long = ["stdin line 1 is longer than 16777216 bytes"];
+    let translate: Vec<&str> = ["translate"].iter().chain(&run).copied().collect();
+    endless_input_fails_naming(dir.path(), &translate, &line_too_long);
+    endless_input_fails_naming(
+        dir.path(),
+        &["tokenize", "--checkpoint", "run"],
+        &line_too_long,
+    );
+    endless_input_fails_naming(dir.path(), &["sentences", "--lang", "de"], &line_too_long);
+    let whole = "more than 536870912 bytes, the most read whole";
+    let html: Vec<&str> = ["translate", "--format", "html"]
+        .iter()
+        .chain(&run)
+        .copied()
+        .collect();
+    endless_input_fails_naming(dir.path(), &html, &["cannot read stdin", whole]);
+    let file: Vec<&str> = [
+        "translate",
+        "--file",
+        "/dev/zero",
+        "--format",
+        "text",
+        "--out",
+        "o.txt",
+    ]
+    .iter()
+    .chain(&run)
+    .copied()
+    .collect();
+    endless_input_fails_naming(dir.path(), &file, &["--file /dev/zero", whole]);
+    endless_input_fails_naming(
+        dir.path(),
+        &["eval", "--hyp", "/dev/zero", "--ref", "-"],
+        &["cannot read stdin", whole],
     );
 }

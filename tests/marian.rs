@@ -228,8 +228,18 @@ fn damaged_directories_are_refused_in_one_line_naming_the_file_and_key() {
         // Files that are not files: a read of /dev/zero never ended, a FIFO never began.
         (
             Box::new(|dir: &Path| replaced_by_link_to_dev_zero(&dir.join("vocab.json"))),
-            2,
-            &["vocab.json is not a regular file"],
+            1,
+            &["vocab.json is a pipe or device, not a regular file"],
+        ),
+        (
+            Box::new(|dir: &Path| {
+                let file = dir.join("model.safetensors");
+                std::fs::remove_file(&file).unwrap();
+                let made = std::process::Command::new("mkfifo").arg(&file).status();
+                assert!(made.unwrap().success());
+            }),
+            1,
+            &["model.safetensors is a pipe or device, not a regular file"],
         ),
         (
             Box::new(|dir: &Path| {

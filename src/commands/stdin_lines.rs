@@ -1,10 +1,15 @@
 //! Stdin read line by line for the commands that take one input per line (`translate`,
 //! `generate`): in batches of the lines already waiting, so that a line typed at a terminal is
-//! answered at once, and a line that is not UTF-8 ends the stream after the ones before it.
+//! answered at once, and a line that is not UTF-8, or longer than [`MOST_LINE_BYTES`], ends
+//! the stream after the ones before it.
 
-use std::io::{BufRead, BufReader, Stdin};
+use std::io::{BufRead, BufReader, Read, Stdin};
 
 use anyhow::Context;
+
+/// The longest line read: 16 MiB, a book's worth of text; past it the input is not lines
+/// (`/dev/zero`, a binary file), and reading on would only run out of memory.
+pub const MOST_LINE_BYTES: u64 = 16 << 20;
 
 /// Stdin as UTF-8 lines (a leading byte-order mark dropped).
 pub struct StdinLines {
@@ -65,8 +70,8 @@ impl StdinLines {
 
     fn next_line(&mut self) -> anyhow::Result<Option<String>> {
         let mut bytes = Vec::new();
-        if self
-            .reader
+        if (&mut self.reader)
+            .take(MOST_LINE_BYTES + 1)
             .read_until(b'\n', &mut bytes)
             .context("cannot read stdin")?
             == 0
@@ -74,6 +79,14 @@ impl StdinLines {
             return Ok(None);
         }
         self.read += 1;
+        if bytes.len() as u64 > MOST_LINE_BYTES && !bytes.ends_with(b"\n") {
+            anyhow::bail!(
+                "stdin line {} is longer than {MOST_LINE_BYTES} bytes, the most read as one \
+                 line; the lines before it were {}; break the input into lines",
+                self.read,
+                self.done
+            );
+        }
         let text = String::from_utf8(bytes).map_err(|_| {
             anyhow::anyhow!(
                 "stdin line {} is not valid UTF-8; the lines before it were {}; convert the \

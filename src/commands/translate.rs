@@ -3,7 +3,6 @@
 //! translations put back between the text's own whitespace. Lines already waiting on stdin
 //! are decoded together; a line typed at a terminal is translated as soon as it is complete.
 
-use std::io::Read;
 use std::path::Path;
 
 use anyhow::Context;
@@ -15,6 +14,7 @@ use crate::atomic_file::write_atomic;
 use crate::cli::{FormatArg, TranslateArgs};
 use crate::document::{DocumentFormat, DocxLimits, Prepared, SentenceBatch, SentenceSplitter};
 use crate::infer::translator::{ConfiguredTranslator, Translation};
+use crate::input_text::{read_at_most, read_path, MOST_INPUT_BYTES};
 use crate::progress::{SentenceProgress, Verbosity};
 
 pub fn run(args: TranslateArgs) -> anyhow::Result<()> {
@@ -142,7 +142,8 @@ fn translate_file(
     format: DocumentFormat,
 ) -> anyhow::Result<()> {
     let name = file.display().to_string();
-    let bytes = std::fs::read(file).with_context(|| format!("reading --file {name}"))?;
+    let bytes = read_path(file, MOST_INPUT_BYTES)
+        .map_err(|e| anyhow::anyhow!("cannot read --file {name}: {e}{}", too_large_advice(&e)))?;
     let job = format.parse(bytes, &name, DocxLimits::default())?;
     let prepared = Prepared::new(job, splitter);
     let translations =
@@ -270,12 +271,19 @@ fn translate_stdin(
     }
 }
 
+/// What to do about an input too large to read whole.
+fn too_large_advice(error: &std::io::Error) -> &'static str {
+    if error.kind() == std::io::ErrorKind::FileTooLarge {
+        "; split it, or translate it as text, line by line, from stdin"
+    } else {
+        ""
+    }
+}
+
 /// All of stdin, as one HTML document.
 fn read_stdin() -> anyhow::Result<String> {
-    let mut bytes = Vec::new();
-    std::io::stdin()
-        .read_to_end(&mut bytes)
-        .context("reading stdin")?;
+    let bytes = read_at_most(std::io::stdin().lock(), MOST_INPUT_BYTES)
+        .map_err(|e| anyhow::anyhow!("cannot read stdin: {e}{}", too_large_advice(&e)))?;
     String::from_utf8(bytes).context("stdin is not UTF-8 text")
 }
 

@@ -53,6 +53,7 @@ pub mod distributed;
 pub mod document;
 pub mod hub;
 pub mod infer;
+pub mod input_text;
 pub mod kernels;
 pub mod metrics;
 pub mod model;

@@ -13,6 +13,27 @@ pub const MOST_CONFIG_BYTES: u64 = 16 << 20;
 /// `tokenizer.json`, among the largest, is 17 MB.
 pub const MOST_TOKENIZER_BYTES: u64 = 512 << 20;
 
+/// What is at `path` when something is there but not a regular file ("a pipe or device",
+/// "a directory", "a link to nothing"); `None` when it is a regular file or nothing is
+/// there. For a reader that would take such a thing for a missing file.
+pub fn not_regular(path: &Path) -> Option<&'static str> {
+    std::fs::symlink_metadata(path).ok()?;
+    match std::fs::metadata(path) {
+        Ok(meta) if meta.is_file() => None,
+        Ok(meta) if meta.is_dir() => Some("a directory"),
+        Ok(_) => Some("a pipe or device"),
+        Err(_) => Some("a link to nothing"),
+    }
+}
+
+/// The error for `path`, which is `what` (see [`not_regular`]).
+pub fn not_regular_error(path: &Path, what: &str) -> anyhow::Error {
+    anyhow::anyhow!(
+        "{} is {what}, not a regular file; put the file itself there",
+        path.display()
+    )
+}
+
 /// The bytes of the regular file at `path`, at most `most` of them; an error names the file
 /// and says what it is instead.
 pub fn read(path: &Path, most: u64) -> anyhow::Result<Vec<u8>> {

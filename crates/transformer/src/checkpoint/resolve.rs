@@ -39,12 +39,23 @@ pub fn resolve(path: &Path) -> anyhow::Result<PathBuf> {
     if hugging_face::is_hugging_face_dir(path) {
         return Ok(path.to_path_buf());
     }
-    std::iter::once(path.to_path_buf())
+    let candidates: Vec<PathBuf> = std::iter::once(path.to_path_buf())
         .chain(
             [BEST_DIR, LAST_DIR]
                 .into_iter()
                 .map(|name| write::restore_retired(&path.join(name))),
         )
+        .collect();
+    // Weights that are there but not a file (a FIFO, a link to a device) are named as such,
+    // not taken for missing ones.
+    if let Some((weights, what)) = candidates.iter().find_map(|dir| {
+        let weights = dir.join(MODEL_FILE);
+        crate::small_file::not_regular(&weights).map(|what| (weights, what))
+    }) {
+        return Err(crate::small_file::not_regular_error(&weights, what));
+    }
+    candidates
+        .into_iter()
         .find(|dir| dir.join(MODEL_FILE).is_file())
         .ok_or_else(|| {
             anyhow::anyhow!(

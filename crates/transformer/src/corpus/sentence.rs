@@ -3,10 +3,8 @@
 //! placeholder pairs dropped and counted. Translation input goes through the same
 //! `normalize_sentence`, so that the model sees text as it saw it in training.
 
-use std::io::Read;
 use std::path::Path;
 
-use anyhow::Context;
 use unicode_normalization::UnicodeNormalization;
 
 /// One sentence pair, whitespace-normalised.
@@ -66,27 +64,25 @@ const BYTE_ORDER_MARK: char = '\u{feff}';
 /// Reads a whole UTF-8 text file (`-`: stdin), decompressing it first when its name ends in
 /// `.gz`.
 pub fn read_text(path: &Path, origin: PathOrigin) -> anyhow::Result<String> {
-    let read = if path == Path::new("-") {
-        let mut bytes = Vec::new();
-        std::io::stdin().read_to_end(&mut bytes).map(|_| bytes)
-    } else {
-        std::fs::read(path)
-    };
-    let bytes = read.map_err(|e| {
+    let most = crate::input_text::MOST_INPUT_BYTES;
+    let bytes = crate::input_text::read_path(path, most).map_err(|e| {
         let advice = match origin {
+            _ if e.kind() == std::io::ErrorKind::FileTooLarge => "split it".to_string(),
             PathOrigin::Config => "check the path in the config (relative paths start from the \
                                    directory you run in)"
                 .to_string(),
             PathOrigin::Flag(flag) => format!("check the path given to {flag}"),
         };
-        anyhow::anyhow!("cannot read {}: {e}; {advice}", path.display())
+        let name = if path == Path::new("-") {
+            "stdin".into()
+        } else {
+            path.display().to_string()
+        };
+        anyhow::anyhow!("cannot read {name}: {e}; {advice}")
     })?;
     let bytes = if path.extension().is_some_and(|e| e == "gz") {
-        let mut out = Vec::new();
-        flate2::read::MultiGzDecoder::new(bytes.as_slice())
-            .read_to_end(&mut out)
-            .with_context(|| format!("{} is not a valid gzip file", path.display()))?;
-        out
+        crate::input_text::read_at_most(flate2::read::MultiGzDecoder::new(bytes.as_slice()), most)
+            .map_err(|e| anyhow::anyhow!("cannot decompress {}: {e}", path.display()))?
     } else {
         bytes
     };

@@ -43,21 +43,17 @@ pub struct Unrunnable(pub String);
 
 /// Refuses the directory `dir` of family `model_type` (one of [`MODEL_TYPES`]) when a file
 /// the family needs is missing, naming the file, before anything is read.
-pub fn check_files(dir: &Path, model_type: &str) -> Result<(), Unrunnable> {
+pub fn check_files(dir: &Path, model_type: &str) -> anyhow::Result<()> {
     let Some((_, families, needs)) = MODEL_TYPES.iter().find(|(t, _, _)| *t == model_type) else {
         return Ok(());
     };
-    // A file there but not a regular one (a link to a device) is named as such.
-    let not_regular = needs.iter().flat_map(|need| need.split('|')).find(|file| {
+    // A file there but not a regular one (a link to a device) is named as such: a damaged
+    // directory, not a missing file.
+    for file in needs.iter().flat_map(|need| need.split('|')) {
         let path = dir.join(file);
-        std::fs::symlink_metadata(&path).is_ok() && !path.is_file()
-    });
-    if let Some(file) = not_regular {
-        return Err(Unrunnable(format!(
-            "{} is not a regular file (a pipe, device or directory); copy the file itself \
-             from where the model came from",
-            dir.join(file).display()
-        )));
+        if let Some(what) = crate::small_file::not_regular(&path) {
+            return Err(crate::small_file::not_regular_error(&path, what));
+        }
     }
     // A need `a|b` is met by either file.
     let missing = needs
@@ -69,7 +65,8 @@ pub fn check_files(dir: &Path, model_type: &str) -> Result<(), Unrunnable> {
              where the model came from",
             dir.display(),
             need.replace('|', " or ")
-        ))),
+        ))
+        .into()),
         None => Ok(()),
     }
 }
@@ -84,6 +81,12 @@ pub fn is_hugging_face_dir(dir: &Path) -> bool {
 
 /// The weights file of a model directory: `model.safetensors`, else `pytorch_model.bin`.
 pub fn weights_file(dir: &Path) -> anyhow::Result<PathBuf> {
+    for name in [SAFETENSORS_FILE, PYTORCH_FILE] {
+        let path = dir.join(name);
+        if let Some(what) = crate::small_file::not_regular(&path) {
+            return Err(crate::small_file::not_regular_error(&path, what));
+        }
+    }
     [SAFETENSORS_FILE, PYTORCH_FILE]
         .into_iter()
         .map(|name| dir.join(name))
