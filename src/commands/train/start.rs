@@ -38,7 +38,8 @@ pub(super) fn new_trainer(
     // Sizes no machine here could hold are refused before a run directory is made (the
     // vocabularies, still to be learned, are counted again when the model is built).
     let no_vocabulary = crate::config::VocabSizes { src: 0, tgt: 0 };
-    crate::model::memory::refuse_if_too_large_to_train(&config.model, no_vocabulary, device)
+    // (The activations are counted once the corpus says how large a batch can be.)
+    crate::model::memory::refuse_if_too_large_to_train(&config.model, no_vocabulary, 0, device)
         .map_err(anyhow::Error::msg)?;
     let run_dir = args
         .out

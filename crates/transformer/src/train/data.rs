@@ -25,6 +25,17 @@ pub struct ValidationData {
 }
 
 impl TrainingData {
+    /// The most tokens a batch could hold, at least: the whole corpus in one batch, each
+    /// pair counted by its longer side (padding comes on top).
+    pub fn largest_batch_tokens(&self) -> usize {
+        (0..self.pairs.len())
+            .map(|i| {
+                let (source, target) = self.pairs.lens(i);
+                source.max(target)
+            })
+            .sum()
+    }
+
     /// Target tokens per source token, the median over the training pairs with a source
     /// (every `step`-th of a large corpus, to bound the work); `None` for a language model's
     /// text or an empty corpus. Rounded to 3 decimals, as the config keeps it.

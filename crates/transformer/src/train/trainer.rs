@@ -87,6 +87,13 @@ impl Trainer {
         collective: Box<dyn Collective>,
     ) -> anyhow::Result<Self> {
         let vocab = data.tokenizers.vocab_sizes();
+        crate::model::memory::refuse_if_too_large_to_train(
+            &config.model,
+            vocab,
+            config.training.max_tokens.min(data.largest_batch_tokens()),
+            device,
+        )
+        .map_err(anyhow::Error::msg)?;
         let specials = data.tokenizers.specials();
         let seed = config.training.seed;
         let precision = Precision::plan(config.training.dtype, device)?;
