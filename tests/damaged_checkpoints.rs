@@ -321,3 +321,35 @@ fn renamed_and_removed_tensors_are_all_named_both_ways() {
         ],
     );
 }
+
+#[test]
+fn resume_files_that_are_not_files_are_named_and_never_waited_on() {
+    let (dir, state) = stopped_run();
+    let make_fifo = |path: &Path| {
+        std::fs::remove_file(path).unwrap();
+        let made = std::process::Command::new("mkfifo").arg(path).status();
+        assert!(made.unwrap().success());
+    };
+    // A FIFO used to block the read for ever; a link to /dev/zero, to read without end.
+    make_fifo(&state);
+    fails_naming(
+        dir.path(),
+        &RESUME,
+        &["training_state.json is a pipe or device, not a regular file"],
+    );
+    std::fs::remove_file(&state).unwrap();
+    std::os::unix::fs::symlink("/dev/zero", &state).unwrap();
+    fails_naming(
+        dir.path(),
+        &RESUME,
+        &["training_state.json is a pipe or device"],
+    );
+    let (dir, _) = stopped_run();
+    let last_optimizer = dir.path().join("run/last/optimizer.safetensors");
+    make_fifo(&last_optimizer);
+    fails_naming(
+        dir.path(),
+        &RESUME,
+        &["optimizer.safetensors is a pipe or device, not a regular file"],
+    );
+}

@@ -188,10 +188,19 @@ fn damaged_directories_are_refused_in_one_line_naming_the_file_and_key() {
             Box::new(edited(
                 "config.json",
                 "\"encoder_layers\": 2",
+                "\"encoder_layers\": 200",
+            )),
+            1,
+            &["encoder_layers = 200", "holds 2 encoder layers"],
+        ),
+        (
+            Box::new(edited(
+                "config.json",
+                "\"encoder_layers\": 2",
                 "\"encoder_layers\": 900000000",
             )),
             1,
-            &["encoder_layers = 900000000", "holds 2 encoder layers"],
+            &["encoder_layers: must be at most 256, got 900000000"],
         ),
         (
             Box::new(edited("vocab.json", "\"n\": 4", "\"n\": 3")),

@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use anyhow::{bail, Context};
+use anyhow::bail;
 use candle_core::{Device, Tensor};
 
 use super::read::{holds_int8, read_config_and_tokenizers, read_parts, read_weights};
@@ -94,6 +94,10 @@ pub struct ResumeCheckpoint {
 
 /// Reads the resumable checkpoint of the run directory `run_dir`.
 pub fn load_for_resume(run_dir: &Path, device: &Device) -> anyhow::Result<ResumeCheckpoint> {
+    let weights = run_dir.join(LAST_DIR).join(MODEL_FILE);
+    if let Some(what) = crate::small_file::not_regular(&weights) {
+        return Err(crate::small_file::not_regular_error(&weights, what));
+    }
     let dir = Some(write::restore_retired(&run_dir.join(LAST_DIR)))
         .filter(|dir| dir.join(MODEL_FILE).is_file())
         .ok_or_else(|| {
@@ -117,10 +121,20 @@ pub fn load_for_resume(run_dir: &Path, device: &Device) -> anyhow::Result<Resume
             }
         })?;
     let state_path = dir.join(STATE_FILE);
-    let text = std::fs::read_to_string(&state_path).with_context(|| {
-        format!(
-            "cannot read {}; this checkpoint was not written for resuming (an older version \
-             or a best/ copy), so start a new run",
+    if let Some(what) = crate::small_file::not_regular(&state_path) {
+        return Err(crate::small_file::not_regular_error(&state_path, what));
+    }
+    let bytes = crate::small_file::read_unnamed(&state_path, crate::small_file::MOST_CONFIG_BYTES)
+        .map_err(|why| {
+            anyhow::anyhow!(
+                "cannot read {} ({why}); this checkpoint was not written for resuming (an older \
+                 version or a best/ copy), so start a new run",
+                state_path.display()
+            )
+        })?;
+    let text = String::from_utf8(bytes).map_err(|_| {
+        anyhow::anyhow!(
+            "{} is not UTF-8 text; resume from a copy or start a new run",
             state_path.display()
         )
     })?;
@@ -142,7 +156,11 @@ pub fn load_for_resume(run_dir: &Path, device: &Device) -> anyhow::Result<Resume
     weights.refuse_int8("cannot be trained")?;
     let weights =
         build_model(&config, &tokenizers, weights.clone(), device).map(|_| weights.tensors)?;
-    let moments = read_tensors(&dir.join(OPTIMIZER_FILE), device)?;
+    let optimizer = dir.join(OPTIMIZER_FILE);
+    if let Some(what) = crate::small_file::not_regular(&optimizer) {
+        return Err(crate::small_file::not_regular_error(&optimizer, what));
+    }
+    let moments = read_tensors(&optimizer, device)?;
     Ok(ResumeCheckpoint {
         dir,
         config,

@@ -30,9 +30,9 @@ impl Config {
 /// `[model]`'s sizes: all positive, `d_model` divisible by `heads` and even, room for
 /// `<s>` and `</s>`.
 fn model_sizes(m: &ModelConfig) -> Check {
-    positive("model.layers", m.layers)?;
+    layer_count("model.layers", m.layers)?;
     if let Some(layers) = m.decoder_layers {
-        positive("model.decoder_layers", layers)?;
+        layer_count("model.decoder_layers", layers)?;
     }
     positive("model.d_model", m.d_model)?;
     positive("model.d_ff", m.d_ff)?;
@@ -240,6 +240,21 @@ fn language_code(key: &str, code: Option<&str>) -> Check {
     Ok(())
 }
 
+/// The most layers a stack may have: the backward pass walks the graph recursively, and
+/// past about 900 layers its depth overflows the thread's stack (an abort, not an error).
+pub const MOST_LAYERS: usize = 256;
+
+fn layer_count(key: &str, value: usize) -> Check {
+    positive(key, value)?;
+    if value > MOST_LAYERS {
+        return Err((
+            key.into(),
+            format!("must be at most {MOST_LAYERS}, got {value}"),
+        ));
+    }
+    Ok(())
+}
+
 fn positive(key: &str, value: usize) -> Check {
     if value == 0 {
         return Err((key.into(), "must be at least 1, got 0".into()));
@@ -290,6 +305,10 @@ mod tests {
         assert_eq!(err.key.as_deref(), Some("training.warmup"));
         let err = parse("[model]\nlayers = -3\n").unwrap_err();
         assert_eq!(err.key.as_deref(), Some("model.layers"));
+        let err = parse("[model]\nlayers = 900\n").unwrap_err();
+        assert_eq!(err.key.as_deref(), Some("model.layers"));
+        let err = parse("[model]\ndecoder_layers = 257\n").unwrap_err();
+        assert_eq!(err.key.as_deref(), Some("model.decoder_layers"));
     }
 
     #[test]

@@ -61,6 +61,14 @@ pub enum PathOrigin {
 /// The byte-order mark some editors put at the start of a UTF-8 file.
 const BYTE_ORDER_MARK: char = '\u{feff}';
 
+/// The most lines a text read whole may have: ten million, a thousand test sets' worth, whose
+/// strings and scores take about a gigabyte when the lines are short.
+pub const MOST_TEXT_LINES: usize = 10_000_000;
+
+fn bytecount_lines(bytes: &[u8]) -> usize {
+    bytes.iter().filter(|&&b| b == b'\n').count()
+}
+
 /// Reads a whole UTF-8 text file (`-`: stdin), decompressing it first when its name ends in
 /// `.gz`.
 pub fn read_text(path: &Path, origin: PathOrigin) -> anyhow::Result<String> {
@@ -86,6 +94,14 @@ pub fn read_text(path: &Path, origin: PathOrigin) -> anyhow::Result<String> {
     } else {
         bytes
     };
+    // Each line is held as its own string and scored: short lines cost many times their bytes.
+    let lines = bytecount_lines(&bytes);
+    if lines > MOST_TEXT_LINES {
+        anyhow::bail!(
+            "{} has {lines} lines, more than the {MOST_TEXT_LINES} read at once; split it",
+            path.display()
+        );
+    }
     String::from_utf8(bytes).map_err(|e| {
         let line = 1 + e.as_bytes()[..e.utf8_error().valid_up_to()]
             .iter()

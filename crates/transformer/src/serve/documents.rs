@@ -164,7 +164,13 @@ async fn read_form(
 }
 
 fn multipart_error(e: MultipartError) -> ApiError {
-    ApiError::with_status(e.status(), format!("invalid request: {}", e.body_text()))
+    // A body that ends or fails mid-upload is the client's (axum calls it a 500).
+    let status = if e.status().is_server_error() {
+        axum::http::StatusCode::BAD_REQUEST
+    } else {
+        e.status()
+    };
+    ApiError::with_status(status, format!("invalid request: {}", e.body_text()))
 }
 
 /// `GET /download_file/ID.NAME`.

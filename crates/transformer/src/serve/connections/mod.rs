@@ -35,7 +35,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 
 use half_close::HalfClosable;
-use open_connections::{AnsweredBody, Answering, Connection, OpenConnections};
+use open_connections::{AnsweredBody, Answering, Connection, Grace, OpenConnections};
 use received_body::ReceivedBody;
 use stall_limited::StallLimited;
 
@@ -213,7 +213,7 @@ async fn serve_connection(
             () = state.shed.notified() => {
                 // Shed while waiting for a head or sending a body slowly: closed. (It may
                 // have moved on since it was chosen; then it is left alone.)
-                if state.sheddable_since(Duration::ZERO).is_some() {
+                if state.sheddable_since(Grace::NONE).is_some() {
                     return;
                 }
             }

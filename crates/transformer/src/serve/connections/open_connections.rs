@@ -23,8 +23,8 @@ pub(super) struct Connection {
     pub(super) changed: Notify,
     /// Told that the server took its slot for a newer connection.
     pub(super) shed: Notify,
-    /// The request's body being received: since when, and how many bytes so far.
-    body: Mutex<Option<(Instant, u64)>>,
+    /// How the request's body is arriving, while it is.
+    body: Mutex<Option<BodyProgress>>,
     /// The client has shut its writing side (see `half_close`).
     stopped_sending: AtomicBool,
     /// Woken when the client stops sending: a body waiting for more bytes gets none.
@@ -33,10 +33,45 @@ pub(super) struct Connection {
     answer_begun: AtomicBool,
 }
 
+/// How a request's body has been arriving: a leaky bucket of standing, filled by its bytes
+/// and drained at [`MIN_BODY_BYTES_PER_SECOND`]; a body whose standing runs out is slow.
+#[derive(Clone, Copy)]
+struct BodyProgress {
+    began: Instant,
+    /// Bytes of standing at `at`, at most [`MOST_BODY_STANDING`].
+    standing: f64,
+    at: Instant,
+}
+
+impl BodyProgress {
+    fn standing_now(&self) -> f64 {
+        self.standing - MIN_BODY_BYTES_PER_SECOND * self.at.elapsed().as_secs_f64()
+    }
+}
+
 /// A body arriving slower than this, once it has had [`SLOW_BODY_GRACE`], may be shed for a
 /// new connection when the server is full (Apache's `mod_reqtimeout` asks as much).
 const MIN_BODY_BYTES_PER_SECOND: f64 = 500.0;
 const SLOW_BODY_GRACE: Duration = Duration::from_millis(100);
+
+/// The most standing a body's bytes buy: a second at the floor rate, so that a burst
+/// followed by a trickle is slow within a second (as an average since the start would
+/// not be for a second per 500 bytes of the burst).
+const MOST_BODY_STANDING: f64 = MIN_BODY_BYTES_PER_SECOND;
+
+/// How long a connection must have been waiting, for its head or in a slow body, to be shed.
+#[derive(Clone, Copy)]
+pub(super) struct Grace {
+    pub(super) head: Duration,
+    pub(super) body: Duration,
+}
+
+impl Grace {
+    pub(super) const NONE: Grace = Grace {
+        head: Duration::ZERO,
+        body: Duration::ZERO,
+    };
+}
 
 fn locked<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(|e| e.into_inner())
@@ -65,31 +100,46 @@ impl Connection {
         self.changed.notify_one();
     }
 
-    /// Since when it may be shed: it has waited that long, at least `grace`, for a request's
-    /// head, or it has been receiving a body slower than [`MIN_BODY_BYTES_PER_SECOND`] since
-    /// then (for at least `grace`, and [`SLOW_BODY_GRACE`] in any case).
-    pub(super) fn sheddable_since(&self, grace: Duration) -> Option<Instant> {
+    /// Since when it may be shed: it has waited that long, at least `grace.head`, for a
+    /// request's head, or it has been receiving a body slower than
+    /// [`MIN_BODY_BYTES_PER_SECOND`] since then, for at least `grace.body`.
+    pub(super) fn sheddable_since(&self, grace: Grace) -> Option<Instant> {
         if let Some(since) = self.waiting_since() {
-            return (since.elapsed() >= grace).then_some(since);
+            return (since.elapsed() >= grace.head).then_some(since);
         }
-        self.slow_body_since(grace)
+        self.slow_body_since(grace.body)
     }
 
-    /// Since when it has been receiving a body slower than [`MIN_BODY_BYTES_PER_SECOND`],
-    /// for at least `grace` (and [`SLOW_BODY_GRACE`]).
+    /// Since when it has been receiving a body slower than [`MIN_BODY_BYTES_PER_SECOND`] (its
+    /// standing run out), for at least `grace` (its first [`SLOW_BODY_GRACE`] aside).
     fn slow_body_since(&self, grace: Duration) -> Option<Instant> {
-        let (began, received) = (*locked(&self.body))?;
-        let elapsed = began.elapsed();
-        let slow = elapsed >= grace.max(SLOW_BODY_GRACE)
-            && (received as f64) < MIN_BODY_BYTES_PER_SECOND * elapsed.as_secs_f64();
-        slow.then_some(began)
+        let body = (*locked(&self.body))?;
+        if body.began.elapsed() < SLOW_BODY_GRACE || body.standing_now() >= 0.0 {
+            return None;
+        }
+        let left = Duration::from_secs_f64(body.standing.abs() / MIN_BODY_BYTES_PER_SECOND);
+        let since = if body.standing >= 0.0 {
+            body.at + left
+        } else {
+            body.at.checked_sub(left).unwrap_or(body.began)
+        };
+        let since = since.max(body.began);
+        (since.elapsed() >= grace).then_some(since)
     }
 
     /// Counts `bytes` more of the request's body (the first call starts its clock).
     pub(super) fn body_received(&self, bytes: usize) {
         let mut body = locked(&self.body);
-        let (_, received) = body.get_or_insert_with(|| (Instant::now(), 0));
-        *received += bytes as u64;
+        let now = Instant::now();
+        let progress = body.get_or_insert(BodyProgress {
+            began: now,
+            standing: 0.0,
+            at: now,
+        });
+        if bytes > 0 {
+            progress.standing = (progress.standing_now() + bytes as f64).min(MOST_BODY_STANDING);
+            progress.at = now;
+        }
     }
 
     /// The request's body is whole (or no longer read).
@@ -294,20 +344,29 @@ impl OpenConnections {
         peer: IpAddr,
         peer_full: bool,
     ) -> Option<u64> {
-        let waiting = |grace: Duration| {
+        let waiting = |grace: Grace| {
             entries.iter().filter_map(move |(id, (p, c))| {
                 c.sheddable_since(grace).map(|since| (*p, since, *id))
             })
         };
+        // A head on its way is left `shed_after` to arrive; a slow body is slow already.
+        let head_only = Grace {
+            head: self.shed_after,
+            body: Duration::ZERO,
+        };
         if peer_full {
-            return waiting(self.shed_after)
+            let own_grace = Grace {
+                head: self.shed_after,
+                body: self.shed_after,
+            };
+            return waiting(own_grace)
                 .filter(|(p, _, _)| *p == peer)
                 .min_by_key(|(_, since, _)| *since)
                 .map(|(_, _, id)| id);
         }
         let own = held.get(&peer).copied().unwrap_or(0);
         let count = |p: &IpAddr| held.get(p).copied().unwrap_or(0);
-        waiting(Duration::ZERO)
+        waiting(Grace::NONE)
             .filter(|(p, _, _)| *p != peer && count(p) > own + 1)
             .max_by_key(|(p, since, _)| (count(p), std::cmp::Reverse(*since)))
             .or_else(|| {
@@ -316,9 +375,13 @@ impl OpenConnections {
                         .values()
                         .any(|(p, c)| *p == peer && c.slow_body_since(Duration::ZERO).is_some());
                 let grace = if slow_client {
-                    SHED_CLIENT_GRACE.max(self.shed_after)
+                    let grace = SHED_CLIENT_GRACE.max(self.shed_after);
+                    Grace {
+                        head: grace,
+                        body: grace,
+                    }
                 } else {
-                    self.shed_after
+                    head_only
                 };
                 waiting(grace).min_by_key(|(_, since, _)| *since)
             })
