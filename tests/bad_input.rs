@@ -6,7 +6,10 @@ mod common;
 use std::os::unix::process::CommandExt;
 use std::path::Path;
 
-use common::{fails_naming, small_checkpoint, succeeded, transformer, with_config};
+use common::{
+    fails_naming, replaced_by_fifo, replaced_by_link_to_dev_zero, small_checkpoint, succeeded,
+    transformer, with_config,
+};
 use tempfile::TempDir;
 
 fn config_fails_naming(text: &str, needles: &[&str]) {
@@ -142,19 +145,13 @@ fn weights_that_are_not_safetensors_are_called_damaged() {
 fn weights_that_are_not_a_file_are_named_not_taken_for_missing() {
     let dir = small_checkpoint();
     let weights = dir.path().join("run/last/model.safetensors");
-    std::fs::remove_file(&weights).unwrap();
-    std::os::unix::fs::symlink("/dev/zero", &weights).unwrap();
+    replaced_by_link_to_dev_zero(&weights);
     fails_naming(
         dir.path(),
         &TRANSLATE,
         &["run/last/model.safetensors is a pipe or device, not a regular file"],
     );
-    std::fs::remove_file(&weights).unwrap();
-    assert!(std::process::Command::new("mkfifo")
-        .arg(&weights)
-        .status()
-        .unwrap()
-        .success());
+    replaced_by_fifo(&weights);
     fails_naming(
         dir.path(),
         &TRANSLATE,

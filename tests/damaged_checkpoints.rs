@@ -9,7 +9,10 @@ mod common;
 use std::path::Path;
 
 use candle_core::{DType, Device, Tensor};
-use common::{fails_naming, small_checkpoint, succeeded, trained_in, transformer};
+use common::{
+    fails_naming, replaced_by_fifo, replaced_by_link_to_dev_zero, small_checkpoint, succeeded,
+    trained_in, transformer,
+};
 
 const TRANSLATE: [&str; 6] = ["translate", "--device", "cpu", "--checkpoint", "run", "ich"];
 
@@ -325,20 +328,14 @@ fn renamed_and_removed_tensors_are_all_named_both_ways() {
 #[test]
 fn resume_files_that_are_not_files_are_named_and_never_waited_on() {
     let (dir, state) = stopped_run();
-    let make_fifo = |path: &Path| {
-        std::fs::remove_file(path).unwrap();
-        let made = std::process::Command::new("mkfifo").arg(path).status();
-        assert!(made.unwrap().success());
-    };
     // A FIFO used to block the read for ever; a link to /dev/zero, to read without end.
-    make_fifo(&state);
+    replaced_by_fifo(&state);
     fails_naming(
         dir.path(),
         &RESUME,
         &["training_state.json is a pipe or device, not a regular file"],
     );
-    std::fs::remove_file(&state).unwrap();
-    std::os::unix::fs::symlink("/dev/zero", &state).unwrap();
+    replaced_by_link_to_dev_zero(&state);
     fails_naming(
         dir.path(),
         &RESUME,
@@ -346,7 +343,7 @@ fn resume_files_that_are_not_files_are_named_and_never_waited_on() {
     );
     let (dir, _) = stopped_run();
     let last_optimizer = dir.path().join("run/last/optimizer.safetensors");
-    make_fifo(&last_optimizer);
+    replaced_by_fifo(&last_optimizer);
     fails_naming(
         dir.path(),
         &RESUME,

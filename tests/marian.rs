@@ -9,8 +9,8 @@ use std::path::Path;
 
 use candle_core::{Device, Tensor};
 use common::{
-    largest_difference, marian_expected, multi30k_lines, succeeded, transformer, translated_ids,
-    MARIAN_FIXTURES,
+    largest_difference, marian_expected, multi30k_lines, replaced_by_fifo,
+    replaced_by_link_to_dev_zero, succeeded, transformer, translated_ids, MARIAN_FIXTURES,
 };
 use serde_json::Value;
 use transformer::checkpoint::{self, Task};
@@ -151,11 +151,6 @@ fn damaged_copy(edit: impl FnOnce(&Path)) -> tempfile::TempDir {
 }
 
 /// `file` replaced by a link to `/dev/zero`.
-fn replaced_by_link_to_dev_zero(file: &Path) {
-    std::fs::remove_file(file).unwrap();
-    std::os::unix::fs::symlink("/dev/zero", file).unwrap();
-}
-
 /// A change made to a copied fixture directory.
 type Edit = dyn FnOnce(&Path);
 
@@ -241,12 +236,7 @@ fn damaged_directories_are_refused_in_one_line_naming_the_file_and_key() {
             &["vocab.json is a pipe or device, not a regular file"],
         ),
         (
-            Box::new(|dir: &Path| {
-                let file = dir.join("model.safetensors");
-                std::fs::remove_file(&file).unwrap();
-                let made = std::process::Command::new("mkfifo").arg(&file).status();
-                assert!(made.unwrap().success());
-            }),
+            Box::new(|dir: &Path| replaced_by_fifo(&dir.join("model.safetensors"))),
             1,
             &["model.safetensors is a pipe or device, not a regular file"],
         ),
@@ -258,12 +248,7 @@ fn damaged_directories_are_refused_in_one_line_naming_the_file_and_key() {
             &["generation_config.json: it is a pipe or device"],
         ),
         (
-            Box::new(|dir: &Path| {
-                let file = dir.join("tokenizer_config.json");
-                std::fs::remove_file(&file).unwrap();
-                let made = std::process::Command::new("mkfifo").arg(&file).status();
-                assert!(made.unwrap().success());
-            }),
+            Box::new(|dir: &Path| replaced_by_fifo(&dir.join("tokenizer_config.json"))),
             1,
             &["tokenizer_config.json: it is a pipe or device"],
         ),

@@ -348,3 +348,18 @@ pub fn serve_and_eval_say_the_toy_pair(dir: &Path, flags: &[&str], what: &str) {
         "{what} eval of the toy pair is not BLEU 100"
     );
 }
+
+/// Replaces the file at `path` by a FIFO: a read of it blocks until a writer opens it.
+#[allow(dead_code)]
+pub fn replaced_by_fifo(path: &Path) {
+    std::fs::remove_file(path).unwrap();
+    let made = std::process::Command::new("mkfifo").arg(path).status();
+    assert!(made.unwrap().success());
+}
+
+/// Replaces the file at `path` by a link to `/dev/zero`: a read of it never ends.
+#[allow(dead_code)]
+pub fn replaced_by_link_to_dev_zero(path: &Path) {
+    std::fs::remove_file(path).unwrap();
+    std::os::unix::fs::symlink("/dev/zero", path).unwrap();
+}

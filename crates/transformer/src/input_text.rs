@@ -24,10 +24,7 @@ pub fn read_at_most(mut reader: impl Read, most: u64) -> std::io::Result<Vec<u8>
             Err(e) => return Err(e),
         };
         if bytes.len() + n > most {
-            return Err(std::io::Error::new(
-                std::io::ErrorKind::FileTooLarge,
-                format!("it holds more than {most} bytes, the most read whole"),
-            ));
+            return Err(too_large(most as u64));
         }
         // Doubling, but never past the cap: at the cap the peak is the cap, not twice it.
         if bytes.capacity() < bytes.len() + n {
@@ -48,20 +45,28 @@ pub fn read_path(path: &Path, most: u64) -> std::io::Result<Vec<u8>> {
     if meta.is_dir() {
         return Err(std::io::Error::other("it is a directory"));
     }
-    if meta.is_file() && meta.len() > most {
-        // Refused before reading it.
-        return read_at_most(std::io::repeat(0).take(most + 1), most);
+    if !meta.is_file() {
+        return read_at_most(file, most);
     }
-    if meta.is_file() {
-        let mut bytes = Vec::with_capacity(meta.len() as usize);
-        file.take(most + 1).read_to_end(&mut bytes)?;
-        if bytes.len() as u64 <= most {
-            return Ok(bytes);
-        }
-        // It grew while read: refused as any input past the cap.
-        return read_at_most(std::io::repeat(0).take(most + 1), most);
+    // A regular file is refused before it is read, and read into a buffer of its size.
+    if meta.len() > most {
+        return Err(too_large(most));
     }
-    read_at_most(file, most)
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    file.take(most + 1).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > most {
+        // It grew while read.
+        return Err(too_large(most));
+    }
+    Ok(bytes)
+}
+
+/// The error for an input of more than `most` bytes.
+fn too_large(most: u64) -> std::io::Error {
+    std::io::Error::new(
+        std::io::ErrorKind::FileTooLarge,
+        format!("it holds more than {most} bytes, the most read whole"),
+    )
 }
 
 #[cfg(test)]

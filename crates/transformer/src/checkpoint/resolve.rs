@@ -39,31 +39,28 @@ pub fn resolve(path: &Path) -> anyhow::Result<PathBuf> {
     if hugging_face::is_hugging_face_dir(path) {
         return Ok(path.to_path_buf());
     }
-    let candidates: Vec<PathBuf> = std::iter::once(path.to_path_buf())
-        .chain(
-            [BEST_DIR, LAST_DIR]
-                .into_iter()
-                .map(|name| write::restore_retired(&path.join(name))),
-        )
-        .collect();
     // Weights that are there but not a file (a FIFO, a link to a device) are named as such,
     // not taken for missing ones.
-    if let Some((weights, what)) = candidates.iter().find_map(|dir| {
-        let weights = dir.join(MODEL_FILE);
-        crate::small_file::not_regular(&weights).map(|what| (weights, what))
-    }) {
-        return Err(crate::small_file::not_regular_error(&weights, what));
-    }
+    let mut candidates = std::iter::once(path.to_path_buf()).chain(
+        [BEST_DIR, LAST_DIR]
+            .into_iter()
+            .map(|name| write::restore_retired(&path.join(name))),
+    );
     candidates
-        .into_iter()
-        .find(|dir| dir.join(MODEL_FILE).is_file())
+        .find_map(|dir| {
+            let weights = dir.join(MODEL_FILE);
+            match crate::small_file::not_regular(&weights) {
+                Some(what) => Some(Err(crate::small_file::not_regular_error(&weights, what))),
+                None => weights.is_file().then_some(Ok(dir)),
+            }
+        })
         .ok_or_else(|| {
             anyhow::anyhow!(
                 "{} holds no {MODEL_FILE} (nor best/ or last/ with one); the checkpoint is \
                  incomplete, train again or pick another run",
                 path.display()
             )
-        })
+        })?
 }
 
 #[cfg(test)]

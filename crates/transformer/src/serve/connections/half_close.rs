@@ -91,12 +91,11 @@ impl HalfClosable {
     /// Writes what is left of the probe.
     fn poll_write_probe(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         while self.probe_written < PROBE.len() {
-            let n = match Pin::new(&mut self.io).poll_write(cx, &PROBE[self.probe_written..]) {
-                Poll::Ready(Ok(0)) => return Poll::Ready(Err(io::ErrorKind::WriteZero.into())),
-                Poll::Ready(Ok(n)) => n,
-                Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
-                Poll::Pending => return Poll::Pending,
-            };
+            let probe = &PROBE[self.probe_written..];
+            let n = std::task::ready!(Pin::new(&mut self.io).poll_write(cx, probe))?;
+            if n == 0 {
+                return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
+            }
             self.probe_written += n;
             self.probe_to_cut += n;
         }
