@@ -3,7 +3,7 @@
 mod common;
 
 use common::{subcommand_names, succeeded, train_tiny, transformer};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use predicates::prelude::*;
 use predicates::str::contains;
@@ -1139,4 +1139,219 @@ fn man_out_dir_that_cannot_be_created_is_one_error_naming_it() {
     assert_eq!(stderr.lines().count(), 1, "{stderr}");
     assert!(stderr.starts_with("error: cannot create "), "{stderr}");
     assert!(stderr.contains("--out-dir"), "{stderr}");
+}
+
+/// The binary as `cargo install` leaves it: copied out of the source tree into a folder of
+/// its own, and run from another directory.
+fn installed_binary(dir: &Path) -> PathBuf {
+    let bin = dir.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let installed = bin.join("transformer");
+    std::fs::copy(env!("CARGO_BIN_EXE_transformer"), &installed).unwrap();
+    installed
+}
+
+/// `transformer train --config base.toml`, as the tool's specification types it: a config the
+/// tool ships runs by its name from any directory (said on stderr), and a name that is
+/// neither a file nor shipped lists the shipped ones.
+#[test]
+fn a_shipped_config_runs_by_its_name_from_outside_the_repository() {
+    let dir = TempDir::new().unwrap();
+    let installed = installed_binary(dir.path());
+    let work = dir.path().join("elsewhere");
+    std::fs::create_dir_all(&work).unwrap();
+    for given in ["tiny.toml", "configs/tiny.toml", "tiny"] {
+        let output = std::process::Command::new(&installed)
+            .current_dir(&work)
+            .args([
+                "train",
+                "--device",
+                "cpu",
+                "--quiet",
+                "--overwrite",
+                "--config",
+                given,
+            ])
+            .args(["--out", "run"])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(output.status.success(), "{given}: {stderr}");
+        assert!(
+            stderr.contains(&format!("--config {given}: no such file here"))
+                && stderr.contains("configs/tiny.toml")
+                && stderr.contains("toy pairs built in"),
+            "{given}: {stderr}"
+        );
+    }
+    let translated = std::process::Command::new(&installed)
+        .current_dir(&work)
+        .args(["translate", "--device", "cpu", "--checkpoint", "run"])
+        .arg("ich mochte ein bier")
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&translated.stdout),
+        "i want a beer .\n"
+    );
+    // A file of that name is the user's, and wins over the shipped config.
+    std::fs::write(work.join("tiny.toml"), "[model]\nlayers = 0\n").unwrap();
+    let own = std::process::Command::new(&installed)
+        .current_dir(&work)
+        .args(["train", "--device", "cpu", "--config", "tiny.toml"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&own.stderr);
+    assert_eq!(own.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("tiny.toml line 2") && !stderr.contains("ships"),
+        "{stderr}"
+    );
+    // Neither a file nor shipped: the shipped ones are listed.
+    let missing = std::process::Command::new(&installed)
+        .current_dir(&work)
+        .args(["train", "--config", "bsae.toml"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&missing.stderr);
+    assert_eq!(missing.status.code(), Some(1), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.contains("bsae.toml") && stderr.contains("base.toml, lm-tiny.toml"),
+        "{stderr}"
+    );
+    // A shipped config whose data is not here says where it must be, before anything runs.
+    let multi30k = std::process::Command::new(&installed)
+        .current_dir(&work)
+        .args(["train", "--config", "multi30k-cpu.toml"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&multi30k.stderr);
+    assert_eq!(multi30k.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("scripts/get-multi30k.sh"), "{stderr}");
+    assert!(!work.join("runs").exists());
+}
+
+/// `--out` takes every translation, not only --file's: TEXT, stdin, --json and HTML are
+/// written to it (atomically) and nothing to stdout.
+#[test]
+fn translate_out_is_written_whatever_the_input() {
+    let dir = train_tiny(&[]);
+    let run = dir.path().join("run");
+    let out = dir.path().join("out.txt");
+    let cases: [(&[&str], &str, &str); 4] = [
+        (&["ich mochte ein bier"], "", "i want a beer .\n"),
+        (
+            &["-"],
+            "ich mochte ein bier\nich mochte ein cola\n",
+            "i want a beer .\ni want a coke .\n",
+        ),
+        (
+            &["--json", "ich mochte ein bier"],
+            "",
+            "\"translation\":\"i want a beer .\"",
+        ),
+        (
+            &["--format", "html", "<p>ich mochte ein bier</p>"],
+            "",
+            "<p>i want a beer .</p>\n",
+        ),
+    ];
+    for (args, stdin, expected) in cases {
+        let _ = std::fs::remove_file(&out);
+        let output = succeeded(
+            transformer()
+                .args(["translate", "--device", "cpu", "--checkpoint"])
+                .arg(&run)
+                .arg("--out")
+                .arg(&out)
+                .args(args)
+                .write_stdin(stdin),
+        );
+        assert!(output.stdout.is_empty(), "{args:?}: {:?}", output.stdout);
+        let written = std::fs::read_to_string(&out).unwrap();
+        assert!(written.contains(expected), "{args:?}: {written:?}");
+    }
+    // Reading stdin, --out may not be the file stdin comes from.
+    std::fs::write(&out, "ich mochte ein bier\n").unwrap();
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_transformer"))
+        .args(["translate", "--device", "cpu", "--checkpoint"])
+        .arg(&run)
+        .arg("--out")
+        .arg(&out)
+        .stdin(std::fs::File::open(&out).unwrap())
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("stdin"));
+    assert_eq!(
+        std::fs::read_to_string(&out).unwrap(),
+        "ich mochte ein bier\n"
+    );
+}
+
+/// A translation that runs into --max-len is said to be cut there, not blamed on a sentence
+/// left out, and --json says where it stopped.
+#[test]
+fn a_translation_cut_by_max_len_is_named_as_such() {
+    let dir = train_tiny(&[]);
+    let output = succeeded(
+        transformer()
+            .args([
+                "translate",
+                "--device",
+                "cpu",
+                "--json",
+                "--max-len",
+                "2",
+                "--checkpoint",
+            ])
+            .arg(dir.path().join("run"))
+            .arg("ich mochte ein bier ein bier ein bier"),
+    );
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("limit of 2 tokens") && stderr.contains("--max-len"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("sentence may be missing"), "{stderr}");
+    let json: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(json["stopped_at_limit"], 2, "{json}");
+    assert!(json.get("short").is_none(), "{json}");
+}
+
+/// eval reads each source line as one sentence unless told to cut it: lines that hold several
+/// are counted in a warning that names --split-sentences, and with it none is.
+#[test]
+fn eval_warns_of_lines_of_several_sentences_read_as_one() {
+    let dir = train_tiny(&[]);
+    let src = dir.path().join("src.txt");
+    let reference = dir.path().join("ref.txt");
+    std::fs::write(
+        &src,
+        "ich mochte ein bier . ich mochte ein cola .\nein bier\n",
+    )
+    .unwrap();
+    std::fs::write(&reference, "i want a beer . i want a coke .\na beer\n").unwrap();
+    let eval = |extra: &[&str]| {
+        let output = succeeded(
+            transformer()
+                .args(["eval", "--device", "cpu", "--checkpoint"])
+                .arg(dir.path().join("run"))
+                .arg("--src")
+                .arg(&src)
+                .arg("--ref")
+                .arg(&reference)
+                .args(extra),
+        );
+        String::from_utf8_lossy(&output.stderr).into_owned()
+    };
+    let whole = eval(&[]);
+    assert!(
+        whole.contains("1 of 2 source lines hold more than one sentence")
+            && whole.contains("--split-sentences"),
+        "{whole}"
+    );
+    let split = eval(&["--split-sentences"]);
+    assert!(!split.contains("more than one sentence"), "{split}");
 }

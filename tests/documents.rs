@@ -280,6 +280,100 @@ fn a_docx_keeps_its_runs_and_every_other_byte() {
     assert_eq!(types, b"<?xml version=\"1.0\"?><Types/>");
 }
 
+/// The document part of `docx`'s output.
+fn document_part(docx: &[u8]) -> String {
+    let mut archive = zip::ZipArchive::new(std::io::Cursor::new(docx)).unwrap();
+    let mut document = String::new();
+    std::io::Read::read_to_string(
+        &mut archive.by_name("word/document.xml").unwrap(),
+        &mut document,
+    )
+    .unwrap();
+    document
+}
+
+/// [`BODY`] with WordprocessingML bound to another prefix: `ns0:` (as Python's ElementTree
+/// writes a part it rewrote), or none (a default namespace).
+fn body_with_prefix(prefix: &str) -> String {
+    body_with_prefix_of(BODY, prefix)
+}
+
+/// `part`, written with `w:`, with WordprocessingML under `prefix` instead.
+fn body_with_prefix_of(part: &str, prefix: &str) -> String {
+    let declaration = match prefix {
+        "" => "xmlns=".to_string(),
+        prefix => format!("xmlns:{prefix}="),
+    };
+    let element = match prefix {
+        "" => String::new(),
+        prefix => format!("{prefix}:"),
+    };
+    part.replace("xmlns:w=", &declaration)
+        .replace("<w:", &format!("<{element}"))
+        .replace("</w:", &format!("</{element}"))
+}
+
+#[test]
+fn a_docx_is_read_by_namespace_whatever_prefix_it_binds_and_a_foreign_w_is_left_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let translate = |name: &str, document: &str| -> (String, String) {
+        std::fs::write(dir.path().join(name), docx(document.as_bytes())).unwrap();
+        let output = succeeded(
+            transformer()
+                .current_dir(dir.path())
+                .args(["translate", "--device", "cpu", "--checkpoint"])
+                .arg(german_checkpoint())
+                .args(["--file", name, "--out", "out.docx"]),
+        );
+        let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+        (
+            document_part(&std::fs::read(dir.path().join("out.docx")).unwrap()),
+            stderr,
+        )
+    };
+    let (as_w, w_stderr) = translate("w.docx", BODY);
+    assert!(as_w.contains("I want a coke."), "{as_w}");
+    for (name, prefix) in [("default.docx", ""), ("ns0.docx", "ns0")] {
+        let (document, stderr) = translate(name, &body_with_prefix(prefix));
+        assert_eq!(
+            stderr.replace(name, "w.docx"),
+            w_stderr,
+            "{name}: as many sentences as with w:"
+        );
+        // The same translation, runs and formatting, under the file's own prefix.
+        assert_eq!(document, body_with_prefix_of(&as_w, prefix), "{name}");
+    }
+    // `w:` bound to some other namespace is not WordprocessingML: nothing is taken for text.
+    let foreign = BODY.replace(
+        "http://schemas.openxmlformats.org/wordprocessingml/2006/main",
+        "urn:example:not-word",
+    );
+    let (document, stderr) = translate("foreign.docx", &foreign);
+    assert!(stderr.contains("translated 0 sentences"), "{stderr}");
+    assert!(document.contains("Ich mochte eine Cola."), "{document}");
+    // A prefix bound to no namespace is malformed, not skipped in silence.
+    std::fs::write(
+        dir.path().join("undeclared.docx"),
+        docx(b"<w:document><w:body><w:p><w:r><w:t>Ich mochte ein Bier.</w:t></w:r></w:p></w:body></w:document>"),
+    )
+    .unwrap();
+    common::fails_naming(
+        dir.path(),
+        &[
+            "translate",
+            "--device",
+            "cpu",
+            "--checkpoint",
+            &german_checkpoint().display().to_string(),
+            "--file",
+            "undeclared.docx",
+            "--out",
+            "out2.docx",
+        ],
+        &["undeclared.docx", "prefix w: is not declared"],
+    );
+}
+
 #[test]
 fn hostile_files_on_the_command_line_fail_in_one_line() {
     let dir = tempfile::tempdir().unwrap();
@@ -294,7 +388,7 @@ fn hostile_files_on_the_command_line_fail_in_one_line() {
     .unwrap();
     std::fs::write(
         dir.path().join("cut.docx"),
-        docx(b"<w:document><w:body><w:p>"),
+        docx(b"<w:document xmlns:w=\"urn:w\"><w:body><w:p>"),
     )
     .unwrap();
     std::fs::write(dir.path().join("notzip.docx"), b"Ich mochte ein Bier").unwrap();

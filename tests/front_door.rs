@@ -129,3 +129,40 @@ fn int8_is_asked_for_at_the_door_and_the_model_computes_in_it() {
     let translations = translator.translate(&SOURCES, &options).unwrap();
     assert!(translations.iter().all(|t| !t.ids.is_empty()));
 }
+
+/// A text of several sentences is cut as the command line cuts it: nothing is left out, and
+/// the translation is its sentences' translations put back together, tokens one after
+/// another.
+#[test]
+fn the_library_cuts_a_text_into_sentences_as_the_command_line_does() {
+    let translator = opened();
+    let options = translator.default_options().unwrap();
+    let paragraph = "ich mochte ein bier . ich mochte ein cola .\nein bier";
+    let whole = translator.translate(&[paragraph], &options).unwrap();
+    assert_eq!(whole.len(), 1);
+    let pieces = ["ich mochte ein bier .", "ich mochte ein cola .", "ein bier"];
+    let alone = translator.translate_sentences(&pieces, &options).unwrap();
+    assert_eq!(
+        whole[0].translation,
+        format!(
+            "{} {}\n{}",
+            alone[0].translation, alone[1].translation, alone[2].translation
+        )
+    );
+    let ids: Vec<u32> = alone.iter().flat_map(|t| t.ids.clone()).collect();
+    assert_eq!(whole[0].ids, ids);
+    assert_eq!(whole[0].source, paragraph);
+    let command_line = succeeded(
+        transformer()
+            .args(["translate", "--device", "cpu", "--checkpoint", FIXTURE])
+            .arg(paragraph.replace('\n', " ")),
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&command_line.stdout).trim_end(),
+        whole[0].translation.replace('\n', " ")
+    );
+    // An empty text and one with nothing to translate come back as they are.
+    let odd = translator.translate(&["", "42"], &options).unwrap();
+    assert_eq!(odd[0].translation, "");
+    assert_eq!(odd[1].translation, "42");
+}

@@ -128,7 +128,10 @@ fn greedy_decodes_match(fixture: &str) {
             .resolver(Some(Layer::asked(asked, FLAGS)), None)
             .unwrap()
             .defaults();
-        let got = translator.translate(&[source], &options).unwrap().remove(0);
+        let got = translator
+            .translate_sentences(&[source], &options)
+            .unwrap()
+            .remove(0);
         let want_ids: Vec<u32> = serde_json::from_value(case["ids"].clone()).unwrap();
         assert_eq!(got.ids, want_ids, "{fixture}: ids for {source:?}");
         assert_close(

@@ -16,13 +16,18 @@ use crate::tokenize::Tokenizers;
 use crate::training_data::{encode_pairs, PaddedBatch};
 
 /// The config of workload 3, whose data pipeline the batches come from, relative to the
-/// repository root (where the benchmark runs).
-pub(super) const MULTI30K_CONFIG: &str = "configs/multi30k-cpu.toml";
+/// repository root (where the benchmark runs; elsewhere the copy built into the binary).
+const MULTI30K_CONFIG: &str = "configs/multi30k-cpu.toml";
+
+/// Workload 3's config: [`MULTI30K_CONFIG`], or the shipped one where it is not a file.
+pub(super) fn multi30k_config() -> anyhow::Result<Config> {
+    Ok(Config::load_or_shipped(Path::new(MULTI30K_CONFIG))?.0)
+}
 
 /// Tokenizes Multi30k as configs/multi30k-cpu.toml does and writes the first `count` batches
 /// of epoch 1 as `b{i}.src`, `b{i}.tgt_in`, `b{i}.tgt_out` (i64) with the vocabulary size.
 pub fn export_multi30k_batches(path: &Path, count: usize) -> anyhow::Result<()> {
-    let config = Config::load(Path::new(MULTI30K_CONFIG))?;
+    let config = multi30k_config()?;
     let (pairs, _) = read_corpus(&config.data.train)?;
     let tokenizers = Tokenizers::learn(&config.data, &pairs)?;
     let (encoded, _) = encode_pairs(&pairs, &tokenizers, config.model.max_len)?;

@@ -16,7 +16,7 @@ mod batches;
 mod decoding;
 mod marian;
 pub use batches::export_multi30k_batches;
-use batches::{read_batches, MULTI30K_CONFIG};
+use batches::{multi30k_config, read_batches};
 pub use decoding::{decoding, DecodeWorkload};
 pub use marian::{marian_decoding, MarianWorkload};
 
@@ -196,7 +196,7 @@ pub fn multi30k_training(
     device: &Device,
     collective: Box<dyn Collective>,
 ) -> anyhow::Result<Measurement> {
-    let mut config = Config::load(Path::new(MULTI30K_CONFIG))?;
+    let mut config = multi30k_config()?;
     let (vocab, loaded) = read_batches(batches, config.data.vocab_size)?;
     config.training.dtype = dtype;
     let needed = (WARMUP_STEPS + steps) * collective.world() * accumulate.max(1);
@@ -224,7 +224,7 @@ pub fn all_reduce(
     device: &Device,
     collective: &dyn Collective,
 ) -> anyhow::Result<Measurement> {
-    let config = Config::load(Path::new(MULTI30K_CONFIG))?;
+    let config = multi30k_config()?;
     let vocab = VocabSizes {
         src: config.data.vocab_size,
         tgt: config.data.vocab_size,

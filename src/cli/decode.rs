@@ -13,7 +13,7 @@ pub struct DecodeArgs {
     pub settings: DecodeSettingsArgs,
     /// Most sentences decoded together (from stdin: of the lines already waiting, so that a
     /// line typed at a terminal is translated at once)
-    #[arg(long, default_value_t = 32, value_name = "N", value_parser = at_least_one)]
+    #[arg(long, default_value_t = crate::infer::DEFAULT_BATCH_SIZE, value_name = "N", value_parser = at_least_one)]
     pub batch_size: usize,
 }
 

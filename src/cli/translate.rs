@@ -24,8 +24,9 @@ pub struct TranslateArgs {
     /// of a file with another extension)
     #[arg(long, value_name = "FILE", requires = "out", conflicts_with = "text")]
     pub file: Option<PathBuf>,
-    /// Where --file's translation is written (atomically; - is stdout)
-    #[arg(long, value_name = "FILE", requires = "file")]
+    /// Where the translation is written instead of stdout (atomically, when the command is
+    /// done; - is stdout); --file needs it
+    #[arg(long, value_name = "FILE")]
     pub out: Option<PathBuf>,
     /// What TEXT, stdin or --file holds: text (line by line), html (one page or fragment:
     /// the text translated, the markup kept) or docx; default: text, or --file's extension

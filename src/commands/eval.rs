@@ -141,6 +141,7 @@ fn translate_all(args: &EvalArgs, sources: &[String]) -> anyhow::Result<Vec<Stri
             "{unmarked} source lines lack a target-language token: {warning}"
         ));
     }
+    warn_of_lost_sentences(&splitter, sources, &translations, args.split_sentences);
     let truncated: Vec<String> = translations
         .iter()
         .enumerate()
@@ -166,6 +167,43 @@ fn translate_all(args: &EvalArgs, sources: &[String]) -> anyhow::Result<Vec<Stri
         );
     }
     Ok(hypotheses)
+}
+
+/// Warns where sentences may be missing from the translations: read whole (without
+/// --split-sentences), source lines that hold several sentences, and translations marked
+/// `short` (under half the length the model gives their source).
+fn warn_of_lost_sentences(
+    splitter: &SentenceSplitter,
+    sources: &[String],
+    translations: &[crate::infer::translator::Translation],
+    split: bool,
+) {
+    let short = translations.iter().filter(|t| t.short).count();
+    let what = if split { "sentences" } else { "lines" };
+    if !split {
+        let cutter = SentenceSplitter::new(Some(splitter.language()), true);
+        let several = sources
+            .iter()
+            .filter(|line| cutter.sentences_of_line(line).len() > 1)
+            .count();
+        if several > 0 {
+            warn(format_args!(
+                "{several} of {} source lines hold more than one sentence and were each \
+                 translated as one ({short} came back under half the length their source \
+                 gives): a model trained on sentences may leave some out; give \
+                 --split-sentences to translate them one by one",
+                sources.len()
+            ));
+            return;
+        }
+    }
+    if short > 0 {
+        warn(format_args!(
+            "{short} of {} translated {what} came back under half the length their source \
+             gives (decode.length_ratio): check them, a sentence may be missing",
+            translations.len()
+        ));
+    }
 }
 
 /// Scores to four decimals: sacreBLEU's text line shows two, and further digits are

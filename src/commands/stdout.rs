@@ -2,7 +2,10 @@
 //! ends the command quietly, as Unix filters end; any other failure to write (a full disk)
 //! is a one-line error naming stdout.
 
-use std::io::Write;
+use std::cell::RefCell;
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::Path;
 
 /// Stdout was closed by its reader: `main` exits with status 0 and says nothing.
 #[derive(Debug)]
@@ -44,5 +47,51 @@ fn write_error(e: std::io::Error) -> anyhow::Error {
         StdoutClosed.into()
     } else {
         anyhow::anyhow!("cannot write to stdout: {e}; check the disk or the pipe it goes to")
+    }
+}
+
+/// Where a command's result lines go: stdout, flushed line by line, or the temporary file
+/// of an `--out` that [`into_file`] renames into place when the command is done.
+pub enum Results<'a> {
+    Stdout,
+    File(&'a RefCell<BufWriter<File>>),
+}
+
+impl Results<'_> {
+    /// Writes `text` and a newline.
+    pub fn line(&self, text: &str) -> anyhow::Result<()> {
+        match self {
+            Self::Stdout => print_line(text),
+            Self::File(file) => Ok(writeln!(file.borrow_mut(), "{text}")?),
+        }
+    }
+}
+
+/// Runs `fill` with results going to `out` (`-` is stdout), written atomically: the file
+/// appears whole when `fill` is done. When `fill` fails part way, what it wrote before is
+/// still put in place (the lines before a bad one are work a user keeps), and the error says
+/// so.
+pub fn into_file(
+    out: &Path,
+    fill: impl FnOnce(&Results) -> anyhow::Result<()>,
+) -> anyhow::Result<()> {
+    if out.as_os_str() == "-" {
+        return fill(&Results::Stdout);
+    }
+    let mut failure = None;
+    crate::atomic_file::write_atomic_with(out, |tmp| {
+        let file = RefCell::new(BufWriter::new(
+            std::fs::OpenOptions::new().write(true).open(tmp)?,
+        ));
+        failure = fill(&Results::File(&file)).err();
+        file.into_inner().into_inner().map_err(|e| e.into_error())?;
+        Ok(())
+    })?;
+    match failure {
+        Some(error) => Err(anyhow::anyhow!(
+            "{error:#}; {} holds what was done before it",
+            out.display()
+        )),
+        None => Ok(()),
     }
 }

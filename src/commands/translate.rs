@@ -8,7 +8,7 @@ use std::path::Path;
 use anyhow::Context;
 
 use super::stdin_lines::{BatchEnd, StdinLines};
-use super::stdout::{print_line, warn};
+use super::stdout::{warn, Results};
 use super::UsageError;
 use crate::atomic_file::write_atomic;
 use crate::cli::{FormatArg, TranslateArgs};
@@ -23,8 +23,13 @@ pub fn run(args: TranslateArgs) -> anyhow::Result<()> {
         Some(file) => Some(file_format(file, args.format)?),
         None => None,
     };
-    if let (Some(file), Some(out)) = (&args.file, &args.out) {
-        let mut inputs = vec![("--file", file.as_path())];
+    if let Some(out) = &args.out {
+        let reads_stdin = args.file.is_none() && args.text.as_deref().is_none_or(|t| t == "-");
+        let mut inputs = match &args.file {
+            Some(file) => vec![("--file", file.as_path())],
+            None if reads_stdin => vec![("stdin", Path::new("/dev/stdin"))],
+            None => Vec::new(),
+        };
         inputs.extend(
             args.decode
                 .settings
@@ -82,7 +87,8 @@ pub fn run(args: TranslateArgs) -> anyhow::Result<()> {
             format,
         );
     }
-    match (args.format, args.text.as_deref()) {
+    let out = args.out.as_deref().unwrap_or(Path::new("-"));
+    super::stdout::into_file(out, |results| match (args.format, args.text.as_deref()) {
         (Some(FormatArg::Html), text) => {
             let source = match text {
                 Some(text) if text != "-" => text.to_string(),
@@ -99,7 +105,7 @@ pub fn run(args: TranslateArgs) -> anyhow::Result<()> {
                 false,
             )?;
             let html = String::from_utf8(prepared.finish(&translations)?)?;
-            print_line(html.trim_end_matches('\n'))
+            results.line(html.trim_end_matches('\n'))
         }
         (_, Some(text)) if text != "-" => translate_lines(
             &translator,
@@ -107,9 +113,10 @@ pub fn run(args: TranslateArgs) -> anyhow::Result<()> {
             &[text.to_string()],
             batch_size,
             &output,
+            results,
         ),
-        _ => translate_stdin(&translator, &splitter, batch_size, &output),
-    }
+        _ => translate_stdin(&translator, &splitter, batch_size, &output, results),
+    })
 }
 
 /// `--file`'s format: `--format`, else its extension.
@@ -157,6 +164,17 @@ fn translate_file(
     } else {
         write_atomic(out, &translated)?;
     }
+    if count == 0 {
+        warn(format_args!(
+            "{name} holds no text to translate{}; it was written to {} as it came",
+            if format == DocumentFormat::Docx {
+                " (a Word file's text is in WordprocessingML's <w:t> elements, and it has none)"
+            } else {
+                ""
+            },
+            out.display()
+        ));
+    }
     let plural = if count == 1 { "" } else { "s" };
     eprintln!(
         "translated {count} sentence{plural} of {name} into {}",
@@ -202,9 +220,10 @@ fn translate_lines(
     texts: &[String],
     batch_size: usize,
     output: &Output,
+    results: &Results,
 ) -> anyhow::Result<()> {
     let (batch, translations) = translate_texts(translator, splitter, texts, batch_size)?;
-    print_texts(texts, &batch, translations, output)
+    print_texts(texts, &batch, translations, output, results)
 }
 
 /// `texts` cut into sentences, and the sentences' translations.
@@ -219,13 +238,14 @@ fn translate_texts(
     Ok((batch, translations))
 }
 
-/// Warns about each sentence and prints each text's translation, or with --json its object:
+/// Warns about each sentence and writes each text's translation, or with --json its object:
 /// one per text, a text of several sentences with their tokens one after another.
 fn print_texts(
     texts: &[String],
     batch: &SentenceBatch,
     translations: Vec<Translation>,
     output: &Output,
+    results: &Results,
 ) -> anyhow::Result<()> {
     for translation in &translations {
         output.warn(translation);
@@ -236,9 +256,9 @@ fn print_texts(
         if output.json {
             let own = translations[first..first + count].to_vec();
             let translation = Translation::concatenate(text, joined, own);
-            print_line(&serde_json::to_string(&translation)?)?;
+            results.line(&serde_json::to_string(&translation)?)?;
         } else {
-            print_line(&joined)?;
+            results.line(&joined)?;
         }
         first += count;
     }
@@ -252,6 +272,7 @@ fn translate_stdin(
     splitter: &SentenceSplitter,
     batch_size: usize,
     output: &Output,
+    results: &Results,
 ) -> anyhow::Result<()> {
     let mut lines = StdinLines::new("translated");
     loop {
@@ -261,7 +282,7 @@ fn translate_stdin(
             let (sentences, translations) =
                 translate_texts(translator, splitter, &batch.lines, batch_size)
                     .with_context(|| format!("stdin lines {}-{last}", batch.first_line))?;
-            print_texts(&batch.lines, &sentences, translations, output)?;
+            print_texts(&batch.lines, &sentences, translations, output, results)?;
         }
         match batch.end {
             BatchEnd::More => {}
@@ -343,6 +364,15 @@ impl Output<'_> {
                 "{:?} translated to {:?}, under half the length the model gives such a \
                  source (decode.length_ratio); a sentence may be missing: check it, or cut the \
                  text into sentences",
+                super::truncate_chars(&translation.source, 40),
+                super::truncate_chars(&translation.translation, 40),
+            ));
+        }
+        if let Some(limit) = translation.stopped_at_limit {
+            warn(format_args!(
+                "{:?} translated to {:?}, which ran into the limit of {limit} tokens before it \
+                 ended: its end is missing; raise --max-len (or decode.max_len), or split long \
+                 sentences",
                 super::truncate_chars(&translation.source, 40),
                 super::truncate_chars(&translation.translation, 40),
             ));

@@ -250,10 +250,46 @@ fn config_name(path: &Path) -> String {
         .unwrap_or_else(|| "run".into())
 }
 
-/// The config at `path`; a file that cannot be read names the flag that gave it.
+/// The config `--config` names: a file, or where there is none a config the tool ships
+/// (said on stderr); a file that cannot be read names the flag that gave it.
 fn load_config(path: &Path) -> anyhow::Result<Config> {
-    Config::load(path).map_err(|error| match error.downcast::<ConfigReadError>() {
+    let (config, shipped) = Config::load_or_shipped(path).map_err(|error| match error
+        .downcast::<ConfigReadError>(
+    ) {
         Ok(unreadable) => anyhow::anyhow!("{unreadable}; check the path given to --config"),
         Err(error) => error,
-    })
+    })?;
+    // Said even with --quiet: the run is not what a file of that name would have made.
+    if let Some(shipped) = shipped {
+        let data = match &config.data.train {
+            crate::config::CorpusSource::Builtin { builtin } => {
+                format!("the {builtin} pairs built in with it")
+            }
+            other => format!("{other} from the working directory"),
+        };
+        eprintln!(
+            "--config {}: no such file here, so training with the config transformer ships as \
+             configs/{} (on {data})",
+            path.display(),
+            shipped.file_name
+        );
+        // Its data paths are relative and cannot be edited: say where they must be.
+        let sources = [Some(&config.data.train), config.data.valid.as_ref()];
+        let missing = sources
+            .into_iter()
+            .flatten()
+            .flat_map(crate::corpus::files_of)
+            .find(|file| !file.exists());
+        if let Some(missing) = missing {
+            bail!(
+                "the shipped config {} reads {} from the working directory, and it is not \
+                 here; run from the directory that holds it (the repository's root, after \
+                 scripts/get-multi30k.sh for Multi30k), or copy configs/{0} and point its \
+                 [data] paths at your files",
+                shipped.file_name,
+                missing.display()
+            );
+        }
+    }
+    Ok(config)
 }

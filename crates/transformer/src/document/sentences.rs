@@ -39,6 +39,11 @@ impl SentenceSplitter {
         self.enabled
     }
 
+    /// The ISO 639-1 code of the language whose rules apply.
+    pub fn language(&self) -> &str {
+        &self.language
+    }
+
     /// The byte ranges of `line`'s sentences (no line breaks inside), trimmed of whitespace;
     /// none for a blank line.
     pub fn sentences_of_line(&self, line: &str) -> Vec<Range<usize>> {

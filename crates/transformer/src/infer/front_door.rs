@@ -27,8 +27,13 @@ use super::translator::{ConfiguredTranslator, Translation};
 use crate::checkpoint::{self, Checkpoint, Task};
 use crate::config::ComputeType;
 use crate::decoding::vocab_map::VocabularyMap;
+use crate::document::{SentenceBatch, SentenceSplitter};
 use crate::tokenize::specials::LanguageIds;
 use crate::tokenize::TextTokenizer;
+
+/// Most sentences [`Translator::translate`] decodes together (the command line's default
+/// `--batch-size`).
+pub const DEFAULT_BATCH_SIZE: usize = 32;
 
 /// How to open a checkpoint for decoding.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -161,14 +166,52 @@ impl Translator {
         }
     }
 
-    /// Translates `sentences`, batched in one call, in order.
+    /// Translates `texts`, one translation each, in order: each text is cut into sentences
+    /// (at its line breaks, and at sentence ends by the source language's rules, as the
+    /// `translate` command cuts them), the sentences of all texts are decoded in batches of
+    /// [`DEFAULT_BATCH_SIZE`], and each text is put back together between its own whitespace.
+    /// A translation's tokens, ids and log-probabilities are its sentences' one after
+    /// another; it is marked `short` or `truncated_from` where one of its sentences is.
     pub fn translate(
+        &self,
+        texts: &[&str],
+        options: &DecodeOptions,
+    ) -> anyhow::Result<Vec<Translation>> {
+        let batch = SentenceBatch::new(&self.sentence_splitter(), texts);
+        let translations = self
+            .with(*options)
+            .translate_all(batch.sentences(), DEFAULT_BATCH_SIZE)?;
+        Ok(texts
+            .iter()
+            .enumerate()
+            .map(|(i, text)| {
+                let joined = batch.join_with(i, |n| translations[n].translation.as_str());
+                let own = batch
+                    .sentence_range(i)
+                    .map(|n| translations[n].clone())
+                    .collect();
+                Translation::concatenate(text, joined, own)
+            })
+            .collect())
+    }
+
+    /// Translates `sentences` as they are, each read as one sentence, batched in one call, in
+    /// order. A text of several sentences read as one may come back with some left out (the
+    /// model was trained on single sentences): check each translation's `short`, or give
+    /// texts to [`Self::translate`].
+    pub fn translate_sentences(
         &self,
         sentences: &[&str],
         options: &DecodeOptions,
     ) -> anyhow::Result<Vec<Translation>> {
         let sentences: Vec<String> = sentences.iter().map(|s| s.to_string()).collect();
         self.with(*options).translate_batch(&sentences)
+    }
+
+    /// How [`Self::translate`] cuts texts into sentences: by the rules of the checkpoint's
+    /// source language (English rules where it names none).
+    pub fn sentence_splitter(&self) -> SentenceSplitter {
+        SentenceSplitter::new(self.checkpoint.config.data.source_lang.as_deref(), true)
     }
 }
 

@@ -14,7 +14,7 @@ pub mod text_generator;
 mod translation;
 pub mod translator;
 
-pub use front_door::{LoadOptions, Translator};
+pub use front_door::{LoadOptions, Translator, DEFAULT_BATCH_SIZE};
 
 use candle_core::Device;
 

@@ -20,6 +20,11 @@ pub struct Translation {
     /// The source's token count when it was longer than the model reads and was cut.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub truncated_from: Option<usize>,
+    /// The most tokens decoding could generate for this source, when the translation ran
+    /// into it without ending by itself (`--max-len`, `decode.max_len`, or the model's
+    /// length): its end is cut off. Written only when set.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stopped_at_limit: Option<usize>,
     /// The translation has under half the tokens the model's length ratio gives its source
     /// (see [`is_short`]): a sentence may be missing. Written only when true.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
@@ -85,6 +90,7 @@ impl Translation {
             log_probs: Vec::new(),
             unknown_words: Vec::new(),
             truncated_from: None,
+            stopped_at_limit: None,
             short: false,
             alternatives,
         };
@@ -94,6 +100,7 @@ impl Translation {
             out.log_probs.extend(s.log_probs);
             out.unknown_words.extend(s.unknown_words);
             out.truncated_from = out.truncated_from.max(s.truncated_from);
+            out.stopped_at_limit = out.stopped_at_limit.max(s.stopped_at_limit);
             out.short |= s.short;
         }
         out

@@ -132,6 +132,7 @@ impl ConfiguredTranslator<'_> {
                 log_probs: Vec::new(),
                 unknown_words: encoded.unknown,
                 truncated_from,
+                stopped_at_limit: None,
                 short: false,
                 alternatives: Vec::new(),
             });
@@ -143,7 +144,14 @@ impl ConfiguredTranslator<'_> {
             if let Some(best) = ranked.next().transpose()? {
                 let source_tokens = src_ids.len().saturating_sub(specials.source_overhead());
                 let generated = best.ids.iter().filter(|&&id| id != specials.eos).count();
-                result.short = is_short(source_tokens, generated, self.options.length_ratio);
+                // A translation that ran into the length limit was cut there, not shortened by
+                // a sentence left out.
+                let limit = self.max_steps(src_ids.len(), &specials);
+                let ended_by_itself = best.ids.last() == Some(&specials.eos)
+                    && !(self.options.end_at_max_len && best.ids.len() >= limit);
+                result.stopped_at_limit = (!ended_by_itself).then_some(limit);
+                result.short = ended_by_itself
+                    && is_short(source_tokens, generated, self.options.length_ratio);
                 result.translation = best.translation;
                 result.tokens = best.tokens;
                 result.ids = best.ids;

@@ -26,21 +26,47 @@ pub(super) struct Slot {
     format: Vec<u8>,
 }
 
-/// The elements that may sit between two runs of one block without ending it.
-fn between_runs(name: &[u8]) -> bool {
-    matches!(
-        name,
-        b"w:r"
-            | b"w:rPr"
-            | b"w:proofErr"
-            | b"w:bookmarkStart"
-            | b"w:bookmarkEnd"
-            | b"w:lastRenderedPageBreak"
-    )
+/// A WordprocessingML element this reads, by its local name in that namespace (whatever
+/// prefix the part binds it to); `Other` for every other element, event or namespace.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum WordName {
+    /// `<w:t>`: a run's text.
+    Text,
+    /// `<w:r>`: a run.
+    Run,
+    /// `<w:rPr>`: a run's formatting.
+    RunFormat,
+    /// Elements that may sit between two runs of one block without ending it: proofing
+    /// marks, bookmarks, a rendered page break.
+    BetweenRuns,
+    Other,
+}
+
+impl WordName {
+    /// The element WordprocessingML calls `local`.
+    pub(super) fn of(local: &[u8]) -> Self {
+        match local {
+            b"t" => Self::Text,
+            b"r" => Self::Run,
+            b"rPr" => Self::RunFormat,
+            b"proofErr" | b"bookmarkStart" | b"bookmarkEnd" | b"lastRenderedPageBreak" => {
+                Self::BetweenRuns
+            }
+            _ => Self::Other,
+        }
+    }
+
+    fn between_runs(self) -> bool {
+        matches!(self, Self::Run | Self::RunFormat | Self::BetweenRuns)
+    }
 }
 
 /// The text of the `<w:t>` whose start event is `events[start]`, and its end's index.
-fn slot_text(events: &[Event<'static>], start: usize) -> anyhow::Result<(String, usize)> {
+fn slot_text(
+    events: &[Event<'static>],
+    names: &[WordName],
+    start: usize,
+) -> anyhow::Result<(String, usize)> {
     let mut text = String::new();
     for (i, event) in events.iter().enumerate().skip(start + 1) {
         match event {
@@ -57,7 +83,7 @@ fn slot_text(events: &[Event<'static>], start: usize) -> anyhow::Result<(String,
                     text.push_str(value);
                 }
             }
-            Event::End(e) if e.name().as_ref() == b"w:t" => return Ok((text, i)),
+            Event::End(_) if names[i] == WordName::Text => return Ok((text, i)),
             _ => bail!("malformed part: markup inside a <w:t>"),
         }
     }
@@ -66,7 +92,11 @@ fn slot_text(events: &[Event<'static>], start: usize) -> anyhow::Result<(String,
 
 /// Every block of the part: `<w:t>` elements of runs that follow each other, broken by
 /// anything but run boundaries, run formatting, bookmarks and proofing marks.
-pub(super) fn find_blocks(events: &[Event<'static>]) -> anyhow::Result<Vec<Block>> {
+/// `names[i]` is `events[i]`'s element as WordprocessingML names it.
+pub(super) fn find_blocks(
+    events: &[Event<'static>],
+    names: &[WordName],
+) -> anyhow::Result<Vec<Block>> {
     let mut blocks = Vec::new();
     let mut slots: Vec<(Slot, String)> = Vec::new();
     // The formatting of the run being read: the raw events of its <w:rPr>.
@@ -85,9 +115,9 @@ pub(super) fn find_blocks(events: &[Event<'static>]) -> anyhow::Result<Vec<Block
             i += 1;
             continue;
         }
-        match event {
-            Event::Start(e) if e.name().as_ref() == b"w:t" => {
-                let (text, end) = slot_text(events, i)?;
+        match (event, names[i]) {
+            (Event::Start(_), WordName::Text) => {
+                let (text, end) = slot_text(events, names, i)?;
                 slots.push((
                     Slot {
                         start: i,
@@ -99,15 +129,14 @@ pub(super) fn find_blocks(events: &[Event<'static>]) -> anyhow::Result<Vec<Block
                 i = end + 1;
                 continue;
             }
-            Event::Start(e) if e.name().as_ref() == b"w:rPr" => {
+            (Event::Start(_), WordName::RunFormat) => {
                 format = raw(event);
                 in_format = 1;
             }
-            Event::Empty(e) if e.name().as_ref() == b"w:rPr" => format = raw(event),
-            Event::Start(e) if e.name().as_ref() == b"w:r" => format.clear(),
-            Event::Start(e) | Event::Empty(e) if between_runs(e.name().as_ref()) => {}
-            Event::End(e) if between_runs(e.name().as_ref()) => {}
-            Event::Text(t) if t.iter().all(u8::is_ascii_whitespace) => {}
+            (Event::Empty(_), WordName::RunFormat) => format = raw(event),
+            (Event::Start(_), WordName::Run) => format.clear(),
+            (Event::Start(_) | Event::Empty(_) | Event::End(_), name) if name.between_runs() => {}
+            (Event::Text(t), _) if t.iter().all(u8::is_ascii_whitespace) => {}
             _ => close_block(&mut slots, &mut blocks),
         }
         i += 1;

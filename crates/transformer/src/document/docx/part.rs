@@ -1,11 +1,21 @@
 //! One XML part of the package (the body, a header, a footer, the notes): its events read
-//! and checked, and written back with only the text inside each block's `<w:t>` replaced.
+//! and checked, each element named by its namespace (WordprocessingML's under whatever prefix
+//! the file binds it to: `w:`, a default namespace, ElementTree's `ns0:`), and written back
+//! with only the text inside each block's `<w:t>` replaced.
 
 use anyhow::{bail, Context};
 use quick_xml::events::{BytesStart, BytesText, Event};
-use quick_xml::{Reader, Writer};
+use quick_xml::name::ResolveResult;
+use quick_xml::{NsReader, Writer};
 
-use super::blocks::{find_blocks, Block};
+use super::blocks::{find_blocks, Block, WordName};
+
+/// WordprocessingML's namespaces: the transitional one every Word writes, and ISO 29500
+/// strict's.
+const WORDPROCESSING_ML: [&[u8]; 2] = [
+    b"http://schemas.openxmlformats.org/wordprocessingml/2006/main",
+    b"http://purl.oclc.org/ooxml/wordprocessingml/main",
+];
 
 /// One XML part whose text is translated.
 pub(super) struct Part {
@@ -16,15 +26,35 @@ pub(super) struct Part {
 
 impl Part {
     pub(super) fn parse(name: &str, xml: &[u8]) -> anyhow::Result<Self> {
-        let mut reader = Reader::from_reader(xml);
+        let mut reader = NsReader::from_reader(xml);
         let mut buffer = Vec::new();
         let mut events = Vec::new();
+        // Each event's element as WordprocessingML names it (`Other` for everything else).
+        let mut names = Vec::new();
         let mut open: Vec<Vec<u8>> = Vec::new();
         loop {
             let position = reader.buffer_position();
-            let event = reader
-                .read_event_into(&mut buffer)
+            let (namespace, event) = reader
+                .read_resolved_event_into(&mut buffer)
                 .with_context(|| format!("malformed XML at byte {position}"))?;
+            let word_name = match (&namespace, &event) {
+                (ResolveResult::Unknown(prefix), _) => bail!(
+                    "malformed XML at byte {position}: the prefix {}: is not declared \
+                     (no xmlns:{0} names its namespace)",
+                    String::from_utf8_lossy(prefix)
+                ),
+                (ResolveResult::Bound(ns), Event::Start(e) | Event::Empty(e))
+                    if WORDPROCESSING_ML.contains(&ns.as_ref()) =>
+                {
+                    WordName::of(e.local_name().as_ref())
+                }
+                (ResolveResult::Bound(ns), Event::End(e))
+                    if WORDPROCESSING_ML.contains(&ns.as_ref()) =>
+                {
+                    WordName::of(e.local_name().as_ref())
+                }
+                _ => WordName::Other,
+            };
             match &event {
                 Event::Eof => break,
                 Event::Start(e) => open.push(e.name().as_ref().to_vec()),
@@ -37,6 +67,7 @@ impl Part {
                 bail!("malformed part: a DOCTYPE (Word never writes one)");
             }
             events.push(event.into_owned());
+            names.push(word_name);
             buffer.clear();
         }
         if let Some(unclosed) = open.last() {
@@ -52,7 +83,7 @@ impl Part {
         if !matches!(root, Some(Event::Start(_) | Event::Empty(_))) {
             bail!("malformed XML: the part has no root element");
         }
-        let blocks = find_blocks(&events)?;
+        let blocks = find_blocks(&events, &names)?;
         Ok(Self {
             name: name.to_string(),
             events,

@@ -1,0 +1,99 @@
+//! The configs the tool ships (`configs/*.toml`), built into the binary: a `--config` that
+//! names no file but one of these (`base.toml`, `base`, `configs/base.toml`) runs it from
+//! any directory, as the README's commands are typed.
+
+use std::path::Path;
+
+/// One shipped config: its file name under `configs/` and its text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ShippedConfig {
+    /// `base.toml`.
+    pub file_name: &'static str,
+    pub text: &'static str,
+}
+
+macro_rules! shipped {
+    ($($name:literal),* $(,)?) => {
+        [$(ShippedConfig {
+            file_name: $name,
+            text: include_str!(concat!("../../../../configs/", $name)),
+        }),*]
+    };
+}
+
+/// Every config in `configs/`, by file name (a test keeps this list equal to the folder).
+pub const SHIPPED: [ShippedConfig; 7] = shipped!(
+    "base.toml",
+    "lm-tiny.toml",
+    "multi30k-cpu-bf16.toml",
+    "multi30k-cpu.toml",
+    "multi30k.toml",
+    "tatoeba.toml",
+    "tiny.toml",
+);
+
+/// The shipped config `given` names: its file name with or without `.toml`, alone or under
+/// a `configs/` folder. A path into any other folder names a file, never a shipped config.
+pub fn shipped_config(given: &Path) -> Option<&'static ShippedConfig> {
+    let folder = given.parent().and_then(Path::to_str).unwrap_or("");
+    if !matches!(folder, "" | "configs" | "./configs" | ".") {
+        return None;
+    }
+    let name = given.file_name()?.to_str()?;
+    SHIPPED.iter().find(|shipped| {
+        shipped.file_name == name || shipped.file_name.strip_suffix(".toml") == Some(name)
+    })
+}
+
+/// The shipped configs' file names, for a message: `base.toml, lm-tiny.toml, ...`.
+pub fn shipped_names() -> String {
+    SHIPPED
+        .iter()
+        .map(|shipped| shipped.file_name)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_list_holds_every_file_in_the_configs_folder() {
+        let folder = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../configs");
+        let mut on_disk: Vec<String> = std::fs::read_dir(folder)
+            .unwrap()
+            .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|name| name.ends_with(".toml"))
+            .collect();
+        on_disk.sort();
+        let listed: Vec<&str> = SHIPPED.iter().map(|s| s.file_name).collect();
+        assert_eq!(on_disk, listed);
+    }
+
+    #[test]
+    fn a_name_alone_or_under_configs_is_shipped_and_any_other_folder_is_not() {
+        for given in [
+            "base.toml",
+            "base",
+            "configs/base.toml",
+            "./configs/base.toml",
+            "./base.toml",
+        ] {
+            assert_eq!(
+                shipped_config(Path::new(given)).map(|s| s.file_name),
+                Some("base.toml"),
+                "{given}"
+            );
+        }
+        for given in [
+            "elsewhere/base.toml",
+            "/base.toml",
+            "base.yaml",
+            "nope.toml",
+            "",
+        ] {
+            assert!(shipped_config(Path::new(given)).is_none(), "{given}");
+        }
+    }
+}
