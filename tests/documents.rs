@@ -461,9 +461,14 @@ fn multipart(fields: &[(&str, &str)], file_name: &str, file: &[u8]) -> (String, 
 }
 
 fn upload(server: &Server, file_name: &str, file: &[u8]) -> (u16, Value) {
+    upload_to(&server.url, file_name, file)
+}
+
+/// [`upload`] to the server at `base` (`http://HOST:PORT`).
+fn upload_to(base: &str, file_name: &str, file: &[u8]) -> (u16, Value) {
     let (content_type, body) = multipart(&[("source", "de"), ("target", "en")], file_name, file);
     let mut response = agent()
-        .post(&server.url("/translate_file"))
+        .post(&format!("{base}/translate_file"))
         .header("Content-Type", &content_type)
         .send(&body[..])
         .unwrap();
@@ -559,7 +564,8 @@ fn translate_file_answers_a_link_that_downloads_the_translation_until_it_expires
     assert_eq!(disposition, "attachment; filename=\"brief.txt\"");
     // Only the server's own file was written, inside its directory.
     assert!(!dir.path().join("brief.txt").exists());
-    assert_eq!(entries(&files).len(), 1);
+    // The file and the record of its name and expiry.
+    assert_eq!(entries(&files).len(), 2);
 
     let (status, answer) = upload(&server, "page.html", PAGE.as_bytes());
     assert_eq!(status, 200, "{answer}");
@@ -582,8 +588,56 @@ fn translate_file_answers_a_link_that_downloads_the_translation_until_it_expires
     assert!(String::from_utf8_lossy(&body).contains("expired"));
     let (code, _) = server.stop();
     assert!(code.success());
-    // Every stored file is removed when the server stops.
+    // Every expired file is removed when the server stops.
     assert_eq!(entries(&files), Vec::<String>::new());
+}
+
+/// A link outlives its server: a second server on the same directory leaves the first's
+/// files (and serves them), and a file whose translation was in flight at SIGTERM is answered
+/// with a link that the restarted server (on the default directory, under TMPDIR) serves.
+#[test]
+fn download_links_survive_a_second_server_and_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let files = dir.path().join("files");
+    let files_arg = files.display().to_string();
+    let first = Server::start_with(german_checkpoint(), &["--files-dir", &files_arg]);
+    let (status, answer) = upload(&first, "a.txt", b"Ich mochte ein Bier.\n");
+    assert_eq!(status, 200, "{answer}");
+    let link = answer["translatedFileUrl"].as_str().unwrap().to_string();
+    let second = Server::start_with(german_checkpoint(), &["--files-dir", &files_arg]);
+    let (status, bytes, _) = download(&link);
+    assert_eq!(status, 200);
+    assert_eq!(bytes, b"I want a beer.\n");
+    let via_second = link.replacen(&first.url, &second.url, 1);
+    assert_eq!(download(&via_second).1, b"I want a beer.\n");
+    drop(second);
+    assert_eq!(download(&link).0, 200);
+
+    // SIGTERM while a file is translated: its batch waits 1.5 s for company.
+    let tmp = dir.path().join("tmp");
+    std::fs::create_dir(&tmp).unwrap();
+    let tmp_arg = tmp.display().to_string();
+    let flags = ["--max-batch", "64", "--max-wait-ms", "1500"];
+    let stopping = Server::start_env(german_checkpoint(), &flags, &[("TMPDIR", &tmp_arg)]);
+    let (answer, (code, stderr)) = std::thread::scope(|scope| {
+        let base = stopping.url.clone();
+        let uploading = scope.spawn(move || upload_to(&base, "b.txt", b"Ich mochte eine Cola.\n"));
+        std::thread::sleep(Duration::from_millis(500));
+        let (status, answer) = (uploading, stopping.stop());
+        (status.join().unwrap(), answer)
+    });
+    assert!(code.success(), "{stderr}");
+    assert_eq!(answer.0, 200, "{}", answer.1);
+    let link = answer.1["translatedFileUrl"].as_str().unwrap().to_string();
+    let restarted = Server::start_env(german_checkpoint(), &[], &[("TMPDIR", &tmp_arg)]);
+    let link = format!(
+        "{}/download_file/{}",
+        restarted.url,
+        link.rsplit_once("/download_file/").unwrap().1
+    );
+    let (status, bytes, _) = download(&link);
+    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&bytes));
+    assert_eq!(bytes, b"I want a coke.\n");
 }
 
 #[test]

@@ -71,8 +71,9 @@ pub struct ServeArgs {
     /// Answer /translate_file with 403 (LibreTranslate's flag)
     #[arg(long)]
     pub disable_files_translation: bool,
-    /// Where translated files wait for download (only files this server names are written
-    /// there); default: a fresh directory under the system's temporary one, removed on exit
+    /// Where translated files wait for download (only files named as servers name them are
+    /// written or removed there), shared with other servers and kept across restarts until
+    /// their links expire; default: this user's own under the system's temporary directory
     #[arg(long, value_name = "DIR")]
     pub files_dir: Option<PathBuf>,
     /// How long a /download_file link works, in seconds

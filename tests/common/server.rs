@@ -43,14 +43,20 @@ impl Server {
     }
 
     /// A server of `checkpoint`, with `extra` arguments.
+    pub fn start_with(checkpoint: &Path, extra: &[&str]) -> Self {
+        Self::start_env(checkpoint, extra, &[])
+    }
+
+    /// A server of `checkpoint`, with `extra` arguments and the environment variables `env`.
     // Once it listens the child belongs to `Server`, whose drop kills and reaps it; before
     // that only a failing test leaves it behind.
     #[allow(clippy::zombie_processes)]
-    pub fn start_with(checkpoint: &Path, extra: &[&str]) -> Self {
+    pub fn start_env(checkpoint: &Path, extra: &[&str], env: &[(&str, &str)]) -> Self {
         let mut child = Command::new(env!("CARGO_BIN_EXE_transformer"))
             .args(["serve", "--device", "cpu", "--port", "0", "--checkpoint"])
             .arg(checkpoint)
             .args(extra)
+            .envs(env.iter().copied())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()

@@ -1,27 +1,34 @@
 //! Translated files waiting to be downloaded (`/download_file/ID.NAME`, as LibreTranslate
-//! names them). Each is stored under a random 128-bit id in the server's own directory, and
-//! found again through an in-memory table: nothing a client sends ever becomes a path, so no
-//! name can reach outside the directory. Files expire after `ttl` and the oldest go first
-//! beyond `max_files`; the directory is removed when the server stops.
+//! names them). Each is stored under a random 128-bit id, beside a record of the name it is
+//! downloaded as, its media type and when its link expires (`ID.json`), so that a link
+//! outlives the server that made it: after a restart, or from another server sharing the
+//! directory, it works until it expires (LibreTranslate's files outlive a restart too).
+//! Nothing a client sends ever becomes a path, so no name can reach outside the directory.
+//! Whichever server sweeps the directory (at start and every minute) removes files whose links
+//! have expired; no server removes a file whose link still works. The oldest of a server's own
+//! files go first beyond `max_files`.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::Context;
 use rand::RngCore;
+use serde::{Deserialize, Serialize};
 
 use super::file_names::safe_file_name;
+use crate::document::DocumentFormat;
 
 /// Where translated files are kept, and for how long.
 #[derive(Debug, Clone)]
 pub struct FileSettings {
-    /// The directory; `None`: a fresh one under the system's temporary directory.
+    /// The directory; `None`: this user's own under the system's temporary directory
+    /// (`transformer-serve-files-UID`, mode 0700), which every server of the user shares.
     pub dir: Option<PathBuf>,
     /// How long a download link works.
     pub ttl: Duration,
-    /// Most files kept at once.
+    /// Most files this server keeps at once.
     pub max_files: usize,
     /// Largest upload, in bytes.
     pub max_file_bytes: usize,
@@ -31,23 +38,27 @@ pub struct FileSettings {
     pub timeout: Duration,
 }
 
-/// One stored file.
-struct Stored {
-    path: PathBuf,
+/// What is kept beside a stored file (`ID.json`): how a server that did not store it serves
+/// it, and when any server may remove it.
+#[derive(Debug, Serialize, Deserialize)]
+struct Record {
     /// The name it is downloaded as (the upload's, made safe).
     name: String,
-    media_type: &'static str,
-    expires: Instant,
+    media_type: String,
+    /// When its link expires, in milliseconds since 1970.
+    expires_unix_ms: u64,
+}
+
+/// One of this server's own files, for the `max_files` bound.
+struct Own {
     stored: Instant,
 }
 
 /// The store.
 pub struct FileStore {
     dir: PathBuf,
-    /// Whether `dir` is ours to remove at the end.
-    owned: bool,
     pub settings: FileSettings,
-    files: Mutex<HashMap<String, Stored>>,
+    own: Mutex<HashMap<String, Own>>,
     /// Files parsed or written at once: each can take a core for seconds.
     pub workers: tokio::sync::Semaphore,
     /// A lane of its own for files of at most [`SMALL_FILE_BYTES`], so that large uploads
@@ -58,6 +69,13 @@ pub struct FileStore {
 /// The size up to which a file takes the small files' lane.
 pub const SMALL_FILE_BYTES: usize = 64 * 1024;
 
+/// How long a file without its record, or a temporary, may lie before a sweep takes it for
+/// the leftover of a server killed between two writes (a live writer finishes within this).
+const LEFTOVER_AGE: Duration = Duration::from_secs(60);
+
+/// Largest record read back.
+const MOST_RECORD_BYTES: u64 = 64 * 1024;
+
 /// What a download finds.
 pub struct Download {
     pub bytes: Vec<u8>,
@@ -66,49 +84,18 @@ pub struct Download {
 }
 
 impl FileStore {
-    /// Creates the directory (or a fresh temporary one). Temporary directories that servers
-    /// killed before they could clean up left behind are removed.
-    /// `dir_setting` names the setting that gives the directory, for errors.
+    /// Opens the directory (created when missing) and sweeps it; `dir_setting` names the
+    /// setting that gives the directory, for errors.
     pub fn open(settings: FileSettings, dir_setting: &str) -> anyhow::Result<Self> {
         let mut settings = settings;
-        // Far enough: an `Instant` cannot reach past a few centuries.
+        // Far enough: a time cannot reach past a few centuries.
         settings.ttl = settings.ttl.min(Duration::from_secs(100 * 365 * 24 * 3600));
-        let (dir, owned) = match &settings.dir {
-            Some(dir) => {
-                if dir.exists() && !dir.is_dir() {
-                    anyhow::bail!(
-                        "{dir_setting} {} is not a directory; give a directory",
-                        dir.display()
-                    );
-                }
-                let created = !dir.exists();
-                std::fs::create_dir_all(dir).with_context(|| {
-                    format!(
-                        "cannot create {dir_setting} {}; give a writable directory",
-                        dir.display()
-                    )
-                })?;
-                // Only a directory this server made is closed to others: an existing one
-                // keeps the permissions its owner gave it.
-                if created {
-                    restrict_to_owner(dir);
-                }
-                remove_left_behind(dir);
-                (dir.clone(), false)
-            }
+        let dir = match &settings.dir {
+            Some(dir) => given_dir(dir, dir_setting)?,
             None => {
-                let base = std::env::temp_dir();
-                remove_abandoned(&base);
-                let dir = base.join(format!(
-                    "transformer-serve-{}-{:08x}",
-                    std::process::id(),
-                    rand::rng().next_u32()
-                ));
-                std::fs::create_dir(&dir).with_context(|| {
-                    format!("cannot create {}; give {dir_setting}", dir.display())
-                })?;
-                restrict_to_owner(&dir);
-                (dir, true)
+                // Directories of servers of earlier versions, each its own.
+                remove_abandoned(&std::env::temp_dir());
+                users_dir(dir_setting)?
             }
         };
         // A directory the server cannot write to is found now, not by the first client.
@@ -120,11 +107,11 @@ impl FileStore {
             )
         })?;
         let _ = std::fs::remove_file(&probe);
+        sweep_dir(&dir, SystemTime::now());
         Ok(Self {
             dir,
-            owned,
             settings,
-            files: Mutex::new(HashMap::new()),
+            own: Mutex::new(HashMap::new()),
             workers: tokio::sync::Semaphore::new(2),
             small_workers: tokio::sync::Semaphore::new(1),
         })
@@ -141,122 +128,262 @@ impl FileStore {
         let mut id_bytes = [0u8; 16];
         rand::rng().fill_bytes(&mut id_bytes);
         let id: String = id_bytes.iter().map(|b| format!("{b:02x}")).collect();
-        let path = self.dir.join(&id);
-        crate::atomic_file::write_atomic(&path, bytes)
-            .with_context(|| format!("storing a translated file in {}", self.dir.display()))?;
         let name = safe_file_name(name);
-        let now = Instant::now();
-        let expires = now.checked_add(self.settings.ttl).unwrap_or(now);
+        let expires = SystemTime::now()
+            .checked_add(self.settings.ttl)
+            .unwrap_or_else(SystemTime::now);
+        let record = Record {
+            name: name.clone(),
+            media_type: media_type.to_string(),
+            expires_unix_ms: unix_ms(expires),
+        };
+        let storing = || {
+            crate::atomic_file::write_atomic(&self.dir.join(&id), bytes)?;
+            // The record last: a file is served only once it is whole.
+            crate::atomic_file::write_atomic(
+                &self.dir.join(record_name(&id)),
+                &serde_json::to_vec(&record)?,
+            )
+        };
+        storing()
+            .with_context(|| format!("storing a translated file in {}", self.dir.display()))?;
         let evicted = {
-            let mut files = self.lock();
-            let mut evicted = expired(&mut files, now);
-            while files.len() >= self.settings.max_files {
-                let Some(oldest) = files
+            let mut own = self.lock();
+            let mut evicted = Vec::new();
+            while own.len() >= self.settings.max_files {
+                let Some(oldest) = own
                     .iter()
                     .min_by_key(|(_, f)| f.stored)
                     .map(|(id, _)| id.clone())
                 else {
                     break;
                 };
-                evicted.extend(files.remove(&oldest));
+                own.remove(&oldest);
+                evicted.push(oldest);
             }
-            files.insert(
+            own.insert(
                 id.clone(),
-                Stored {
-                    path,
-                    name: name.clone(),
-                    media_type,
-                    expires,
-                    stored: now,
+                Own {
+                    stored: Instant::now(),
                 },
             );
             evicted
         };
-        remove_files(evicted);
+        for id in evicted {
+            remove_stored(&self.dir, &id);
+        }
         Ok(format!("{id}.{name}"))
     }
 
-    /// The file a link names (`ID.NAME`), if it exists and has not expired.
+    /// The file a link names (`ID.NAME`), if it is in the directory and has not expired,
+    /// whichever server stored it.
     pub fn find(&self, link: &str) -> Option<Download> {
         let (id, _) = link.split_once('.').unwrap_or((link, ""));
-        if id.len() != 32 || !id.bytes().all(|b| b.is_ascii_hexdigit()) {
+        if !is_id(id) {
             return None;
         }
-        let (path, name, media_type) = {
-            let files = self.lock();
-            let stored = files.get(id)?;
-            if stored.expires <= Instant::now() {
-                return None;
-            }
-            (stored.path.clone(), stored.name.clone(), stored.media_type)
-        };
-        let bytes = std::fs::read(path).ok()?;
+        let record = read_record(&self.dir, id)?;
+        if record.expires_unix_ms <= unix_ms(SystemTime::now()) {
+            return None;
+        }
+        let media_type = known_media_type(&record.media_type)?;
+        let bytes = std::fs::read(self.dir.join(id)).ok()?;
         Some(Download {
             bytes,
-            name,
+            name: safe_file_name(&record.name),
             media_type,
         })
     }
 
-    /// Removes the files whose links have expired.
+    /// Removes the files whose links have expired (this server's and any other's).
     pub fn sweep(&self) {
-        let evicted = expired(&mut self.lock(), Instant::now());
-        remove_files(evicted);
+        sweep_dir(&self.dir, SystemTime::now());
+        let mut own = self.lock();
+        own.retain(|id, _| self.dir.join(record_name(id)).exists());
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Stored>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Own>> {
         // A panic while holding the lock leaves the table consistent (each change is one
         // insert or remove).
-        self.files.lock().unwrap_or_else(|e| e.into_inner())
+        self.own.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
 
+/// A stopping server removes what has expired; the files whose links still work stay for
+/// the server that comes after it.
 impl Drop for FileStore {
     fn drop(&mut self) {
-        let files: Vec<Stored> = self.lock().drain().map(|(_, f)| f).collect();
-        remove_files(files);
-        if self.owned {
-            let _ = std::fs::remove_dir_all(&self.dir);
-        }
+        sweep_dir(&self.dir, SystemTime::now());
     }
 }
 
-fn expired(files: &mut HashMap<String, Stored>, now: Instant) -> Vec<Stored> {
-    let ids: Vec<String> = files
-        .iter()
-        .filter(|(_, f)| f.expires <= now)
-        .map(|(id, _)| id.clone())
-        .collect();
-    ids.iter().filter_map(|id| files.remove(id)).collect()
+/// A given directory: created when missing (mode 0700), an existing one kept as its owner
+/// made it.
+fn given_dir(dir: &Path, dir_setting: &str) -> anyhow::Result<PathBuf> {
+    if dir.exists() && !dir.is_dir() {
+        anyhow::bail!(
+            "{dir_setting} {} is not a directory; give a directory",
+            dir.display()
+        );
+    }
+    let created = !dir.exists();
+    std::fs::create_dir_all(dir).with_context(|| {
+        format!(
+            "cannot create {dir_setting} {}; give a writable directory",
+            dir.display()
+        )
+    })?;
+    // Only a directory this server made is closed to others: an existing one keeps the
+    // permissions its owner gave it.
+    if created {
+        restrict_to_owner(dir);
+    }
+    Ok(dir.to_path_buf())
 }
 
-fn remove_files(files: Vec<Stored>) {
-    for file in files {
-        let _ = std::fs::remove_file(file.path);
+/// This user's directory under the system's temporary one, shared by the user's servers:
+/// made mode 0700, and refused unless it is a real directory of the user's closed to others
+/// (another user could have made it first, to read or replace the files).
+fn users_dir(dir_setting: &str) -> anyhow::Result<PathBuf> {
+    let dir = std::env::temp_dir().join(format!("transformer-serve-files-{}", user_id()));
+    match std::fs::create_dir(&dir) {
+        Ok(()) => restrict_to_owner(&dir),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => anyhow::bail!(
+            "cannot create {}: {e}; give {dir_setting} DIR",
+            dir.display()
+        ),
+    }
+    if let Some(why) = not_private(&dir) {
+        anyhow::bail!(
+            "{} {why}, so translated files are not kept there; remove it, or give \
+             {dir_setting} DIR",
+            dir.display()
+        );
+    }
+    Ok(dir)
+}
+
+#[cfg(unix)]
+fn user_id() -> u32 {
+    // SAFETY: getuid has no preconditions and cannot fail.
+    unsafe { libc::getuid() }
+}
+
+#[cfg(not(unix))]
+fn user_id() -> u32 {
+    0
+}
+
+/// Why `dir` is not a directory only this user can read; `None` when it is.
+#[cfg(unix)]
+fn not_private(dir: &Path) -> Option<&'static str> {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(meta) = std::fs::symlink_metadata(dir) else {
+        return Some("cannot be examined");
+    };
+    if !meta.file_type().is_dir() {
+        Some("is not a directory (a link, or a file)")
+    } else if meta.uid() != user_id() {
+        Some("belongs to another user")
+    } else if meta.mode() & 0o077 != 0 {
+        Some("is open to other users (its mode is not 0700)")
+    } else {
+        None
     }
 }
 
-/// Files this server names (32 hex digits, or their temporaries) that a server killed before
-/// it could clean up left in `dir`; nothing else there is touched.
-fn remove_left_behind(dir: &Path) {
+#[cfg(not(unix))]
+fn not_private(_dir: &Path) -> Option<&'static str> {
+    None
+}
+
+/// Whether `name` is an id this store names files by: 32 hex digits.
+fn is_id(name: &str) -> bool {
+    name.len() == 32 && name.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
+/// `ID.json`.
+fn record_name(id: &str) -> String {
+    format!("{id}.json")
+}
+
+fn unix_ms(time: SystemTime) -> u64 {
+    time.duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+/// The record of file `id`, if there is a readable one.
+fn read_record(dir: &Path, id: &str) -> Option<Record> {
+    let bytes = crate::small_file::read(&dir.join(record_name(id)), MOST_RECORD_BYTES).ok()?;
+    serde_json::from_slice(&bytes).ok()
+}
+
+/// The media types files are stored with.
+fn known_media_type(media_type: &str) -> Option<&'static str> {
+    [
+        DocumentFormat::Text,
+        DocumentFormat::Html,
+        DocumentFormat::Docx,
+    ]
+    .into_iter()
+    .map(DocumentFormat::media_type)
+    .find(|known| *known == media_type)
+}
+
+/// Removes file `id` and its record (the record first: a link stops working before its
+/// file goes).
+fn remove_stored(dir: &Path, id: &str) {
+    let _ = std::fs::remove_file(dir.join(record_name(id)));
+    let _ = std::fs::remove_file(dir.join(id));
+}
+
+/// Removes from `dir` what this store names and no link can reach any more: files whose
+/// record says they expired by `now` (or is unreadable), and files without a record and
+/// temporaries older than [`LEFTOVER_AGE`] (left by a server killed between its writes).
+/// Nothing else there is touched.
+fn sweep_dir(dir: &Path, now: SystemTime) {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return;
     };
-    let ours = |name: &str| name.len() == 32 && name.bytes().all(|b| b.is_ascii_hexdigit());
+    let now_ms = unix_ms(now);
     for entry in entries.flatten() {
         let name = entry.file_name().to_string_lossy().into_owned();
-        let temporary = name
-            .strip_prefix(".tmp-")
-            .and_then(|rest| rest.split_once('.'))
-            .is_some_and(|(_, id)| ours(id));
-        if (ours(&name) || temporary) && entry.file_type().is_ok_and(|t| t.is_file()) {
+        let Ok(meta) = entry.metadata() else {
+            continue;
+        };
+        if !meta.is_file() {
+            continue;
+        }
+        let old = meta
+            .modified()
+            .ok()
+            .and_then(|modified| now.duration_since(modified).ok())
+            .is_some_and(|age| age > LEFTOVER_AGE);
+        if let Some(id) = name.strip_suffix(".json").filter(|id| is_id(id)) {
+            let expired = read_record(dir, id).is_none_or(|r| r.expires_unix_ms <= now_ms);
+            if expired {
+                remove_stored(dir, id);
+            }
+        } else if is_id(&name) {
+            if old && !dir.join(record_name(&name)).exists() {
+                let _ = std::fs::remove_file(entry.path());
+            }
+        } else if old && is_temporary(&name) {
             let _ = std::fs::remove_file(entry.path());
         }
     }
 }
 
-/// Temporary directories of servers that no longer run (killed before they could remove
-/// theirs).
+/// `.tmp-XXXXXXXX.ID` or `.tmp-XXXXXXXX.ID.json`: a file or record being written.
+fn is_temporary(name: &str) -> bool {
+    name.strip_prefix(".tmp-")
+        .and_then(|rest| rest.split_once('.'))
+        .is_some_and(|(_, stored)| is_id(stored.strip_suffix(".json").unwrap_or(stored)))
+}
+
+/// Directories of earlier versions' servers (`transformer-serve-PID-XXXXXXXX`, one a
+/// server) that no longer run.
 fn remove_abandoned(base: &Path) {
     let Ok(entries) = std::fs::read_dir(base) else {
         return;
@@ -307,7 +434,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store =
             FileStore::open(settings(dir.path(), Duration::from_millis(200), 8), "dir").unwrap();
-        let link = store.store(b"hello", "a.txt", "text/plain").unwrap();
+        let link = store
+            .store(b"hello", "a.txt", "text/plain; charset=utf-8")
+            .unwrap();
         assert!(link.ends_with(".a.txt"));
         assert_eq!(store.find(&link).unwrap().bytes, b"hello");
         for bad in [
@@ -334,13 +463,29 @@ mod tests {
         std::fs::write(dir.path().join("notes.txt"), b"mine").unwrap();
         let left = "0123456789abcdef0123456789abcdef";
         std::fs::write(dir.path().join(left), b"a killed server's").unwrap();
+        // Killed between writing a file and its record, two minutes ago.
+        std::fs::File::options()
+            .write(true)
+            .open(dir.path().join(left))
+            .unwrap()
+            .set_modified(SystemTime::now() - Duration::from_secs(120))
+            .unwrap();
+        let fresh = "fedcba9876543210fedcba9876543210";
+        std::fs::write(
+            dir.path().join(fresh),
+            b"a live server's, its record on the way",
+        )
+        .unwrap();
         let store = FileStore::open(settings(dir.path(), Duration::MAX, 8), "dir").unwrap();
         let mode = std::fs::metadata(dir.path()).unwrap().permissions().mode();
         assert_eq!(mode & 0o777, 0o755);
         assert!(dir.path().join("notes.txt").exists());
         assert!(!dir.path().join(left).exists());
+        assert!(dir.path().join(fresh).exists());
         // A time to live too long for the clock is capped, not a panic.
-        assert!(store.store(b"x", "x.txt", "text/plain").is_ok());
+        assert!(store
+            .store(b"x", "x.txt", "text/plain; charset=utf-8")
+            .is_ok());
     }
 
     #[test]
@@ -348,13 +493,82 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store =
             FileStore::open(settings(dir.path(), Duration::from_secs(60), 2), "dir").unwrap();
-        let first = store.store(b"1", "1.txt", "text/plain").unwrap();
+        let first = store
+            .store(b"1", "1.txt", "text/plain; charset=utf-8")
+            .unwrap();
         std::thread::sleep(Duration::from_millis(2));
-        let second = store.store(b"2", "2.txt", "text/plain").unwrap();
+        let second = store
+            .store(b"2", "2.txt", "text/plain; charset=utf-8")
+            .unwrap();
         std::thread::sleep(Duration::from_millis(2));
-        let third = store.store(b"3", "3.txt", "text/plain").unwrap();
+        let third = store
+            .store(b"3", "3.txt", "text/plain; charset=utf-8")
+            .unwrap();
         assert!(store.find(&first).is_none());
         assert!(store.find(&second).is_some() && store.find(&third).is_some());
-        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 2);
+        // Each kept file and its record.
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 4);
+    }
+
+    #[test]
+    fn a_link_outlives_its_server_and_a_second_server_leaves_the_firsts_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let first =
+            FileStore::open(settings(dir.path(), Duration::from_secs(60), 8), "dir").unwrap();
+        let link = first.store(b"translated", "a.docx", DocumentFormat::Docx.media_type());
+        let link = link.unwrap();
+        // A second server on the same directory, while the first runs.
+        let second =
+            FileStore::open(settings(dir.path(), Duration::from_secs(60), 8), "dir").unwrap();
+        assert_eq!(first.find(&link).unwrap().bytes, b"translated");
+        let found = second.find(&link).unwrap();
+        assert_eq!(found.bytes, b"translated");
+        assert_eq!(found.name, "a.docx");
+        assert_eq!(found.media_type, DocumentFormat::Docx.media_type());
+        second.sweep();
+        drop(second);
+        // The first stops; the server that replaces it still has the link.
+        drop(first);
+        let restarted =
+            FileStore::open(settings(dir.path(), Duration::from_secs(60), 8), "dir").unwrap();
+        assert_eq!(restarted.find(&link).unwrap().bytes, b"translated");
+    }
+
+    #[test]
+    fn a_record_that_expired_or_is_damaged_takes_its_file_with_it_at_the_next_sweep() {
+        let dir = tempfile::tempdir().unwrap();
+        let store =
+            FileStore::open(settings(dir.path(), Duration::from_secs(60), 8), "dir").unwrap();
+        let kept = store
+            .store(b"1", "1.txt", "text/plain; charset=utf-8")
+            .unwrap();
+        let damaged = store
+            .store(b"2", "2.txt", "text/plain; charset=utf-8")
+            .unwrap();
+        let id = |link: &str| link.split_once('.').unwrap().0.to_string();
+        std::fs::write(dir.path().join(record_name(&id(&damaged))), b"{").unwrap();
+        assert!(store.find(&damaged).is_none());
+        sweep_dir(dir.path(), SystemTime::now());
+        assert!(!dir.path().join(id(&damaged)).exists());
+        assert!(store.find(&kept).is_some());
+        // An hour on, every link has expired and the directory is empty.
+        sweep_dir(dir.path(), SystemTime::now() + Duration::from_secs(3600));
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_shared_directory_open_to_others_or_a_link_is_not_private() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let own = dir.path().join("own");
+        std::fs::create_dir(&own).unwrap();
+        restrict_to_owner(&own);
+        assert_eq!(not_private(&own), None);
+        std::fs::set_permissions(&own, std::fs::Permissions::from_mode(0o755)).unwrap();
+        assert!(not_private(&own).unwrap().contains("open to other users"));
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink(&own, &link).unwrap();
+        assert!(not_private(&link).unwrap().contains("not a directory"));
     }
 }
