@@ -640,3 +640,31 @@ fn resuming_a_run_stopped_before_its_first_checkpoint_says_to_start_it_again() {
             .stderr(contains(says));
     }
 }
+
+/// A run killed after its last checkpoint but before `training.average_last` wrote
+/// `averaged/` (the state a kill -9 there leaves: every checkpoint, no average) is averaged
+/// by `--resume`, into the same weights the uninterrupted end wrote.
+#[test]
+fn a_run_killed_before_its_averaging_is_averaged_on_resume() {
+    let dir = TempDir::new().unwrap();
+    let config = write_config(dir.path(), 6, "keep_last = 3\naverage_last = 3\n");
+    let run = dir.path().join("run");
+    train(&config, &run, &["--quiet"]);
+    let averaged = run.join("averaged");
+    let whole = std::fs::read(averaged.join("model.safetensors")).unwrap();
+    std::fs::remove_dir_all(&averaged).unwrap();
+    let output = resume(&run, &[]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("stopped before averaging its checkpoints")
+            && stderr.contains("averaged the last 3"),
+        "{stderr}"
+    );
+    assert_eq!(
+        std::fs::read(averaged.join("model.safetensors")).unwrap(),
+        whole
+    );
+    // Averaged, the finished run has nothing left to do.
+    let again = resume(&run, &[]);
+    assert!(String::from_utf8_lossy(&again.stderr).contains("nothing to resume"));
+}

@@ -11,7 +11,7 @@ use crate::cli::{DeviceArgs, TrainArgs};
 use crate::distributed;
 use crate::progress::{TrainProgress, Verbosity};
 use crate::train::precision::Precision;
-use finish::{average_at_the_end, report, show_what_it_learned, still_to_train};
+use finish::{average_at_the_end, averaging_missed, report, show_what_it_learned, still_to_train};
 use observer::CheckpointingObserver;
 use start::{new_trainer, resumed_trainer};
 
@@ -42,6 +42,15 @@ pub fn run(args: TrainArgs) -> anyhow::Result<()> {
     let precision = trainer.precision();
     if verbosity == Verbosity::Normal && precision != Precision::F32 {
         eprintln!("computing in {}", precision.describe());
+    }
+    if let Some(wanted) = averaging_missed(&trainer, &run_dir) {
+        // The run's last act, which a kill stopped: done now, so that it is not lost.
+        eprintln!(
+            "{} finished training but was stopped before averaging its checkpoints \
+             (training.average_last); averaging them now",
+            run_dir.display()
+        );
+        return average_at_the_end(&run_dir, wanted);
     }
     if !still_to_train(&trainer, &run_dir, args.stop_at_step)? {
         return Ok(());

@@ -55,6 +55,17 @@ pub(super) fn average_at_the_end(run_dir: &Path, wanted: usize) -> anyhow::Resul
     Ok(())
 }
 
+/// `training.average_last` of a run that finished training (its epochs, or stopped early)
+/// without its `averaged/` checkpoint: the process was stopped between its last checkpoint
+/// and its averaging. `None` when nothing was missed.
+pub(super) fn averaging_missed(trainer: &Trainer, run_dir: &Path) -> Option<usize> {
+    let wanted = trainer.config().training.average_last?;
+    let position = trainer.position();
+    let finished = position.stopped_early || position.epoch > trainer.config().training.epochs;
+    let averaged = crate::checkpoint::resolve(&run_dir.join(history::AVERAGED_DIR)).is_ok();
+    (finished && !averaged).then_some(wanted)
+}
+
 /// Whether the run has steps left to take, or a clear refusal: a finished run says so and
 /// returns false; a `--stop-at-step` at or before where the run stands is a usage error.
 pub(super) fn still_to_train(
