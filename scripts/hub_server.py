@@ -14,11 +14,14 @@ CI). It answers what huggingface_hub and this tool ask:
 Faults on request, per model: `--truncate ID` sends the weights' first half and closes,
 `--corrupt ID` flips a byte of them (their size right, their hash wrong), `--stall ID` sends
 their first bytes and then nothing for a minute, `--trickle ID` sends them a byte every half
-second. Every request is appended to `--log FILE`.
+second. `--no-hashes ID` lists its files with their names and sizes only (no git blob id, no
+LFS sha256), as some mirrors do, the hashes still in each file's answer (`ETag`,
+`X-Linked-Etag`); `--no-etags ID` leaves them out of the answers too. Every request is
+appended to `--log FILE`.
 
     python3 scripts/hub_server.py --model org/name=DIR [--private org/name=DIR --token T]
         [--truncate org/name] [--corrupt org/name] [--stall org/name] [--trickle org/name]
-        [--log FILE]
+        [--no-hashes org/name] [--no-etags org/name] [--log FILE]
 
 Prints `http://127.0.0.1:PORT` on its first line once it listens (port 0: any free port).
 """
@@ -33,6 +36,7 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 LFS_SUFFIXES = (".safetensors", ".bin", ".spm", ".model")
+FAULTS = ("truncate", "corrupt", "stall", "trickle", "no-hashes", "no-etags")
 
 
 class Model:
@@ -115,8 +119,12 @@ def handler(models, faults, token, log):
                     self.send(404, b'{"error":"Revision not found"}',
                               [("X-Error-Code", "RevisionNotFound")])
                     return
+                siblings = [model.sibling(n) for n in model.files]
+                if faults.get("/".join(parts[2:4])) in ("no-hashes", "no-etags"):
+                    siblings = [{"rfilename": e["rfilename"], "size": e["size"]}
+                                for e in siblings]
                 body = json.dumps({"id": "/".join(parts[2:4]), "sha": model.commit,
-                                   "siblings": [model.sibling(n) for n in model.files]})
+                                   "siblings": siblings})
                 self.send(200, body.encode(), [("Content-Type", "application/json")])
             elif parts[:2] == ["api", "models"] and len(parts) >= 6 and parts[4] == "tree":
                 # huggingface_hub's snapshot_download lists a revision's files here.
@@ -144,13 +152,17 @@ def handler(models, faults, token, log):
                     return
                 entry = model.sibling(name)
                 headers = [("X-Repo-Commit", model.commit)]
+                etags = faults.get(repo) != "no-etags"
                 if "lfs" in entry:
                     sha = entry["lfs"]["sha256"]
-                    headers += [("X-Linked-Etag", f'"{sha}"'), ("X-Linked-Size", str(entry["size"])),
-                                ("Location", f"{cdn_origin(self)}/cdn/{repo}/{name}")]
+                    if etags:
+                        headers += [("X-Linked-Etag", f'"{sha}"'),
+                                    ("X-Linked-Size", str(entry["size"]))]
+                    headers.append(("Location", f"{cdn_origin(self)}/cdn/{repo}/{name}"))
                     self.send(302, b"", headers)
                 else:
-                    headers.append(("ETag", f'"{entry["blobId"]}"'))
+                    if etags:
+                        headers.append(("ETag", f'"{entry["blobId"]}"'))
                     self.send(200, model.files[name], headers)
             elif parts[0] == "cdn" and len(parts) >= 4:
                 repo, name = "/".join(parts[1:3]), "/".join(parts[3:])
@@ -199,7 +211,7 @@ def main():
     parser.add_argument("--model", action="append", default=[], help="ORG/NAME=DIR")
     parser.add_argument("--private", action="append", default=[], help="ORG/NAME=DIR")
     parser.add_argument("--token", default="secret-token")
-    for fault in ("truncate", "corrupt", "stall", "trickle"):
+    for fault in FAULTS:
         parser.add_argument(f"--{fault}", action="append", default=[], metavar="ORG/NAME")
     parser.add_argument("--log")
     parser.add_argument("--port", type=int, default=0)
@@ -208,8 +220,8 @@ def main():
     for spec, private in [(m, False) for m in args.model] + [(m, True) for m in args.private]:
         repo, directory = spec.split("=", 1)
         models[repo] = Model(directory, private)
-    faults = {repo: fault for fault in ("truncate", "corrupt", "stall", "trickle")
-              for repo in getattr(args, fault)}
+    faults = {repo: fault for fault in FAULTS
+              for repo in getattr(args, fault.replace("-", "_"))}
     server = ThreadingHTTPServer(("127.0.0.1", args.port),
                                  handler(models, faults, args.token, args.log))
     server.daemon_threads = True

@@ -115,6 +115,32 @@ impl Hub {
             .stdout(Stdio::piped())
             .spawn()
             .expect("python3 runs scripts/hub_server.py");
+        Self::listening(child, log, dir)
+    }
+
+    /// A stand-in of its own serving `models` (name, directory, fault flag if any): a mirror.
+    fn mirror(models: &[(&str, &Path, Option<&str>)]) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("requests.log");
+        let mut command = Command::new("python3");
+        command.arg("scripts/hub_server.py");
+        for (name, path, fault) in models {
+            command.args(["--model", &format!("{name}={}", path.display())]);
+            if let Some(fault) = fault {
+                command.args([*fault, name]);
+            }
+        }
+        let child = command
+            .arg("--log")
+            .arg(&log)
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("python3 runs scripts/hub_server.py");
+        Self::listening(child, log, dir)
+    }
+
+    /// The stand-in once it says where it listens.
+    fn listening(mut child: Child, log: PathBuf, dir: tempfile::TempDir) -> Self {
         let mut line = String::new();
         BufReader::new(child.stdout.take().unwrap())
             .read_line(&mut line)
@@ -496,4 +522,58 @@ fn the_multilingual_families_come_by_name_and_translate_as_their_directories() {
         assert_eq!(translated(name), translated(fixture), "{name}");
         assert!(leftovers(cache.path()).is_empty());
     }
+}
+
+/// A mirror that lists a revision's files without their hashes (names and sizes only):
+/// a model already in the cache at that commit is used from there, a new one is downloaded
+/// and checked against the hash each file's answer gives (its ETag, as huggingface_hub takes
+/// it), and one whose answers give none either is refused, naming the way out.
+#[test]
+fn a_mirror_listing_no_hashes_serves_from_the_cache_or_checks_each_files_etag() {
+    let hub = Hub::start();
+    let cache = tempfile::tempdir().unwrap();
+    let want = ids_of(&mut with_hub(&hub.url, cache.path()), "good/model");
+    let fixture = Path::new(FIXTURE);
+    let mirror = Hub::mirror(&[
+        ("good/model", fixture, Some("--no-hashes")),
+        ("fresh/model", fixture, Some("--no-hashes")),
+        ("blind/model", fixture, Some("--no-etags")),
+    ]);
+    assert_eq!(
+        ids_of(&mut with_hub(&mirror.url, cache.path()), "good/model"),
+        want
+    );
+    assert!(
+        mirror.requests().iter().all(|r| r.contains("/api/models/")),
+        "{:?}",
+        mirror.requests()
+    );
+    assert_eq!(
+        ids_of(&mut with_hub(&mirror.url, cache.path()), "fresh/model"),
+        want
+    );
+    assert!(
+        mirror
+            .requests()
+            .iter()
+            .any(|r| r.starts_with("HEAD /fresh/model/resolve/")),
+        "{:?}",
+        mirror.requests()
+    );
+    let out = with_hub(&mirror.url, cache.path())
+        .args(["download", "blind/model"])
+        .output()
+        .unwrap();
+    let said = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    assert_eq!(said.lines().count(), 1, "{said}");
+    assert!(
+        said.contains("gives no hash for config.json of blind/model")
+            && said.contains("HF_HUB_OFFLINE=1"),
+        "{said}"
+    );
+    assert!(leftovers(cache.path()).is_empty());
+    // Nothing of it was kept.
+    let blobs = cache.path().join("models--blind--model/blobs");
+    assert!(std::fs::read_dir(&blobs).map_or(true, |mut b| b.next().is_none()));
 }

@@ -12,6 +12,7 @@
 //! part of it decoding needs, on ureq (the cache's layout is `huggingface_hub`'s).
 
 mod cache;
+mod file_hash;
 mod name;
 mod remote;
 
@@ -179,7 +180,19 @@ pub fn fetch(
     // before the weights are asked for.
     for file in &files {
         if !cached.has(&revision.sha, &file.rfilename, file.expected_size()) {
-            let at = (name, revision.sha.as_str(), *file);
+            // A file listed without its hash (a mirror's list) is checked against the hash
+            // its download's answer gives, as huggingface_hub checks it; one already in the
+            // cache at this commit is taken from there either way.
+            let hashed;
+            let file = match file.etag().filter(|e| is_hash(e)) {
+                Some(_) => *file,
+                None => {
+                    let at = (name, revision.sha.as_str(), *file);
+                    hashed = file_hash::with_hash_from_etag(&agent, at, settings)?;
+                    &hashed
+                }
+            };
+            let at = (name, revision.sha.as_str(), file);
             download_one(&agent, &cached, at, settings, progress)?;
         }
         if file.rfilename == "config.json" {
@@ -235,19 +248,13 @@ fn wanted_files<'a>(name: &HubName, listed: &'a [Sibling]) -> anyhow::Result<Vec
     };
     let mut files: Vec<&Sibling> = WANTED.iter().filter_map(|w| find(w)).collect();
     files.push(weights);
-    // The hash names the file in the cache: only a real one (hex, sha1 or sha256 long).
-    let is_hash =
-        |e: &str| name::is_commit(e) || (e.len() == 64 && e.chars().all(|c| c.is_ascii_hexdigit()));
-    if let Some(unnamed) = files
-        .iter()
-        .find(|f| !f.etag().is_some_and(|e| is_hash(&e)))
-    {
-        bail!(
-            "the Hub listed {} of {name} without a hash it can be checked against",
-            unnamed.rfilename
-        )
-    }
     Ok(files)
+}
+
+/// Whether `etag` is a hash a file can be checked against and named by in the cache: hex,
+/// sha1 or sha256 long.
+fn is_hash(etag: &str) -> bool {
+    name::is_commit(etag) || (etag.len() == 64 && etag.chars().all(|c| c.is_ascii_hexdigit()))
 }
 
 /// Downloads one file into the cache, checked, under a progress pass.

@@ -10,9 +10,8 @@ use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context};
 use serde::Deserialize;
-use sha1::Sha1;
-use sha2::{Digest, Sha256};
 
+use super::file_hash::Check;
 use super::name::HubName;
 use super::HubSettings;
 
@@ -298,52 +297,6 @@ fn transfer(
         )
     }
     check.verify(&what)
-}
-
-/// The hash a file is checked against as it streams in: sha256 for an LFS file, git's blob
-/// id (sha1 of `blob SIZE\0` and the bytes, SIZE the listed one) for another.
-enum Check {
-    Sha256(Sha256, String),
-    GitBlob(Sha1, String),
-}
-
-impl Check {
-    /// `None` when the Hub listed neither hash.
-    fn for_file(file: &Sibling, size: u64) -> Option<Self> {
-        let want = file.etag()?;
-        Some(if file.lfs.is_some() {
-            Self::Sha256(Sha256::new(), want)
-        } else {
-            let mut hasher = Sha1::new();
-            hasher.update(format!("blob {size}\0").as_bytes());
-            Self::GitBlob(hasher, want)
-        })
-    }
-
-    fn update(&mut self, bytes: &[u8]) {
-        match self {
-            Self::Sha256(hasher, _) => hasher.update(bytes),
-            Self::GitBlob(hasher, _) => hasher.update(bytes),
-        }
-    }
-
-    fn verify(self, what: &str) -> anyhow::Result<()> {
-        let (got, want, kind) = match self {
-            Self::Sha256(hasher, want) => (hex(&hasher.finalize()), want, "sha256"),
-            Self::GitBlob(hasher, want) => (hex(&hasher.finalize()), want, "git blob id"),
-        };
-        if got != want {
-            bail!(
-                "{what} arrived with {kind} {got}, not the {want} the Hub lists; nothing was \
-                 kept: try again, and if it persists the file on the Hub is damaged"
-            )
-        }
-        Ok(())
-    }
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// Seconds from the environment variable `var` (unset or empty: `None`), between 0.1 and a
