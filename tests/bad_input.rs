@@ -455,3 +455,84 @@ fn endless_input_ends_in_an_error_naming_it_with_memory_bounded() {
         &["cannot read stdin", whole],
     );
 }
+
+/// A subword model with the paper's 5000-row position table, trained on the toy pairs.
+fn subword_checkpoint() -> TempDir {
+    common::trained_in(
+        "[model]\nlayers = 1\nd_model = 16\nd_ff = 32\nheads = 2\n\
+         [data]\ntrain = \"toy.tsv\"\ntokenizer = \"bpe\"\nvocab_size = 40\n\
+         [training]\nepochs = 1\nmax_tokens = 64\n",
+        &[],
+    )
+}
+
+/// `translate` of stdin under a 2 GiB address-space limit: its output and stderr.
+fn translate_bounded(dir: &Path, input: &[u8], extra: &[&str]) -> (String, String) {
+    let mut command = std::process::Command::new(assert_cmd::cargo::cargo_bin("transformer"));
+    command
+        .current_dir(dir)
+        .args([
+            "translate",
+            "--checkpoint",
+            "run",
+            "--device",
+            "cpu",
+            "--json",
+        ])
+        .args(extra)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    // SAFETY: setrlimit in the child before exec, with nothing else to race with.
+    unsafe {
+        command.pre_exec(|| {
+            let limit = libc::rlimit {
+                rlim_cur: 2 << 30,
+                rlim_max: 2 << 30,
+            };
+            libc::setrlimit(libc::RLIMIT_AS, &limit);
+            Ok(())
+        });
+    }
+    let mut child = command.spawn().unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let input = input.to_vec();
+    let writer = std::thread::spawn(move || std::io::Write::write_all(&mut stdin, &input));
+    let output = child.wait_with_output().unwrap();
+    writer.join().unwrap().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert!(output.status.success(), "{stderr}");
+    (String::from_utf8_lossy(&output.stdout).into_owned(), stderr)
+}
+
+/// One 2 MB word is one sentence, read as far as a source is read (1024 tokens, as
+/// CTranslate2's max_input_length, though the position table has 5000 rows) and said so once:
+/// not 500 windows of 4096 tokens, each decoded for thousands of steps (a 20 KB word took
+/// 52 s and 4 GB of a 2-layer model before).
+#[test]
+fn one_endless_word_is_one_sentence_cut_where_sources_are_cut() {
+    let dir = subword_checkpoint();
+    let mut word = "e".repeat(2_000_000).into_bytes();
+    word.push(b'\n');
+    let (stdout, stderr) = translate_bounded(dir.path(), &word, &["--beam", "4"]);
+    assert_eq!(stdout.lines().count(), 1);
+    let warnings: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.contains("tokens, more than"))
+        .collect();
+    assert_eq!(warnings.len(), 1, "{stderr}");
+    assert!(
+        warnings[0].contains("only the first 1024 were translated")
+            && warnings[0].contains("max_input_length"),
+        "{stderr}"
+    );
+    let json: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert!(json["truncated_from"].as_u64().unwrap() > 1024, "{json}");
+    assert!(json["ids"].as_array().unwrap().len() <= 1024 + 50);
+    // A run-on line with spaces but no sentence end is cut in windows at spaces, each a
+    // sentence of at most 1024 tokens, decoded a few at a time (`--batch-tokens`).
+    let mut run_on = "eee ".repeat(50_000).into_bytes();
+    run_on.push(b'\n');
+    let (stdout, stderr) = translate_bounded(dir.path(), &run_on, &[]);
+    assert_eq!(stdout.lines().count(), 1, "{stderr}");
+}

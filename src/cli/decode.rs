@@ -13,8 +13,23 @@ pub struct DecodeArgs {
     pub settings: DecodeSettingsArgs,
     /// Most sentences decoded together (from stdin: of the lines already waiting, so that a
     /// line typed at a terminal is translated at once)
-    #[arg(long, default_value_t = crate::infer::DEFAULT_BATCH_SIZE, value_name = "N", value_parser = at_least_one)]
+    #[arg(long, default_value_t = crate::infer::translator::DEFAULT_BATCH_SIZE, value_name = "N", value_parser = at_least_one)]
     pub batch_size: usize,
+    /// Most source tokens decoded together, counting padding and each beam (a batch is as wide
+    /// as its longest source): bounds the memory a batch of long sentences takes; a sentence
+    /// longer than this is decoded alone
+    #[arg(long, default_value_t = crate::infer::translator::DEFAULT_BATCH_TOKENS, value_name = "N", value_parser = at_least_one)]
+    pub batch_tokens: usize,
+}
+
+impl DecodeArgs {
+    /// The batch bounds the flags give.
+    pub fn batching(&self) -> crate::infer::translator::Batching {
+        crate::infer::translator::Batching {
+            sentences: self.batch_size,
+            tokens: self.batch_tokens,
+        }
+    }
 }
 
 /// How to decode, each over the checkpoint's `[decode]` setting.

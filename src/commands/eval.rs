@@ -127,7 +127,7 @@ fn translate_all(args: &EvalArgs, sources: &[String]) -> anyhow::Result<Vec<Stri
     let sentences = batch.as_ref().map_or(sources, |b| b.sentences());
     let progress = SentenceProgress::new(sentences.len(), Verbosity::Normal);
     let translations =
-        translator.translate_all_observed(sentences, args.decode.batch_size, &mut |n| {
+        translator.translate_all_observed(sentences, args.decode.batching(), &mut |n| {
             progress.advance(n)
         })?;
     drop(progress);
@@ -155,15 +155,15 @@ fn translate_all(args: &EvalArgs, sources: &[String]) -> anyhow::Result<Vec<Stri
     };
     if !truncated.is_empty() {
         eprintln!(
-            "warning: source {} {} are longer than the model reads (model.max_len {}); \
-             only their beginnings were translated",
+            "warning: source {} {} are longer than the model reads ({}); only their \
+             beginnings were translated",
             if batch.is_some() {
                 "sentences"
             } else {
                 "lines"
             },
             truncated.join(", "),
-            loaded.config.model.max_len
+            opened.source_limit().reason()
         );
     }
     Ok(hypotheses)

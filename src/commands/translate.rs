@@ -13,7 +13,7 @@ use super::UsageError;
 use crate::atomic_file::write_atomic;
 use crate::cli::{FormatArg, TranslateArgs};
 use crate::document::{DocumentFormat, DocxLimits, Prepared, SentenceBatch, SentenceSplitter};
-use crate::infer::translator::{ConfiguredTranslator, Translation};
+use crate::infer::translator::{Batching, ConfiguredTranslator, Translation};
 use crate::input_text::{read_at_most, read_path, MOST_INPUT_BYTES};
 use crate::progress::{SentenceProgress, Verbosity};
 
@@ -71,21 +71,12 @@ pub fn run(args: TranslateArgs) -> anyhow::Result<()> {
         tokenizers: &loaded.tokenizers,
         warned_of_language: std::cell::Cell::new(false),
         json: args.json,
-        max_positions: loaded.config.model.max_len,
-        source_overhead: loaded.tokenizers.source_overhead(),
+        source_limit: opened.source_limit(),
         unknown_words_listed: std::cell::Cell::new(0),
     };
-    let batch_size = args.decode.batch_size;
+    let batching = args.decode.batching();
     if let (Some(file), Some(out), Some(format)) = (&args.file, &args.out, file_format) {
-        return translate_file(
-            &translator,
-            &splitter,
-            batch_size,
-            &output,
-            file,
-            out,
-            format,
-        );
+        return translate_file(&translator, &splitter, batching, &output, file, out, format);
     }
     let out = args.out.as_deref().unwrap_or(Path::new("-"));
     super::stdout::into_file(out, |results| match (args.format, args.text.as_deref()) {
@@ -97,13 +88,8 @@ pub fn run(args: TranslateArgs) -> anyhow::Result<()> {
             let job =
                 DocumentFormat::Html.parse(source.into_bytes(), "stdin", DocxLimits::default())?;
             let prepared = Prepared::new(job, &splitter);
-            let translations = translate_sentences(
-                &translator,
-                prepared.sentences(),
-                batch_size,
-                &output,
-                false,
-            )?;
+            let translations =
+                translate_sentences(&translator, prepared.sentences(), batching, &output, false)?;
             let html = String::from_utf8(prepared.finish(&translations)?)?;
             results.line(html.trim_end_matches('\n'))
         }
@@ -111,11 +97,11 @@ pub fn run(args: TranslateArgs) -> anyhow::Result<()> {
             &translator,
             &splitter,
             &[text.to_string()],
-            batch_size,
+            batching,
             &output,
             results,
         ),
-        _ => translate_stdin(&translator, &splitter, batch_size, &output, results),
+        _ => translate_stdin(&translator, &splitter, batching, &output, results),
     })
 }
 
@@ -142,7 +128,7 @@ fn file_format(file: &Path, format: Option<FormatArg>) -> anyhow::Result<Documen
 fn translate_file(
     translator: &ConfiguredTranslator,
     splitter: &SentenceSplitter,
-    batch_size: usize,
+    batching: Batching,
     output: &Output,
     file: &Path,
     out: &Path,
@@ -154,7 +140,7 @@ fn translate_file(
     let job = format.parse(bytes, &name, DocxLimits::default())?;
     let prepared = Prepared::new(job, splitter);
     let translations =
-        translate_sentences(translator, prepared.sentences(), batch_size, output, true)
+        translate_sentences(translator, prepared.sentences(), batching, output, true)
             .with_context(|| format!("translating {name}"))?;
     let count = translations.len();
     let translated = prepared.finish(&translations)?;
@@ -188,7 +174,7 @@ fn translate_file(
 fn translate_sentences(
     translator: &ConfiguredTranslator,
     sentences: &[String],
-    batch_size: usize,
+    batching: Batching,
     output: &Output,
     progress: bool,
 ) -> anyhow::Result<Vec<String>> {
@@ -201,7 +187,7 @@ fn translate_sentences(
         },
     );
     let translations =
-        translator.translate_all_observed(sentences, batch_size, &mut |n| bar.advance(n))?;
+        translator.translate_all_observed(sentences, batching, &mut |n| bar.advance(n))?;
     drop(bar);
     translations
         .into_iter()
@@ -218,11 +204,11 @@ fn translate_lines(
     translator: &ConfiguredTranslator,
     splitter: &SentenceSplitter,
     texts: &[String],
-    batch_size: usize,
+    batching: Batching,
     output: &Output,
     results: &Results,
 ) -> anyhow::Result<()> {
-    let (batch, translations) = translate_texts(translator, splitter, texts, batch_size)?;
+    let (batch, translations) = translate_texts(translator, splitter, texts, batching)?;
     print_texts(texts, &batch, translations, output, results)
 }
 
@@ -231,10 +217,10 @@ fn translate_texts(
     translator: &ConfiguredTranslator,
     splitter: &SentenceSplitter,
     texts: &[String],
-    batch_size: usize,
+    batching: Batching,
 ) -> anyhow::Result<(SentenceBatch, Vec<Translation>)> {
     let batch = SentenceBatch::new(splitter, texts);
-    let translations = translator.translate_all(batch.sentences(), batch_size)?;
+    let translations = translator.translate_all(batch.sentences(), batching)?;
     Ok((batch, translations))
 }
 
@@ -270,17 +256,17 @@ fn print_texts(
 fn translate_stdin(
     translator: &ConfiguredTranslator,
     splitter: &SentenceSplitter,
-    batch_size: usize,
+    batching: Batching,
     output: &Output,
     results: &Results,
 ) -> anyhow::Result<()> {
     let mut lines = StdinLines::new("translated");
     loop {
-        let batch = lines.next_batch(batch_size)?;
+        let batch = lines.next_batch(batching.sentences)?;
         if !batch.lines.is_empty() {
             let last = batch.first_line + batch.lines.len() - 1;
             let (sentences, translations) =
-                translate_texts(translator, splitter, &batch.lines, batch_size)
+                translate_texts(translator, splitter, &batch.lines, batching)
                     .with_context(|| format!("stdin lines {}-{last}", batch.first_line))?;
             print_texts(&batch.lines, &sentences, translations, output, results)?;
         }
@@ -315,10 +301,8 @@ struct Output<'a> {
     tokenizers: &'a crate::tokenize::Tokenizers,
     warned_of_language: std::cell::Cell<bool>,
     json: bool,
-    /// The model's `max_len` and the positions a source's specials take, for the warning
-    /// about cut sentences.
-    max_positions: usize,
-    source_overhead: usize,
+    /// How much of a source is translated, for the warning about cut sentences.
+    source_limit: crate::infer::translator::SourceLimit,
     /// Unknown words warned of so far in this run.
     unknown_words_listed: std::cell::Cell<usize>,
 }
@@ -380,10 +364,10 @@ impl Output<'_> {
         if let Some(tokens) = translation.truncated_from {
             warn(format_args!(
                 "{:?} has {tokens} tokens, more than the model reads; only the first {} were \
-                 translated (model.max_len {}); split long sentences",
+                 translated ({}); split long sentences",
                 super::truncate_chars(&translation.source, 40),
-                self.max_positions - self.source_overhead,
-                self.max_positions
+                self.source_limit.tokens,
+                self.source_limit.reason()
             ));
         }
     }

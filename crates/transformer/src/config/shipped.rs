@@ -2,7 +2,12 @@
 //! names no file but one of these (`base.toml`, `base`, `configs/base.toml`) runs it from
 //! any directory, as the README's commands are typed.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
+
+use super::{BuiltinCorpus, Config, ConfigError, ConfigReadError, CorpusSource};
+
+/// Where the shipped configs read the tutorial's toy pairs, which are built in with them.
+const TOY_PAIRS_PATH: &str = "data/toy.tsv";
 
 /// One shipped config: its file name under `configs/` and its text.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -52,6 +57,45 @@ pub fn shipped_names() -> String {
         .map(|shipped| shipped.file_name)
         .collect::<Vec<_>>()
         .join(", ")
+}
+
+impl Config {
+    /// The config `given` names: the file at that path when there is one, else the shipped
+    /// config it names (`base.toml`, `configs/tiny.toml`: see [`shipped_config`]), returned
+    /// with it so that the caller can say which it took. A path that is neither is a
+    /// [`ConfigReadError`] that lists the shipped configs.
+    pub fn load_or_shipped(given: &Path) -> anyhow::Result<(Self, Option<&'static ShippedConfig>)> {
+        // Anything at the path (a file, a FIFO, a dangling link) is the user's: read it, or
+        // say why it cannot be read.
+        if given.symlink_metadata().is_ok() {
+            return Ok((Self::load(given)?, None));
+        }
+        match shipped_config(given) {
+            Some(shipped) => Ok((Self::shipped(shipped)?, Some(shipped))),
+            None => Err(ConfigReadError {
+                path: given.to_path_buf(),
+                error: format!(
+                    "no such file, and no config transformer ships has that name ({})",
+                    shipped_names()
+                ),
+            }
+            .into()),
+        }
+    }
+
+    /// A shipped config as built into the binary. The toy pairs it may read
+    /// (`data/toy.tsv`, which exists only in the source tree) are the ones built in with it,
+    /// so that it trains from any directory; other data is read from the working directory.
+    pub fn shipped(shipped: &ShippedConfig) -> Result<Self, ConfigError> {
+        let name = format!("configs/{} (built into transformer)", shipped.file_name);
+        let mut config = Self::parse(shipped.text, &name)?;
+        if config.data.train == CorpusSource::Tsv(PathBuf::from(TOY_PAIRS_PATH)) {
+            config.data.train = CorpusSource::Builtin {
+                builtin: BuiltinCorpus::Toy,
+            };
+        }
+        Ok(config)
+    }
 }
 
 #[cfg(test)]

@@ -55,17 +55,31 @@ impl SentenceSplitter {
         }
         let language = sentencex::language_factory(&self.language);
         let base = line.as_ptr() as usize;
-        let mut ranges = Vec::new();
-        for window in windows(line) {
+        let mut ranges: Vec<Range<usize>> = Vec::new();
+        // Whether the window before was cut inside a word: its last piece and this window's
+        // first are one piece (a word longer than a window is one sentence, which the model
+        // reads cut to its length, not thousands of pseudo-sentences to decode).
+        let mut inside_a_word = false;
+        for (window, cut) in windows(line) {
+            let mut first = true;
             for piece in sentencex::segment(&self.language, &line[window]) {
                 let start = piece.as_ptr() as usize - base;
                 let mut from = start;
+                let mut pieces = Vec::new();
                 for further in further_starts(language.as_ref(), piece) {
-                    ranges.extend(trimmed(line, from..start + further));
+                    pieces.extend(trimmed(line, from..start + further));
                     from = start + further;
                 }
-                ranges.extend(trimmed(line, from..start + piece.len()));
+                pieces.extend(trimmed(line, from..start + piece.len()));
+                for range in pieces {
+                    match ranges.last_mut() {
+                        Some(last) if first && inside_a_word => last.end = range.end,
+                        _ => ranges.push(range),
+                    }
+                    first = false;
+                }
             }
+            inside_a_word = cut == WindowCut::InsideAWord;
         }
         ranges
     }
@@ -77,10 +91,19 @@ impl SentenceSplitter {
 /// tokens.
 const SEGMENTED_AT_ONCE: usize = 4096;
 
+/// Where a window of a long line ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum WindowCut {
+    /// After a sentence end or a space, or at the line's end.
+    Between,
+    /// At a character boundary inside a word longer than the rest of the window.
+    InsideAWord,
+}
+
 /// `line` in windows of at most [`SEGMENTED_AT_ONCE`] bytes (one window for most lines), each
 /// ending after a sentence end (`. ! ?` and a space) where one is in its second half, else
-/// at a space, else at a character boundary.
-fn windows(line: &str) -> Vec<Range<usize>> {
+/// at a space, else at a character boundary (inside a word).
+fn windows(line: &str) -> Vec<(Range<usize>, WindowCut)> {
     let mut windows = Vec::new();
     let mut start = 0;
     while line.len() - start > SEGMENTED_AT_ONCE {
@@ -100,11 +123,14 @@ fn windows(line: &str) -> Vec<Range<usize>> {
                 .filter(|&at| at > 0)
                 .map(|at| at + window[at..].chars().next().map_or(1, char::len_utf8))
         };
-        let cut = sentence_end.or_else(space).unwrap_or(window.len());
-        windows.push(start..start + cut);
+        let (cut, how) = match sentence_end.or_else(space) {
+            Some(cut) => (cut, WindowCut::Between),
+            None => (window.len(), WindowCut::InsideAWord),
+        };
+        windows.push((start..start + cut, how));
         start += cut;
     }
-    windows.push(start..line.len());
+    windows.push((start..line.len(), WindowCut::Between));
     windows
 }
 
@@ -317,7 +343,7 @@ mod tests {
     fn a_line_longer_than_the_segmenter_reads_at_once_is_cut_in_windows_losing_nothing() {
         let sentence = "Ich mochte ein Bier. ";
         let line = sentence.repeat(1000);
-        let cut = windows(&line);
+        let cut: Vec<Range<usize>> = windows(&line).into_iter().map(|(w, _)| w).collect();
         assert!(cut.len() > 1);
         assert!(cut.iter().all(|w| w.len() <= SEGMENTED_AT_ONCE));
         assert_eq!(cut.first().unwrap().start, 0);
@@ -331,9 +357,31 @@ mod tests {
         let quotes = "“".repeat(5000);
         let cut = windows(&quotes);
         assert_eq!(
-            cut.iter().map(|w| &quotes[w.clone()]).collect::<String>(),
+            cut.iter()
+                .map(|(w, _)| &quotes[w.clone()])
+                .collect::<String>(),
             quotes
         );
+        assert_eq!(cut[0].1, WindowCut::InsideAWord);
+    }
+
+    #[test]
+    fn a_word_longer_than_a_window_stays_one_sentence_between_its_neighbours() {
+        let word = "a".repeat(3 * SEGMENTED_AT_ONCE + 7);
+        let line = format!("Ich mochte ein Bier. {word}. Ich mochte eine Cola.");
+        let found = sentences(&german(), &line);
+        assert_eq!(
+            found.len(),
+            3,
+            "{:?}",
+            found.iter().map(|s| s.len()).collect::<Vec<_>>()
+        );
+        assert_eq!(found[0], "Ich mochte ein Bier.");
+        assert_eq!(found[1], format!("{word}."));
+        assert!(found[2].ends_with("Cola."));
+        // A line of one word: one sentence, every byte of it.
+        let alone = sentences(&german(), &word);
+        assert_eq!(alone, [word]);
     }
 
     #[test]

@@ -23,17 +23,13 @@ use candle_core::Device;
 
 use super::settings::DecodeOptions;
 use super::settings::{resolver_of, Layer, Refused, Resolver};
-use super::translator::{ConfiguredTranslator, Translation};
+use super::translator::{Batching, ConfiguredTranslator, SourceLimit, Translation};
 use crate::checkpoint::{self, Checkpoint, Task};
 use crate::config::ComputeType;
 use crate::decoding::vocab_map::VocabularyMap;
 use crate::document::{SentenceBatch, SentenceSplitter};
 use crate::tokenize::specials::LanguageIds;
 use crate::tokenize::TextTokenizer;
-
-/// Most sentences [`Translator::translate`] decodes together (the command line's default
-/// `--batch-size`).
-pub const DEFAULT_BATCH_SIZE: usize = 32;
 
 /// How to open a checkpoint for decoding.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -168,10 +164,12 @@ impl Translator {
 
     /// Translates `texts`, one translation each, in order: each text is cut into sentences
     /// (at its line breaks, and at sentence ends by the source language's rules, as the
-    /// `translate` command cuts them), the sentences of all texts are decoded in batches of
-    /// [`DEFAULT_BATCH_SIZE`], and each text is put back together between its own whitespace.
+    /// `translate` command cuts them), the sentences of all texts are decoded in batches as
+    /// [`Batching::default`] bounds them, and each text is put back together between its own
+    /// whitespace.
     /// A translation's tokens, ids and log-probabilities are its sentences' one after
     /// another; it is marked `short` or `truncated_from` where one of its sentences is.
+    /// [`Self::with`] and [`ConfiguredTranslator::translate_all`] take other batch bounds.
     pub fn translate(
         &self,
         texts: &[&str],
@@ -180,7 +178,7 @@ impl Translator {
         let batch = SentenceBatch::new(&self.sentence_splitter(), texts);
         let translations = self
             .with(*options)
-            .translate_all(batch.sentences(), DEFAULT_BATCH_SIZE)?;
+            .translate_all(batch.sentences(), Batching::default())?;
         Ok(texts
             .iter()
             .enumerate()
@@ -206,6 +204,15 @@ impl Translator {
     ) -> anyhow::Result<Vec<Translation>> {
         let sentences: Vec<String> = sentences.iter().map(|s| s.to_string()).collect();
         self.with(*options).translate_batch(&sentences)
+    }
+
+    /// How many tokens of a source are translated (a longer one is cut to them and marked
+    /// `truncated_from`).
+    pub fn source_limit(&self) -> SourceLimit {
+        SourceLimit::of(
+            self.checkpoint.config.model.max_len,
+            self.checkpoint.tokenizers.source_overhead(),
+        )
     }
 
     /// How [`Self::translate`] cuts texts into sentences: by the rules of the checkpoint's

@@ -9,12 +9,13 @@
 
 pub mod attention;
 mod front_door;
+mod limits;
 pub mod settings;
 pub mod text_generator;
 mod translation;
 pub mod translator;
 
-pub use front_door::{LoadOptions, Translator, DEFAULT_BATCH_SIZE};
+pub use front_door::{LoadOptions, Translator};
 
 use candle_core::Device;
 

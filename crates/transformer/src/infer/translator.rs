@@ -4,6 +4,9 @@
 use anyhow::Context;
 use candle_core::{Device, Tensor};
 
+pub use super::limits::{
+    Batching, SourceLimit, DEFAULT_BATCH_SIZE, DEFAULT_BATCH_TOKENS, MOST_SOURCE_TOKENS,
+};
 use super::settings::DecodeOptions;
 pub use super::translation::{Alternative, Translation};
 use crate::decoding::restricted::Restricted;
@@ -24,6 +27,13 @@ const SHORTEST_CHECKED_SOURCE: usize = 6;
 pub fn is_short(source_tokens: usize, output_tokens: usize, length_ratio: f32) -> bool {
     source_tokens >= SHORTEST_CHECKED_SOURCE
         && (output_tokens as f32) < 0.5 * length_ratio * source_tokens as f32
+}
+
+/// A sentence read for the model: its framed ids (`None` for an empty source, which is not
+/// decoded) and its translation's record so far.
+struct ReadSource {
+    src_ids: Option<Vec<u32>>,
+    translation: Translation,
 }
 
 /// A trained model that reads a source, with its tokenizers, on a device.
@@ -58,44 +68,61 @@ impl ConfiguredTranslator<'_> {
         Ok(out.remove(0))
     }
 
-    /// Translates `sentences` in batches of at most `batch_size`, in order: the loop that
-    /// `eval` and validation share (`translate` reads stdin in batches of the lines already
-    /// there and calls [`Self::translate_batch`] itself). An error names the lines, counted
-    /// from 1, of the batch it came from.
+    /// Translates `sentences` in batches as `batching` bounds them, in order: the loop that
+    /// `translate`, `eval` and the library's front door share (`translate` reads stdin in
+    /// batches of the lines already there). An error names the lines, counted from 1, of the
+    /// batch it came from.
     pub fn translate_all(
         &self,
         sentences: &[String],
-        batch_size: usize,
+        batching: Batching,
     ) -> anyhow::Result<Vec<Translation>> {
-        self.translate_all_observed(sentences, batch_size, &mut |_| {})
+        self.translate_all_observed(sentences, batching, &mut |_| {})
     }
 
     /// [`Self::translate_all`], telling `done` how many sentences each batch finished (for a
-    /// progress bar).
+    /// progress bar). Each sentence is read (tokenized) as its batch fills, so that no more
+    /// than a batch's ids are held at once.
     pub fn translate_all_observed(
         &self,
         sentences: &[String],
-        batch_size: usize,
+        batching: Batching,
         done: &mut dyn FnMut(usize),
     ) -> anyhow::Result<Vec<Translation>> {
+        let specials = self.specials()?;
         let mut translations = Vec::with_capacity(sentences.len());
-        for (index, batch) in sentences.chunks(batch_size.max(1)).enumerate() {
-            let first = index * batch_size.max(1) + 1;
-            let batch = self.translate_batch(batch).with_context(|| {
-                format!(
-                    "translating source lines {first}-{}",
-                    first + batch.len() - 1
-                )
-            })?;
-            done(batch.len());
-            translations.extend(batch);
+        let mut batch: Vec<ReadSource> = Vec::new();
+        let mut first = 1;
+        let mut flush = |batch: &mut Vec<ReadSource>, first: &mut usize| {
+            let count = batch.len();
+            let last = *first + count - 1;
+            let translated = self
+                .translate_read(std::mem::take(batch), &specials, &always_wanted)
+                .with_context(|| format!("translating source lines {first}-{last}"))?;
+            done(count);
+            translations.extend(translated);
+            *first = last + 1;
+            anyhow::Ok(())
+        };
+        for sentence in sentences {
+            let read = self.read_source(sentence, &specials)?;
+            let width = |read: &ReadSource| read.src_ids.as_ref().map_or(0, Vec::len);
+            let widest = batch.iter().map(width).max().unwrap_or(0).max(width(&read));
+            let fits = batching.fits(batch.len() + 1, widest, self.options.beam);
+            if !batch.is_empty() && !fits {
+                flush(&mut batch, &mut first)?;
+            }
+            batch.push(read);
+        }
+        if !batch.is_empty() {
+            flush(&mut batch, &mut first)?;
         }
         Ok(translations)
     }
 
     /// Translates sentences together (one padded batch for greedy decoding). A sentence
-    /// longer than the model reads is translated from its first `max_positions` tokens less its specials
-    /// and marked with `truncated_from`.
+    /// longer than the model reads is translated from its first [`SourceLimit`] tokens and
+    /// marked with `truncated_from`.
     pub fn translate_batch(&self, sentences: &[String]) -> anyhow::Result<Vec<Translation>> {
         self.translate_batch_while(sentences, &always_wanted)
     }
@@ -107,25 +134,28 @@ impl ConfiguredTranslator<'_> {
         sentences: &[String],
         still_wanted: StillWanted,
     ) -> anyhow::Result<Vec<Translation>> {
-        let mut results = Vec::with_capacity(sentences.len());
-        let mut sources = Vec::new();
         let specials = self.specials()?;
-        for sentence in sentences {
-            // Whitespace as training saw it: no-break spaces and runs of spaces become one space.
-            let encoded = self.tokenizers.src.encode(sentence)?;
-            // A source longer than the position table is cut to fit (the caller warns), so
-            // that one long line does not end a stream of translations.
-            let readable = self
-                .model
-                .max_positions()
-                .saturating_sub(specials.source_overhead());
-            let truncated_from = (encoded.ids.len() > readable).then_some(encoded.ids.len());
-            let src_ids = specials.source(&encoded.ids[..encoded.ids.len().min(readable)]);
-            if !encoded.ids.is_empty() {
-                sources.push((results.len(), src_ids));
-            }
-            results.push(Translation {
-                source: sentence.clone(),
+        let read = sentences
+            .iter()
+            .map(|sentence| self.read_source(sentence, &specials))
+            .collect::<anyhow::Result<_>>()?;
+        self.translate_read(read, &specials, still_wanted)
+    }
+
+    /// `sentence` read as the model reads it: tokenized (whitespace as training saw it: no-break
+    /// spaces and runs of spaces become one space), cut to the [`SourceLimit`] (so that one
+    /// long line does not end a stream of translations; the caller warns) and framed.
+    fn read_source(&self, sentence: &str, specials: &SpecialIds) -> anyhow::Result<ReadSource> {
+        let encoded = self.tokenizers.src.encode(sentence)?;
+        let readable =
+            SourceLimit::of(self.model.max_positions(), specials.source_overhead()).tokens;
+        let truncated_from = (encoded.ids.len() > readable).then_some(encoded.ids.len());
+        let src_ids = (!encoded.ids.is_empty())
+            .then(|| specials.source(&encoded.ids[..encoded.ids.len().min(readable)]));
+        Ok(ReadSource {
+            src_ids,
+            translation: Translation {
+                source: sentence.to_string(),
                 translation: String::new(),
                 tokens: Vec::new(),
                 ids: Vec::new(),
@@ -135,9 +165,30 @@ impl ConfiguredTranslator<'_> {
                 stopped_at_limit: None,
                 short: false,
                 alternatives: Vec::new(),
-            });
+            },
+        })
+    }
+
+    /// Decodes the sources of `read` together and fills in their translations.
+    fn translate_read(
+        &self,
+        read: Vec<ReadSource>,
+        specials: &SpecialIds,
+        still_wanted: StillWanted,
+    ) -> anyhow::Result<Vec<Translation>> {
+        let mut results = Vec::with_capacity(read.len());
+        let mut sources = Vec::new();
+        for ReadSource {
+            src_ids,
+            translation,
+        } in read
+        {
+            if let Some(src_ids) = src_ids {
+                sources.push((results.len(), src_ids));
+            }
+            results.push(translation);
         }
-        let hypotheses = self.decode(&sources, &specials, still_wanted)?;
+        let hypotheses = self.decode(&sources, specials, still_wanted)?;
         for ((index, src_ids), ranked) in sources.iter().zip(hypotheses) {
             let mut ranked = ranked.into_iter().map(|h| self.alternative(h));
             let result = &mut results[*index];
@@ -146,7 +197,7 @@ impl ConfiguredTranslator<'_> {
                 let generated = best.ids.iter().filter(|&&id| id != specials.eos).count();
                 // A translation that ran into the length limit was cut there, not shortened by
                 // a sentence left out.
-                let limit = self.max_steps(src_ids.len(), &specials);
+                let limit = self.max_steps(src_ids.len(), specials);
                 let ended_by_itself = best.ids.last() == Some(&specials.eos)
                     && !(self.options.end_at_max_len && best.ids.len() >= limit);
                 result.stopped_at_limit = (!ended_by_itself).then_some(limit);

@@ -138,8 +138,8 @@ impl AppState {
             }
         }
         let max_positions = self.translator.checkpoint().config.model.max_len;
-        let readable =
-            max_positions.saturating_sub(self.translator.checkpoint().tokenizers.source_overhead());
+        let limit = self.translator.source_limit();
+        let readable = limit.tokens;
         let beam = options.beam.max(1);
         let mut cost = 0usize;
         for sentence in sentences {
@@ -155,10 +155,9 @@ impl AppState {
             if tokens > readable {
                 return Err(ApiError::bad_request(format!(
                     "invalid request: the sentence {:?} has {tokens} tokens, more than the \
-                     {readable} this model reads (model.max_len {}); split it into shorter \
-                     sentences",
+                     {readable} this model reads ({}); split it into shorter sentences",
                     super::error::truncate_chars(sentence, 40),
-                    readable + 2
+                    limit.reason()
                 )));
             }
             let generated = options.max_steps(tokens, max_positions);

@@ -18,6 +18,7 @@ use super::files::{FileStore, SMALL_FILE_BYTES};
 use super::setting_names::ServeSettingNames;
 use crate::document::{DocumentFormat, DocxLimits, Prepared};
 use crate::infer::settings::{self, DecodeRequest};
+use crate::infer::translator::SourceLimit;
 
 /// The parts of a `/translate_file` form this reads.
 #[derive(Default)]
@@ -225,19 +226,19 @@ fn check_sentence_lengths(
     checkpoint: &crate::checkpoint::Checkpoint,
     sentences: &[String],
 ) -> anyhow::Result<()> {
-    let readable = checkpoint
-        .config
-        .model
-        .max_len
-        .saturating_sub(checkpoint.tokenizers.source_overhead());
+    let limit = SourceLimit::of(
+        checkpoint.config.model.max_len,
+        checkpoint.tokenizers.source_overhead(),
+    );
     for sentence in sentences {
         let tokens = checkpoint.tokenizers.src.encode(sentence)?.ids.len();
-        if tokens > readable {
+        if tokens > limit.tokens {
             let shown: String = sentence.chars().take(40).collect();
             anyhow::bail!(
-                "the sentence {shown:?}... has {tokens} tokens, more than the {readable} this \
-                 model reads (model.max_len {}); split it into shorter sentences",
-                readable + 2
+                "the sentence {shown:?}... has {tokens} tokens, more than the {} this model \
+                 reads ({}); split it into shorter sentences",
+                limit.tokens,
+                limit.reason()
             );
         }
     }

@@ -148,13 +148,7 @@ pub async fn attention(
             "invalid request: q is empty; give the sentence whose attention to draw",
         ));
     }
-    let readable = state
-        .translator
-        .checkpoint()
-        .config
-        .model
-        .max_len
-        .saturating_sub(state.translator.checkpoint().tokenizers.source_overhead());
+    let readable = state.translator.source_limit().tokens;
     if tokens > MAX_ATTENTION_TOKENS.min(readable) {
         return Err(ApiError::bad_request(format!(
             "invalid request: the sentence has {tokens} tokens; attention is drawn for at most \

@@ -9,16 +9,21 @@
 //! files go first beyond `max_files`.
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Mutex;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::Context;
 use rand::RngCore;
-use serde::{Deserialize, Serialize};
 
 use super::file_names::safe_file_name;
 use crate::document::DocumentFormat;
+use directory::{
+    given_dir, is_id, read_record, record_name, remove_abandoned, remove_stored, sweep_dir,
+    unix_ms, users_dir, Record,
+};
+
+mod directory;
 
 /// Where translated files are kept, and for how long.
 #[derive(Debug, Clone)]
@@ -36,17 +41,6 @@ pub struct FileSettings {
     pub max_file_chars: usize,
     /// Longest the translation of one file may take.
     pub timeout: Duration,
-}
-
-/// What is kept beside a stored file (`ID.json`): how a server that did not store it serves
-/// it, and when any server may remove it.
-#[derive(Debug, Serialize, Deserialize)]
-struct Record {
-    /// The name it is downloaded as (the upload's, made safe).
-    name: String,
-    media_type: String,
-    /// When its link expires, in milliseconds since 1970.
-    expires_unix_ms: u64,
 }
 
 /// One of this server's own files, for the `max_files` bound.
@@ -68,13 +62,6 @@ pub struct FileStore {
 
 /// The size up to which a file takes the small files' lane.
 pub const SMALL_FILE_BYTES: usize = 64 * 1024;
-
-/// How long a file without its record, or a temporary, may lie before a sweep takes it for
-/// the leftover of a server killed between two writes (a live writer finishes within this).
-const LEFTOVER_AGE: Duration = Duration::from_secs(60);
-
-/// Largest record read back.
-const MOST_RECORD_BYTES: u64 = 64 * 1024;
 
 /// What a download finds.
 pub struct Download {
@@ -217,108 +204,6 @@ impl Drop for FileStore {
     }
 }
 
-/// A given directory: created when missing (mode 0700), an existing one kept as its owner
-/// made it.
-fn given_dir(dir: &Path, dir_setting: &str) -> anyhow::Result<PathBuf> {
-    if dir.exists() && !dir.is_dir() {
-        anyhow::bail!(
-            "{dir_setting} {} is not a directory; give a directory",
-            dir.display()
-        );
-    }
-    let created = !dir.exists();
-    std::fs::create_dir_all(dir).with_context(|| {
-        format!(
-            "cannot create {dir_setting} {}; give a writable directory",
-            dir.display()
-        )
-    })?;
-    // Only a directory this server made is closed to others: an existing one keeps the
-    // permissions its owner gave it.
-    if created {
-        restrict_to_owner(dir);
-    }
-    Ok(dir.to_path_buf())
-}
-
-/// This user's directory under the system's temporary one, shared by the user's servers:
-/// made mode 0700, and refused unless it is a real directory of the user's closed to others
-/// (another user could have made it first, to read or replace the files).
-fn users_dir(dir_setting: &str) -> anyhow::Result<PathBuf> {
-    let dir = std::env::temp_dir().join(format!("transformer-serve-files-{}", user_id()));
-    match std::fs::create_dir(&dir) {
-        Ok(()) => restrict_to_owner(&dir),
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-        Err(e) => anyhow::bail!(
-            "cannot create {}: {e}; give {dir_setting} DIR",
-            dir.display()
-        ),
-    }
-    if let Some(why) = not_private(&dir) {
-        anyhow::bail!(
-            "{} {why}, so translated files are not kept there; remove it, or give \
-             {dir_setting} DIR",
-            dir.display()
-        );
-    }
-    Ok(dir)
-}
-
-#[cfg(unix)]
-fn user_id() -> u32 {
-    // SAFETY: getuid has no preconditions and cannot fail.
-    unsafe { libc::getuid() }
-}
-
-#[cfg(not(unix))]
-fn user_id() -> u32 {
-    0
-}
-
-/// Why `dir` is not a directory only this user can read; `None` when it is.
-#[cfg(unix)]
-fn not_private(dir: &Path) -> Option<&'static str> {
-    use std::os::unix::fs::MetadataExt;
-    let Ok(meta) = std::fs::symlink_metadata(dir) else {
-        return Some("cannot be examined");
-    };
-    if !meta.file_type().is_dir() {
-        Some("is not a directory (a link, or a file)")
-    } else if meta.uid() != user_id() {
-        Some("belongs to another user")
-    } else if meta.mode() & 0o077 != 0 {
-        Some("is open to other users (its mode is not 0700)")
-    } else {
-        None
-    }
-}
-
-#[cfg(not(unix))]
-fn not_private(_dir: &Path) -> Option<&'static str> {
-    None
-}
-
-/// Whether `name` is an id this store names files by: 32 hex digits.
-fn is_id(name: &str) -> bool {
-    name.len() == 32 && name.bytes().all(|b| b.is_ascii_hexdigit())
-}
-
-/// `ID.json`.
-fn record_name(id: &str) -> String {
-    format!("{id}.json")
-}
-
-fn unix_ms(time: SystemTime) -> u64 {
-    time.duration_since(UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-}
-
-/// The record of file `id`, if there is a readable one.
-fn read_record(dir: &Path, id: &str) -> Option<Record> {
-    let bytes = crate::small_file::read(&dir.join(record_name(id)), MOST_RECORD_BYTES).ok()?;
-    serde_json::from_slice(&bytes).ok()
-}
-
 /// The media types files are stored with.
 fn known_media_type(media_type: &str) -> Option<&'static str> {
     [
@@ -331,92 +216,10 @@ fn known_media_type(media_type: &str) -> Option<&'static str> {
     .find(|known| *known == media_type)
 }
 
-/// Removes file `id` and its record (the record first: a link stops working before its
-/// file goes).
-fn remove_stored(dir: &Path, id: &str) {
-    let _ = std::fs::remove_file(dir.join(record_name(id)));
-    let _ = std::fs::remove_file(dir.join(id));
-}
-
-/// Removes from `dir` what this store names and no link can reach any more: files whose
-/// record says they expired by `now` (or is unreadable), and files without a record and
-/// temporaries older than [`LEFTOVER_AGE`] (left by a server killed between its writes).
-/// Nothing else there is touched.
-fn sweep_dir(dir: &Path, now: SystemTime) {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    let now_ms = unix_ms(now);
-    for entry in entries.flatten() {
-        let name = entry.file_name().to_string_lossy().into_owned();
-        let Ok(meta) = entry.metadata() else {
-            continue;
-        };
-        if !meta.is_file() {
-            continue;
-        }
-        let old = meta
-            .modified()
-            .ok()
-            .and_then(|modified| now.duration_since(modified).ok())
-            .is_some_and(|age| age > LEFTOVER_AGE);
-        if let Some(id) = name.strip_suffix(".json").filter(|id| is_id(id)) {
-            let expired = read_record(dir, id).is_none_or(|r| r.expires_unix_ms <= now_ms);
-            if expired {
-                remove_stored(dir, id);
-            }
-        } else if is_id(&name) {
-            if old && !dir.join(record_name(&name)).exists() {
-                let _ = std::fs::remove_file(entry.path());
-            }
-        } else if old && is_temporary(&name) {
-            let _ = std::fs::remove_file(entry.path());
-        }
-    }
-}
-
-/// `.tmp-XXXXXXXX.ID` or `.tmp-XXXXXXXX.ID.json`: a file or record being written.
-fn is_temporary(name: &str) -> bool {
-    name.strip_prefix(".tmp-")
-        .and_then(|rest| rest.split_once('.'))
-        .is_some_and(|(_, stored)| is_id(stored.strip_suffix(".json").unwrap_or(stored)))
-}
-
-/// Directories of earlier versions' servers (`transformer-serve-PID-XXXXXXXX`, one a
-/// server) that no longer run.
-fn remove_abandoned(base: &Path) {
-    let Ok(entries) = std::fs::read_dir(base) else {
-        return;
-    };
-    for entry in entries.flatten() {
-        let name = entry.file_name();
-        let Some(rest) = name
-            .to_str()
-            .and_then(|n| n.strip_prefix("transformer-serve-"))
-        else {
-            continue;
-        };
-        let Some(pid) = rest.split('-').next().and_then(|p| p.parse::<u32>().ok()) else {
-            continue;
-        };
-        if !Path::new(&format!("/proc/{pid}")).exists() && Path::new("/proc/self").exists() {
-            let _ = std::fs::remove_dir_all(entry.path());
-        }
-    }
-}
-
-#[cfg(unix)]
-fn restrict_to_owner(dir: &Path) {
-    use std::os::unix::fs::PermissionsExt;
-    let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700));
-}
-
-#[cfg(not(unix))]
-fn restrict_to_owner(_dir: &Path) {}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::Path;
 
     fn settings(dir: &Path, ttl: Duration, max_files: usize) -> FileSettings {
         FileSettings {
@@ -532,43 +335,5 @@ mod tests {
         let restarted =
             FileStore::open(settings(dir.path(), Duration::from_secs(60), 8), "dir").unwrap();
         assert_eq!(restarted.find(&link).unwrap().bytes, b"translated");
-    }
-
-    #[test]
-    fn a_record_that_expired_or_is_damaged_takes_its_file_with_it_at_the_next_sweep() {
-        let dir = tempfile::tempdir().unwrap();
-        let store =
-            FileStore::open(settings(dir.path(), Duration::from_secs(60), 8), "dir").unwrap();
-        let kept = store
-            .store(b"1", "1.txt", "text/plain; charset=utf-8")
-            .unwrap();
-        let damaged = store
-            .store(b"2", "2.txt", "text/plain; charset=utf-8")
-            .unwrap();
-        let id = |link: &str| link.split_once('.').unwrap().0.to_string();
-        std::fs::write(dir.path().join(record_name(&id(&damaged))), b"{").unwrap();
-        assert!(store.find(&damaged).is_none());
-        sweep_dir(dir.path(), SystemTime::now());
-        assert!(!dir.path().join(id(&damaged)).exists());
-        assert!(store.find(&kept).is_some());
-        // An hour on, every link has expired and the directory is empty.
-        sweep_dir(dir.path(), SystemTime::now() + Duration::from_secs(3600));
-        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
-    }
-
-    #[cfg(unix)]
-    #[test]
-    fn a_shared_directory_open_to_others_or_a_link_is_not_private() {
-        use std::os::unix::fs::PermissionsExt;
-        let dir = tempfile::tempdir().unwrap();
-        let own = dir.path().join("own");
-        std::fs::create_dir(&own).unwrap();
-        restrict_to_owner(&own);
-        assert_eq!(not_private(&own), None);
-        std::fs::set_permissions(&own, std::fs::Permissions::from_mode(0o755)).unwrap();
-        assert!(not_private(&own).unwrap().contains("open to other users"));
-        let link = dir.path().join("link");
-        std::os::unix::fs::symlink(&own, &link).unwrap();
-        assert!(not_private(&link).unwrap().contains("not a directory"));
     }
 }

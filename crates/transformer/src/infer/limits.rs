@@ -1,0 +1,77 @@
+//! How much a translator takes at once: how many tokens of one source it reads, and how many
+//! sources it decodes together.
+
+/// Most tokens of a source that are translated, whatever the model's position table holds
+/// (CTranslate2's `max_input_length`): a source's cost grows with the square of its length
+/// (attention over it, and the steps of a translation as long), so a run-on line or one
+/// endless word is cut here rather than worked on for minutes. No sentence is this long.
+pub const MOST_SOURCE_TOKENS: usize = 1024;
+
+/// How many tokens of a source a model translates: its position table's rows less the
+/// source's framing, and at most [`MOST_SOURCE_TOKENS`]; a longer source is cut to them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SourceLimit {
+    pub tokens: usize,
+    /// The model's `max_len`, to name the bound.
+    max_positions: usize,
+}
+
+impl SourceLimit {
+    /// For a model of `max_positions` positions whose sources take `overhead` of them.
+    pub fn of(max_positions: usize, overhead: usize) -> Self {
+        Self {
+            tokens: max_positions
+                .saturating_sub(overhead)
+                .min(MOST_SOURCE_TOKENS),
+            max_positions,
+        }
+    }
+
+    /// What sets the bound, for a message: `model.max_len 256`, or the cap on every model.
+    pub fn reason(&self) -> String {
+        if self.tokens == MOST_SOURCE_TOKENS {
+            format!(
+                "at most {MOST_SOURCE_TOKENS} tokens of a source are translated, as \
+                 CTranslate2's max_input_length"
+            )
+        } else {
+            format!("model.max_len {}", self.max_positions)
+        }
+    }
+}
+
+/// How many sentences are decoded together: at most `sentences` of them, and at most
+/// `tokens` source tokens counting padding and every beam (a batch is as wide as its longest
+/// source, and each beam reads it), so that a batch of long sources does not take gigabytes
+/// where one of short ones takes megabytes. A sentence that alone passes `tokens` is decoded
+/// alone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Batching {
+    pub sentences: usize,
+    pub tokens: usize,
+}
+
+/// The command line's default `--batch-size`.
+pub const DEFAULT_BATCH_SIZE: usize = 32;
+/// The command line's default `--batch-tokens`: 32 sentences of 50 tokens with a beam of 5
+/// (most of Multi30k's), 8 of 1024 tokens greedily (the encoder's attention over them, some
+/// 0.5 GB, grows with the square of their length).
+pub const DEFAULT_BATCH_TOKENS: usize = 8192;
+
+impl Default for Batching {
+    fn default() -> Self {
+        Self {
+            sentences: DEFAULT_BATCH_SIZE,
+            tokens: DEFAULT_BATCH_TOKENS,
+        }
+    }
+}
+
+impl Batching {
+    /// Whether a batch of `rows` sources, the longest `widest` tokens, each read by `beam`
+    /// rows, is within the bounds.
+    pub fn fits(&self, rows: usize, widest: usize, beam: usize) -> bool {
+        rows <= self.sentences.max(1)
+            && rows.saturating_mul(widest).saturating_mul(beam.max(1)) <= self.tokens
+    }
+}
