@@ -17,6 +17,12 @@
         CTranslate2's own converter converts DIR, and CTranslate2's greedy translations of
         SOURCES (the target language as the target prefix) must be ours token for token.
 
+    python scripts/check_multilingual.py cut-table --bin BIN DIR SOURCES
+        DIR (an M2M100 directory) with its embedding table cut to the pieces and the language
+        tokens (transformers' resize_token_embeddings, vocab_size = pieces + languages, no
+        rows for M2M100Tokenizer's made-up words), saved by transformers: generate()'s greedy
+        output for every line of SOURCES, German to English, must be our ids of that directory.
+
 Prints one closing line `<check>: N passed, M failed` and exits non-zero on any failure.
 """
 
@@ -133,6 +139,34 @@ def check_ct2(args):
     report(f"ct2 {args.exported}", passed, failed)
 
 
+def check_cut_table(args):
+    model = AutoModelForSeq2SeqLM.from_pretrained(args.dir)
+    tokenizer = AutoTokenizer.from_pretrained(args.dir, src_lang="de", tgt_lang="en")
+    rows = len(tokenizer.encoder) + len(tokenizer.lang_code_to_id)
+    assert rows < model.config.vocab_size, "the fixture has made-up words' rows to cut"
+    model.resize_token_embeddings(rows)
+    model.eval()
+    forced = tokenizer.convert_tokens_to_ids("__en__")
+    sources = lines(args.sources)
+    passed = failed = 0
+    with tempfile.TemporaryDirectory() as cut:
+        model.save_pretrained(cut)
+        tokenizer.save_pretrained(cut)
+        ours = translated(args.bin, cut, sources, "--beam", "1", "--no-sentence-split",
+                          "--source-lang", "de", "--target-lang", "en")
+        for source, mine in zip(sources, ours, strict=True):
+            with torch.no_grad():
+                generated = model.generate(**tokenizer([source], return_tensors="pt"),
+                                           num_beams=1, forced_bos_token_id=forced)
+            theirs = [t for t in generated[0].tolist()[2:] if t != model.config.pad_token_id]
+            ok = theirs == mine["ids"]
+            passed += ok
+            failed += not ok
+            if not ok and failed <= 5:
+                print(f"{source!r}: ours {mine['ids']}, generate() {theirs}")
+    report(f"cut-table {args.dir} ({rows} rows)", passed, failed)
+
+
 def main():
     parser = argparse.ArgumentParser()
     sub = parser.add_subparsers(dest="check", required=True)
@@ -146,8 +180,14 @@ def main():
         p.add_argument("--run", required=True)
         p.add_argument("--exported", required=True)
         p.add_argument("sources")
+    cut = sub.add_parser("cut-table")
+    cut.add_argument("--bin", required=True)
+    cut.add_argument("dir")
+    cut.add_argument("sources")
     args = parser.parse_args()
-    {"tokenizer": check_tokenizer, "export": check_export, "ct2": check_ct2}[args.check](args)
+    checks = {"tokenizer": check_tokenizer, "export": check_export, "ct2": check_ct2,
+              "cut-table": check_cut_table}
+    checks[args.check](args)
 
 
 if __name__ == "__main__":

@@ -11,9 +11,11 @@
 #     within 1e-4, and whose generate() (greedy, and beam search with the directory's
 #     settings, the target language forced) gives our ids;
 #  4. CTranslate2's own converter converts the NLLB export, and CTranslate2 translates as we
-#     do. (CTranslate2 4.8's converter cannot convert any M2M100 directory that transformers 5
+#     do (CTranslate2 4.8's converter cannot convert any M2M100 directory that transformers 5
 #     wrote, the fixture itself included: it reads the vocabulary through get_vocab(), which
-#     lacks M2M100's language tokens there.)
+#     lacks M2M100's language tokens there);
+#  5. the M2M100 fixture with its table cut to pieces + languages (no made-up words' rows),
+#     saved by transformers, decodes to generate()'s ids.
 # Needs Multi30k in data/multi30k (scripts/get-multi30k.sh).
 #
 #   BIN=target/release/transformer scripts/test-multilingual.sh
@@ -75,3 +77,5 @@ TOML
     check ct2 --run "$work/$name-tuned" --exported "$work/$name-exported" "$work/sources60"
   fi
 done
+# An M2M100 model without rows for the tokenizer's made-up words, as transformers makes it.
+check cut-table tests/fixtures/m2m100-tiny "$work/sources60"

@@ -633,3 +633,51 @@ fn a_flipped_bit_in_a_pytorch_files_pickle_or_storage_is_refused_by_its_checksum
         }
     }
 }
+
+/// An M2M100 model made with `vocab_size` = pieces + languages (no rows for
+/// M2M100Tokenizer's 8 `madeupword` tokens, which no input produces; transformers' generate()
+/// runs it) loads and gives generate()'s ids of the whole model, whose made-up rows are never
+/// chosen; a table short of a language token is still refused.
+#[test]
+fn an_m2m100_table_without_the_made_up_words_rows_runs() {
+    let scratch = tempfile::tempdir().unwrap();
+    let cut = |rows: usize| {
+        let copy = copy_of("m2m100", scratch.path());
+        let copy = {
+            let named = scratch.path().join(format!("m2m100-{rows}"));
+            std::fs::rename(&copy, &named).unwrap();
+            named
+        };
+        let weights = copy.join("model.safetensors");
+        let mut tensors =
+            candle_core::safetensors::load(&weights, &candle_core::Device::Cpu).unwrap();
+        let shared = tensors["model.shared.weight"].narrow(0, 0, rows).unwrap();
+        tensors.insert("model.shared.weight".into(), shared);
+        candle_core::safetensors::save(&tensors, &weights).unwrap();
+        let config = std::fs::read_to_string(copy.join("config.json")).unwrap();
+        let mut config: Value = serde_json::from_str(&config).unwrap();
+        assert_eq!(config["vocab_size"], 609, "the fixture: 501 pieces, 100 languages, 8 made up");
+        config["vocab_size"] = json!(rows);
+        std::fs::write(copy.join("config.json"), config.to_string()).unwrap();
+        copy
+    };
+    let without_made_up = cut(601);
+    for pair in expected("m2m100")["generate"].as_array().unwrap() {
+        let sources = strings(&pair["sources"]);
+        for (search, beam) in [("greedy", "1"), ("beam", "4")] {
+            let flags = [&language_flags(pair)[..], &["--beam", beam]].concat();
+            let got = translated_ids(&without_made_up, &sources, &flags);
+            assert_eq!(got, generated(&pair[search]["ids"]), "{search} {}", pair["target_lang"]);
+        }
+    }
+    let short = cut(600);
+    let out = transformer()
+        .args(["translate", "--source-lang", "de", "--target-lang", "en", "--checkpoint"])
+        .arg(&short)
+        .arg("Ein Hund.")
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    assert!(said.contains("ids up to 600") && said.contains("600 rows"), "{said}");
+}

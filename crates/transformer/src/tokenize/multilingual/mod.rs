@@ -88,18 +88,31 @@ impl MultilingualTokenizer {
     }
 
     /// The tokenizer of a model whose embedding table has `rows` rows, which may be more
-    /// than the tokens it numbers (ids no text gives); fewer is an error, as the tokenizer's
-    /// ids would be past the table's end.
+    /// than the tokens it numbers (ids no text gives) or fewer, down to the ids a text and a
+    /// language code can produce (M2M100's made-up words are padding no input gives, and a
+    /// model made without their rows still runs, as in transformers); fewer than that is an
+    /// error, as the tokenizer's ids would be past the table's end.
     pub fn with_table_rows(mut self, rows: usize) -> anyhow::Result<Self> {
-        let numbered = self.numbered();
-        if numbered > rows {
+        let produced = self.produced();
+        if produced > rows {
             bail!(
-                "the tokenizer numbers {numbered} tokens but the model's table has {rows} rows; \
-                 the tokenizer files and the model do not belong together"
+                "the tokenizer gives ids up to {} (its pieces and language codes) but the \
+                 model's table has {rows} rows; the tokenizer files and the model do not \
+                 belong together",
+                produced - 1
             );
         }
         self.table_rows = Some(rows);
         Ok(self)
+    }
+
+    /// How many ids, from 0, a text and a language code can produce: the pieces and the
+    /// language tokens (NLLB's added tokens are matched in text, so all of them).
+    fn produced(&self) -> usize {
+        match &self.pieces {
+            Pieces::M2m100 { tokens, .. } => tokens.len() + self.languages.len(),
+            Pieces::Nllb { tokenizer, .. } => tokenizer.get_vocab_size(true),
+        }
     }
 
     /// Whether `dir` holds a multilingual tokenizer: its `tokenizer_config.json` names one.
