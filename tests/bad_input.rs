@@ -536,3 +536,187 @@ fn one_endless_word_is_one_sentence_cut_where_sources_are_cut() {
     let (stdout, stderr) = translate_bounded(dir.path(), &run_on, &[]);
     assert_eq!(stdout.lines().count(), 1, "{stderr}");
 }
+
+/// A vocabulary of nothing but the special tokens (`min_freq` above every word's count) is
+/// refused before a step is taken, naming the key: it trained 80 steps of `<unk>` before.
+#[test]
+fn a_vocabulary_of_only_special_tokens_is_refused_naming_min_freq() {
+    let dir = with_config(
+        "[model]\nlayers = 1\nd_model = 16\nd_ff = 32\nheads = 2\n\
+         [data]\ntrain = \"toy.tsv\"\nmin_freq = 5\n[training]\nepochs = 1\nmax_tokens = 64\n",
+    );
+    let args = ["train", "--device", "cpu", "--config", "config.toml"];
+    let needles = [
+        "source vocabulary",
+        "only the special tokens",
+        "data.min_freq = 5",
+    ];
+    fails_naming(dir.path(), &args, &needles);
+    assert!(
+        !dir.path().join("runs/config").exists(),
+        "no run was written"
+    );
+}
+
+/// `max_tokens` below a pair's length makes each such pair a batch of its own: said, with
+/// the length it needs.
+#[test]
+fn a_max_tokens_below_the_longest_pair_is_warned_of() {
+    let dir = with_config(
+        "[model]\nlayers = 1\nd_model = 16\nd_ff = 32\nheads = 2\n\
+         [data]\ntrain = \"toy.tsv\"\n[training]\nepochs = 1\nmax_tokens = 1\n",
+    );
+    let output = succeeded(&mut common::train_command(dir.path()));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("warning: training.max_tokens = 1 is less than 2 of the 2 training pairs")
+            && stderr.contains("raise training.max_tokens to at least 7"),
+        "{stderr}"
+    );
+}
+
+/// A config edited after its weights were written (`heads`, which no tensor's shape shows)
+/// is refused naming the key and both values, for a float and an int8 checkpoint; a dropout
+/// (training only) may change.
+#[test]
+fn a_model_key_edited_after_the_weights_were_written_is_refused() {
+    let dir = small_checkpoint();
+    let last = dir.path().join("run/last");
+    succeeded(
+        transformer()
+            .current_dir(dir.path())
+            .args(["quantize", "run/last", "--out", "int8"]),
+    );
+    for checkpoint in ["run/last", "int8"] {
+        let config = dir.path().join(checkpoint).join("config.toml");
+        let text = std::fs::read_to_string(&config).unwrap();
+        std::fs::write(&config, text.replace("dropout = 0.1\n", "dropout = 0.3\n")).unwrap();
+        let args = [
+            "translate",
+            "--device",
+            "cpu",
+            "--checkpoint",
+            checkpoint,
+            "ich",
+        ];
+        succeeded(transformer().current_dir(dir.path()).args(args));
+        std::fs::write(&config, text.replace("heads = 2\n", "heads = 1\n")).unwrap();
+        fails_naming(
+            dir.path(),
+            &args,
+            &["model.heads is 1", "model.heads = 2", "config.toml"],
+        );
+        std::fs::write(&config, text).unwrap();
+    }
+    assert!(last.join("model.safetensors").is_file());
+}
+
+/// `average` of a checkpoint rather than a run says so (an int8 one names the run it came
+/// from), not to set training.keep_last; `--out` onto another run's averaged checkpoint needs
+/// `--overwrite`, the run's own averaged/ does not.
+#[test]
+fn average_names_a_checkpoint_given_as_a_run_and_keeps_other_runs_averages() {
+    let kept = "[model]\nlayers = 1\nd_model = 16\nd_ff = 32\nheads = 2\n\
+                [data]\ntrain = \"toy.tsv\"\n[training]\nepochs = 20\nmax_tokens = 64\n\
+                checkpoint_every = 5\nkeep_last = 3\n";
+    let dir = common::trained_in(kept, &[]);
+    succeeded(transformer().current_dir(dir.path()).args([
+        "train",
+        "--device",
+        "cpu",
+        "--quiet",
+        "--config",
+        "config.toml",
+        "--out",
+        "other",
+    ]));
+    succeeded(
+        transformer()
+            .current_dir(dir.path())
+            .args(["quantize", "run/last", "--out", "int8"]),
+    );
+    fails_naming(
+        dir.path(),
+        &["average", "int8", "--last", "2"],
+        &[
+            "int8 is an int8 checkpoint",
+            "not a run directory",
+            "quantized from",
+        ],
+    );
+    fails_naming(
+        dir.path(),
+        &["average", "run/last", "--last", "2"],
+        &["run/last is a checkpoint, not a run directory"],
+    );
+    for _ in 0..2 {
+        succeeded(
+            transformer()
+                .current_dir(dir.path())
+                .args(["average", "run", "--last", "2"]),
+        );
+    }
+    let theirs = std::fs::read(dir.path().join("run/averaged/model.safetensors")).unwrap();
+    fails_naming(
+        dir.path(),
+        &["average", "other", "--last", "2", "--out", "run/averaged"],
+        &["run/averaged already exists", "--overwrite"],
+    );
+    assert_eq!(
+        std::fs::read(dir.path().join("run/averaged/model.safetensors")).unwrap(),
+        theirs
+    );
+    succeeded(transformer().current_dir(dir.path()).args([
+        "average",
+        "other",
+        "--last",
+        "2",
+        "--out",
+        "run/averaged",
+        "--overwrite",
+    ]));
+}
+
+/// A checkpoint path that is not here and reads as a Hub name says, when the Hub does not
+/// have it either, that no such directory is here.
+#[test]
+fn a_mistyped_checkpoint_path_sent_to_the_hub_names_the_missing_directory() {
+    let dir = TempDir::new().unwrap();
+    let output = transformer()
+        .current_dir(dir.path())
+        .env("HF_ENDPOINT", "http://127.0.0.1:9")
+        .env("HF_HUB_CACHE", dir.path().join("cache"))
+        .env_remove("HF_HUB_OFFLINE")
+        .args(["translate", "--checkpoint", "rnus/base", "ich"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("nor is there a directory rnus/base here") && stderr.lines().count() == 1,
+        "{stderr}"
+    );
+}
+
+/// HTML on stdin is read as `--file` reads an .html file: not UTF-8, it is windows-1252 (as
+/// browsers guess), and comes back in it.
+#[test]
+fn html_on_stdin_in_another_encoding_is_read_as_a_file_would_be() {
+    let dir = small_checkpoint();
+    let output = succeeded(
+        transformer()
+            .current_dir(dir.path())
+            .args([
+                "translate",
+                "--device",
+                "cpu",
+                "--checkpoint",
+                "run",
+                "--format",
+                "html",
+            ])
+            .write_stdin(&b"<p>Gr\xfc\xdfe: ich mochte ein bier</p>\n"[..]),
+    );
+    assert!(output.stdout.starts_with(b"<p>"), "{:?}", output.stdout);
+    assert!(!String::from_utf8_lossy(&output.stderr).contains("error"));
+}

@@ -827,6 +827,8 @@ fn batch_size_changes_how_lines_are_grouped_not_what_they_become() {
     assert!(one.starts_with("i want a beer .\n\ni want a coke .\ni want a beer .\n"));
     assert_eq!(with_batch("2"), one);
     assert_eq!(with_batch("32"), one);
+    // A token bound small enough to decode each sentence alone changes nothing either.
+    assert_eq!(translate_lines(&dir, input, &["--batch-tokens", "1"]), one);
 }
 
 /// Beam search over a batch (all sentences' beams in one decoder call per step) gives what
@@ -845,6 +847,10 @@ fn beam_search_gives_the_same_translations_whatever_the_batch_size() {
     );
     assert_eq!(with_batch("3"), one);
     assert_eq!(with_batch("32"), one);
+    let bounded =
+        |tokens: &str| translate_lines(&dir, input, &["--beam", "4", "--batch-tokens", tokens]);
+    assert_eq!(bounded("1"), one);
+    assert_eq!(bounded("60"), one);
 }
 
 #[test]

@@ -736,3 +736,64 @@ fn translate_cuts_sentences_and_takes_html_over_http() {
         "{translation}"
     );
 }
+
+/// An upload named only by its extension (`.txt`) is that format, downloaded as `file.txt`;
+/// two `file` parts in one form are refused (the first was ignored); `format=html` with
+/// `alternatives` gives pages of the sentences' alternatives, each with the page's markup.
+#[test]
+fn odd_uploads_and_html_alternatives_are_answered_not_dropped() {
+    let dir = tempfile::tempdir().unwrap();
+    let files_arg = dir.path().join("files").display().to_string();
+    let server = Server::start_with(german_checkpoint(), &["--files-dir", &files_arg]);
+    let (status, answer) = upload(&server, ".txt", b"Ich mochte ein Bier.\n");
+    assert_eq!(status, 200, "{answer}");
+    let url = answer["translatedFileUrl"].as_str().unwrap();
+    assert!(url.ends_with(".file.txt"), "{url}");
+    let (_, bytes, disposition) = download(url);
+    assert_eq!(bytes, b"I want a beer.\n");
+    assert_eq!(disposition, "attachment; filename=\"file.txt\"");
+
+    let boundary = "----two-files";
+    let mut body = Vec::new();
+    for name in ["one.txt", "two.txt"] {
+        write!(
+            body,
+            "--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"{name}\"\r\n\r\n\
+             Ich mochte ein Bier.\r\n"
+        )
+        .unwrap();
+    }
+    write!(
+        body,
+        "--{boundary}\r\nContent-Disposition: form-data; name=\"source\"\r\n\r\nde\r\n\
+                  --{boundary}\r\nContent-Disposition: form-data; name=\"target\"\r\n\r\nen\r\n\
+                  --{boundary}--\r\n"
+    )
+    .unwrap();
+    let mut response = agent()
+        .post(&server.url("/translate_file"))
+        .header(
+            "Content-Type",
+            &format!("multipart/form-data; boundary={boundary}"),
+        )
+        .send(&body[..])
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 400);
+    let said = response.body_mut().read_to_string().unwrap();
+    assert!(said.contains("more than one file"), "{said}");
+
+    let (status, body) = post_json(
+        &server.url("/translate"),
+        &json!({ "q": "<p>Ich mochte ein <b>Bier</b>.</p>", "source": "de", "target": "en",
+                 "format": "html", "alternatives": 2 }),
+    );
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["translatedText"], "<p>I want a <b>beer</b>.</p>");
+    let alternatives = body["alternatives"].as_array().unwrap();
+    assert!(!alternatives.is_empty(), "{body}");
+    for alternative in alternatives {
+        let page = alternative.as_str().unwrap();
+        assert!(page.starts_with("<p>") && page.ends_with("</p>"), "{page}");
+        assert_ne!(page, body["translatedText"].as_str().unwrap());
+    }
+}

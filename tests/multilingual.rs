@@ -656,7 +656,10 @@ fn an_m2m100_table_without_the_made_up_words_rows_runs() {
         candle_core::safetensors::save(&tensors, &weights).unwrap();
         let config = std::fs::read_to_string(copy.join("config.json")).unwrap();
         let mut config: Value = serde_json::from_str(&config).unwrap();
-        assert_eq!(config["vocab_size"], 609, "the fixture: 501 pieces, 100 languages, 8 made up");
+        assert_eq!(
+            config["vocab_size"], 609,
+            "the fixture: 501 pieces, 100 languages, 8 made up"
+        );
         config["vocab_size"] = json!(rows);
         std::fs::write(copy.join("config.json"), config.to_string()).unwrap();
         copy
@@ -667,17 +670,32 @@ fn an_m2m100_table_without_the_made_up_words_rows_runs() {
         for (search, beam) in [("greedy", "1"), ("beam", "4")] {
             let flags = [&language_flags(pair)[..], &["--beam", beam]].concat();
             let got = translated_ids(&without_made_up, &sources, &flags);
-            assert_eq!(got, generated(&pair[search]["ids"]), "{search} {}", pair["target_lang"]);
+            assert_eq!(
+                got,
+                generated(&pair[search]["ids"]),
+                "{search} {}",
+                pair["target_lang"]
+            );
         }
     }
     let short = cut(600);
     let out = transformer()
-        .args(["translate", "--source-lang", "de", "--target-lang", "en", "--checkpoint"])
+        .args([
+            "translate",
+            "--source-lang",
+            "de",
+            "--target-lang",
+            "en",
+            "--checkpoint",
+        ])
         .arg(&short)
         .arg("Ein Hund.")
         .output()
         .unwrap();
     let said = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{said}");
-    assert!(said.contains("ids up to 600") && said.contains("600 rows"), "{said}");
+    assert!(
+        said.contains("ids up to 600") && said.contains("600 rows"),
+        "{said}"
+    );
 }

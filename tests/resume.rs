@@ -668,3 +668,35 @@ fn a_run_killed_before_its_averaging_is_averaged_on_resume() {
     let again = resume(&run, &[]);
     assert!(String::from_utf8_lossy(&again.stderr).contains("nothing to resume"));
 }
+
+/// What writers killed mid-write leave in a run directory (`.tmp-XXXXXXXX.metrics.jsonl`,
+/// `.tmp-XXXXXXXX.loss.png`, however young) is cleared when the run is resumed or replaced
+/// with --overwrite, which hold the run's lock: no other writer is at work; nothing else there
+/// is touched.
+#[test]
+fn temporaries_of_killed_writers_go_on_resume_and_overwrite() {
+    let dir = TempDir::new().unwrap();
+    let config = write_config(dir.path(), 2, "");
+    let run = dir.path().join("run");
+    train(&config, &run, &["--quiet", "--stop-at-step", "2"]);
+    let plant = || {
+        for name in [".tmp-0123abcd.metrics.jsonl", ".tmp-89abcdef.loss.png"] {
+            std::fs::write(run.join(name), b"half").unwrap();
+        }
+        std::fs::write(run.join("notes.txt"), b"mine").unwrap();
+    };
+    let temporaries = || {
+        std::fs::read_dir(&run)
+            .unwrap()
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().starts_with(".tmp-"))
+            .count()
+    };
+    plant();
+    resume(&run, &["--quiet"]);
+    assert_eq!(temporaries(), 0);
+    plant();
+    train(&config, &run, &["--quiet", "--overwrite"]);
+    assert_eq!(temporaries(), 0);
+    assert_eq!(std::fs::read(run.join("notes.txt")).unwrap(), b"mine");
+}

@@ -13,7 +13,12 @@ pub struct AverageArgs {
     /// How many of the newest kept checkpoints to average
     #[arg(long, value_name = "K", value_parser = at_least_one)]
     pub last: usize,
-    /// Where to write the averaged checkpoint (default: RUN_DIR/averaged)
+    /// Where to write the averaged checkpoint (default: RUN_DIR/averaged, which is replaced
+    /// as the run's average)
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
+    /// Replace an existing --out that is not this run's own averaged/ (an averaged checkpoint
+    /// only)
+    #[arg(long)]
+    pub overwrite: bool,
 }

@@ -66,5 +66,16 @@ pub fn local_or_hub(given: &Path) -> anyhow::Result<PathBuf> {
         }
         return Ok(given.to_path_buf());
     };
-    fetched(&name, Verbosity::Normal)
+    // Read as a Hub name only because nothing is here: a mistyped path says so too.
+    let not_here = |what: String| {
+        format!(
+            "{what}; nor is there a directory {} here (if you meant a local checkpoint, check \
+             its path)",
+            given.display()
+        )
+    };
+    fetched(&name, Verbosity::Normal).map_err(|error| match error.downcast::<UsageError>() {
+        Ok(refused) => UsageError(not_here(refused.0)).into(),
+        Err(error) => anyhow::anyhow!(not_here(format!("{error:#}"))),
+    })
 }

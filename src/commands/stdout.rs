@@ -65,6 +65,19 @@ impl Results<'_> {
             Self::File(file) => Ok(writeln!(file.borrow_mut(), "{text}")?),
         }
     }
+
+    /// Writes `bytes` as they are (a document in its own encoding).
+    pub fn bytes(&self, bytes: &[u8]) -> anyhow::Result<()> {
+        match self {
+            Self::Stdout => {
+                let mut out = std::io::stdout().lock();
+                out.write_all(bytes)
+                    .and_then(|()| out.flush())
+                    .map_err(write_error)
+            }
+            Self::File(file) => Ok(file.borrow_mut().write_all(bytes)?),
+        }
+    }
 }
 
 /// Runs `fill` with results going to `out` (`-` is stdout), written atomically: the file

@@ -81,17 +81,22 @@ pub fn run(args: TranslateArgs) -> anyhow::Result<()> {
     let out = args.out.as_deref().unwrap_or(Path::new("-"));
     super::stdout::into_file(out, |results| match (args.format, args.text.as_deref()) {
         (Some(FormatArg::Html), text) => {
+            // Read as --file reads an .html file: in the encoding it declares, else UTF-8
+            // where it is, else windows-1252 (as browsers guess), and written back in it.
             let source = match text {
-                Some(text) if text != "-" => text.to_string(),
+                Some(text) if text != "-" => text.as_bytes().to_vec(),
                 _ => read_stdin()?,
             };
-            let job =
-                DocumentFormat::Html.parse(source.into_bytes(), "stdin", DocxLimits::default())?;
+            let job = DocumentFormat::Html.parse(source, "stdin", DocxLimits::default())?;
             let prepared = Prepared::new(job, &splitter);
             let translations =
                 translate_sentences(&translator, prepared.sentences(), batching, &output, false)?;
-            let html = String::from_utf8(prepared.finish(&translations)?)?;
-            results.line(html.trim_end_matches('\n'))
+            let mut html = prepared.finish(&translations)?;
+            while html.last() == Some(&b'\n') {
+                html.pop();
+            }
+            html.push(b'\n');
+            results.bytes(&html)
         }
         (_, Some(text)) if text != "-" => translate_lines(
             &translator,
@@ -287,11 +292,10 @@ fn too_large_advice(error: &std::io::Error) -> &'static str {
     }
 }
 
-/// All of stdin, as one HTML document.
-fn read_stdin() -> anyhow::Result<String> {
-    let bytes = read_at_most(std::io::stdin().lock(), MOST_INPUT_BYTES)
-        .map_err(|e| anyhow::anyhow!("cannot read stdin: {e}{}", too_large_advice(&e)))?;
-    String::from_utf8(bytes).context("stdin is not UTF-8 text")
+/// All of stdin, as one HTML document's bytes.
+fn read_stdin() -> anyhow::Result<Vec<u8>> {
+    read_at_most(std::io::stdin().lock(), MOST_INPUT_BYTES)
+        .map_err(|e| anyhow::anyhow!("cannot read stdin: {e}{}", too_large_advice(&e)))
 }
 
 /// How results are printed and warned about.

@@ -96,6 +96,28 @@ fn remove_stale_temporaries(path: &Path) {
     }
 }
 
+/// Removes every temporary a killed writer left in `dir` (`.tmp-XXXXXXXX.NAME`, and the old
+/// `.tmp.NAME`), whatever its age: for a caller that holds the lock of everything written
+/// there (a run directory's), so that no writer is at work.
+pub fn remove_temporaries(dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let file = entry.file_name().to_string_lossy().into_owned();
+        let ours = file.starts_with(".tmp.")
+            || file
+                .strip_prefix(".tmp-")
+                .and_then(|rest| rest.split_once('.'))
+                .is_some_and(|(hex, _)| {
+                    hex.len() == 8 && hex.bytes().all(|b| b.is_ascii_hexdigit())
+                });
+        if ours && entry.file_type().is_ok_and(|t| t.is_file()) {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
+}
+
 /// What to do about a failed write: the fix for a full disk is not another directory.
 pub fn advice_for(error: &(dyn std::error::Error + 'static)) -> &'static str {
     use std::io::ErrorKind;

@@ -231,7 +231,7 @@ fn prepare_data(
     verbosity: Verbosity,
     lead: bool,
 ) -> anyhow::Result<(TrainingData, Vec<String>)> {
-    TrainingData::prepare(
+    let (data, samples) = TrainingData::prepare(
         config,
         tokenizers,
         SAMPLE_TRANSLATIONS,
@@ -241,7 +241,18 @@ fn prepare_data(
                 eprintln!("{line}")
             }
         },
-    )
+    )?;
+    let max_tokens = config.training.max_tokens;
+    if let (Some((count, longest)), true) = (data.pairs_past(max_tokens), lead) {
+        eprintln!(
+            "warning: training.max_tokens = {max_tokens} is less than {} of the {} training \
+             pairs (the longest has {longest} tokens): each is a batch of its own, larger than \
+             max_tokens; raise training.max_tokens to at least {longest}",
+            count,
+            data.pairs.len()
+        );
+    }
+    Ok((data, samples))
 }
 
 fn config_name(path: &Path) -> String {

@@ -87,6 +87,27 @@ pub fn kept(run_dir: &Path) -> anyhow::Result<Vec<(usize, PathBuf)>> {
 /// averaged.
 pub fn average(run_dir: &Path, last: usize, out: &Path) -> anyhow::Result<Vec<usize>> {
     let history = kept(run_dir)?;
+    if history.is_empty() && run_dir.join(super::MODEL_FILE).is_file() {
+        // A checkpoint, not a run: say which, and where the checkpoints to average are.
+        let int8 = super::read::holds_int8(run_dir);
+        let weights = run_dir.join(super::MODEL_FILE);
+        let from = int8
+            .then(|| super::tensor_file::metadata_value(&weights, super::int8_file::QUANTIZED_FROM))
+            .flatten();
+        anyhow::bail!(
+            "{} is {}, not a run directory: average the kept checkpoints of a run (its \
+             {KEPT_DIR}/step-N/){}",
+            run_dir.display(),
+            if int8 {
+                "an int8 checkpoint (transformer quantize's), whose weights cannot be averaged"
+            } else {
+                "a checkpoint"
+            },
+            from.map_or(String::new(), |from| format!(
+                ", such as the run of {from}, which it was quantized from"
+            ))
+        );
+    }
     if history.len() < last {
         anyhow::bail!(
             "{} keeps {} checkpoint(s) in {KEPT_DIR}/, fewer than the {last} to average; set \

@@ -63,14 +63,16 @@ pub use resolve::{resolve, NoCheckpoint};
 pub use strict::model_from_tensors;
 pub use write::{save, save_metrics, CheckpointContents, Destination};
 
-/// Clears what interrupted saves left in `run_dir` (beside `last/` and `best/`, and among the
-/// kept checkpoints), or puts back a checkpoint a crash left only as its retired copy: `train`
-/// calls it before its first step, so that a leftover it cannot remove is named before any
-/// work is done rather than at the first checkpoint.
+/// Clears what interrupted saves left in `run_dir` (beside `last/` and `best/`, among the
+/// kept checkpoints, and the temporaries of its metrics and picture), or puts back a
+/// checkpoint a crash left only as its retired copy: `train` calls it, holding the run's lock,
+/// before its first step, so that a leftover it cannot remove is named before any work is done
+/// rather than at the first checkpoint.
 pub fn clear_leftovers(run_dir: &Path) -> anyhow::Result<()> {
     for name in [LAST_DIR, BEST_DIR] {
         write::clear_leftovers(&run_dir.join(name))?;
     }
+    crate::atomic_file::remove_temporaries(run_dir);
     history::clear_leftovers(run_dir)
 }
 

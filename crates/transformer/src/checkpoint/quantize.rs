@@ -65,6 +65,10 @@ pub fn quantize(source: &Path, out: &Path, overwrite: bool) -> anyhow::Result<Qu
     let metadata = HashMap::from([
         ("format".to_string(), "pt".to_string()),
         (
+            super::tensor_file::MODEL_KEY.to_string(),
+            super::tensor_file::model_record(&config.model)?,
+        ),
+        (
             int8_file::QUANTIZED_FROM.to_string(),
             dir.canonicalize()
                 .unwrap_or(dir.clone())

@@ -48,6 +48,7 @@ pub(super) fn read_weights(
         return Ok(weights);
     }
     let path = dir.join(MODEL_FILE);
+    tensor_file::check_model_record(&path, &config.model)?;
     if form != MatrixForm::Stored && !holds_int8(dir) {
         let ours = Arc::new(format::AnnotatedTransformer);
         return read_modules_as(&path, ours, device, form);

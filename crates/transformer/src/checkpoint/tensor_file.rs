@@ -143,6 +143,13 @@ pub fn dtype_name(dtype: DType) -> &'static str {
 /// Whether the safetensors file at `path` holds an `I8` tensor, from its header alone; `None`
 /// when the header cannot be read.
 pub fn holds_int8(path: &Path) -> Option<bool> {
+    let entries = header(path)?;
+    Some(entries.values().any(|entry| entry["dtype"] == "I8"))
+}
+
+/// The safetensors file's header at `path`: each tensor's entry and `__metadata__`; `None`
+/// when it cannot be read.
+fn header(path: &Path) -> Option<HashMap<String, serde_json::Value>> {
     let mut file = File::open(path).ok()?;
     let mut size = [0u8; 8];
     file.read_exact(&mut size).ok()?;
@@ -152,8 +159,69 @@ pub fn holds_int8(path: &Path) -> Option<bool> {
     }
     let mut header = vec![0u8; header_bytes as usize];
     file.read_exact(&mut header).ok()?;
-    let entries: HashMap<String, serde_json::Value> = serde_json::from_slice(&header).ok()?;
-    Some(entries.values().any(|entry| entry["dtype"] == "I8"))
+    serde_json::from_slice(&header).ok()
+}
+
+/// The value of `key` in the `__metadata__` of the safetensors file at `path`, if it has one.
+pub fn metadata_value(path: &Path, key: &str) -> Option<String> {
+    header(path)?
+        .get("__metadata__")?
+        .get(key)?
+        .as_str()
+        .map(str::to_string)
+}
+
+/// The `__metadata__` key of the model settings the weights were written for: the checksum
+/// covers the tensors, this what they compute (a `heads` edited in config.toml changes no
+/// tensor's shape, and the model read silently computes something else).
+pub const MODEL_KEY: &str = "transformer_model";
+
+/// The `[model]` settings that decide what a model's weights compute, as [`MODEL_KEY`] holds
+/// them: every key but the dropouts, which only training reads (and a fine-tuning run may
+/// change).
+pub fn model_record(model: &crate::config::ModelConfig) -> anyhow::Result<String> {
+    let mut record = serde_json::to_value(model)?;
+    if let Some(keys) = record.as_object_mut() {
+        keys.remove("dropout");
+        keys.remove("attention_dropout");
+    }
+    Ok(record.to_string())
+}
+
+/// Refuses `model` when the weights file at `path` was written for other model settings (its
+/// [`MODEL_KEY`]), naming the first key that differs; a file without the key (written before
+/// it, or elsewhere) is not checked.
+pub fn check_model_record(path: &Path, model: &crate::config::ModelConfig) -> anyhow::Result<()> {
+    let Some(written) = metadata_value(path, MODEL_KEY) else {
+        return Ok(());
+    };
+    let written: serde_json::Value = serde_json::from_str(&written).map_err(|e| {
+        anyhow::anyhow!(
+            "{}: its {MODEL_KEY} metadata is not JSON: {e}",
+            path.display()
+        )
+    })?;
+    let now: serde_json::Value = serde_json::from_str(&model_record(model)?)?;
+    let (Some(written), Some(now)) = (written.as_object(), now.as_object()) else {
+        anyhow::bail!(
+            "{}: its {MODEL_KEY} metadata is not a table",
+            path.display()
+        )
+    };
+    let differs = now
+        .iter()
+        .find(|(key, value)| written.get(*key).is_some_and(|w| w != *value));
+    if let Some((key, value)) = differs {
+        anyhow::bail!(
+            "model.{key} is {value} in the checkpoint's config.toml, but its weights ({}) \
+             were written for model.{key} = {}: the config was edited after the weights were \
+             written; restore model.{key} = {1} (if you changed it on purpose, remove \
+             {MODEL_KEY} from the weights' __metadata__)",
+            path.display(),
+            written[key]
+        );
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -254,10 +254,11 @@ fn write_whole(staging: &Path, contents: &CheckpointContents) -> anyhow::Result<
     // safetensors writes through a private temporary file (mode 0600); the tensor files get
     // the mode every other file of the checkpoint has.
     let mode = std::fs::metadata(staging.join(CONFIG_FILE))?.permissions();
-    write_tensors(&staging.join(MODEL_FILE), contents.tensors)?;
+    let record = tensor_file::model_record(&contents.config.model)?;
+    write_tensors(&staging.join(MODEL_FILE), contents.tensors, Some(&record))?;
     std::fs::set_permissions(staging.join(MODEL_FILE), mode.clone())?;
     if let Some((moments, state)) = contents.resume {
-        write_tensors(&staging.join(OPTIMIZER_FILE), moments)?;
+        write_tensors(&staging.join(OPTIMIZER_FILE), moments, None)?;
         std::fs::set_permissions(staging.join(OPTIMIZER_FILE), mode)?;
         let json = serde_json::to_string_pretty(state)?;
         write_synced(&staging.join(STATE_FILE), json.as_bytes())?;
@@ -319,7 +320,12 @@ pub fn save_metrics(run_dir: &Path, metrics: &[MetricRecord]) -> anyhow::Result<
 /// Writes module-named `tensors` as safetensors, under our format's file names, and waits
 /// until they are on disk. Streamed tensor by tensor, so that saving the base model with its
 /// optimizer state does not first build a half-gigabyte buffer.
-pub(super) fn write_tensors(path: &Path, tensors: &[(String, Tensor)]) -> anyhow::Result<()> {
+/// `model_record` ([`tensor_file::model_record`]) is kept in the metadata when given.
+pub(super) fn write_tensors(
+    path: &Path,
+    tensors: &[(String, Tensor)],
+    model_record: Option<&str>,
+) -> anyhow::Result<()> {
     let on_host = tensors
         .iter()
         .map(|(name, t)| {
@@ -331,6 +337,9 @@ pub(super) fn write_tensors(path: &Path, tensors: &[(String, Tensor)]) -> anyhow
     let mut metadata = HashMap::from([("format".to_string(), "pt".to_string())]);
     if let Some(digest) = digest_of(&on_host)? {
         metadata.insert(tensor_file::CHECKSUM_KEY.to_string(), digest);
+    }
+    if let Some(record) = model_record {
+        metadata.insert(tensor_file::MODEL_KEY.to_string(), record.to_string());
     }
     let cannot = || format!("cannot write {}", path.display());
     safetensors::serialize_to_file(on_host, Some(metadata), path)

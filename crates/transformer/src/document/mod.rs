@@ -53,9 +53,15 @@ impl DocumentFormat {
     /// Every format, for messages and LibreTranslate's `supportedFilesFormat`.
     pub const ALL: [DocumentFormat; 3] = [Self::Text, Self::Html, Self::Docx];
 
-    /// The format a file name's extension names, case-insensitively.
+    /// The format a file name's extension names, case-insensitively; a name that is only an
+    /// extension (`.txt`) names its format too.
     pub fn from_path(path: &Path) -> Option<Self> {
-        let extension = path.extension()?.to_str()?.to_ascii_lowercase();
+        let name = path.file_name()?.to_str()?;
+        let extension = match path.extension() {
+            Some(extension) => extension.to_str()?,
+            None => name.strip_prefix('.')?,
+        }
+        .to_ascii_lowercase();
         match extension.as_str() {
             "txt" => Some(Self::Text),
             "html" | "htm" => Some(Self::Html),

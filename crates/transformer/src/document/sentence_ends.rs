@@ -11,6 +11,8 @@
 //! already cut before a capital), in text without capitals nothing tells, and a cut there
 //! costs a fragment translated alone where no cut can cost a whole sentence.
 
+use std::ops::Range;
+
 use sentencex::languages::Language;
 
 /// Characters that may close a sentence after its terminator (`"ja." sagte er`).
@@ -21,6 +23,68 @@ const QUOTES: &[char] = &['"', '\'', '»', '«', '”', '“', '’', '‘'];
 const DASHES: &[char] = &['—', '–'];
 /// Characters that may open a sentence before its first word.
 const OPENERS: &[char] = &['"', '\'', '„', '“', '‚', '‘', '«', '»', '(', '[', '¿', '¡'];
+
+/// Mends what the segmenter leaves on the wrong side of a sentence end, in `ranges` of `line`
+/// (each trimmed, in order): closing brackets and quotes that start a piece after a sentence
+/// end go back to the sentence they close (`Wasser.) Zwei` is `Wasser.)` and `Zwei`, not
+/// `Wasser.` and `) Zwei`, whose translation loses the bracket and the space before it), and
+/// a list number that ends a piece after a sentence end becomes a piece of its own (`Wasser.
+/// 2.` is `Wasser.` and `2.`: read as an ordinal, the number went to the sentence before,
+/// whose translation dropped it).
+pub(super) fn mend(line: &str, ranges: Vec<Range<usize>>) -> Vec<Range<usize>> {
+    let mut mended: Vec<Range<usize>> = Vec::with_capacity(ranges.len());
+    for mut range in ranges {
+        if let Some(last) = mended.last_mut() {
+            let closed =
+                line[..last.end].ends_with(|c| TERMINATORS.contains(&c) || CLOSERS.contains(&c));
+            let closers = line[range.clone()]
+                .char_indices()
+                .find(|(_, c)| !CLOSERS.contains(c))
+                .map_or(range.len(), |(at, _)| at);
+            let then_space = line[range.start + closers..range.end]
+                .chars()
+                .next()
+                .is_none_or(char::is_whitespace);
+            if closed && closers > 0 && then_space && line[last.end..range.start].trim().is_empty()
+            {
+                last.end = range.start + closers;
+                let rest = &line[last.end..range.end];
+                range.start = last.end + (rest.len() - rest.trim_start().len());
+                if range.start >= range.end {
+                    continue;
+                }
+            }
+        }
+        match list_number_at_end(&line[range.clone()]) {
+            Some(at) => {
+                let sentence = &line[range.start..range.start + at];
+                mended.push(range.start..range.start + sentence.trim_end().len());
+                mended.push(range.start + at..range.end);
+            }
+            None => mended.push(range),
+        }
+    }
+    mended
+}
+
+/// The characters that end a sentence.
+const TERMINATORS: &[char] = &['.', '!', '?', '…'];
+
+/// Where a list number (`2.`, `12)`) that ends `piece` after a sentence end starts.
+fn list_number_at_end(piece: &str) -> Option<usize> {
+    let body = piece.strip_suffix(['.', ')'])?;
+    let digits = body.len() - body.trim_end_matches(|c: char| c.is_ascii_digit()).len();
+    if !(1..=3).contains(&digits) {
+        return None;
+    }
+    let number = body.len() - digits;
+    let before = body[..number].trim_end_matches(char::is_whitespace);
+    let spaced = before.len() < number;
+    let ended = before
+        .trim_end_matches(|c| CLOSERS.contains(&c))
+        .ends_with(|c| TERMINATORS.contains(&c));
+    (spaced && ended).then_some(number)
+}
 
 /// The byte offsets inside `segment` where a further sentence starts, by `language`'s rules;
 /// none where the segment holds one sentence.

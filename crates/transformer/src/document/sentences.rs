@@ -7,7 +7,7 @@
 
 use std::ops::Range;
 
-use super::sentence_ends::further_starts;
+use super::sentence_ends::{further_starts, mend};
 
 /// How texts are cut into what the model translates.
 #[derive(Debug, Clone)]
@@ -81,7 +81,7 @@ impl SentenceSplitter {
             }
             inside_a_word = cut == WindowCut::InsideAWord;
         }
-        ranges
+        mend(line, ranges)
     }
 }
 
@@ -382,6 +382,42 @@ mod tests {
         // A line of one word: one sentence, every byte of it.
         let alone = sentences(&german(), &word);
         assert_eq!(alone, [word]);
+    }
+
+    #[test]
+    fn list_numbers_and_closing_brackets_stay_on_their_side_of_a_sentence_end() {
+        assert_eq!(
+            sentences(
+                &german(),
+                "1. Ein Kind spielt im Wasser. 2. Zwei Männer stehen am Herd."
+            ),
+            // The numbers have no word to translate: they stay as they are, between.
+            ["Ein Kind spielt im Wasser.", "Zwei Männer stehen am Herd."]
+        );
+        assert_eq!(
+            sentences(
+                &german(),
+                "(Ein Kind spielt im Wasser.) Zwei Männer stehen am Herd."
+            ),
+            [
+                "(Ein Kind spielt im Wasser.)",
+                "Zwei Männer stehen am Herd."
+            ]
+        );
+        // An ordinal inside a sentence is not a list number.
+        assert_eq!(
+            sentences(&german(), "Wir kommen am 3. Mai. Bring Brot mit."),
+            ["Wir kommen am 3. Mai.", "Bring Brot mit."]
+        );
+        // Joined back, nothing is lost: the numbers stay, and so do the spaces.
+        let text = "1. Ein Kind spielt. 2. Zwei Männer stehen.) Drei Hunde.";
+        let batch = SentenceBatch::new(&german(), &[text]);
+        assert_eq!(batch.join_all(batch.sentences()), [text]);
+        let shown: Vec<&str> = batch.sentences().iter().map(String::as_str).collect();
+        assert_eq!(
+            shown,
+            ["Ein Kind spielt.", "Zwei Männer stehen.)", "Drei Hunde."]
+        );
     }
 
     #[test]

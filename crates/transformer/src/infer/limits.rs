@@ -75,3 +75,32 @@ impl Batching {
             && rows.saturating_mul(widest).saturating_mul(beam.max(1)) <= self.tokens
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_batch_is_bounded_by_its_rows_and_by_its_padded_tokens_times_the_beam() {
+        let batching = Batching {
+            sentences: 4,
+            tokens: 100,
+        };
+        assert!(batching.fits(4, 25, 1));
+        assert!(!batching.fits(5, 1, 1));
+        assert!(!batching.fits(4, 26, 1));
+        assert!(!batching.fits(2, 25, 4));
+        // One source alone is decoded whatever its length (the caller never splits it).
+        assert!(!batching.fits(1, 1000, 1));
+    }
+
+    #[test]
+    fn a_source_is_read_to_the_table_or_the_cap_whichever_is_less() {
+        assert_eq!(SourceLimit::of(256, 2).tokens, 254);
+        assert_eq!(SourceLimit::of(5000, 2).tokens, MOST_SOURCE_TOKENS);
+        assert!(SourceLimit::of(5000, 2)
+            .reason()
+            .contains("max_input_length"));
+        assert_eq!(SourceLimit::of(256, 2).reason(), "model.max_len 256");
+    }
+}

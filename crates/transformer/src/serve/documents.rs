@@ -139,6 +139,11 @@ async fn read_form(
         let name = field.name().unwrap_or_default().to_string();
         match name.as_str() {
             "file" => {
+                if form.file.is_some() {
+                    return Err(ApiError::bad_request(
+                        "invalid request: more than one file field; send one file a request",
+                    ));
+                }
                 let file_name = field.file_name().unwrap_or_default().to_string();
                 let mut bytes = Vec::new();
                 while let Some(chunk) = field.chunk().await.map_err(multipart_error)? {

@@ -60,13 +60,13 @@ pub async fn translate(
     let alternatives = body::count("alternatives", request.alternatives.as_ref())?.unwrap_or(0);
     // The translation and its alternatives are the n best hypotheses of one beam search.
     let asked = DecodeRequest {
-        n_best: (alternatives > 0 && !html).then_some(alternatives.saturating_add(1)),
+        n_best: (alternatives > 0).then_some(alternatives.saturating_add(1)),
         ..DecodeRequest::default()
     };
     let options = state.decode_options(asked, settings::LIBRETRANSLATE_FIELDS)?;
     let (options, splitter) = state.in_languages(&checked, options)?;
     let results = if html {
-        translate_html(&state, &texts, options, &splitter).await?
+        translate_html(&state, &texts, options, &splitter, alternatives).await?
     } else {
         let batch = SentenceBatch::new(&splitter, &texts);
         state.check_texts(&texts, batch.sentences(), &options)?;
@@ -83,22 +83,22 @@ pub async fn translate(
     )))
 }
 
-/// `format=html`: each text a page or fragment whose blocks are translated, the markup kept
-/// (no alternatives: they would need markup of their own).
+/// `format=html`: each text a page or fragment whose blocks are translated, the markup kept.
+/// Alternative `i` of a page is the page again with each sentence's alternative `i` (its best
+/// translation where it has fewer), as for text.
 async fn translate_html(
     state: &Shared,
     texts: &[String],
     options: DecodeOptions,
     splitter: &SentenceSplitter,
+    alternatives: usize,
 ) -> Result<Vec<TextResult>, ApiError> {
-    let prepared: Vec<Prepared> = texts
-        .iter()
-        .map(|text| {
-            let job = HtmlJob::parse(text)
-                .map_err(|e| ApiError::bad_request(format!("invalid request: {e:#}")))?;
-            Ok(Prepared::new(Box::new(job), splitter))
-        })
-        .collect::<Result<_, ApiError>>()?;
+    let parse = |text: &str| {
+        let job = HtmlJob::parse(text)
+            .map_err(|e| ApiError::bad_request(format!("invalid request: {e:#}")))?;
+        Ok::<_, ApiError>(Prepared::new(Box::new(job), splitter))
+    };
+    let prepared: Vec<Prepared> = texts.iter().map(|t| parse(t)).collect::<Result<_, _>>()?;
     let sentences: Vec<String> = prepared
         .iter()
         .flat_map(|p| p.sentences().iter().cloned())
@@ -106,18 +106,38 @@ async fn translate_html(
     state.check_texts(texts, &sentences, &options)?;
     let translations = state.translate(sentences, options).await?;
     let mut translations = translations.into_iter();
+    let written = |p: Prepared, sentences: &[&str]| {
+        p.finish(sentences)
+            .map(|bytes| String::from_utf8_lossy(&bytes).into_owned())
+            .map_err(|e| ApiError::internal(format!("translation failed: {e:#}")))
+    };
     prepared
         .into_iter()
-        .map(|p| {
+        .zip(texts)
+        .map(|(p, source)| {
             let own: Vec<Translation> = translations.by_ref().take(p.sentences().len()).collect();
             let short = own.iter().any(|t| t.short);
-            let own: Vec<String> = own.into_iter().map(|t| t.translation).collect();
-            let bytes = p
-                .finish(&own)
-                .map_err(|e| ApiError::internal(format!("translation failed: {e:#}")))?;
+            let best: Vec<&str> = own.iter().map(|t| t.translation.as_str()).collect();
+            let text = written(p, &best)?;
+            let mut distinct: Vec<String> = Vec::with_capacity(alternatives);
+            for i in 0..alternatives {
+                let sentences: Vec<&str> = own
+                    .iter()
+                    .map(|t| {
+                        t.alternatives
+                            .get(i)
+                            .map_or(&t.translation, |a| &a.translation)
+                    })
+                    .map(String::as_str)
+                    .collect();
+                let candidate = written(parse(source)?, &sentences)?;
+                if candidate != text && !distinct.contains(&candidate) {
+                    distinct.push(candidate);
+                }
+            }
             Ok(TextResult {
-                text: String::from_utf8_lossy(&bytes).into_owned(),
-                alternatives: Vec::new(),
+                text,
+                alternatives: distinct,
                 short,
             })
         })

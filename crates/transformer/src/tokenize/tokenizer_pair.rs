@@ -129,6 +129,28 @@ impl Tokenizers {
         }
     }
 
+    /// Refuses learned vocabularies of nothing but the special tokens (no word occurs
+    /// `cfg.min_freq` times): a model trained on them reads and writes only `<unk>`.
+    pub fn refuse_only_specials(&self, cfg: &DataConfig) -> anyhow::Result<()> {
+        let specials = crate::tokenize::vocab::SPECIALS.len();
+        let sides = [("source", &self.src), ("target", &self.tgt)];
+        if let Some((side, _)) = sides.iter().find(|(_, t)| t.vocab_size() <= specials) {
+            let side = if cfg.train.is_target_only() {
+                "text's"
+            } else {
+                side
+            };
+            anyhow::bail!(
+                "the {side} vocabulary learned from {} holds only the special tokens (<pad>, \
+                 <s>, </s>, <unk>): no word or piece occurs data.min_freq = {} times in it; \
+                 lower data.min_freq, or train on more text",
+                cfg.train,
+                cfg.min_freq
+            );
+        }
+        Ok(())
+    }
+
     /// Learns the tokenizers the config asks for from the training pairs.
     pub fn learn(cfg: &DataConfig, pairs: &[SentencePair]) -> anyhow::Result<Self> {
         let sources = || pairs.iter().map(|p| p.src.as_str());

@@ -7,7 +7,7 @@ use anyhow::{bail, Context};
 
 use crate::tokenize::specials::{BOS, EOS, PAD, UNK, UNK_ID};
 
-const SPECIALS: [&str; 4] = [PAD, BOS, EOS, UNK];
+pub(crate) const SPECIALS: [&str; 4] = [PAD, BOS, EOS, UNK];
 
 /// A word-level vocabulary.
 #[derive(Debug, Clone, PartialEq)]

@@ -36,6 +36,22 @@ impl TrainingData {
             .sum()
     }
 
+    /// The pairs whose longer side alone passes `max_tokens`: each is a batch of its own, past
+    /// the bound. How many, and the longest (its longer side's tokens); `None` when every
+    /// pair fits.
+    pub fn pairs_past(&self, max_tokens: usize) -> Option<(usize, usize)> {
+        let (count, longest) = (0..self.pairs.len())
+            .map(|i| {
+                let (source, target) = self.pairs.lens(i);
+                source.max(target)
+            })
+            .filter(|&tokens| tokens > max_tokens)
+            .fold((0, 0), |(count, longest), tokens| {
+                (count + 1, longest.max(tokens))
+            });
+        (count > 0).then_some((count, longest))
+    }
+
     /// Target tokens per source token, the median over the training pairs with a source
     /// (every `step`-th of a large corpus, to bound the work); `None` for a language model's
     /// text or an empty corpus. Rounded to 3 decimals, as the config keeps it.

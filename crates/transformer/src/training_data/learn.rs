@@ -48,6 +48,7 @@ pub fn learn_tokenizers(
         TokenizerKind::Word | TokenizerKind::Bpe => learn_streamed(cfg, progress)?,
         TokenizerKind::Multilingual => return Err(multilingual_is_pretrained()),
     };
+    tokenizers.refuse_only_specials(cfg)?;
     note(format!(
         "tokenizer: learned in {:.1}s",
         started.elapsed().as_secs_f64()

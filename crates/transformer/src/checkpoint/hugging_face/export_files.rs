@@ -34,7 +34,7 @@ pub(super) fn write_directory(
         // safetensors writes through a private temporary file (mode 0600): the weights get
         // the mode of the other files.
         let mode = std::fs::metadata(dir.join(CONFIG_JSON))?.permissions();
-        write_tensors(&dir.join(SAFETENSORS_FILE), weights)?;
+        write_tensors(&dir.join(SAFETENSORS_FILE), weights, None)?;
         std::fs::set_permissions(dir.join(SAFETENSORS_FILE), mode)?;
         Ok(())
     })
