@@ -1,7 +1,7 @@
 //! Translating from Rust with the `transformer` library, as README.md shows it: open a
 //! checkpoint through the one front door, take its own decoding settings, translate, and say
 //! what the command line would warn of (unknown words, a source cut to the model's length, a
-//! translation much shorter than its source).
+//! translation that ran into its length limit or is much shorter than its source).
 //!
 //!   cargo run --release --example translate -- runs/base "ich mochte ein bier"
 
@@ -29,6 +29,9 @@ fn main() -> anyhow::Result<()> {
         }
         if let Some(tokens) = translation.truncated_from {
             eprintln!("warning: the source has {tokens} tokens, more than the model reads; its end was cut");
+        }
+        if let Some(limit) = translation.stopped_at_limit {
+            eprintln!("warning: the translation ran into the limit of {limit} tokens; its end is missing");
         }
         if translation.short {
             eprintln!("warning: the translation is much shorter than its source; a sentence may be missing");

@@ -31,7 +31,11 @@ const OPENERS: &[char] = &['"', '\'', '„', '“', '‚', '‘', '«', '»', '(
 /// a list number that ends a piece after a sentence end becomes a piece of its own (`Wasser.
 /// 2.` is `Wasser.` and `2.`: read as an ordinal, the number went to the sentence before,
 /// whose translation dropped it).
-pub(super) fn mend(line: &str, ranges: Vec<Range<usize>>) -> Vec<Range<usize>> {
+pub(super) fn mend(
+    language: &dyn Language,
+    line: &str,
+    ranges: Vec<Range<usize>>,
+) -> Vec<Range<usize>> {
     let mut mended: Vec<Range<usize>> = Vec::with_capacity(ranges.len());
     for mut range in ranges {
         if let Some(last) = mended.last_mut() {
@@ -55,7 +59,7 @@ pub(super) fn mend(line: &str, ranges: Vec<Range<usize>>) -> Vec<Range<usize>> {
                 }
             }
         }
-        match list_number_at_end(&line[range.clone()]) {
+        match list_number_at_end(language, &line[range.clone()]) {
             Some(at) => {
                 let sentence = &line[range.start..range.start + at];
                 mended.push(range.start..range.start + sentence.trim_end().len());
@@ -70,8 +74,9 @@ pub(super) fn mend(line: &str, ranges: Vec<Range<usize>>) -> Vec<Range<usize>> {
 /// The characters that end a sentence.
 const TERMINATORS: &[char] = &['.', '!', '?', '…'];
 
-/// Where a list number (`2.`, `12)`) that ends `piece` after a sentence end starts.
-fn list_number_at_end(piece: &str) -> Option<usize> {
+/// Where a list number (`2.`, `12)`) that ends `piece` after a sentence end starts: after a
+/// whole word ([`whole_word_before`]), not an abbreviation's number (`Abb. 5.`).
+fn list_number_at_end(language: &dyn Language, piece: &str) -> Option<usize> {
     let body = piece.strip_suffix(['.', ')'])?;
     let digits = body.len() - body.trim_end_matches(|c: char| c.is_ascii_digit()).len();
     if !(1..=3).contains(&digits) {
@@ -80,10 +85,10 @@ fn list_number_at_end(piece: &str) -> Option<usize> {
     let number = body.len() - digits;
     let before = body[..number].trim_end_matches(char::is_whitespace);
     let spaced = before.len() < number;
-    let ended = before
-        .trim_end_matches(|c| CLOSERS.contains(&c))
-        .ends_with(|c| TERMINATORS.contains(&c));
-    (spaced && ended).then_some(number)
+    let unclosed = before.trim_end_matches(|c| CLOSERS.contains(&c));
+    let ended = unclosed.ends_with(|c| TERMINATORS.contains(&c));
+    let head = &unclosed[..unclosed.len().saturating_sub(1)];
+    (spaced && ended && whole_word_before(language, head)).then_some(number)
 }
 
 /// The byte offsets inside `segment` where a further sentence starts, by `language`'s rules;
@@ -220,9 +225,11 @@ fn ends_sentence(
             .any(char::is_alphanumeric);
     }
     // A number after a full stop mostly follows an abbreviation the lists lack (`Abs. 3`,
-    // `Tel. 030`, `Hauptstr. 7`); a sentence starting with a digit is the rarer reading.
+    // `Tel. 030`, `Hauptstr. 7`); a sentence starting with a digit is the rarer reading, but
+    // a count of things after a whole word is one (`...Dschungellandschaft. 2 blonde Mädchen
+    // sitzen`): left inside the sentence before it, the model drops it.
     if !starts_with_letter(next) {
-        return false;
+        return run == "." && counts_things(language, head, next);
     }
     if run != "." {
         return !language.is_exclamation(head, "");
@@ -239,6 +246,37 @@ fn ends_sentence(
     let abbreviation = language.is_abbreviation(head, "", ".")
         || language.is_multi_dot_abbreviation(head, dotless_last_word(head).len());
     !(word.is_empty() || initials || number || abbreviation)
+}
+
+/// Whether `next`, after `head` and a full stop, starts a sentence with a count: one to three
+/// digits and a word (not an acronym: `Abs. 3 BGB`), after a whole word
+/// ([`whole_word_before`]: not `Tel. 030`, `Hauptstr. 7`).
+fn counts_things(language: &dyn Language, head: &str, next: &str) -> bool {
+    let mut words = next.split_whitespace();
+    let (Some(number), Some(then)) = (words.next(), words.next()) else {
+        return false;
+    };
+    let count = (1..=3).contains(&number.len()) && number.bytes().all(|b| b.is_ascii_digit());
+    let letters = then.trim_end_matches(|c: char| !c.is_alphanumeric());
+    let a_word = letters.chars().count() >= 2
+        && letters.chars().all(char::is_alphabetic)
+        && letters.chars().any(char::is_lowercase);
+    count && a_word && whole_word_before(language, head)
+}
+
+/// Whether `head` (the text before a full stop) ends in a whole word: at least four letters
+/// with a lowercase one, that the language's lists do not know as an abbreviation and that is
+/// no street's (`Hauptstr.`: German's abbreviation of Straße ends street names in addresses).
+fn whole_word_before(language: &dyn Language, head: &str) -> bool {
+    let before = last_word(head);
+    let street = before.to_lowercase().ends_with("str");
+    let whole_word = before.chars().count() >= 4
+        && before.chars().all(char::is_alphabetic)
+        && before.chars().any(char::is_lowercase)
+        && !street;
+    let abbreviation = language.is_abbreviation(head, "", ".")
+        || language.is_multi_dot_abbreviation(head, dotless_last_word(head).len());
+    whole_word && !abbreviation
 }
 
 /// Whether `word`'s trailing digits are four (a year, or a date's year).

@@ -81,7 +81,7 @@ impl SentenceSplitter {
             }
             inside_a_word = cut == WindowCut::InsideAWord;
         }
-        mend(line, ranges)
+        mend(language.as_ref(), line, ranges)
     }
 }
 
