@@ -31,7 +31,9 @@ fn main() -> anyhow::Result<()> {
             eprintln!("warning: the source has {tokens} tokens, more than the model reads; its end was cut");
         }
         if let Some(limit) = translation.stopped_at_limit {
-            eprintln!("warning: the translation ran into the limit of {limit} tokens; its end is missing");
+            eprintln!(
+                "warning: the translation ran into the limit of {limit} tokens; its end is missing"
+            );
         }
         if translation.short {
             eprintln!("warning: the translation is much shorter than its source; a sentence may be missing");

@@ -140,6 +140,7 @@ def check_ct2(args):
 
 
 def check_cut_table(args):
+    whole = AutoModelForSeq2SeqLM.from_pretrained(args.dir).eval()
     model = AutoModelForSeq2SeqLM.from_pretrained(args.dir)
     tokenizer = AutoTokenizer.from_pretrained(args.dir, src_lang="de", tgt_lang="en")
     rows = len(tokenizer.encoder) + len(tokenizer.lang_code_to_id)
@@ -148,22 +149,34 @@ def check_cut_table(args):
     model.eval()
     forced = tokenizer.convert_tokens_to_ids("__en__")
     sources = lines(args.sources)
-    passed = failed = 0
+    flags = ("--beam", "1", "--no-sentence-split", "--source-lang", "de", "--target-lang", "en")
+
+    def generated(of, source):
+        with torch.no_grad():
+            out = of.generate(**tokenizer([source], return_tensors="pt"), num_beams=1,
+                              forced_bos_token_id=forced)
+        return [t for t in out[0].tolist()[2:] if t != of.config.pad_token_id]
+
+    passed = failed = apart = 0
+    ours_whole = translated(args.bin, args.dir, sources, *flags)
     with tempfile.TemporaryDirectory() as cut:
         model.save_pretrained(cut)
         tokenizer.save_pretrained(cut)
-        ours = translated(args.bin, cut, sources, "--beam", "1", "--no-sentence-split",
-                          "--source-lang", "de", "--target-lang", "en")
-        for source, mine in zip(sources, ours, strict=True):
-            with torch.no_grad():
-                generated = model.generate(**tokenizer([source], return_tensors="pt"),
-                                           num_beams=1, forced_bos_token_id=forced)
-            theirs = [t for t in generated[0].tolist()[2:] if t != model.config.pad_token_id]
+        ours = translated(args.bin, cut, sources, *flags)
+        for source, mine, mine_whole in zip(sources, ours, ours_whole, strict=True):
+            theirs = generated(model, source)
+            if generated(whole, source) != mine_whole["ids"]:
+                # Ours and generate() part on the whole model already (a long degenerate
+                # output of the untrained fixture, summed in another order): not the cut's.
+                apart += 1
+                continue
             ok = theirs == mine["ids"]
             passed += ok
             failed += not ok
             if not ok and failed <= 5:
                 print(f"{source!r}: ours {mine['ids']}, generate() {theirs}")
+    print(f"cut-table: {apart} sentences left out, where ours and generate() part on the whole "
+          f"model too")
     report(f"cut-table {args.dir} ({rows} rows)", passed, failed)
 
 

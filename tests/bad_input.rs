@@ -506,9 +506,10 @@ fn translate_bounded(dir: &Path, input: &[u8], extra: &[&str]) -> (String, Strin
 }
 
 /// One 2 MB word is one sentence, read as far as a source is read (1024 tokens, as
-/// CTranslate2's max_input_length, though the position table has 5000 rows) and said so once:
-/// not 500 windows of 4096 tokens, each decoded for thousands of steps (a 20 KB word took
-/// 52 s and 4 GB of a 2-layer model before).
+/// CTranslate2's max_input_length, though the position table has 5000 rows; only a beginning
+/// that surely holds them is tokenized) and said so once: not 500 windows of 4096 tokens, each
+/// decoded for thousands of steps (a 20 KB word took 52 s and 4 GB of a 2-layer model before,
+/// and a 16 MB word took 2.7 GB to tokenize whole).
 #[test]
 fn one_endless_word_is_one_sentence_cut_where_sources_are_cut() {
     let dir = subword_checkpoint();
@@ -518,7 +519,7 @@ fn one_endless_word_is_one_sentence_cut_where_sources_are_cut() {
     assert_eq!(stdout.lines().count(), 1);
     let warnings: Vec<&str> = stderr
         .lines()
-        .filter(|l| l.contains("tokens, more than"))
+        .filter(|l| l.contains("tokens or more, more than"))
         .collect();
     assert_eq!(warnings.len(), 1, "{stderr}");
     assert!(
@@ -529,6 +530,11 @@ fn one_endless_word_is_one_sentence_cut_where_sources_are_cut() {
     let json: serde_json::Value = serde_json::from_str(&stdout).unwrap();
     assert!(json["truncated_from"].as_u64().unwrap() > 1024, "{json}");
     assert!(json["ids"].as_array().unwrap().len() <= 1024 + 50);
+    // A word as long as a stdin line may be (16 MB) is read the same way, within the limit.
+    let mut longest = "e".repeat(16_000_000).into_bytes();
+    longest.push(b'\n');
+    let (stdout, _) = translate_bounded(dir.path(), &longest, &[]);
+    assert_eq!(stdout.lines().count(), 1);
     // A run-on line with spaces but no sentence end is cut in windows at spaces, each a
     // sentence of at most 1024 tokens, decoded a few at a time (`--batch-tokens`).
     let mut run_on = "eee ".repeat(50_000).into_bytes();
@@ -675,6 +681,22 @@ fn average_names_a_checkpoint_given_as_a_run_and_keeps_other_runs_averages() {
         "run/averaged",
         "--overwrite",
     ]));
+    // A run's own last/ and best/ are its training's, --overwrite or not.
+    for own in ["run/last", "run/best"] {
+        fails_naming(
+            dir.path(),
+            &[
+                "average",
+                "other",
+                "--last",
+                "2",
+                "--out",
+                own,
+                "--overwrite",
+            ],
+            &[own, "a training run's own checkpoint"],
+        );
+    }
 }
 
 /// A checkpoint path that is not here and reads as a Hub name says, when the Hub does not

@@ -1294,6 +1294,66 @@ fn translate_out_is_written_whatever_the_input() {
         std::fs::read_to_string(&out).unwrap(),
         "ich mochte ein bier\n"
     );
+    // A failure before anything was translated leaves an existing --out as it was; one after
+    // some lines keeps them, and says so.
+    let translate_into = |stdin: &[u8]| {
+        transformer()
+            .args(["translate", "--device", "cpu", "--checkpoint"])
+            .arg(&run)
+            .arg("--out")
+            .arg(&out)
+            .write_stdin(stdin.to_vec())
+            .output()
+            .unwrap()
+    };
+    std::fs::write(&out, "PRECIOUS\n").unwrap();
+    let failed = translate_into(b"\xff\xfe bad\n");
+    assert_eq!(failed.status.code(), Some(1));
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), "PRECIOUS\n");
+    let part = translate_into(b"ich mochte ein bier\n\xff bad\n");
+    assert_eq!(part.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&part.stderr).contains("holds what was done before it"));
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), "i want a beer .\n");
+}
+
+/// SIGINT while stdin is translated into --out puts the lines translated so far in place, and
+/// exits as the signal would.
+#[test]
+fn an_interrupted_translate_out_keeps_what_was_translated() {
+    use std::io::Write;
+    let dir = train_tiny(&[]);
+    let out = dir.path().join("out.txt");
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_transformer"))
+        .args(["translate", "--device", "cpu", "--checkpoint"])
+        .arg(dir.path().join("run"))
+        .arg("--out")
+        .arg(&out)
+        .stdin(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(b"ich mochte ein bier\n").unwrap();
+    stdin.flush().unwrap();
+    // The first line is translated while stdin stays open.
+    let started = std::time::Instant::now();
+    while !dir.path().read_dir().unwrap().flatten().any(|e| {
+        e.file_name().to_string_lossy().starts_with(".tmp-")
+            && e.metadata().is_ok_and(|m| m.len() > 0)
+    }) {
+        assert!(started.elapsed().as_secs() < 60, "nothing was translated");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let output = child.wait_with_output().unwrap();
+    drop(stdin);
+    assert_eq!(output.status.code(), Some(130));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("stopped by SIGINT") && stderr.contains("out.txt holds"),
+        "{stderr}"
+    );
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), "i want a beer .\n");
 }
 
 /// A translation that runs into --max-len is said to be cut there, not blamed on a sentence

@@ -797,3 +797,108 @@ fn odd_uploads_and_html_alternatives_are_answered_not_dropped() {
         assert_ne!(page, body["translatedText"].as_str().unwrap());
     }
 }
+
+/// A package whose main document is not `word/document.xml` (Word writes
+/// `word/document2.xml` at times) is found through `_rels/.rels`, and its header through the
+/// document's own relationships.
+#[test]
+fn a_docx_main_document_and_header_are_found_through_the_relationships() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut out = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
+    let options = zip::write::SimpleFileOptions::default();
+    let header = BODY
+        .replace("<w:document ", "<w:hdr ")
+        .replace("</w:document>", "</w:hdr>")
+        .replace("<w:body>", "")
+        .replace("</w:body>", "");
+    for (name, text) in [
+        ("[Content_Types].xml", "<?xml version=\"1.0\"?><Types/>".to_string()),
+        (
+            "_rels/.rels",
+            "<?xml version=\"1.0\"?><Relationships xmlns=\"http://schemas.openxmlformats.org/package/2006/relationships\">\
+             <Relationship Id=\"rId1\" Type=\"http://schemas.openxmlformats.org/officeDocument/2006/relationships/officeDocument\" Target=\"word/document2.xml\"/></Relationships>".to_string(),
+        ),
+        (
+            "word/_rels/document2.xml.rels",
+            "<?xml version=\"1.0\"?><Relationships xmlns=\"http://schemas.openxmlformats.org/package/2006/relationships\">\
+             <Relationship Id=\"rId2\" Type=\"http://schemas.openxmlformats.org/officeDocument/2006/relationships/header\" Target=\"top.xml\"/></Relationships>".to_string(),
+        ),
+        ("word/document2.xml", BODY.to_string()),
+        ("word/top.xml", header),
+    ] {
+        out.start_file(name, options).unwrap();
+        out.write_all(text.as_bytes()).unwrap();
+    }
+    std::fs::write(
+        dir.path().join("in.docx"),
+        out.finish().unwrap().into_inner(),
+    )
+    .unwrap();
+    succeeded(
+        transformer()
+            .current_dir(dir.path())
+            .args(["translate", "--device", "cpu", "--checkpoint"])
+            .arg(german_checkpoint())
+            .args(["--file", "in.docx", "--out", "out.docx"]),
+    );
+    let out = std::fs::read(dir.path().join("out.docx")).unwrap();
+    let mut archive = zip::ZipArchive::new(std::io::Cursor::new(out)).unwrap();
+    for part in ["word/document2.xml", "word/top.xml"] {
+        let mut text = String::new();
+        std::io::Read::read_to_string(&mut archive.by_name(part).unwrap(), &mut text).unwrap();
+        assert!(
+            !text.contains("mochte") && text.contains("I want a coke."),
+            "{part}: {text}"
+        );
+    }
+}
+
+/// Word's odd but valid runs: an empty `<w:t/>` between two runs of a sentence does not cut
+/// it, a comment inside a `<w:t>` is no text, the sentences counted are the document's (not
+/// again its formatted pieces), and a part in UTF-16 is named as such.
+#[test]
+fn empty_texts_comments_and_encodings_of_a_docx_are_read_as_word_means_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let body = BODY
+        .replace("<w:t>Bier.</w:t>", "<w:t/><w:t>Bier.</w:t>")
+        .replace(
+            "<w:t>Ich mochte eine Cola.</w:t>",
+            "<w:t>Ich mochte <!-- x -->eine Cola.</w:t>",
+        );
+    std::fs::write(dir.path().join("odd.docx"), docx(body.as_bytes())).unwrap();
+    let output = succeeded(
+        transformer()
+            .current_dir(dir.path())
+            .args(["translate", "--device", "cpu", "--checkpoint"])
+            .arg(german_checkpoint())
+            .args(["--file", "odd.docx", "--out", "out.docx"]),
+    );
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("translated 3 sentences of odd.docx"),
+        "{stderr}"
+    );
+    let document = document_part(&std::fs::read(dir.path().join("out.docx")).unwrap());
+    assert!(!document.contains("mochte"), "{document}");
+    assert!(document.contains("I want a coke."), "{document}");
+    let utf16: Vec<u8> = [0xFF, 0xFE]
+        .into_iter()
+        .chain(BODY.encode_utf16().flat_map(u16::to_le_bytes))
+        .collect();
+    std::fs::write(dir.path().join("utf16.docx"), docx(&utf16)).unwrap();
+    common::fails_naming(
+        dir.path(),
+        &[
+            "translate",
+            "--device",
+            "cpu",
+            "--checkpoint",
+            &german_checkpoint().display().to_string(),
+            "--file",
+            "utf16.docx",
+            "--out",
+            "out2.docx",
+        ],
+        &["utf16.docx", "word/document.xml", "UTF-16"],
+    );
+}

@@ -667,6 +667,24 @@ fn a_run_killed_before_its_averaging_is_averaged_on_resume() {
     // Averaged, the finished run has nothing left to do.
     let again = resume(&run, &[]);
     assert!(String::from_utf8_lossy(&again.stderr).contains("nothing to resume"));
+    // An average older than the run's newest kept checkpoint (one made by hand while it
+    // trained) is not the run's: it is made again.
+    std::fs::File::options()
+        .write(true)
+        .open(averaged.join("model.safetensors"))
+        .unwrap()
+        .set_modified(std::time::SystemTime::now() - std::time::Duration::from_secs(3600))
+        .unwrap();
+    let stale = resume(&run, &[]);
+    assert!(
+        String::from_utf8_lossy(&stale.stderr).contains("averaged the last 3"),
+        "{}",
+        String::from_utf8_lossy(&stale.stderr)
+    );
+    assert_eq!(
+        std::fs::read(averaged.join("model.safetensors")).unwrap(),
+        whole
+    );
 }
 
 /// What writers killed mid-write leave in a run directory (`.tmp-XXXXXXXX.metrics.jsonl`,

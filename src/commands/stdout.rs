@@ -2,10 +2,10 @@
 //! ends the command quietly, as Unix filters end; any other failure to write (a full disk)
 //! is a one-line error naming stdout.
 
-use std::cell::RefCell;
 use std::fs::File;
-use std::io::{BufWriter, Write};
+use std::io::Write;
 use std::path::Path;
+use std::sync::{Arc, Mutex};
 
 /// Stdout was closed by its reader: `main` exits with status 0 and says nothing.
 #[derive(Debug)]
@@ -54,7 +54,13 @@ fn write_error(e: std::io::Error) -> anyhow::Error {
 /// of an `--out` that [`into_file`] renames into place when the command is done.
 pub enum Results<'a> {
     Stdout,
-    File(&'a RefCell<BufWriter<File>>),
+    File(&'a Mutex<Written>),
+}
+
+/// The temporary file of an `--out`, and how many bytes are in it.
+pub struct Written {
+    file: File,
+    bytes: u64,
 }
 
 impl Results<'_> {
@@ -62,7 +68,7 @@ impl Results<'_> {
     pub fn line(&self, text: &str) -> anyhow::Result<()> {
         match self {
             Self::Stdout => print_line(text),
-            Self::File(file) => Ok(writeln!(file.borrow_mut(), "{text}")?),
+            Self::File(_) => self.bytes(format!("{text}\n").as_bytes()),
         }
     }
 
@@ -75,15 +81,23 @@ impl Results<'_> {
                     .and_then(|()| out.flush())
                     .map_err(write_error)
             }
-            Self::File(file) => Ok(file.borrow_mut().write_all(bytes)?),
+            // One write a line, under the lock a stop signal takes: the file never ends in
+            // half a line.
+            Self::File(written) => {
+                let mut written = written.lock().unwrap_or_else(|e| e.into_inner());
+                written.file.write_all(bytes)?;
+                written.bytes += bytes.len() as u64;
+                Ok(())
+            }
         }
     }
 }
 
 /// Runs `fill` with results going to `out` (`-` is stdout), written atomically: the file
-/// appears whole when `fill` is done. When `fill` fails part way, what it wrote before is
-/// still put in place (the lines before a bad one are work a user keeps), and the error says
-/// so.
+/// appears whole when `fill` is done. What `fill` wrote before it failed, or before a SIGINT or
+/// SIGTERM stopped it, is put in place all the same (the lines before a bad one are work a
+/// user keeps), and the error says so; when it wrote nothing, an existing `out` is left as it
+/// was.
 pub fn into_file(
     out: &Path,
     fill: impl FnOnce(&Results) -> anyhow::Result<()>,
@@ -92,19 +106,52 @@ pub fn into_file(
         return fill(&Results::Stdout);
     }
     let mut failure = None;
-    crate::atomic_file::write_atomic_with(out, |tmp| {
-        let file = RefCell::new(BufWriter::new(
-            std::fs::OpenOptions::new().write(true).open(tmp)?,
-        ));
-        failure = fill(&Results::File(&file)).err();
-        file.into_inner().into_inner().map_err(|e| e.into_error())?;
+    let written = crate::atomic_file::write_atomic_with(out, |tmp| {
+        let file = std::fs::OpenOptions::new().write(true).open(tmp)?;
+        let written = Arc::new(Mutex::new(Written { file, bytes: 0 }));
+        keep_on_a_stop_signal(&written, tmp, out)?;
+        failure = fill(&Results::File(&written)).err();
+        let written = written.lock().unwrap_or_else(|e| e.into_inner());
+        if failure.is_some() && written.bytes == 0 {
+            return Err("nothing was written".into());
+        }
         Ok(())
-    })?;
-    match failure {
-        Some(error) => Err(anyhow::anyhow!(
+    });
+    match (failure, written) {
+        (Some(error), Ok(())) => Err(anyhow::anyhow!(
             "{error:#}; {} holds what was done before it",
             out.display()
         )),
-        None => Ok(()),
+        // Nothing done: the error is the command's, and `out` is as it was.
+        (Some(error), Err(_)) => Err(error),
+        (None, written) => written,
     }
+}
+
+/// On the first SIGINT or SIGTERM, puts what was written to `tmp` in place as `out` (once
+/// the line being written is whole) and ends the process as the signal would, saying so.
+fn keep_on_a_stop_signal(
+    written: &Arc<Mutex<Written>>,
+    tmp: &Path,
+    out: &Path,
+) -> Result<(), Box<dyn std::error::Error>> {
+    let (written, tmp, out) = (written.clone(), tmp.to_path_buf(), out.to_path_buf());
+    let target = std::fs::canonicalize(&out).unwrap_or_else(|_| out.clone());
+    let on_first = move |signal: i32| {
+        let held = written.lock().unwrap_or_else(|e| e.into_inner());
+        let name = super::stop_signals::signal_name(signal);
+        let kept = held.bytes > 0
+            && held.file.sync_all().is_ok()
+            && std::fs::rename(&tmp, &target).is_ok();
+        let said = if kept {
+            format!("{} holds the translations done before it", out.display())
+        } else {
+            let _ = std::fs::remove_file(&tmp);
+            format!("{} was not written", out.display())
+        };
+        let _ = writeln!(std::io::stderr(), "stopped by {name}: {said}");
+        std::process::exit(128 + signal);
+    };
+    super::stop_signals::StopSignals::install(on_first, "nothing more was written")?;
+    Ok(())
 }

@@ -147,7 +147,7 @@ fn translate_file(
     let translations =
         translate_sentences(translator, prepared.sentences(), batching, output, true)
             .with_context(|| format!("translating {name}"))?;
-    let count = translations.len();
+    let count = prepared.document_sentences();
     let translated = prepared.finish(&translations)?;
     if out.as_os_str() == "-" {
         std::io::Write::write_all(&mut std::io::stdout().lock(), &translated)
@@ -367,8 +367,8 @@ impl Output<'_> {
         }
         if let Some(tokens) = translation.truncated_from {
             warn(format_args!(
-                "{:?} has {tokens} tokens, more than the model reads; only the first {} were \
-                 translated ({}); split long sentences",
+                "{:?} has {tokens} tokens or more, more than the model reads; only the first \
+                 {} were translated ({}); split long sentences",
                 super::truncate_chars(&translation.source, 40),
                 self.source_limit.tokens,
                 self.source_limit.reason()

@@ -56,13 +56,26 @@ pub(super) fn average_at_the_end(run_dir: &Path, wanted: usize) -> anyhow::Resul
 }
 
 /// `training.average_last` of a run that finished training (its epochs, or stopped early)
-/// without its `averaged/` checkpoint: the process was stopped between its last checkpoint
-/// and its averaging. `None` when nothing was missed.
+/// whose `averaged/` checkpoint is missing or older than its newest kept checkpoint: the
+/// process was stopped between its last checkpoint and its averaging. `None` when nothing was
+/// missed (or nothing was kept to average).
 pub(super) fn averaging_missed(trainer: &Trainer, run_dir: &Path) -> Option<usize> {
     let wanted = trainer.config().training.average_last?;
     let position = trainer.position();
     let finished = position.stopped_early || position.epoch > trainer.config().training.epochs;
-    let averaged = crate::checkpoint::resolve(&run_dir.join(history::AVERAGED_DIR)).is_ok();
+    let newest_kept = history::kept(run_dir).ok()?.last()?.1.clone();
+    let written = |dir: &Path| {
+        std::fs::metadata(dir.join(crate::checkpoint::MODEL_FILE)).and_then(|m| m.modified())
+    };
+    // An average older than the newest kept checkpoint (one made by hand during the run) is
+    // not the run's.
+    let averaged = match (
+        written(&run_dir.join(history::AVERAGED_DIR)),
+        written(&newest_kept),
+    ) {
+        (Ok(averaged), Ok(kept)) => averaged >= kept,
+        _ => false,
+    };
     (finished && !averaged).then_some(wanted)
 }
 

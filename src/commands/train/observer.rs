@@ -102,17 +102,20 @@ impl TrainObserver for CheckpointingObserver {
                 .as_ref()
                 .map(|(moments, state)| (moments.as_slice(), state)),
         };
+        // The kept copy first: a kill between the two leaves last/ at the step before, which
+        // a resumed run takes again and keeps again; the other way round, the resumed run
+        // would go on from a step whose kept copy never came, and average without it.
+        let keep_last = trainer.config().training.keep_last;
+        if kind == CheckpointKind::Last && keep_last > 0 {
+            let weights_only = CheckpointContents {
+                resume: None,
+                ..contents
+            };
+            history::keep(&self.run_dir, trainer.step(), &weights_only, keep_last)?;
+        }
         checkpoint::save(&dir, &contents)?;
         if kind == CheckpointKind::Last {
             self.saved_step = Some(trainer.step());
-            let keep_last = trainer.config().training.keep_last;
-            if keep_last > 0 {
-                let weights_only = CheckpointContents {
-                    resume: None,
-                    ..contents
-                };
-                history::keep(&self.run_dir, trainer.step(), &weights_only, keep_last)?;
-            }
         }
         self.write_metrics(trainer.metrics())?;
         if kind == CheckpointKind::Best {

@@ -292,13 +292,19 @@ fn load_config(path: &Path) -> anyhow::Result<Config> {
             .flat_map(crate::corpus::files_of)
             .find(|file| !file.exists());
         if let Some(missing) = missing {
+            let text = missing.display().to_string();
+            let script = if text.contains("multi30k") {
+                "scripts/get-multi30k.sh"
+            } else if text.contains("tatoeba") {
+                "scripts/get-tatoeba.py"
+            } else {
+                "scripts/make-lm-text.sh"
+            };
             bail!(
-                "the shipped config {} reads {} from the working directory, and it is not \
+                "the shipped config {} reads {text} from the working directory, and it is not \
                  here; run from the directory that holds it (the repository's root, after \
-                 scripts/get-multi30k.sh for Multi30k), or copy configs/{0} and point its \
-                 [data] paths at your files",
+                 {script}), or copy configs/{0} and point its [data] paths at your files",
                 shipped.file_name,
-                missing.display()
             );
         }
     }

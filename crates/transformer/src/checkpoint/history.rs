@@ -104,7 +104,7 @@ pub fn average(run_dir: &Path, last: usize, out: &Path) -> anyhow::Result<Vec<us
                 "a checkpoint"
             },
             from.map_or(String::new(), |from| format!(
-                ", such as the run of {from}, which it was quantized from"
+                " (it was quantized from {from}; average the run that one came from)"
             ))
         );
     }

@@ -69,6 +69,8 @@ pub enum OutRefused {
     Exists { out: PathBuf },
     /// It lies inside a run's kept checkpoints, which later averages would count.
     InsideHistory { out: PathBuf, history: PathBuf },
+    /// It is a run's `last/` or `best/`, which its training writes.
+    RunCheckpoint { out: PathBuf },
 }
 
 impl OutRefused {
@@ -95,6 +97,11 @@ impl OutRefused {
                  reads; write somewhere else",
                 out.display(),
                 history.display()
+            ),
+            Self::RunCheckpoint { out } => format!(
+                "{out_setting} {} is a training run's own checkpoint, which its training \
+                 writes; write somewhere else",
+                out.display()
             ),
             Self::Exists { out } => format!(
                 "{} already exists; pass {overwrite_setting} to replace it, or {out_setting} DIR to \
@@ -189,10 +196,18 @@ pub fn refuse_inside_a_run(out: &Path) -> Result<(), OutRefused> {
         Some(parent.canonicalize().ok()?.join(out.file_name()?))
     });
     let Some(real) = real else { return Ok(()) };
+    let is_run = |run: &Path| run.join(LAST_DIR).is_dir() || run.join(METRICS_FILE).is_file();
+    let own = real
+        .file_name()
+        .is_some_and(|name| name == LAST_DIR || name == super::BEST_DIR);
+    if own && real.parent().is_some_and(is_run) {
+        return Err(OutRefused::RunCheckpoint {
+            out: out.to_path_buf(),
+        });
+    }
     for history in real.ancestors().skip(1) {
         let Some(run) = history.parent() else { break };
-        let is_run = run.join(LAST_DIR).is_dir() || run.join(METRICS_FILE).is_file();
-        if history.file_name().is_some_and(|n| n == KEPT_DIR) && is_run {
+        if history.file_name().is_some_and(|n| n == KEPT_DIR) && is_run(run) {
             return Err(OutRefused::InsideHistory {
                 out: out.to_path_buf(),
                 history: history.to_path_buf(),

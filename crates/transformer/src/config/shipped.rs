@@ -65,9 +65,11 @@ impl Config {
     /// with it so that the caller can say which it took. A path that is neither is a
     /// [`ConfigReadError`] that lists the shipped configs.
     pub fn load_or_shipped(given: &Path) -> anyhow::Result<(Self, Option<&'static ShippedConfig>)> {
-        // Anything at the path (a file, a FIFO, a dangling link) is the user's: read it, or
-        // say why it cannot be read.
-        if given.symlink_metadata().is_ok() {
+        // Anything at the path but a directory (a file, a FIFO, a dangling link) is the
+        // user's config: read it, or say why it cannot be read. A directory is no config
+        // (`train --config tiny` where a run went to `tiny/`).
+        if given.symlink_metadata().is_ok() && !(given.is_dir() && shipped_config(given).is_some())
+        {
             return Ok((Self::load(given)?, None));
         }
         match shipped_config(given) {

@@ -146,9 +146,24 @@ impl Prepared {
         }
     }
 
-    /// Every sentence to translate, in order.
+    /// Every sentence to translate, in order: the document's own, and the pieces of a
+    /// formatted text each translated alone (to find where its marks go).
     pub fn sentences(&self) -> &[String] {
         self.batch.sentences()
+    }
+
+    /// How many sentences the document holds (its texts', not the formatted pieces').
+    pub fn document_sentences(&self) -> usize {
+        let per_text: Vec<usize> = self.batch.sentences_per_text().collect();
+        let mut first = 0;
+        let mut count = 0;
+        for &size in &self.group_sizes {
+            if size > 0 {
+                count += per_text[first];
+            }
+            first += size;
+        }
+        count
     }
 
     /// The translated document, given `sentences()`'s translations in order.

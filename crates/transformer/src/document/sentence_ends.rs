@@ -26,9 +26,11 @@ const OPENERS: &[char] = &['"', '\'', '„', '“', '‚', '‘', '«', '»', '(
 
 /// Mends what the segmenter leaves on the wrong side of a sentence end, in `ranges` of `line`
 /// (each trimmed, in order): closing brackets and quotes that start a piece after a sentence
-/// end go back to the sentence they close (`Wasser.) Zwei` is `Wasser.)` and `Zwei`, not
-/// `Wasser.` and `) Zwei`, whose translation loses the bracket and the space before it), and
-/// a list number that ends a piece after a sentence end becomes a piece of its own (`Wasser.
+/// end go back to the sentence they close (`(Ein Kind spielt.) Zwei` is `(Ein Kind spielt.)`
+/// and `Zwei`, not `... spielt.` and `) Zwei`, whose translation loses the bracket and the
+/// space before it), and stay out of it, as they are, when nothing in it opens them; a list
+/// item's marker (`2)`, `(2)`) that starts a piece is a piece of its own, kept as it is; and a
+/// list number that ends a piece after a sentence end becomes a piece of its own (`Wasser.
 /// 2.` is `Wasser.` and `2.`: read as an ordinal, the number went to the sentence before,
 /// whose translation dropped it).
 pub(super) fn mend(
@@ -59,6 +61,12 @@ pub(super) fn mend(
                 }
             }
         }
+        // A list item's marker at the start is a piece of its own, kept as it is.
+        if let Some(marker) = list_marker_len(&line[range.clone()]) {
+            mended.push(range.start..range.start + marker);
+            let rest = &line[range.start + marker..range.end];
+            range.start += marker + (rest.len() - rest.trim_start().len());
+        }
         match list_number_at_end(language, &line[range.clone()]) {
             Some(at) => {
                 let sentence = &line[range.start..range.start + at];
@@ -68,11 +76,66 @@ pub(super) fn mend(
             None => mended.push(range),
         }
     }
+    // Closing brackets no bracket of their piece opens stay out of it, as they are: the model
+    // drops what it cannot match.
+    for range in &mut mended {
+        range.end -= unmatched_closers_at_end(&line[range.clone()]);
+    }
     mended
 }
 
 /// The characters that end a sentence.
 const TERMINATORS: &[char] = &['.', '!', '?', '…'];
+
+/// The length of the list marker `text` starts with (`2)`, `(2)`, `12.`: one to three digits)
+/// when a space and a letter follow it; `None` otherwise.
+fn list_marker_len(text: &str) -> Option<usize> {
+    let open = usize::from(text.starts_with('('));
+    let digits = text[open..].bytes().take_while(u8::is_ascii_digit).count();
+    if !(1..=3).contains(&digits) {
+        return None;
+    }
+    let close = &text[open + digits..];
+    let marker = match (open, close.chars().next()) {
+        (1, Some(')')) | (0, Some(')' | '.')) => open + digits + 1,
+        _ => return None,
+    };
+    let rest = &text[marker..];
+    let letter = rest
+        .trim_start()
+        .trim_start_matches(OPENERS)
+        .starts_with(char::is_alphabetic);
+    (rest.starts_with(char::is_whitespace) && letter).then_some(marker)
+}
+
+/// Whether `piece` ends with closing brackets after its terminator that no bracket in it
+/// opens (`Wasser.)` of a parenthesis opened in the sentence before): how many bytes they
+/// take.
+fn unmatched_closers_at_end(piece: &str) -> usize {
+    let closers: usize = piece
+        .chars()
+        .rev()
+        .take_while(|c| matches!(c, ')' | ']' | '}'))
+        .map(char::len_utf8)
+        .sum();
+    let body = &piece[..piece.len() - closers];
+    if closers == 0 || !body.ends_with(|c| TERMINATORS.contains(&c)) {
+        return 0;
+    }
+    let opened = body
+        .chars()
+        .filter(|c| matches!(c, '(' | '[' | '{'))
+        .count();
+    let closed = piece
+        .chars()
+        .filter(|c| matches!(c, ')' | ']' | '}'))
+        .count();
+    if closed > opened {
+        closers
+    } else {
+        0
+    }
+}
 
 /// Where a list number (`2.`, `12)`) that ends `piece` after a sentence end starts: after a
 /// whole word ([`whole_word_before`]), not an abbreviation's number (`Abb. 5.`).
@@ -229,6 +292,11 @@ fn ends_sentence(
     // a count of things after a whole word is one (`...Dschungellandschaft. 2 blonde Mädchen
     // sitzen`): left inside the sentence before it, the model drops it.
     if !starts_with_letter(next) {
+        // A list item's marker (`2)`, `(2)`, `2.`) and a word: the next item, after a whole
+        // word's full stop or after `!` or `?`.
+        if list_marker_len(next).is_some() {
+            return run != "." || whole_word_before(language, head);
+        }
         return run == "." && counts_things(language, head, next);
     }
     if run != "." {

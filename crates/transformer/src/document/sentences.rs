@@ -416,8 +416,25 @@ mod tests {
         let shown: Vec<&str> = batch.sentences().iter().map(String::as_str).collect();
         assert_eq!(
             shown,
-            ["Ein Kind spielt.", "Zwei Männer stehen.)", "Drei Hunde."]
+            ["Ein Kind spielt.", "Zwei Männer stehen.", "Drei Hunde."]
         );
+        // Markers of the form `2)` and `(2)` end the sentence before them and are kept as
+        // they are; a bracket nothing opens stays out of the sentence.
+        for text in [
+            "1) Ein Hund läuft. 2) Eine Katze schläft.",
+            "Ein Hund läuft. (2) Eine Katze schläft.",
+            "Zwei Hunde spielen im Wasser.) Zwei Katzen schlafen.",
+        ] {
+            let batch = SentenceBatch::new(&german(), &[text]);
+            assert_eq!(batch.join_all(batch.sentences()), [text]);
+            assert_eq!(batch.sentences().len(), 2, "{:?}", batch.sentences());
+            let whole = |s: &String| s.starts_with(char::is_alphabetic) && s.ends_with('.');
+            assert!(
+                batch.sentences().iter().all(whole),
+                "{:?}",
+                batch.sentences()
+            );
+        }
     }
 
     #[test]

@@ -121,8 +121,8 @@ impl Check {
         };
         if got != want {
             bail!(
-                "{what} arrived with {kind} {got}, not the {want} the Hub lists; nothing was \
-                 kept: try again, and if it persists the file on the Hub is damaged"
+                "{what} arrived with {kind} {got}, not the {want} the Hub gives for it; \
+                 nothing was kept: try again, and if it persists the file on the Hub is damaged"
             )
         }
         Ok(())

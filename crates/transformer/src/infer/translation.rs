@@ -17,7 +17,9 @@ pub struct Translation {
     /// Source pieces that were not in the vocabulary and became `<unk>`.
     #[serde(skip)]
     pub unknown_words: Vec<String>,
-    /// The source's token count when it was longer than the model reads and was cut.
+    /// The source's token count when it was longer than the model reads and was cut; for a
+    /// source so long that only its beginning was tokenized (past 256 characters a token
+    /// read), the count of that beginning, a lower bound.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub truncated_from: Option<usize>,
     /// The most tokens decoding could generate for this source, when the translation ran

@@ -15,7 +15,7 @@ use crate::decoding::{
     always_wanted, beam_search, greedy_batch, BeamSettings, DecodeInput, Hypothesis, StillWanted,
 };
 use crate::model::{masks, DecodingModel, Prompt, Source};
-use crate::tokenize::{SpecialIds, Tokenizers};
+use crate::tokenize::{long_words, SpecialIds, Tokenizers};
 
 /// Sources shorter than this many tokens are never marked short: a few words translate to
 /// more or fewer too often to tell.
@@ -53,8 +53,25 @@ fn may_hold_two_sentences(source: &str) -> bool {
     trimmed.match_indices(['.', '!', '?']).any(|(at, _)| {
         let mut after = trimmed[at + 1..].chars();
         after.next().is_some_and(char::is_whitespace)
-            && after.next().is_some_and(|c| c.is_uppercase() || c.is_ascii_digit())
+            && after
+                .next()
+                .is_some_and(|c| c.is_uppercase() || c.is_ascii_digit())
     })
+}
+
+/// The beginning of `text` whose tokens begin as the whole text's do for at least `tokens`
+/// tokens and pass that number when the text does: every word is at least one token, and a
+/// word longer than [`long_words::MAX_WORD_CHARS`] at least one a piece of that many
+/// characters, so `tokens + 1` such pieces of characters other than whitespace are enough.
+fn readable_beginning(text: &str, tokens: usize) -> &str {
+    let most = (tokens + 1).saturating_mul(long_words::MAX_WORD_CHARS);
+    if text.len() <= most {
+        return text;
+    }
+    text.char_indices()
+        .filter(|(_, c)| !c.is_whitespace())
+        .nth(most)
+        .map_or(text, |(at, _)| &text[..at])
 }
 
 /// A sentence read for the model: its framed ids (`None` for an empty source, which is not
@@ -174,9 +191,14 @@ impl ConfiguredTranslator<'_> {
     /// spaces and runs of spaces become one space), cut to the [`SourceLimit`] (so that one
     /// long line does not end a stream of translations; the caller warns) and framed.
     fn read_source(&self, sentence: &str, specials: &SpecialIds) -> anyhow::Result<ReadSource> {
-        let encoded = self.tokenizers.src.encode(sentence)?;
         let readable =
             SourceLimit::of(self.model.max_positions(), specials.source_overhead()).tokens;
+        // Only a beginning that surely holds more than the readable tokens is tokenized: a
+        // 16 MB word took 2.7 GB to tokenize whole, to be cut to 1,024 tokens after.
+        let encoded = self
+            .tokenizers
+            .src
+            .encode(readable_beginning(sentence, readable))?;
         let truncated_from = (encoded.ids.len() > readable).then_some(encoded.ids.len());
         let src_ids = (!encoded.ids.is_empty())
             .then(|| specials.source(&encoded.ids[..encoded.ids.len().min(readable)]));

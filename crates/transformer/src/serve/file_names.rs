@@ -18,7 +18,7 @@ pub fn safe_file_name(name: &str) -> String {
         })
         .collect();
     // A name that is only an extension (`.txt`) keeps it, after a name: `file.txt`.
-    let only_an_extension = safe.starts_with('.') && safe[1..].chars().all(|c| c != '.');
+    let only_an_extension = safe.starts_with('.') && !safe.trim_start_matches('.').contains('.');
     safe = safe.trim_start_matches('.').to_string();
     if only_an_extension && !safe.is_empty() {
         safe = format!("file.{safe}");
@@ -52,6 +52,7 @@ mod tests {
         );
         assert_eq!(safe_file_name(".."), "file");
         assert_eq!(safe_file_name(".txt"), "file.txt");
+        assert_eq!(safe_file_name("..txt"), "file.txt");
         let long = format!("{}.html", "a".repeat(500));
         assert_eq!(safe_file_name(&long).len(), 120);
         assert!(safe_file_name(&long).ends_with(".html"));

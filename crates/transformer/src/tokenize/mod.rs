@@ -4,7 +4,7 @@
 
 pub mod bpe;
 mod language_codes;
-mod long_words;
+pub mod long_words;
 pub mod marian;
 mod marian_learn;
 pub mod multilingual;

@@ -84,6 +84,8 @@ fn slot_text(
                 }
             }
             Event::End(_) if names[i] == WordName::Text => return Ok((text, i)),
+            // A comment or instruction inside the text is no text; it goes with the text.
+            Event::Comment(_) | Event::PI(_) => {}
             _ => bail!("malformed part: markup inside a <w:t>"),
         }
     }
@@ -134,6 +136,8 @@ pub(super) fn find_blocks(
                 in_format = 1;
             }
             (Event::Empty(_), WordName::RunFormat) => format = raw(event),
+            // An empty `<w:t/>` holds no text and ends nothing.
+            (Event::Empty(_), WordName::Text) => {}
             (Event::Start(_), WordName::Run) => format.clear(),
             (Event::Start(_) | Event::Empty(_) | Event::End(_), name) if name.between_runs() => {}
             (Event::Text(t), _) if t.iter().all(u8::is_ascii_whitespace) => {}

@@ -44,8 +44,123 @@ pub struct DocxJob {
     parts: Vec<Part>,
 }
 
-/// Whether `name` is a part with text this translates.
-fn is_text_part(name: &str) -> bool {
+/// The package's parts with text this translates: its main document (the one `_rels/.rels`
+/// names, as Word may write `word/document2.xml`) and the headers, footers, foot- and
+/// endnotes its relationships name; by their usual names where the package has no
+/// relationships to read.
+fn text_parts(
+    archive: &mut zip::ZipArchive<Cursor<&[u8]>>,
+    names: &[String],
+) -> anyhow::Result<Vec<String>> {
+    let relationships = |archive: &mut zip::ZipArchive<Cursor<&[u8]>>, part: &str| {
+        let (dir, file) = part.rsplit_once('/').unwrap_or(("", part));
+        let rels = match dir {
+            "" => format!("_rels/{file}.rels"),
+            dir => format!("{dir}/_rels/{file}.rels"),
+        };
+        let mut xml = Vec::new();
+        let read = archive.by_name(&rels).ok().and_then(|entry| {
+            entry
+                .take(MOST_RELATIONSHIP_BYTES)
+                .read_to_end(&mut xml)
+                .ok()
+        });
+        read.map(|_| {
+            relationship_targets(&xml)
+                .into_iter()
+                .map(|(kind, target)| (kind, resolve_target(dir, &target)))
+                .collect::<Vec<_>>()
+        })
+    };
+    let main = relationships(archive, "")
+        .and_then(|rels| {
+            rels.into_iter()
+                .find(|(kind, _)| kind.ends_with("/officeDocument"))
+                .map(|(_, target)| target)
+        })
+        .filter(|main| names.contains(main))
+        .unwrap_or_else(|| MAIN_PART.to_string());
+    if !names.contains(&main) {
+        bail!("it has no {MAIN_PART} (nor a main document its _rels/.rels names)");
+    }
+    let related = relationships(archive, &main).unwrap_or_default();
+    let mut parts = vec![main];
+    if related.is_empty() {
+        parts.extend(names.iter().filter(|n| is_usual_text_part(n)).cloned());
+    }
+    for (kind, target) in related {
+        let text = ["/header", "/footer", "/footnotes", "/endnotes"]
+            .iter()
+            .any(|k| kind.ends_with(k));
+        if text && names.contains(&target) && !parts.contains(&target) {
+            parts.push(target);
+        }
+    }
+    parts.dedup();
+    Ok(parts)
+}
+
+/// Where Word keeps the main document.
+const MAIN_PART: &str = "word/document.xml";
+
+/// The most bytes of a relationships part read.
+const MOST_RELATIONSHIP_BYTES: u64 = 1 << 20;
+
+/// The (type, target) of each `Relationship` of a relationships part.
+fn relationship_targets(xml: &[u8]) -> Vec<(String, String)> {
+    let mut reader = quick_xml::Reader::from_reader(xml);
+    let mut found = Vec::new();
+    let mut buffer = Vec::new();
+    loop {
+        match reader.read_event_into(&mut buffer) {
+            Ok(quick_xml::events::Event::Start(e) | quick_xml::events::Event::Empty(e))
+                if e.local_name().as_ref() == b"Relationship" =>
+            {
+                let value = |key: &[u8]| {
+                    e.attributes()
+                        .flatten()
+                        .find(|a| a.key.local_name().as_ref() == key)
+                        .and_then(|a| a.unescape_value().ok().map(|v| v.into_owned()))
+                };
+                let external = value(b"TargetMode").is_some_and(|m| m == "External");
+                if let (Some(kind), Some(target), false) =
+                    (value(b"Type"), value(b"Target"), external)
+                {
+                    found.push((kind, target));
+                }
+            }
+            Ok(quick_xml::events::Event::Eof) | Err(_) => break,
+            _ => {}
+        }
+        buffer.clear();
+    }
+    found
+}
+
+/// A relationship's target as a part name: absolute (`/word/x.xml`) or relative to the
+/// source part's folder `dir`, `..` resolved.
+fn resolve_target(dir: &str, target: &str) -> String {
+    let joined = match target.strip_prefix('/') {
+        Some(absolute) => absolute.to_string(),
+        None if dir.is_empty() => target.to_string(),
+        None => format!("{dir}/{target}"),
+    };
+    let mut parts: Vec<&str> = Vec::new();
+    for part in joined.split('/') {
+        match part {
+            "" | "." => {}
+            ".." => {
+                parts.pop();
+            }
+            part => parts.push(part),
+        }
+    }
+    parts.join("/")
+}
+
+/// Whether `name` is a part with text by Word's usual names (for a package without
+/// relationships).
+fn is_usual_text_part(name: &str) -> bool {
     let Some(file) = name.strip_prefix("word/") else {
         return false;
     };
@@ -54,9 +169,7 @@ fn is_text_part(name: &str) -> bool {
             .and_then(|rest| rest.strip_suffix(".xml"))
             .is_some_and(|n| n.chars().all(|c| c.is_ascii_digit()))
     };
-    matches!(file, "document.xml" | "footnotes.xml" | "endnotes.xml")
-        || numbered("header")
-        || numbered("footer")
+    matches!(file, "footnotes.xml" | "endnotes.xml") || numbered("header") || numbered("footer")
 }
 
 impl DocxJob {
@@ -76,13 +189,12 @@ impl DocxJob {
             .map(|name| name.map(|n| n.into_owned()))
             .collect::<Result<_, _>>()
             .with_context(|| format!("{file}: an entry name that is not UTF-8"))?;
-        if !names.iter().any(|n| n == "word/document.xml") {
-            bail!("{file} is not a .docx (Word) package: it has no word/document.xml");
-        }
+        let text_parts = text_parts(&mut archive, &names)
+            .map_err(|e| anyhow::anyhow!("{file} is not a .docx (Word) package: {e}"))?;
         let mut parts = Vec::new();
         // What the parts may still inflate to: the limit holds for all of them together.
         let mut budget = limits.max_part_bytes;
-        for name in names.iter().filter(|n| is_text_part(n)) {
+        for name in &text_parts {
             let entry = archive
                 .by_name(name)
                 .with_context(|| format!("{file}: reading {name}"))?;

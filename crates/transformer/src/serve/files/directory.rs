@@ -1,6 +1,9 @@
 //! The directory translated files are kept in: which one (a given one, or the user's own
-//! under the system's temporary directory, refused unless private), its layout (a file `ID`
-//! beside its record `ID.json`), and the sweep that removes what no link can reach any more.
+//! under the system's temporary directory, refused unless private), its layout (a file
+//! `transformer-ID` beside its record `transformer-ID.json`, ID 32 hex digits, each mode 0600
+//! and read only as a regular file, never through a link), and the sweep that removes what no
+//! link can reach any more. Nothing named otherwise is read or removed: a user's own files in
+//! the directory (an md5-named download, say) are left alone.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -15,7 +18,10 @@ const LEFTOVER_AGE: Duration = Duration::from_secs(60);
 /// Largest record read back.
 const MOST_RECORD_BYTES: u64 = 64 * 1024;
 
-/// What is kept beside a stored file (`ID.json`): how a server that did not store it serves
+/// Every stored file's name starts with this, its record's too.
+const PREFIX: &str = "transformer-";
+
+/// What is kept beside a stored file (`transformer-ID.json`): how a server that did not store it serves
 /// it, and when any server may remove it.
 #[derive(Debug, Serialize, Deserialize)]
 pub(super) struct Record {
@@ -46,8 +52,25 @@ pub(super) fn given_dir(dir: &Path, dir_setting: &str) -> anyhow::Result<PathBuf
     // permissions its owner gave it.
     if created {
         restrict_to_owner(dir);
+    } else if writable_by_others(dir) {
+        log::warn!(
+            "{dir_setting} {} is writable by other users, who could place files there for \
+             this server to hand out; give a directory of your own",
+            dir.display()
+        );
     }
     Ok(dir.to_path_buf())
+}
+
+#[cfg(unix)]
+fn writable_by_others(dir: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(dir).is_ok_and(|m| m.permissions().mode() & 0o022 != 0)
+}
+
+#[cfg(not(unix))]
+fn writable_by_others(_dir: &Path) -> bool {
+    false
 }
 
 /// This user's directory under the system's temporary one, shared by the user's servers:
@@ -107,14 +130,19 @@ fn not_private(_dir: &Path) -> Option<&'static str> {
     None
 }
 
-/// Whether `name` is an id this store names files by: 32 hex digits.
-pub(super) fn is_id(name: &str) -> bool {
-    name.len() == 32 && name.bytes().all(|b| b.is_ascii_hexdigit())
+/// Whether `id` is one this store names files by: 32 hex digits.
+pub(super) fn is_id(id: &str) -> bool {
+    id.len() == 32 && id.bytes().all(|b| b.is_ascii_hexdigit())
 }
 
-/// `ID.json`.
+/// The stored file of `id`: `transformer-ID`.
+pub(super) fn file_name(id: &str) -> String {
+    format!("{PREFIX}{id}")
+}
+
+/// The record of `id`: `transformer-ID.json`.
 pub(super) fn record_name(id: &str) -> String {
-    format!("{id}.json")
+    format!("{PREFIX}{id}.json")
 }
 
 pub(super) fn unix_ms(time: SystemTime) -> u64 {
@@ -124,15 +152,55 @@ pub(super) fn unix_ms(time: SystemTime) -> u64 {
 
 /// The record of file `id`, if there is a readable one.
 pub(super) fn read_record(dir: &Path, id: &str) -> Option<Record> {
-    let bytes = crate::small_file::read(&dir.join(record_name(id)), MOST_RECORD_BYTES).ok()?;
+    let bytes = read_regular(&dir.join(record_name(id)), MOST_RECORD_BYTES)?;
     serde_json::from_slice(&bytes).ok()
+}
+
+/// The stored file of `id`, if it is a regular file.
+pub(super) fn read_stored(dir: &Path, id: &str) -> Option<Vec<u8>> {
+    read_regular(&dir.join(file_name(id)), u64::MAX)
+}
+
+/// The bytes of the regular file at `path` (at most `most`), opened without following a link
+/// (one planted in the directory would hand out whatever it points to).
+fn read_regular(path: &Path, most: u64) -> Option<Vec<u8>> {
+    use std::io::Read;
+    let mut options = std::fs::OpenOptions::new();
+    options.read(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK);
+    }
+    let file = options.open(path).ok()?;
+    let meta = file.metadata().ok()?;
+    if !meta.is_file() || meta.len() > most {
+        return None;
+    }
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    file.take(most).read_to_end(&mut bytes).ok()?;
+    Some(bytes)
+}
+
+/// Writes `bytes` as `name` in `dir`, atomically, readable by its owner only.
+pub(super) fn write_private(dir: &Path, name: &str, bytes: &[u8]) -> anyhow::Result<()> {
+    crate::atomic_file::write_atomic_with(&dir.join(name), |tmp| {
+        let mut file = std::fs::OpenOptions::new().write(true).open(tmp)?;
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+        }
+        std::io::Write::write_all(&mut file, bytes)?;
+        Ok(())
+    })
 }
 
 /// Removes file `id` and its record (the record first: a link stops working before its
 /// file goes).
 pub(super) fn remove_stored(dir: &Path, id: &str) {
     let _ = std::fs::remove_file(dir.join(record_name(id)));
-    let _ = std::fs::remove_file(dir.join(id));
+    let _ = std::fs::remove_file(dir.join(file_name(id)));
 }
 
 /// Removes from `dir` what this store names and no link can reach any more: files whose
@@ -146,7 +214,7 @@ pub(super) fn sweep_dir(dir: &Path, now: SystemTime) {
     let now_ms = unix_ms(now);
     for entry in entries.flatten() {
         let name = entry.file_name().to_string_lossy().into_owned();
-        let Ok(meta) = entry.metadata() else {
+        let Ok(meta) = std::fs::symlink_metadata(entry.path()) else {
             continue;
         };
         if !meta.is_file() {
@@ -157,13 +225,17 @@ pub(super) fn sweep_dir(dir: &Path, now: SystemTime) {
             .ok()
             .and_then(|modified| now.duration_since(modified).ok())
             .is_some_and(|age| age > LEFTOVER_AGE);
-        if let Some(id) = name.strip_suffix(".json").filter(|id| is_id(id)) {
+        let stored = name.strip_prefix(PREFIX);
+        if let Some(id) = stored
+            .and_then(|n| n.strip_suffix(".json"))
+            .filter(|id| is_id(id))
+        {
             let expired = read_record(dir, id).is_none_or(|r| r.expires_unix_ms <= now_ms);
             if expired {
                 remove_stored(dir, id);
             }
-        } else if is_id(&name) {
-            if old && !dir.join(record_name(&name)).exists() {
+        } else if let Some(id) = stored.filter(|id| is_id(id)) {
+            if old && std::fs::symlink_metadata(dir.join(record_name(id))).is_err() {
                 let _ = std::fs::remove_file(entry.path());
             }
         } else if old && is_temporary(&name) {
@@ -172,34 +244,13 @@ pub(super) fn sweep_dir(dir: &Path, now: SystemTime) {
     }
 }
 
-/// `.tmp-XXXXXXXX.ID` or `.tmp-XXXXXXXX.ID.json`: a file or record being written.
+/// `.tmp-XXXXXXXX.transformer-ID` or `.tmp-XXXXXXXX.transformer-ID.json`: a file or record
+/// being written.
 fn is_temporary(name: &str) -> bool {
     name.strip_prefix(".tmp-")
         .and_then(|rest| rest.split_once('.'))
-        .is_some_and(|(_, stored)| is_id(stored.strip_suffix(".json").unwrap_or(stored)))
-}
-
-/// Directories of earlier versions' servers (`transformer-serve-PID-XXXXXXXX`, one a
-/// server) that no longer run.
-pub(super) fn remove_abandoned(base: &Path) {
-    let Ok(entries) = std::fs::read_dir(base) else {
-        return;
-    };
-    for entry in entries.flatten() {
-        let name = entry.file_name();
-        let Some(rest) = name
-            .to_str()
-            .and_then(|n| n.strip_prefix("transformer-serve-"))
-        else {
-            continue;
-        };
-        let Some(pid) = rest.split('-').next().and_then(|p| p.parse::<u32>().ok()) else {
-            continue;
-        };
-        if !Path::new(&format!("/proc/{pid}")).exists() && Path::new("/proc/self").exists() {
-            let _ = std::fs::remove_dir_all(entry.path());
-        }
-    }
+        .and_then(|(_, stored)| stored.strip_prefix(PREFIX))
+        .is_some_and(|id| is_id(id.strip_suffix(".json").unwrap_or(id)))
 }
 
 #[cfg(unix)]

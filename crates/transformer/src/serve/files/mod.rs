@@ -1,6 +1,6 @@
 //! Translated files waiting to be downloaded (`/download_file/ID.NAME`, as LibreTranslate
 //! names them). Each is stored under a random 128-bit id, beside a record of the name it is
-//! downloaded as, its media type and when its link expires (`ID.json`), so that a link
+//! downloaded as, its media type and when its link expires (see [`directory`]), so that a link
 //! outlives the server that made it: after a restart, or from another server sharing the
 //! directory, it works until it expires (LibreTranslate's files outlive a restart too).
 //! Nothing a client sends ever becomes a path, so no name can reach outside the directory.
@@ -19,8 +19,8 @@ use rand::RngCore;
 use super::file_names::safe_file_name;
 use crate::document::DocumentFormat;
 use directory::{
-    given_dir, is_id, read_record, record_name, remove_abandoned, remove_stored, sweep_dir,
-    unix_ms, users_dir, Record,
+    file_name, given_dir, is_id, read_record, read_stored, record_name, remove_stored, sweep_dir,
+    unix_ms, users_dir, write_private, Record,
 };
 
 mod directory;
@@ -79,11 +79,7 @@ impl FileStore {
         settings.ttl = settings.ttl.min(Duration::from_secs(100 * 365 * 24 * 3600));
         let dir = match &settings.dir {
             Some(dir) => given_dir(dir, dir_setting)?,
-            None => {
-                // Directories of servers of earlier versions, each its own.
-                remove_abandoned(&std::env::temp_dir());
-                users_dir(dir_setting)?
-            }
+            None => users_dir(dir_setting)?,
         };
         // A directory the server cannot write to is found now, not by the first client.
         let probe = dir.join(format!(".probe-{:08x}", rand::rng().next_u32()));
@@ -125,12 +121,9 @@ impl FileStore {
             expires_unix_ms: unix_ms(expires),
         };
         let storing = || {
-            crate::atomic_file::write_atomic(&self.dir.join(&id), bytes)?;
+            write_private(&self.dir, &file_name(&id), bytes)?;
             // The record last: a file is served only once it is whole.
-            crate::atomic_file::write_atomic(
-                &self.dir.join(record_name(&id)),
-                &serde_json::to_vec(&record)?,
-            )
+            write_private(&self.dir, &record_name(&id), &serde_json::to_vec(&record)?)
         };
         storing()
             .with_context(|| format!("storing a translated file in {}", self.dir.display()))?;
@@ -174,7 +167,7 @@ impl FileStore {
             return None;
         }
         let media_type = known_media_type(&record.media_type)?;
-        let bytes = std::fs::read(self.dir.join(id)).ok()?;
+        let bytes = read_stored(&self.dir, id)?;
         Some(Download {
             bytes,
             name: safe_file_name(&record.name),
@@ -264,31 +257,65 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
         std::fs::write(dir.path().join("notes.txt"), b"mine").unwrap();
-        let left = "0123456789abcdef0123456789abcdef";
-        std::fs::write(dir.path().join(left), b"a killed server's").unwrap();
-        // Killed between writing a file and its record, two minutes ago.
-        std::fs::File::options()
-            .write(true)
-            .open(dir.path().join(left))
-            .unwrap()
-            .set_modified(SystemTime::now() - Duration::from_secs(120))
-            .unwrap();
-        let fresh = "fedcba9876543210fedcba9876543210";
-        std::fs::write(
-            dir.path().join(fresh),
-            b"a live server's, its record on the way",
-        )
-        .unwrap();
+        let two_minutes_ago = |name: &str| {
+            std::fs::File::options()
+                .write(true)
+                .open(dir.path().join(name))
+                .unwrap()
+                .set_modified(SystemTime::now() - Duration::from_secs(120))
+                .unwrap();
+        };
+        // A user's own files named by hashes, as downloads and caches are: never ours.
+        let users = [
+            "0123456789abcdef0123456789abcdef",
+            "0cc175b9c0f1b6a831c399e269772661.json",
+        ];
+        for name in users {
+            std::fs::write(dir.path().join(name), b"a user's").unwrap();
+            two_minutes_ago(name);
+        }
+        // Killed between writing a file and its record, two minutes ago; and a live server's,
+        // its record on the way.
+        let left = file_name("0123456789abcdef0123456789abcdef");
+        std::fs::write(dir.path().join(&left), b"a killed server's").unwrap();
+        two_minutes_ago(&left);
+        let fresh = file_name("fedcba9876543210fedcba9876543210");
+        std::fs::write(dir.path().join(&fresh), b"a live server's").unwrap();
         let store = FileStore::open(settings(dir.path(), Duration::MAX, 8), "dir").unwrap();
         let mode = std::fs::metadata(dir.path()).unwrap().permissions().mode();
         assert_eq!(mode & 0o777, 0o755);
-        assert!(dir.path().join("notes.txt").exists());
-        assert!(!dir.path().join(left).exists());
-        assert!(dir.path().join(fresh).exists());
-        // A time to live too long for the clock is capped, not a panic.
-        assert!(store
+        for kept in ["notes.txt", users[0], users[1], &fresh] {
+            assert!(dir.path().join(kept).exists(), "{kept}");
+        }
+        assert!(!dir.path().join(&left).exists());
+        // A time to live too long for the clock is capped, not a panic; what is stored is
+        // its owner's alone.
+        let link = store
             .store(b"x", "x.txt", "text/plain; charset=utf-8")
-            .is_ok());
+            .unwrap();
+        let id = link.split_once('.').unwrap().0;
+        for name in [file_name(id), record_name(id)] {
+            let mode = std::fs::metadata(dir.path().join(name))
+                .unwrap()
+                .permissions()
+                .mode();
+            assert_eq!(mode & 0o777, 0o600);
+        }
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_link_planted_in_the_directory_is_never_followed() {
+        let dir = tempfile::tempdir().unwrap();
+        let store =
+            FileStore::open(settings(dir.path(), Duration::from_secs(60), 8), "dir").unwrap();
+        let secret = dir.path().join("secret");
+        std::fs::write(&secret, b"not for download").unwrap();
+        let id = "0123456789abcdef0123456789abcdef";
+        std::os::unix::fs::symlink(&secret, dir.path().join(file_name(id))).unwrap();
+        let record = r#"{"name":"x.txt","media_type":"text/plain; charset=utf-8","expires_unix_ms":99999999999999}"#;
+        std::fs::write(dir.path().join(record_name(id)), record).unwrap();
+        assert!(store.find(&format!("{id}.x.txt")).is_none());
     }
 
     #[test]
