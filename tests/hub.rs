@@ -65,7 +65,7 @@ impl Hub {
         let log = dir.path().join("requests.log");
         let model = |name: &str, path: &Path| format!("{name}={}", path.display());
         let fixture = Path::new(FIXTURE);
-        let mut child = Command::new("python3")
+        let child = Command::new("python3")
             .arg("scripts/hub_server.py")
             .args(["--model", &model("good/model", fixture)])
             .args([

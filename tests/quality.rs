@@ -441,7 +441,7 @@ fn average_replaces_only_an_earlier_averaged_checkpoint_never_the_run_or_other_f
     // The run itself, and the folder that holds it, were replaced (and so deleted) before.
     refused(&run, "which is being read");
     refused(dir.path(), "which is being read");
-    refused(&run.join("last"), "resume state");
+    refused(&run.join("last"), "a training run's own checkpoint");
     let other = dir.path().join("notes");
     std::fs::create_dir(&other).unwrap();
     std::fs::write(other.join("todo.md"), "mine").unwrap();

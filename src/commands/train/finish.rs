@@ -28,7 +28,7 @@ pub(super) fn average_at_the_end(run_dir: &Path, wanted: usize) -> anyhow::Resul
         return Ok(());
     }
     let out = run_dir.join(history::AVERAGED_DIR);
-    let steps = match history::average(run_dir, wanted.min(kept), &out) {
+    let steps = match history::average(run_dir, wanted.min(kept), &out, false) {
         Ok(steps) => steps,
         // The run's checkpoints stand: what is in the way is said, and the run ends as usual.
         Err(e) => match e.downcast_ref::<crate::checkpoint::OutRefused>() {

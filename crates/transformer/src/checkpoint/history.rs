@@ -60,6 +60,18 @@ pub fn clear_leftovers(run_dir: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Whether the checkpoint in `dir` is an average of `run_dir`'s: its config names that run.
+fn averages_of(dir: &Path, run_dir: &Path) -> bool {
+    let Ok(config) = crate::config::Config::load_saved(&dir.join(super::CONFIG_FILE)) else {
+        return false;
+    };
+    let real = |path: &Path| path.canonicalize().ok();
+    config
+        .run
+        .dir
+        .is_some_and(|dir| real(&dir).is_some() && real(&dir) == real(run_dir))
+}
+
 /// The kept checkpoints of `run_dir`, oldest first: (step, directory).
 pub fn kept(run_dir: &Path) -> anyhow::Result<Vec<(usize, PathBuf)>> {
     let dir = run_dir.join(KEPT_DIR);
@@ -84,8 +96,14 @@ pub fn kept(run_dir: &Path) -> anyhow::Result<Vec<(usize, PathBuf)>> {
 
 /// Writes into `out` the element-wise mean of the newest `last` kept checkpoints of
 /// `run_dir` (summed in f64), with the newest one's config and tokenizers; returns the steps
-/// averaged.
-pub fn average(run_dir: &Path, last: usize, out: &Path) -> anyhow::Result<Vec<usize>> {
+/// averaged. An average already in `out` is replaced when it is this run's (its config names
+/// `run_dir`), another run's only with `overwrite`.
+pub fn average(
+    run_dir: &Path,
+    last: usize,
+    out: &Path,
+    overwrite: bool,
+) -> anyhow::Result<Vec<usize>> {
     let history = kept(run_dir)?;
     if history.is_empty() && run_dir.join(super::MODEL_FILE).is_file() {
         // A checkpoint, not a run: say which, and where the checkpoints to average are.
@@ -122,6 +140,12 @@ pub fn average(run_dir: &Path, last: usize, out: &Path) -> anyhow::Result<Vec<us
     super::replace::check_before_lock(out, &sources)?;
     let destination = Destination::lock(out, WhenHeld::BRIEFLY)?;
     super::replace::check(out, &sources, super::replace::Kind::Float)?;
+    if !overwrite && std::fs::symlink_metadata(out).is_ok() && !averages_of(out, run_dir) {
+        return Err(super::OutRefused::Exists {
+            out: out.to_path_buf(),
+        }
+        .into());
+    }
     let device = Device::Cpu;
     let mut sums: HashMap<String, Tensor> = HashMap::new();
     let mut newest = None;

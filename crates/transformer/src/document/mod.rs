@@ -8,6 +8,8 @@ pub mod docx;
 pub mod html;
 pub mod inline;
 mod language_codes;
+mod marks_at_ends;
+mod segmenter_windows;
 mod sentence_ends;
 pub mod sentences;
 mod text;

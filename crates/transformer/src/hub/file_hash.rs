@@ -6,8 +6,8 @@ use anyhow::{anyhow, bail};
 use sha1::Sha1;
 use sha2::{Digest, Sha256};
 
+use super::listing::{LfsFile, Sibling};
 use super::name::HubName;
-use super::remote::{LfsFile, Sibling};
 use super::HubSettings;
 
 /// `file` with the hash and size the Hub's answer for it gives (`HEAD

@@ -13,6 +13,7 @@
 
 mod cache;
 mod file_hash;
+mod listing;
 mod name;
 mod remote;
 

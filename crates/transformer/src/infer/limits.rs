@@ -1,5 +1,7 @@
-//! How much a translator takes at once: how many tokens of one source it reads, and how many
-//! sources it decodes together.
+//! How much a translator takes at once: how many tokens of one source it reads (and how much
+//! of its text it tokenizes to find them), and how many sources it decodes together.
+
+use crate::tokenize::long_words;
 
 /// Most tokens of a source that are translated, whatever the model's position table holds
 /// (CTranslate2's `max_input_length`): a source's cost grows with the square of its length
@@ -74,6 +76,21 @@ impl Batching {
         rows <= self.sentences.max(1)
             && rows.saturating_mul(widest).saturating_mul(beam.max(1)) <= self.tokens
     }
+}
+
+/// The beginning of `text` whose tokens begin as the whole text's do for at least `tokens`
+/// tokens and pass that number when the text does: every word is at least one token, and a
+/// word longer than [`long_words::MAX_WORD_CHARS`] at least one a piece of that many
+/// characters, so `tokens + 1` such pieces of characters other than whitespace are enough.
+pub(super) fn readable_beginning(text: &str, tokens: usize) -> &str {
+    let most = (tokens + 1).saturating_mul(long_words::MAX_WORD_CHARS);
+    if text.len() <= most {
+        return text;
+    }
+    text.char_indices()
+        .filter(|(_, c)| !c.is_whitespace())
+        .nth(most)
+        .map_or(text, |(at, _)| &text[..at])
 }
 
 #[cfg(test)]

@@ -11,6 +11,7 @@ pub mod attention;
 mod front_door;
 mod limits;
 pub mod settings;
+mod short_mark;
 pub mod text_generator;
 mod translation;
 pub mod translator;

@@ -4,10 +4,13 @@
 use anyhow::Context;
 use candle_core::{Device, Tensor};
 
+use super::limits::readable_beginning;
 pub use super::limits::{
     Batching, SourceLimit, DEFAULT_BATCH_SIZE, DEFAULT_BATCH_TOKENS, MOST_SOURCE_TOKENS,
 };
 use super::settings::DecodeOptions;
+pub use super::short_mark::is_short;
+use super::short_mark::is_short_for;
 pub use super::translation::{Alternative, Translation};
 use crate::decoding::restricted::Restricted;
 use crate::decoding::vocab_map::VocabularyMap;
@@ -15,64 +18,7 @@ use crate::decoding::{
     always_wanted, beam_search, greedy_batch, BeamSettings, DecodeInput, Hypothesis, StillWanted,
 };
 use crate::model::{masks, DecodingModel, Prompt, Source};
-use crate::tokenize::{long_words, SpecialIds, Tokenizers};
-
-/// Sources shorter than this many tokens are never marked short: a few words translate to
-/// more or fewer too often to tell.
-const SHORTEST_CHECKED_SOURCE: usize = 6;
-
-/// Whether a translation of `output_tokens` (without `</s>`) is under half what
-/// `length_ratio` gives a source of `source_tokens`: the mark of a sentence the model left
-/// out (a paragraph read as one sentence) or a translation that stopped early.
-pub fn is_short(source_tokens: usize, output_tokens: usize, length_ratio: f32) -> bool {
-    is_shorter_than(source_tokens, output_tokens, length_ratio, 0.5)
-}
-
-/// [`is_short`] for a source that looks as if it held two sentences the splitter left whole
-/// ([`may_hold_two_sentences`]): one of them left out takes a third or a half of the length,
-/// not more, so under four fifths of the expected length is marked.
-fn is_short_for(source: &str, source_tokens: usize, output_tokens: usize, ratio: f32) -> bool {
-    let share = if may_hold_two_sentences(source) {
-        0.8
-    } else {
-        0.5
-    };
-    is_shorter_than(source_tokens, output_tokens, ratio, share)
-}
-
-fn is_shorter_than(source_tokens: usize, output_tokens: usize, ratio: f32, share: f32) -> bool {
-    source_tokens >= SHORTEST_CHECKED_SOURCE
-        && (output_tokens as f32) < share * ratio * source_tokens as f32
-}
-
-/// Whether `source` has, inside it, a sentence end followed by a space and a capital or a
-/// digit (`bemalt ist. 3 Jungen`), which the sentence rules read as an abbreviation or an
-/// ordinal and left inside one sentence.
-fn may_hold_two_sentences(source: &str) -> bool {
-    let trimmed = source.trim_end();
-    trimmed.match_indices(['.', '!', '?']).any(|(at, _)| {
-        let mut after = trimmed[at + 1..].chars();
-        after.next().is_some_and(char::is_whitespace)
-            && after
-                .next()
-                .is_some_and(|c| c.is_uppercase() || c.is_ascii_digit())
-    })
-}
-
-/// The beginning of `text` whose tokens begin as the whole text's do for at least `tokens`
-/// tokens and pass that number when the text does: every word is at least one token, and a
-/// word longer than [`long_words::MAX_WORD_CHARS`] at least one a piece of that many
-/// characters, so `tokens + 1` such pieces of characters other than whitespace are enough.
-fn readable_beginning(text: &str, tokens: usize) -> &str {
-    let most = (tokens + 1).saturating_mul(long_words::MAX_WORD_CHARS);
-    if text.len() <= most {
-        return text;
-    }
-    text.char_indices()
-        .filter(|(_, c)| !c.is_whitespace())
-        .nth(most)
-        .map_or(text, |(at, _)| &text[..at])
-}
+use crate::tokenize::{SpecialIds, Tokenizers};
 
 /// A sentence read for the model: its framed ids (`None` for an empty source, which is not
 /// decoded) and its translation's record so far.

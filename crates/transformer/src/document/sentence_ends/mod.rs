@@ -11,12 +11,10 @@
 //! already cut before a capital), in text without capitals nothing tells, and a cut there
 //! costs a fragment translated alone where no cut can cost a whole sentence.
 
-use std::ops::Range;
-
 use sentencex::languages::Language;
 
 /// Characters that may close a sentence after its terminator (`"ja." sagte er`).
-const CLOSERS: &[char] = &['"', '\'', '»', '«', '”', '“', '’', '‘', ')', ']', '}'];
+pub(super) const CLOSERS: &[char] = &['"', '\'', '»', '«', '”', '“', '’', '‘', ')', ']', '}'];
 /// The closers that are quotation marks (a quotation may be followed by who said it).
 const QUOTES: &[char] = &['"', '\'', '»', '«', '”', '“', '’', '‘'];
 /// Dashes that may open a line of dialogue (`— ja. — nein.`).
@@ -24,72 +22,12 @@ const DASHES: &[char] = &['—', '–'];
 /// Characters that may open a sentence before its first word.
 const OPENERS: &[char] = &['"', '\'', '„', '“', '‚', '‘', '«', '»', '(', '[', '¿', '¡'];
 
-/// Mends what the segmenter leaves on the wrong side of a sentence end, in `ranges` of `line`
-/// (each trimmed, in order): closing brackets and quotes that start a piece after a sentence
-/// end go back to the sentence they close (`(Ein Kind spielt.) Zwei` is `(Ein Kind spielt.)`
-/// and `Zwei`, not `... spielt.` and `) Zwei`, whose translation loses the bracket and the
-/// space before it), and stay out of it, as they are, when nothing in it opens them; a list
-/// item's marker (`2)`, `(2)`) that starts a piece is a piece of its own, kept as it is; and a
-/// list number that ends a piece after a sentence end becomes a piece of its own (`Wasser.
-/// 2.` is `Wasser.` and `2.`: read as an ordinal, the number went to the sentence before,
-/// whose translation dropped it).
-pub(super) fn mend(
-    language: &dyn Language,
-    line: &str,
-    ranges: Vec<Range<usize>>,
-) -> Vec<Range<usize>> {
-    let mut mended: Vec<Range<usize>> = Vec::with_capacity(ranges.len());
-    for mut range in ranges {
-        if let Some(last) = mended.last_mut() {
-            let closed =
-                line[..last.end].ends_with(|c| TERMINATORS.contains(&c) || CLOSERS.contains(&c));
-            let closers = line[range.clone()]
-                .char_indices()
-                .find(|(_, c)| !CLOSERS.contains(c))
-                .map_or(range.len(), |(at, _)| at);
-            let then_space = line[range.start + closers..range.end]
-                .chars()
-                .next()
-                .is_none_or(char::is_whitespace);
-            if closed && closers > 0 && then_space && line[last.end..range.start].trim().is_empty()
-            {
-                last.end = range.start + closers;
-                let rest = &line[last.end..range.end];
-                range.start = last.end + (rest.len() - rest.trim_start().len());
-                if range.start >= range.end {
-                    continue;
-                }
-            }
-        }
-        // A list item's marker at the start is a piece of its own, kept as it is.
-        if let Some(marker) = list_marker_len(&line[range.clone()]) {
-            mended.push(range.start..range.start + marker);
-            let rest = &line[range.start + marker..range.end];
-            range.start += marker + (rest.len() - rest.trim_start().len());
-        }
-        match list_number_at_end(language, &line[range.clone()]) {
-            Some(at) => {
-                let sentence = &line[range.start..range.start + at];
-                mended.push(range.start..range.start + sentence.trim_end().len());
-                mended.push(range.start + at..range.end);
-            }
-            None => mended.push(range),
-        }
-    }
-    // Closing brackets no bracket of their piece opens stay out of it, as they are: the model
-    // drops what it cannot match.
-    for range in &mut mended {
-        range.end -= unmatched_closers_at_end(&line[range.clone()]);
-    }
-    mended
-}
-
 /// The characters that end a sentence.
-const TERMINATORS: &[char] = &['.', '!', '?', '…'];
+pub(super) const TERMINATORS: &[char] = &['.', '!', '?', '…'];
 
 /// The length of the list marker `text` starts with (`2)`, `(2)`, `12.`: one to three digits)
 /// when a space and a letter follow it; `None` otherwise.
-fn list_marker_len(text: &str) -> Option<usize> {
+pub(super) fn list_marker_len(text: &str) -> Option<usize> {
     let open = usize::from(text.starts_with('('));
     let digits = text[open..].bytes().take_while(u8::is_ascii_digit).count();
     if !(1..=3).contains(&digits) {
@@ -106,52 +44,6 @@ fn list_marker_len(text: &str) -> Option<usize> {
         .trim_start_matches(OPENERS)
         .starts_with(char::is_alphabetic);
     (rest.starts_with(char::is_whitespace) && letter).then_some(marker)
-}
-
-/// Whether `piece` ends with closing brackets after its terminator that no bracket in it
-/// opens (`Wasser.)` of a parenthesis opened in the sentence before): how many bytes they
-/// take.
-fn unmatched_closers_at_end(piece: &str) -> usize {
-    let closers: usize = piece
-        .chars()
-        .rev()
-        .take_while(|c| matches!(c, ')' | ']' | '}'))
-        .map(char::len_utf8)
-        .sum();
-    let body = &piece[..piece.len() - closers];
-    if closers == 0 || !body.ends_with(|c| TERMINATORS.contains(&c)) {
-        return 0;
-    }
-    let opened = body
-        .chars()
-        .filter(|c| matches!(c, '(' | '[' | '{'))
-        .count();
-    let closed = piece
-        .chars()
-        .filter(|c| matches!(c, ')' | ']' | '}'))
-        .count();
-    if closed > opened {
-        closers
-    } else {
-        0
-    }
-}
-
-/// Where a list number (`2.`, `12)`) that ends `piece` after a sentence end starts: after a
-/// whole word ([`whole_word_before`]), not an abbreviation's number (`Abb. 5.`).
-fn list_number_at_end(language: &dyn Language, piece: &str) -> Option<usize> {
-    let body = piece.strip_suffix(['.', ')'])?;
-    let digits = body.len() - body.trim_end_matches(|c: char| c.is_ascii_digit()).len();
-    if !(1..=3).contains(&digits) {
-        return None;
-    }
-    let number = body.len() - digits;
-    let before = body[..number].trim_end_matches(char::is_whitespace);
-    let spaced = before.len() < number;
-    let unclosed = before.trim_end_matches(|c| CLOSERS.contains(&c));
-    let ended = unclosed.ends_with(|c| TERMINATORS.contains(&c));
-    let head = &unclosed[..unclosed.len().saturating_sub(1)];
-    (spaced && ended && whole_word_before(language, head)).then_some(number)
 }
 
 /// The byte offsets inside `segment` where a further sentence starts, by `language`'s rules;
@@ -335,7 +227,7 @@ fn counts_things(language: &dyn Language, head: &str, next: &str) -> bool {
 /// Whether `head` (the text before a full stop) ends in a whole word: at least four letters
 /// with a lowercase one, that the language's lists do not know as an abbreviation and that is
 /// no street's (`Hauptstr.`: German's abbreviation of Straße ends street names in addresses).
-fn whole_word_before(language: &dyn Language, head: &str) -> bool {
+pub(super) fn whole_word_before(language: &dyn Language, head: &str) -> bool {
     let before = last_word(head);
     let street = before.to_lowercase().ends_with("str");
     let whole_word = before.chars().count() >= 4
@@ -372,163 +264,4 @@ fn dotless_last_word(head: &str) -> &str {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn cut<'a>(code: &str, segment: &'a str) -> Vec<&'a str> {
-        let language = sentencex::language_factory(code);
-        let mut pieces = Vec::new();
-        let mut from = 0;
-        for start in further_starts(language.as_ref(), segment) {
-            pieces.push(segment[from..start].trim());
-            from = start;
-        }
-        pieces.push(segment[from..].trim());
-        pieces
-    }
-
-    #[test]
-    fn lowercase_and_pre_tokenized_sentences_are_cut() {
-        assert_eq!(
-            cut("de", "ich mochte ein bier . ich mochte ein cola ."),
-            ["ich mochte ein bier .", "ich mochte ein cola ."]
-        );
-        assert_eq!(
-            cut("de", "das ist gut. wir gehen jetzt! kommst du? ja."),
-            ["das ist gut.", "wir gehen jetzt!", "kommst du?", "ja."]
-        );
-        assert_eq!(
-            cut("en", "it was late . 3 men stood outside ."),
-            ["it was late .", "3 men stood outside ."]
-        );
-    }
-
-    #[test]
-    fn abbreviations_initials_ordinals_and_ellipses_are_not_ends() {
-        for segment in [
-            "wir brauchen obst, z. b. äpfel und birnen.",
-            "er kam am 3. mai und blieb bis zum 19. juni.",
-            "möhren, lauch usw. sind im angebot.",
-            "das haus nr. 5 ist rot.",
-            "nach abs. 3 gilt die frist, tel. 030 1234.",
-            "j. r. r. tolkien schrieb bücher.",
-            "Ich weiß nicht ... vielleicht morgen.",
-            "Ich versuchte, ihn zu überreden... ohne Erfolg.",
-            "Er zögerte … und ging dann doch.",
-            "dies gilt u.a. für kinder.",
-        ] {
-            assert_eq!(cut("de", segment), [segment], "{segment}");
-        }
-        assert_eq!(
-            cut(
-                "en",
-                "see e.g. mr. smith at 5 p.m. today, or dogs vs. cats."
-            ),
-            ["see e.g. mr. smith at 5 p.m. today, or dogs vs. cats."]
-        );
-    }
-
-    #[test]
-    fn a_year_ends_a_sentence_where_an_ordinal_does_not() {
-        assert_eq!(
-            cut("de", "der krieg endete 1945. in asien dauerte er länger."),
-            ["der krieg endete 1945.", "in asien dauerte er länger."]
-        );
-        assert_eq!(
-            cut(
-                "de",
-                "er läuft bis zum 31.12.2025. eine verlängerung ist möglich."
-            ),
-            [
-                "er läuft bis zum 31.12.2025.",
-                "eine verlängerung ist möglich."
-            ]
-        );
-        let ordinal = "zu seinem 100. geburtstag kam er.";
-        assert_eq!(cut("de", ordinal), [ordinal]);
-    }
-
-    #[test]
-    fn dialogue_opened_by_a_dash_or_quotes_alone_is_cut() {
-        assert_eq!(
-            cut("de", "— kommst du? — ja. — gut."),
-            ["— kommst du?", "— ja.", "— gut."]
-        );
-        // A quotation mark standing alone after a stop closes the sentence before it.
-        assert_eq!(
-            cut(
-                "de",
-                "sie sagte: „ich bleibe . “ er ging . „ kommst du ? “ fragte sie ."
-            ),
-            [
-                "sie sagte: „ich bleibe . “",
-                "er ging .",
-                "„ kommst du ? “ fragte sie ."
-            ]
-        );
-    }
-
-    #[test]
-    fn a_bracket_is_not_a_quotation() {
-        assert_eq!(
-            cut(
-                "de",
-                "wir fuhren los. (das war ein fehler!) nach zehn kilometern hielten wir."
-            ),
-            [
-                "wir fuhren los.",
-                "(das war ein fehler!)",
-                "nach zehn kilometern hielten wir."
-            ]
-        );
-    }
-
-    #[test]
-    fn a_sentence_inside_quotes_ends_after_its_closing_quote() {
-        assert_eq!(
-            cut("de", "„komm her!“ rief sie. er kam."),
-            ["„komm her!“ rief sie.", "er kam."]
-        );
-        assert_eq!(
-            cut(
-                "en",
-                "she said \"we are late.\" they ran. \"where?\" he asked."
-            ),
-            [
-                "she said \"we are late.\"",
-                "they ran.",
-                "\"where?\" he asked."
-            ]
-        );
-    }
-
-    #[test]
-    fn a_terminator_without_a_word_after_it_ends_nothing() {
-        for segment in [
-            "ja. ",
-            "ja ! ?",
-            "es kostet 3.5 kg",
-            "so . . . weiter",
-            "Eh... na ja",
-            "warte …",
-        ] {
-            assert_eq!(cut("de", segment), [segment.trim()], "{segment}");
-        }
-    }
-
-    #[test]
-    fn an_ellipsis_before_a_word_is_cut_where_case_cannot_tell() {
-        assert_eq!(
-            cut("de", "ich mochte ein bier... ich mochte ein cola"),
-            ["ich mochte ein bier...", "ich mochte ein cola"]
-        );
-        assert_eq!(
-            cut("de", "ich mochte ein bier… ich mochte ein cola"),
-            ["ich mochte ein bier…", "ich mochte ein cola"]
-        );
-        assert_eq!(
-            cut("de", "ich weiß nicht ... vielleicht morgen."),
-            ["ich weiß nicht ...", "vielleicht morgen."]
-        );
-    }
-}
+mod tests;
