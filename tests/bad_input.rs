@@ -468,18 +468,24 @@ fn subword_checkpoint() -> TempDir {
 
 /// `translate` of stdin under a 2 GiB address-space limit: its output and stderr.
 fn translate_bounded(dir: &Path, input: &[u8], extra: &[&str]) -> (String, String) {
+    let args = [
+        "translate",
+        "--checkpoint",
+        "run",
+        "--device",
+        "cpu",
+        "--json",
+    ];
+    run_bounded(dir, input, &[&args[..], extra].concat())
+}
+
+/// The binary with `args` on `input`, under a 2 GiB address-space limit: its output and
+/// stderr, having succeeded.
+fn run_bounded(dir: &Path, input: &[u8], args: &[&str]) -> (String, String) {
     let mut command = std::process::Command::new(assert_cmd::cargo::cargo_bin("transformer"));
     command
         .current_dir(dir)
-        .args([
-            "translate",
-            "--checkpoint",
-            "run",
-            "--device",
-            "cpu",
-            "--json",
-        ])
-        .args(extra)
+        .args(args)
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped());
@@ -535,6 +541,13 @@ fn one_endless_word_is_one_sentence_cut_where_sources_are_cut() {
     longest.push(b'\n');
     let (stdout, _) = translate_bounded(dir.path(), &longest, &[]);
     assert_eq!(stdout.lines().count(), 1);
+    // `tokenize` shows the tokens a model could read of it, with a warning.
+    let (stdout, stderr) = run_bounded(dir.path(), &longest, &["tokenize", "--checkpoint", "run"]);
+    assert!(
+        stderr.contains("only the tokens of its first 4194304 bytes"),
+        "{stderr}"
+    );
+    assert!(stdout.split_whitespace().count() > 1024);
     // A run-on line with spaces but no sentence end is cut in windows at spaces, each a
     // sentence of at most 1024 tokens, decoded a few at a time (`--batch-tokens`).
     let mut run_on = "eee ".repeat(50_000).into_bytes();

@@ -1421,3 +1421,50 @@ fn eval_warns_of_lines_of_several_sentences_read_as_one() {
     let split = eval(&["--split-sentences"]);
     assert!(!split.contains("more than one sentence"), "{split}");
 }
+
+/// A disk that fills while stdin is translated into --out: the file keeps whole lines only
+/// (never half of one), and the error names the file and the disk.
+#[test]
+fn a_full_disk_under_translate_out_keeps_whole_lines_only() {
+    let dir = train_tiny(&[]);
+    let Some(disk) = common::SmallDisk::mount(&dir.path().join("disk"), "64k") else {
+        eprintln!("skipped: this process may not mount a tmpfs (run as root to check it)");
+        return;
+    };
+    let out = disk.0.join("out.txt");
+    std::fs::write(&out, "ORIGINAL\n").unwrap();
+    // Fill the disk but for a few kilobytes.
+    let mut filler = std::fs::File::create(disk.0.join("filler")).unwrap();
+    while std::io::Write::write_all(&mut filler, &[0u8; 4096]).is_ok() {}
+    drop(filler);
+    let filler_len = std::fs::metadata(disk.0.join("filler")).unwrap().len();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(disk.0.join("filler"))
+        .unwrap()
+        .set_len(filler_len - 6 * 1024)
+        .unwrap();
+    let lines = "ich mochte ein bier\n".repeat(2000);
+    let output = transformer()
+        .args(["translate", "--device", "cpu", "--checkpoint"])
+        .arg(dir.path().join("run"))
+        .arg("--out")
+        .arg(&out)
+        .write_stdin(lines)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("out.txt") && stderr.contains("disk is full"),
+        "{stderr}"
+    );
+    let written = std::fs::read_to_string(&out).unwrap();
+    assert!(
+        written == "ORIGINAL\n" || written.ends_with(".\n"),
+        "{written:?}"
+    );
+    assert!(written
+        .lines()
+        .all(|l| l == "i want a beer ." || l == "ORIGINAL"));
+}

@@ -136,6 +136,12 @@ fn two_average_at_once_leave_one_whole_checkpoint_or_refuse() {
     for i in 0..PAIRS {
         let out = work.path().join(format!("avg{}", i % 5));
         let outputs = race(&args(&["average", &run, "--last", "2"], &out));
+        check_race(&outputs, &out, OURS, &[BUSY, "already exists"]);
+        // With --overwrite both may write; the last one's checkpoint stands, whole.
+        let outputs = race(&args(
+            &["average", &run, "--last", "2", "--overwrite"],
+            &out,
+        ));
         check_race(&outputs, &out, OURS, &[BUSY]);
     }
 }

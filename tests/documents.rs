@@ -902,3 +902,42 @@ fn empty_texts_comments_and_encodings_of_a_docx_are_read_as_word_means_them() {
         &["utf16.docx", "word/document.xml", "UTF-16"],
     );
 }
+
+/// A hyperlink, a tracked insertion and a soft hyphen inside a sentence are marks on its
+/// runs, not its end: the sentence is translated whole (it came back in pieces).
+#[test]
+fn a_hyperlink_an_insertion_and_a_soft_hyphen_do_not_cut_a_docx_sentence() {
+    let dir = tempfile::tempdir().unwrap();
+    let body = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\
+        <w:document xmlns:w=\"http://schemas.openxmlformats.org/wordprocessingml/2006/main\" \
+        xmlns:r=\"http://schemas.openxmlformats.org/officeDocument/2006/relationships\"><w:body>\
+        <w:p><w:r><w:t xml:space=\"preserve\">Ich mochte </w:t></w:r><w:hyperlink r:id=\"rId9\">\
+        <w:r><w:rPr><w:rStyle w:val=\"Hyperlink\"/></w:rPr><w:t>eine</w:t></w:r></w:hyperlink>\
+        <w:ins w:id=\"1\" w:author=\"x\"><w:r><w:t xml:space=\"preserve\"> Co</w:t></w:r></w:ins>\
+        <w:r><w:softHyphen/><w:t>la.</w:t></w:r></w:p></w:body></w:document>";
+    std::fs::write(dir.path().join("marks.docx"), docx(body.as_bytes())).unwrap();
+    let output = succeeded(
+        transformer()
+            .current_dir(dir.path())
+            .args(["translate", "--device", "cpu", "--checkpoint"])
+            .arg(german_checkpoint())
+            .args(["--file", "marks.docx", "--out", "out.docx"]),
+    );
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("translated 1 sentence of marks.docx"),
+        "{stderr}"
+    );
+    let document = document_part(&std::fs::read(dir.path().join("out.docx")).unwrap());
+    let text: String = document
+        .split("<w:t")
+        .skip(1)
+        .filter_map(|t| t.split_once('>').map(|(_, rest)| rest))
+        .filter_map(|t| t.split_once("</w:t>").map(|(text, _)| text))
+        .collect();
+    assert_eq!(text, "I want a coke.", "{document}");
+    assert!(
+        document.contains("<w:hyperlink r:id=\"rId9\">"),
+        "{document}"
+    );
+}

@@ -458,8 +458,24 @@ fn average_replaces_only_an_earlier_averaged_checkpoint_never_the_run_or_other_f
         std::fs::read_to_string(other.join("todo.md")).unwrap(),
         "mine"
     );
-    // An earlier average is replaced.
+    // An earlier average elsewhere is replaced only when asked (it could be another run's);
+    // the run's own averaged/ always.
     let averaged = dir.path().join("averaged");
     assert!(average_into(&averaged).status.success());
-    assert!(average_into(&averaged).status.success());
+    refused(&averaged, "--overwrite");
+    let again = transformer()
+        .args(["average", "--last", "1", "--overwrite", "--out"])
+        .arg(&averaged)
+        .arg(&run)
+        .output()
+        .unwrap();
+    assert!(again.status.success());
+    for _ in 0..2 {
+        let own = transformer()
+            .args(["average", "--last", "1"])
+            .arg(&run)
+            .output()
+            .unwrap();
+        assert!(own.status.success());
+    }
 }

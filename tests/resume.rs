@@ -7,7 +7,7 @@ use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStderr, Command as StdCommand, Stdio};
 
-use common::{succeeded, transformer};
+use common::{succeeded, transformer, SmallDisk};
 use predicates::prelude::*;
 use predicates::str::contains;
 use serde_json::Value;
@@ -430,28 +430,6 @@ fn what_kills_leave_among_the_kept_checkpoints_is_cleared_by_the_next_run() {
             !run.join("checkpoints").join(name).exists(),
             "{name} is left"
         );
-    }
-}
-
-/// A small tmpfs at `path`, unmounted when dropped; `None` where this process may not mount
-/// (the test then says so and checks nothing: CI runs as root).
-struct SmallDisk(PathBuf);
-
-impl SmallDisk {
-    fn mount(path: &Path, size: &str) -> Option<Self> {
-        std::fs::create_dir_all(path).unwrap();
-        let mounted = StdCommand::new("mount")
-            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
-            .arg(path)
-            .output()
-            .ok()?;
-        mounted.status.success().then(|| Self(path.to_path_buf()))
-    }
-}
-
-impl Drop for SmallDisk {
-    fn drop(&mut self) {
-        let _ = StdCommand::new("umount").arg(&self.0).status();
     }
 }
 

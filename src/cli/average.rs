@@ -13,11 +13,11 @@ pub struct AverageArgs {
     /// How many of the newest kept checkpoints to average
     #[arg(long, value_name = "K", value_parser = at_least_one)]
     pub last: usize,
-    /// Where to write the averaged checkpoint (default: RUN_DIR/averaged); an earlier average
-    /// of this run there is replaced
+    /// Where to write the averaged checkpoint (default: RUN_DIR/averaged, replaced by each
+    /// new average)
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
-    /// Replace another run's averaged checkpoint in --out (a run's last/ and best/ never)
+    /// Replace an averaged checkpoint already in --out (a run's last/ and best/ never)
     #[arg(long)]
     pub overwrite: bool,
 }

@@ -79,20 +79,23 @@ impl StdinLines {
             return Ok(None);
         }
         self.read += 1;
+        // What became of the lines before a bad one, for its error.
+        let before = match self.read {
+            1 => format!("no line was {}", self.done),
+            _ => format!("the lines before it were {}", self.done),
+        };
         if bytes.len() as u64 > MOST_LINE_BYTES && !bytes.ends_with(b"\n") {
             anyhow::bail!(
                 "stdin line {} is longer than {MOST_LINE_BYTES} bytes, the most read as one \
-                 line; the lines before it were {}; break the input into lines",
+                 line; {before}; break the input into lines",
                 self.read,
-                self.done
             );
         }
         let text = String::from_utf8(bytes).map_err(|_| {
             anyhow::anyhow!(
-                "stdin line {} is not valid UTF-8; the lines before it were {}; convert the \
-                 input to UTF-8 (iconv -t UTF-8)",
+                "stdin line {} is not valid UTF-8; {before}; convert the input to UTF-8 \
+                 (iconv -t UTF-8)",
                 self.read,
-                self.done
             )
         })?;
         let text = text.trim_end_matches(['\n', '\r']);

@@ -57,10 +57,11 @@ pub enum Results<'a> {
     File(&'a Mutex<Written>),
 }
 
-/// The temporary file of an `--out`, and how many bytes are in it.
+/// The temporary file of an `--out`, how many bytes are in it, and the `--out` it becomes.
 pub struct Written {
     file: File,
     bytes: u64,
+    out: std::path::PathBuf,
 }
 
 impl Results<'_> {
@@ -85,7 +86,16 @@ impl Results<'_> {
             // half a line.
             Self::File(written) => {
                 let mut written = written.lock().unwrap_or_else(|e| e.into_inner());
-                written.file.write_all(bytes)?;
+                if let Err(e) = written.file.write_all(bytes) {
+                    // A write cut short (a full disk) is taken back to the last whole line.
+                    let whole = written.bytes;
+                    let _ = written.file.set_len(whole);
+                    anyhow::bail!(
+                        "cannot write {}: {e}; {}",
+                        written.out.display(),
+                        crate::atomic_file::advice_for(&e)
+                    );
+                }
                 written.bytes += bytes.len() as u64;
                 Ok(())
             }
@@ -108,7 +118,11 @@ pub fn into_file(
     let mut failure = None;
     let written = crate::atomic_file::write_atomic_with(out, |tmp| {
         let file = std::fs::OpenOptions::new().write(true).open(tmp)?;
-        let written = Arc::new(Mutex::new(Written { file, bytes: 0 }));
+        let written = Arc::new(Mutex::new(Written {
+            file,
+            bytes: 0,
+            out: out.to_path_buf(),
+        }));
         keep_on_a_stop_signal(&written, tmp, out)?;
         failure = fill(&Results::File(&written)).err();
         let written = written.lock().unwrap_or_else(|e| e.into_inner());
@@ -123,7 +137,10 @@ pub fn into_file(
             out.display()
         )),
         // Nothing done: the error is the command's, and `out` is as it was.
-        (Some(error), Err(_)) => Err(error),
+        (Some(error), Err(_)) => Err(anyhow::anyhow!(
+            "{error:#}; {} was left as it was",
+            out.display()
+        )),
         (None, written) => written,
     }
 }

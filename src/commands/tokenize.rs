@@ -55,8 +55,26 @@ pub fn run(args: TokenizeArgs) -> anyhow::Result<()> {
     }
 }
 
-/// One line's ids or pieces, space-separated.
+/// The most bytes of a line tokenized: a tokenizer holds about a hundred bytes for each
+/// character it reads, so a 16 MiB line (the most a line may be) took 1.7 GB; 4 MiB are
+/// thousands of times what a model reads.
+const MOST_TOKENIZED_BYTES: usize = 4 << 20;
+
+/// One line's ids or pieces, space-separated; of a line longer than
+/// [`MOST_TOKENIZED_BYTES`], its beginning's, with a warning.
 fn tokenized(tokenizers: &Tokenizers, text: &str, args: &TokenizeArgs) -> anyhow::Result<String> {
+    let mut cut = text.len().min(MOST_TOKENIZED_BYTES);
+    while !text.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    if cut < text.len() {
+        warn(format_args!(
+            "a line of {} bytes is longer than {MOST_TOKENIZED_BYTES} bytes, thousands of times \
+             what a model reads; only the tokens of its first {cut} bytes are shown",
+            text.len()
+        ));
+    }
+    let text = &text[..cut];
     let specials = tokenizers.specials();
     let (side, ids) = if args.target {
         let mut ids = tokenizers.tgt.encode(text)?;

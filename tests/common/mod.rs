@@ -363,3 +363,27 @@ pub fn replaced_by_link_to_dev_zero(path: &Path) {
     std::fs::remove_file(path).unwrap();
     std::os::unix::fs::symlink("/dev/zero", path).unwrap();
 }
+
+/// A small tmpfs at `path`, unmounted when dropped; `None` where this process may not mount
+/// (the test then says so and checks nothing: CI runs as root).
+#[allow(dead_code)]
+pub struct SmallDisk(pub std::path::PathBuf);
+
+impl SmallDisk {
+    #[allow(dead_code)] // not every test crate fills a disk
+    pub fn mount(path: &Path, size: &str) -> Option<Self> {
+        std::fs::create_dir_all(path).unwrap();
+        let mounted = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(path)
+            .output()
+            .ok()?;
+        mounted.status.success().then(|| Self(path.to_path_buf()))
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount").arg(&self.0).status();
+    }
+}

@@ -36,7 +36,7 @@ pub(super) fn average_at_the_end(run_dir: &Path, wanted: usize) -> anyhow::Resul
                 eprintln!(
                     "warning: training.average_last: not averaged: {}; move it away, then run \
                      `transformer average {} --last {}`",
-                    refused.worded("the directory", "--overwrite"),
+                    refused.worded("the output directory", "`transformer average --overwrite`"),
                     run_dir.display(),
                     wanted.min(kept)
                 );

@@ -60,16 +60,10 @@ pub fn clear_leftovers(run_dir: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Whether the checkpoint in `dir` is an average of `run_dir`'s: its config names that run.
-fn averages_of(dir: &Path, run_dir: &Path) -> bool {
-    let Ok(config) = crate::config::Config::load_saved(&dir.join(super::CONFIG_FILE)) else {
-        return false;
-    };
-    let real = |path: &Path| path.canonicalize().ok();
-    config
-        .run
-        .dir
-        .is_some_and(|dir| real(&dir).is_some() && real(&dir) == real(run_dir))
+/// Whether `out` is `run_dir`'s own `averaged/`, wherever either is named from.
+fn is_own_average(out: &Path, run_dir: &Path) -> bool {
+    let own = run_dir.join(AVERAGED_DIR);
+    out == own || matches!((out.canonicalize(), own.canonicalize()), (Ok(a), Ok(b)) if a == b)
 }
 
 /// The kept checkpoints of `run_dir`, oldest first: (step, directory).
@@ -96,8 +90,8 @@ pub fn kept(run_dir: &Path) -> anyhow::Result<Vec<(usize, PathBuf)>> {
 
 /// Writes into `out` the element-wise mean of the newest `last` kept checkpoints of
 /// `run_dir` (summed in f64), with the newest one's config and tokenizers; returns the steps
-/// averaged. An average already in `out` is replaced when it is this run's (its config names
-/// `run_dir`), another run's only with `overwrite`.
+/// averaged. What is already in `out` is replaced when `out` is the run's own `averaged/`,
+/// anything else only with `overwrite` (another run's average is someone's work).
 pub fn average(
     run_dir: &Path,
     last: usize,
@@ -140,7 +134,7 @@ pub fn average(
     super::replace::check_before_lock(out, &sources)?;
     let destination = Destination::lock(out, WhenHeld::BRIEFLY)?;
     super::replace::check(out, &sources, super::replace::Kind::Float)?;
-    if !overwrite && std::fs::symlink_metadata(out).is_ok() && !averages_of(out, run_dir) {
+    if !overwrite && std::fs::symlink_metadata(out).is_ok() && !is_own_average(out, run_dir) {
         return Err(super::OutRefused::Exists {
             out: out.to_path_buf(),
         }

@@ -176,6 +176,10 @@ fn lock_file(dir: &Path, path: &Path, when_held: WhenHeld) -> anyhow::Result<Fil
                     path.display()
                 )
             })?;
+        // The holder before us removed the file between our open and now: open again.
+        if file.metadata().is_ok_and(|m| m.nlink() == 0) {
+            continue;
+        }
         if !is_ours(&mut file) {
             anyhow::bail!(
                 "cannot lock {}: {} is not a lock file this tool made (a pipe, a device, a \

@@ -45,8 +45,8 @@ pub(super) fn mend(
                 }
             }
         }
-        // A list item's marker at the start is a piece of its own, kept as it is.
-        if let Some(marker) = list_marker_len(&line[range.clone()]) {
+        // A list item's markers at the start are pieces of their own, kept as they are.
+        while let Some(marker) = list_marker_len(&line[range.clone()]) {
             mended.push(range.start..range.start + marker);
             let rest = &line[range.start + marker..range.end];
             range.start += marker + (rest.len() - rest.trim_start().len());
@@ -66,6 +66,46 @@ pub(super) fn mend(
         range.end -= unmatched_closers_at_end(&line[range.clone()]);
     }
     mended
+}
+
+/// `sentence` without the brackets around all of it, which the model drops though it could
+/// match them (`(Das war ein Fehler!)`): the range of what is translated inside them.
+pub(super) fn inside_brackets(sentence: &str) -> Range<usize> {
+    let Some((open, close)) = enclosing_brackets(sentence) else {
+        return 0..sentence.len();
+    };
+    let inner = &sentence[open..sentence.len() - close];
+    let start = open + (inner.len() - inner.trim_start().len());
+    let end = sentence.len() - close - (inner.len() - inner.trim_end().len());
+    if start < end {
+        start..end
+    } else {
+        0..sentence.len()
+    }
+}
+
+/// The bytes of the bracket that opens `piece` and of the one that closes it, when the two are
+/// a pair around all of it (`(Ein Kind spielt.)`, not `(2) Ein Kind (spielt).`).
+fn enclosing_brackets(piece: &str) -> Option<(usize, usize)> {
+    let pairs = [('(', ')'), ('[', ']'), ('{', '}')];
+    let first = piece.chars().next()?;
+    let (_, close) = pairs.iter().find(|(open, _)| *open == first)?;
+    if !piece.ends_with(*close) || piece.len() < 3 {
+        return None;
+    }
+    // The opening bracket's pair must be the last character: depth never back to 0 before.
+    let mut depth = 0usize;
+    for (at, c) in piece.char_indices() {
+        if c == first {
+            depth += 1;
+        } else if c == *close {
+            depth = depth.checked_sub(1)?;
+            if depth == 0 && at + c.len_utf8() < piece.len() {
+                return None;
+            }
+        }
+    }
+    (depth == 0).then_some((first.len_utf8(), close.len_utf8()))
 }
 
 /// Whether `piece` ends with closing brackets after its terminator that no bracket in it
@@ -97,15 +137,26 @@ fn unmatched_closers_at_end(piece: &str) -> usize {
     }
 }
 
-/// Where a list number (`2.`, `12)`) that ends `piece` after a sentence end starts: after a
-/// whole word ([`whole_word_before`]), not an abbreviation's number (`Abb. 5.`).
+/// Where a list number (`2.`, `12)`, `(2)`, `[2]`) that ends `piece` after a sentence end
+/// starts: after a whole word ([`whole_word_before`]), not an abbreviation's number
+/// (`Abb. 5.`).
 fn list_number_at_end(language: &dyn Language, piece: &str) -> Option<usize> {
-    let body = piece.strip_suffix(['.', ')'])?;
+    let (body, opener) = match piece.strip_suffix([']', ')']) {
+        Some(body) if piece.ends_with(']') => (body, Some('[')),
+        Some(body) => (body, Some('(')),
+        None => (piece.strip_suffix('.')?, None),
+    };
     let digits = body.len() - body.trim_end_matches(|c: char| c.is_ascii_digit()).len();
     if !(1..=3).contains(&digits) {
         return None;
     }
-    let number = body.len() - digits;
+    let mut number = body.len() - digits;
+    // `(2)` and `[2]` are one marker; `2)` too, without its opener.
+    match opener {
+        Some(open) if body[..number].ends_with(open) => number -= 1,
+        Some('[') => return None,
+        _ => {}
+    }
     let before = body[..number].trim_end_matches(char::is_whitespace);
     let spaced = before.len() < number;
     let unclosed = before.trim_end_matches(|c| CLOSERS.contains(&c));

@@ -7,9 +7,9 @@
 
 use std::ops::Range;
 
-use super::marks_at_ends::mend;
+use super::marks_at_ends::{inside_brackets, mend};
 use super::segmenter_windows::{windows, WindowCut};
-use super::sentence_ends::further_starts;
+use super::sentence_ends::{further_starts, marker_len};
 
 /// How texts are cut into what the model translates.
 #[derive(Debug, Clone)]
@@ -137,6 +137,9 @@ impl SentenceBatch {
             };
             let mut at = 0;
             for range in splitter.sentences_of_line(line) {
+                // Brackets around a whole sentence stay as they are around its translation.
+                let inside = inside_brackets(&line[range.clone()]);
+                let range = range.start + inside.start..range.start + inside.end;
                 let sentence = &line[range.clone()];
                 if !worth_translating(sentence) {
                     continue;
@@ -206,7 +209,9 @@ impl SentenceBatch {
 fn worth_translating(sentence: &str) -> bool {
     let address = !sentence.contains(char::is_whitespace)
         && (sentence.contains("://") || sentence.contains('@') || sentence.starts_with("www."));
-    sentence.chars().any(char::is_alphabetic) && !address
+    // A list item's marker alone (`a)`, `(iv)`) is kept as it is.
+    let marker = marker_len(sentence) == Some(sentence.len());
+    sentence.chars().any(char::is_alphabetic) && !address && !marker
 }
 
 fn verbatim(parts: &mut Vec<Part>, text: &str) {
@@ -307,10 +312,8 @@ pub(super) mod tests {
                 &german(),
                 "(Ein Kind spielt im Wasser.) Zwei Männer stehen am Herd."
             ),
-            [
-                "(Ein Kind spielt im Wasser.)",
-                "Zwei Männer stehen am Herd."
-            ]
+            // The brackets around a whole sentence stay as they are, around its translation.
+            ["Ein Kind spielt im Wasser.", "Zwei Männer stehen am Herd."]
         );
         // An ordinal inside a sentence is not a list number.
         assert_eq!(
@@ -332,6 +335,13 @@ pub(super) mod tests {
             "1) Ein Hund läuft. 2) Eine Katze schläft.",
             "Ein Hund läuft. (2) Eine Katze schläft.",
             "Zwei Hunde spielen im Wasser.) Zwei Katzen schlafen.",
+            "(Ein Hund läuft.) Eine Katze schläft.",
+            "Ein Hund läuft. (Eine Katze schläft.)",
+            "a) Ein Hund läuft. b) Eine Katze schläft.",
+            "ii) Ein Hund läuft. iv) Eine Katze schläft.",
+            "Ein Hund läuft. 2) 3) Eine Katze schläft.",
+            "Ein Hund läuft. Eine Katze schläft. (2)",
+            "Ein Hund läuft. Eine Katze schläft. [2]",
         ] {
             let batch = SentenceBatch::new(&german(), &[text]);
             assert_eq!(batch.join_all(batch.sentences()), [text]);

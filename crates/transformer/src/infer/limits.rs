@@ -82,7 +82,7 @@ impl Batching {
 /// tokens and pass that number when the text does: every word is at least one token, and a
 /// word longer than [`long_words::MAX_WORD_CHARS`] at least one a piece of that many
 /// characters, so `tokens + 1` such pieces of characters other than whitespace are enough.
-pub(super) fn readable_beginning(text: &str, tokens: usize) -> &str {
+pub fn readable_beginning(text: &str, tokens: usize) -> &str {
     let most = (tokens + 1).saturating_mul(long_words::MAX_WORD_CHARS);
     if text.len() <= most {
         return text;
@@ -91,6 +91,20 @@ pub(super) fn readable_beginning(text: &str, tokens: usize) -> &str {
         .filter(|(_, c)| !c.is_whitespace())
         .nth(most)
         .map_or(text, |(at, _)| &text[..at])
+}
+
+/// [`readable_beginning`] from the other end: the end of `text` whose tokens end as the whole
+/// text's do for at least `tokens` tokens (a prompt is read from its last tokens).
+pub fn readable_end(text: &str, tokens: usize) -> &str {
+    let most = (tokens + 1).saturating_mul(long_words::MAX_WORD_CHARS);
+    if text.len() <= most {
+        return text;
+    }
+    text.char_indices()
+        .rev()
+        .filter(|(_, c)| !c.is_whitespace())
+        .nth(most)
+        .map_or(text, |(at, c)| &text[at + c.len_utf8()..])
 }
 
 #[cfg(test)]
@@ -109,6 +123,20 @@ mod tests {
         assert!(!batching.fits(2, 25, 4));
         // One source alone is decoded whatever its length (the caller never splits it).
         assert!(!batching.fits(1, 1000, 1));
+    }
+
+    #[test]
+    fn only_a_beginning_or_an_end_long_enough_for_the_tokens_read_is_tokenized() {
+        let short = "Ein Hund läuft.";
+        assert_eq!(readable_beginning(short, 2), short);
+        assert_eq!(readable_end(short, 2), short);
+        let word = "a".repeat(10_000);
+        let most = 3 * long_words::MAX_WORD_CHARS;
+        assert_eq!(readable_beginning(&word, 2).len(), most);
+        assert_eq!(readable_end(&word, 2).len(), most);
+        // Whitespace is not counted: the words are all there.
+        let spaced = "a ".repeat(1000);
+        assert_eq!(readable_beginning(&spaced, 2).matches('a').count(), most);
     }
 
     #[test]

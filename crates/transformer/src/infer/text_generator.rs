@@ -71,7 +71,11 @@ impl TextGenerator<'_> {
         let mut by_length: BTreeMap<usize, Vec<(usize, Vec<u32>)>> = BTreeMap::new();
         let mut continued = Vec::with_capacity(prompts.len());
         for (index, prompt) in prompts.iter().enumerate() {
-            let encoded = self.tokenizer.encode(prompt)?;
+            // Only an end that surely holds the readable tokens is tokenized (a 16 MB line
+            // took gigabytes).
+            let encoded = self
+                .tokenizer
+                .encode(super::translator::readable_end(prompt, readable))?;
             let tokens = encoded.ids.len();
             let kept = &encoded.ids[tokens.saturating_sub(readable)..];
             // Training examples are lines framed as <s> ... </s>, so a prompt starts after <s>.

@@ -4,9 +4,9 @@
 use anyhow::Context;
 use candle_core::{Device, Tensor};
 
-use super::limits::readable_beginning;
 pub use super::limits::{
-    Batching, SourceLimit, DEFAULT_BATCH_SIZE, DEFAULT_BATCH_TOKENS, MOST_SOURCE_TOKENS,
+    readable_beginning, readable_end, Batching, SourceLimit, DEFAULT_BATCH_SIZE,
+    DEFAULT_BATCH_TOKENS, MOST_SOURCE_TOKENS,
 };
 use super::settings::DecodeOptions;
 pub use super::short_mark::is_short;

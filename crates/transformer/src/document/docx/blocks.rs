@@ -36,8 +36,8 @@ pub(super) enum WordName {
     Run,
     /// `<w:rPr>`: a run's formatting.
     RunFormat,
-    /// Elements that may sit between two runs of one block without ending it: proofing
-    /// marks, bookmarks, a rendered page break.
+    /// Elements that may sit between two runs of one block without ending it (see
+    /// [`WordName::of`]).
     BetweenRuns,
     Other,
 }
@@ -49,9 +49,20 @@ impl WordName {
             b"t" => Self::Text,
             b"r" => Self::Run,
             b"rPr" => Self::RunFormat,
-            b"proofErr" | b"bookmarkStart" | b"bookmarkEnd" | b"lastRenderedPageBreak" => {
-                Self::BetweenRuns
-            }
+            // Marks inside a sentence: proofing, bookmarks, a page break as rendered; a
+            // hyperlink, a tracked insertion or deletion and smart tags around some of its
+            // runs; a soft or non-breaking hyphen inside a word.
+            b"proofErr"
+            | b"bookmarkStart"
+            | b"bookmarkEnd"
+            | b"lastRenderedPageBreak"
+            | b"hyperlink"
+            | b"ins"
+            | b"del"
+            | b"smartTag"
+            | b"customXml"
+            | b"softHyphen"
+            | b"noBreakHyphen" => Self::BetweenRuns,
             _ => Self::Other,
         }
     }

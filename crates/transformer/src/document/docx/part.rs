@@ -27,10 +27,11 @@ pub(super) struct Part {
 impl Part {
     pub(super) fn parse(name: &str, xml: &[u8]) -> anyhow::Result<Self> {
         // Word writes UTF-8; a part in UTF-16 would read as NULs between its letters.
-        if xml.starts_with(&[0xFF, 0xFE])
+        let utf16 = xml.starts_with(&[0xFF, 0xFE])
             || xml.starts_with(&[0xFE, 0xFF])
-            || xml.get(1) == Some(&0)
-        {
+            || xml.first() == Some(&0)
+            || xml.get(1) == Some(&0);
+        if utf16 {
             bail!("the part is UTF-16; this reads parts in UTF-8, as Word writes them");
         }
         let mut reader = NsReader::from_reader(xml);

@@ -28,22 +28,38 @@ pub(super) const TERMINATORS: &[char] = &['.', '!', '?', '…'];
 /// The length of the list marker `text` starts with (`2)`, `(2)`, `12.`: one to three digits)
 /// when a space and a letter follow it; `None` otherwise.
 pub(super) fn list_marker_len(text: &str) -> Option<usize> {
-    let open = usize::from(text.starts_with('('));
-    let digits = text[open..].bytes().take_while(u8::is_ascii_digit).count();
-    if !(1..=3).contains(&digits) {
-        return None;
-    }
-    let close = &text[open + digits..];
-    let marker = match (open, close.chars().next()) {
-        (1, Some(')')) | (0, Some(')' | '.')) => open + digits + 1,
-        _ => return None,
-    };
+    let marker = marker_len(text)?;
     let rest = &text[marker..];
     let letter = rest
         .trim_start()
         .trim_start_matches(OPENERS)
-        .starts_with(char::is_alphabetic);
+        .starts_with(|c: char| c.is_alphabetic() || c.is_ascii_digit() || c == '(');
     (rest.starts_with(char::is_whitespace) && letter).then_some(marker)
+}
+
+/// The length of the list marker `text` starts with, whatever follows: one to three digits
+/// (`2)`, `(2)`, `2.`), a letter or a small roman numeral (`a)`, `(b)`, `iv)`: a bracket only,
+/// as `a.` is a word's end as often).
+pub(super) fn marker_len(text: &str) -> Option<usize> {
+    let open = usize::from(text.starts_with('('));
+    let body = &text[open..];
+    let digits = body.bytes().take_while(u8::is_ascii_digit).count();
+    let letters = body.bytes().take_while(|b| b.is_ascii_lowercase()).count();
+    let roman = body[..letters]
+        .bytes()
+        .all(|b| matches!(b, b'i' | b'v' | b'x'));
+    let (label, dot) = if (1..=3).contains(&digits) {
+        (digits, true)
+    } else if letters == 1 || (roman && (1..=4).contains(&letters)) {
+        (letters, false)
+    } else {
+        return None;
+    };
+    match (open, body[label..].chars().next()) {
+        (1, Some(')')) | (0, Some(')')) => Some(open + label + 1),
+        (0, Some('.')) if dot => Some(label + 1),
+        _ => None,
+    }
 }
 
 /// The byte offsets inside `segment` where a further sentence starts, by `language`'s rules;

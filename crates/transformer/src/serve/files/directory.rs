@@ -162,7 +162,8 @@ pub(super) fn read_stored(dir: &Path, id: &str) -> Option<Vec<u8>> {
 }
 
 /// The bytes of the regular file at `path` (at most `most`), opened without following a link
-/// (one planted in the directory would hand out whatever it points to).
+/// and refused when it has another name (a link or hard link planted in the directory would
+/// hand out whatever it points to).
 fn read_regular(path: &Path, most: u64) -> Option<Vec<u8>> {
     use std::io::Read;
     let mut options = std::fs::OpenOptions::new();
@@ -174,12 +175,25 @@ fn read_regular(path: &Path, most: u64) -> Option<Vec<u8>> {
     }
     let file = options.open(path).ok()?;
     let meta = file.metadata().ok()?;
-    if !meta.is_file() || meta.len() > most {
+    if !meta.is_file() || meta.len() > most || linked_elsewhere(&meta) {
         return None;
     }
     let mut bytes = Vec::with_capacity(meta.len() as usize);
     file.take(most).read_to_end(&mut bytes).ok()?;
     Some(bytes)
+}
+
+/// Whether the file has a name outside the store too (a hard link planted there): the store
+/// writes each file by a rename, one name only.
+#[cfg(unix)]
+fn linked_elsewhere(meta: &std::fs::Metadata) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    meta.nlink() > 1
+}
+
+#[cfg(not(unix))]
+fn linked_elsewhere(_meta: &std::fs::Metadata) -> bool {
+    false
 }
 
 /// Writes `bytes` as `name` in `dir`, atomically, readable by its owner only.

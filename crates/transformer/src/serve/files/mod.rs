@@ -125,8 +125,13 @@ impl FileStore {
             // The record last: a file is served only once it is whole.
             write_private(&self.dir, &record_name(&id), &serde_json::to_vec(&record)?)
         };
-        storing()
-            .with_context(|| format!("storing a translated file in {}", self.dir.display()))?;
+        if let Err(error) = storing() {
+            // A file without its record (the disk full by then) would hold its space until a
+            // sweep a minute later.
+            remove_stored(&self.dir, &id);
+            return Err(error)
+                .with_context(|| format!("storing a translated file in {}", self.dir.display()));
+        }
         let evicted = {
             let mut own = self.lock();
             let mut evicted = Vec::new();
@@ -315,6 +320,10 @@ mod tests {
         std::os::unix::fs::symlink(&secret, dir.path().join(file_name(id))).unwrap();
         let record = r#"{"name":"x.txt","media_type":"text/plain; charset=utf-8","expires_unix_ms":99999999999999}"#;
         std::fs::write(dir.path().join(record_name(id)), record).unwrap();
+        assert!(store.find(&format!("{id}.x.txt")).is_none());
+        // A hard link to it, too.
+        std::fs::remove_file(dir.path().join(file_name(id))).unwrap();
+        std::fs::hard_link(&secret, dir.path().join(file_name(id))).unwrap();
         assert!(store.find(&format!("{id}.x.txt")).is_none());
     }
 
