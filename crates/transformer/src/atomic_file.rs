@@ -77,20 +77,17 @@ fn remove_stale_temporaries(path: &Path) {
     };
     for entry in entries.flatten() {
         let file = entry.file_name().to_string_lossy().into_owned();
-        let legacy = file.strip_prefix(".tmp.") == Some(&*name);
-        let stale = file
-            .strip_prefix(".tmp-")
-            .and_then(|rest| rest.split_once('.'))
-            .is_some_and(|(hex, rest)| {
-                hex.len() == 8 && hex.bytes().all(|b| b.is_ascii_hexdigit()) && rest == name
-            })
-            && entry
+        let Some(temporary) = Temporary::named(&file).filter(|t| t.target == name) else {
+            continue;
+        };
+        let stale = temporary.legacy
+            || entry
                 .metadata()
                 .and_then(|m| m.modified())
                 .ok()
                 .and_then(|t| t.elapsed().ok())
                 .is_some_and(|age| age > std::time::Duration::from_secs(60));
-        if (legacy || stale) && entry.file_type().is_ok_and(|t| t.is_file()) {
+        if stale && entry.file_type().is_ok_and(|t| t.is_file()) {
             let _ = std::fs::remove_file(entry.path());
         }
     }
@@ -105,16 +102,36 @@ pub fn remove_temporaries(dir: &Path) {
     };
     for entry in entries.flatten() {
         let file = entry.file_name().to_string_lossy().into_owned();
-        let ours = file.starts_with(".tmp.")
-            || file
-                .strip_prefix(".tmp-")
-                .and_then(|rest| rest.split_once('.'))
-                .is_some_and(|(hex, _)| {
-                    hex.len() == 8 && hex.bytes().all(|b| b.is_ascii_hexdigit())
-                });
+        let ours = Temporary::named(&file).is_some();
         if ours && entry.file_type().is_ok_and(|t| t.is_file()) {
             let _ = std::fs::remove_file(entry.path());
         }
+    }
+}
+
+/// A temporary [`write_atomic_with`] writes before its rename, recognised by its name.
+pub struct Temporary<'a> {
+    /// The name it is renamed to.
+    pub target: &'a str,
+    /// The old fixed form `.tmp.NAME`, which no writer makes now.
+    pub legacy: bool,
+}
+
+impl<'a> Temporary<'a> {
+    /// `.tmp-XXXXXXXX.NAME` (eight hex digits) or `.tmp.NAME`; `None` for any other name.
+    pub fn named(file: &'a str) -> Option<Self> {
+        if let Some(target) = file.strip_prefix(".tmp.") {
+            return Some(Temporary {
+                target,
+                legacy: true,
+            });
+        }
+        let (hex, target) = file.strip_prefix(".tmp-")?.split_once('.')?;
+        let random = hex.len() == 8 && hex.bytes().all(|b| b.is_ascii_hexdigit());
+        random.then_some(Temporary {
+            target,
+            legacy: false,
+        })
     }
 }
 

@@ -293,13 +293,7 @@ fn load_config(path: &Path) -> anyhow::Result<Config> {
             .find(|file| !file.exists());
         if let Some(missing) = missing {
             let text = missing.display().to_string();
-            let script = if text.contains("multi30k") {
-                "scripts/get-multi30k.sh"
-            } else if text.contains("tatoeba") {
-                "scripts/get-tatoeba.py"
-            } else {
-                "scripts/make-lm-text.sh"
-            };
+            let script = shipped.data_script.unwrap_or("the script that writes it");
             bail!(
                 "the shipped config {} reads {text} from the working directory, and it is not \
                  here; run from the directory that holds it (the repository's root, after \

@@ -180,12 +180,19 @@ pub const MODEL_KEY: &str = "transformer_model";
 /// them: every key but the dropouts, which only training reads (and a fine-tuning run may
 /// change).
 pub fn model_record(model: &crate::config::ModelConfig) -> anyhow::Result<String> {
-    let mut record = serde_json::to_value(model)?;
-    if let Some(keys) = record.as_object_mut() {
-        keys.remove("dropout");
-        keys.remove("attention_dropout");
-    }
-    Ok(record.to_string())
+    Ok(serde_json::Value::Object(model_settings(model)?).to_string())
+}
+
+/// [`model_record`]'s table, before it is written.
+fn model_settings(
+    model: &crate::config::ModelConfig,
+) -> anyhow::Result<serde_json::Map<String, serde_json::Value>> {
+    let serde_json::Value::Object(mut keys) = serde_json::to_value(model)? else {
+        anyhow::bail!("the model's settings are not a table")
+    };
+    keys.remove("dropout");
+    keys.remove("attention_dropout");
+    Ok(keys)
 }
 
 /// Refuses `model` when the weights file at `path` was written for other model settings (its
@@ -201,8 +208,8 @@ pub fn check_model_record(path: &Path, model: &crate::config::ModelConfig) -> an
             path.display()
         )
     })?;
-    let now: serde_json::Value = serde_json::from_str(&model_record(model)?)?;
-    let (Some(written), Some(now)) = (written.as_object(), now.as_object()) else {
+    let now = model_settings(model)?;
+    let Some(written) = written.as_object() else {
         anyhow::bail!(
             "{}: its {MODEL_KEY} metadata is not a table",
             path.display()

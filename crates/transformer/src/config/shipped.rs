@@ -15,26 +15,30 @@ pub struct ShippedConfig {
     /// `base.toml`.
     pub file_name: &'static str,
     pub text: &'static str,
+    /// The script, run from the repository's root, that writes the files this config reads
+    /// from the working directory; `None` for one whose data is built in.
+    pub data_script: Option<&'static str>,
 }
 
 macro_rules! shipped {
-    ($($name:literal),* $(,)?) => {
+    ($($name:literal => $script:expr),* $(,)?) => {
         [$(ShippedConfig {
             file_name: $name,
             text: include_str!(concat!("../../../../configs/", $name)),
+            data_script: $script,
         }),*]
     };
 }
 
 /// Every config in `configs/`, by file name (a test keeps this list equal to the folder).
 pub const SHIPPED: [ShippedConfig; 7] = shipped!(
-    "base.toml",
-    "lm-tiny.toml",
-    "multi30k-cpu-bf16.toml",
-    "multi30k-cpu.toml",
-    "multi30k.toml",
-    "tatoeba.toml",
-    "tiny.toml",
+    "base.toml" => None,
+    "lm-tiny.toml" => Some("scripts/make-lm-text.sh"),
+    "multi30k-cpu-bf16.toml" => Some("scripts/get-multi30k.sh"),
+    "multi30k-cpu.toml" => Some("scripts/get-multi30k.sh"),
+    "multi30k.toml" => Some("scripts/get-multi30k.sh"),
+    "tatoeba.toml" => Some("scripts/get-tatoeba.py"),
+    "tiny.toml" => None,
 );
 
 /// The shipped config `given` names: its file name with or without `.toml`, alone or under
@@ -115,6 +119,24 @@ mod tests {
         on_disk.sort();
         let listed: Vec<&str> = SHIPPED.iter().map(|s| s.file_name).collect();
         assert_eq!(on_disk, listed);
+    }
+
+    #[test]
+    fn a_config_names_a_script_that_exists_exactly_when_it_reads_files() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        for shipped in &SHIPPED {
+            let config = Config::shipped(shipped).unwrap();
+            let builtin = matches!(config.data.train, CorpusSource::Builtin { .. });
+            assert_eq!(
+                shipped.data_script.is_none(),
+                builtin,
+                "{}",
+                shipped.file_name
+            );
+            if let Some(script) = shipped.data_script {
+                assert!(root.join(script).is_file(), "{script}");
+            }
+        }
     }
 
     #[test]

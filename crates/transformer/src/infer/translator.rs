@@ -83,6 +83,8 @@ impl ConfiguredTranslator<'_> {
         let specials = self.specials()?;
         let mut translations = Vec::with_capacity(sentences.len());
         let mut batch: Vec<ReadSource> = Vec::new();
+        // The longest framed source in `batch`, which its padding makes every row's width.
+        let mut widest = 0;
         let mut first = 1;
         let mut flush = |batch: &mut Vec<ReadSource>, first: &mut usize| {
             let count = batch.len();
@@ -97,12 +99,13 @@ impl ConfiguredTranslator<'_> {
         };
         for sentence in sentences {
             let read = self.read_source(sentence, &specials)?;
-            let width = |read: &ReadSource| read.src_ids.as_ref().map_or(0, Vec::len);
-            let widest = batch.iter().map(width).max().unwrap_or(0).max(width(&read));
-            let fits = batching.fits(batch.len() + 1, widest, self.options.beam);
+            let width = read.src_ids.as_ref().map_or(0, Vec::len);
+            let fits = batching.fits(batch.len() + 1, widest.max(width), self.options.beam);
             if !batch.is_empty() && !fits {
                 flush(&mut batch, &mut first)?;
+                widest = 0;
             }
+            widest = widest.max(width);
             batch.push(read);
         }
         if !batch.is_empty() {

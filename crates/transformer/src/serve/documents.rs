@@ -18,7 +18,6 @@ use super::files::{FileStore, SMALL_FILE_BYTES};
 use super::setting_names::ServeSettingNames;
 use crate::document::{DocumentFormat, DocxLimits, Prepared};
 use crate::infer::settings::{self, DecodeRequest};
-use crate::infer::translator::SourceLimit;
 
 /// The parts of a `/translate_file` form this reads.
 #[derive(Default)]
@@ -81,7 +80,7 @@ pub async fn translate_file(
     let prepared = blocking(files, size, move || {
         let job = format.parse(bytes, &shown, DocxLimits::default())?;
         let prepared = Prepared::new(job, &splitter);
-        check_sentence_lengths(translator.checkpoint(), prepared.sentences())?;
+        check_sentence_lengths(&translator, prepared.sentences())?;
         Ok(prepared)
     })
     .await
@@ -228,15 +227,18 @@ fn origin(headers: &HeaderMap, state: &Shared) -> String {
 /// Refuses a file with a sentence longer than the model reads (it would come back cut), as
 /// `/translate` refuses such a text.
 fn check_sentence_lengths(
-    checkpoint: &crate::checkpoint::Checkpoint,
+    translator: &crate::infer::Translator,
     sentences: &[String],
 ) -> anyhow::Result<()> {
-    let limit = SourceLimit::of(
-        checkpoint.config.model.max_len,
-        checkpoint.tokenizers.source_overhead(),
-    );
+    let limit = translator.source_limit();
     for sentence in sentences {
-        let tokens = checkpoint.tokenizers.src.encode(sentence)?.ids.len();
+        let tokens = translator
+            .checkpoint()
+            .tokenizers
+            .src
+            .encode(sentence)?
+            .ids
+            .len();
         if tokens > limit.tokens {
             let shown: String = sentence.chars().take(40).collect();
             anyhow::bail!(

@@ -11,6 +11,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
 
+use crate::atomic_file::Temporary;
+
 /// How long a file without its record, or a temporary, may lie before a sweep takes it for
 /// the leftover of a server killed between two writes (a live writer finishes within this).
 const LEFTOVER_AGE: Duration = Duration::from_secs(60);
@@ -261,9 +263,9 @@ pub(super) fn sweep_dir(dir: &Path, now: SystemTime) {
 /// `.tmp-XXXXXXXX.transformer-ID` or `.tmp-XXXXXXXX.transformer-ID.json`: a file or record
 /// being written.
 fn is_temporary(name: &str) -> bool {
-    name.strip_prefix(".tmp-")
-        .and_then(|rest| rest.split_once('.'))
-        .and_then(|(_, stored)| stored.strip_prefix(PREFIX))
+    Temporary::named(name)
+        .filter(|temporary| !temporary.legacy)
+        .and_then(|temporary| temporary.target.strip_prefix(PREFIX))
         .is_some_and(|id| is_id(id.strip_suffix(".json").unwrap_or(id)))
 }
 
