@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Fuzzes `transformer serve` against its own OpenAPI description (GET /spec, written by hand
-# in crates/transformer/assets/serve/openapi.json) with schemathesis from PyPI: valid and invalid requests
+# in crates/transformer-serve/assets/serve/openapi.json) with schemathesis from PyPI: valid and invalid requests
 # generated for every operation, sent over loopback only, and every answer checked for a 5xx
 # or a status, content type or body the description does not allow. Then the server must
 # still answer /health and exit 0 on SIGTERM. Installs schemathesis in a venv under ~/.cache;
-# trains the tiny model unless CHECKPOINT names one. SPEC=crates/transformer/assets/serve/openapi.json checks
+# trains the tiny model unless CHECKPOINT names one. SPEC=crates/transformer-serve/assets/serve/openapi.json checks
 # that file instead of the copy compiled into BIN; FUZZ_EXAMPLES bounds the cases per
 # operation and phase (default 1000), FUZZ_TIMEOUT the run's seconds (default 300), and
 # FUZZ_SEED replays a run (its seed is printed).

@@ -15,9 +15,12 @@ use std::process::ExitCode;
 use clap::Parser;
 // The library's modules, under the names the command-line modules use (`crate::config`).
 use transformer::{
-    atomic_file, checkpoint, config, corpus, decoding, device, distributed, document, infer,
-    input_text, kernels, metrics, model, plot, serve, tokenize, train, training_data,
+    atomic_file, checkpoint, config, corpus, decoding, device, distributed, infer, input_text,
+    kernels, metrics, model, sentences, tokenize, train, training_data,
 };
+use transformer_documents as document;
+use transformer_plot as plot;
+use transformer_serve as serve;
 
 use cli::Cli;
 

@@ -5,11 +5,11 @@ use super::stdout::{print_line, warn};
 use super::UsageError;
 use crate::atomic_file::write_atomic;
 use crate::cli::EvalArgs;
-use crate::document::{SentenceBatch, SentenceSplitter};
 use crate::metrics::{
     self, chrf_signature, corpus_bleu, corpus_chrf, read_segments, BleuScore, Case,
 };
 use crate::progress::{SentenceProgress, Verbosity};
+use crate::sentences::{SentenceBatch, SentenceSplitter};
 
 pub fn run(args: EvalArgs) -> anyhow::Result<()> {
     let from_stdin = [Some(&args.reference), args.hyp.as_ref(), args.src.as_ref()]

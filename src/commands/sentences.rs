@@ -4,7 +4,7 @@
 use super::stdin_lines::{BatchEnd, StdinLines};
 use super::stdout::print_line;
 use crate::cli::SentencesArgs;
-use crate::document::SentenceSplitter;
+use crate::sentences::SentenceSplitter;
 
 pub fn run(args: SentencesArgs) -> anyhow::Result<()> {
     let splitter = SentenceSplitter::new(Some(&args.lang), true);

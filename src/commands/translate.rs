@@ -12,10 +12,11 @@ use super::stdout::{warn, Results};
 use super::UsageError;
 use crate::atomic_file::write_atomic;
 use crate::cli::{FormatArg, TranslateArgs};
-use crate::document::{DocumentFormat, DocxLimits, Prepared, SentenceBatch, SentenceSplitter};
+use crate::document::{DocumentFormat, DocxLimits, Prepared};
 use crate::infer::translator::{Batching, ConfiguredTranslator, Translation};
 use crate::input_text::{read_at_most, read_path, MOST_INPUT_BYTES};
 use crate::progress::{SentenceProgress, Verbosity};
+use crate::sentences::{SentenceBatch, SentenceSplitter};
 
 pub fn run(args: TranslateArgs) -> anyhow::Result<()> {
     // Usage errors first: loading a model takes seconds.

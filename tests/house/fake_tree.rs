@@ -16,7 +16,7 @@ pub fn tree(files: &[(&str, &str)]) -> tempfile::TempDir {
 
 /// A small library and binary that keep every rule.
 pub const CLEAN: &[(&str, &str)] = &[
-    ("crates/transformer/src/lib.rs", "//! The library.\npub mod config;\npub mod data;\npub mod model;\n"),
+    ("crates/transformer/src/lib.rs", "//! The library.\npub mod config;\npub mod corpus;\npub mod model;\n"),
     ("crates/transformer/src/config.rs", "pub struct ModelConfig;\n"),
     (
         "crates/transformer/src/model/mod.rs",
@@ -31,10 +31,10 @@ pub const CLEAN: &[(&str, &str)] = &[
         "// use super::linear::Linear;\npub struct Table;\nconst S: &str = \"super::linear::Linear\";\n\
          #[cfg(test)]\nmod tests {\n    use super::super::linear::Linear;\n}\n",
     ),
-    ("crates/transformer/src/data/mod.rs", "pub mod batch;\npub use batch::Batch;\n"),
-    ("crates/transformer/src/data/batch.rs", "use crate::config::ModelConfig;\npub struct Batch;\n"),
-    ("src/main.rs", "mod commands;\nuse transformer::{data, model};\nfn main() { commands::run() }\n"),
-    ("src/commands.rs", "use crate::model::Linear;\npub fn run() { let _ = crate::data::Batch; }\n"),
+    ("crates/transformer/src/corpus/mod.rs", "pub mod batch;\npub use batch::Batch;\n"),
+    ("crates/transformer/src/corpus/batch.rs", "use crate::config::ModelConfig;\npub struct Batch;\n"),
+    ("src/main.rs", "mod commands;\nuse transformer::{corpus, model};\nfn main() { commands::run() }\n"),
+    ("src/commands.rs", "use crate::model::Linear;\npub fn run() { let _ = crate::corpus::Batch; }\n"),
     (
         "docs/architecture.md",
         "The model (`crates/transformer/src/model/linear.rs:2`, [table](crates/transformer/src/model/table.rs#L1)),\n\

@@ -157,8 +157,8 @@ impl Graph {
             files,
             imports: Vec::new(),
         };
-        // Two rounds: a crate root's aliases (`use transformer::{data, ...}` in main.rs) are
-        // what every other file of that crate reaches through `crate::data`.
+        // Two rounds: a crate root's aliases (`use transformer::{corpus, ...}` in main.rs) are
+        // what every other file of that crate reaches through `crate::corpus`.
         for _ in 0..2 {
             for f in 0..graph.files.len() {
                 let aliases = graph.module_aliases(&crates, f);
@@ -231,7 +231,7 @@ impl Graph {
                 (krate, vec![], &segments[1..])
             }
         };
-        // `crate::data` in a crate whose root re-exports another crate's `data`.
+        // `crate::corpus` in a crate whose root re-exports another crate's `corpus`.
         if base.is_empty() && krate == file.krate && !rest.is_empty() {
             let root = *crates[krate].modules.get(&Vec::new())?;
             if root != f {

@@ -35,10 +35,8 @@
 //!   [`tokenize`]: word, BPE and SentencePiece tokenizers and the special ids;
 //!   [`training_data`]: a run's corpora as flat ids cached on disk, token-budget batches
 //! - [`checkpoint`]: the run directory, written atomically ([`atomic_file`]), and the format
-//!   layer that maps a file's tensor names onto the modules; [`plot`]:
-//!   loss.png and attention heatmaps
-//! - [`serve`]: the LibreTranslate-compatible HTTP server with dynamic
-//!   batching, its own `/v1` API, metrics and a page with the attention heatmap
+//!   layer that maps a file's tensor names onto the modules
+//! - [`sentences`]: texts cut into the sentences the model translates, and put back
 //! - [`config`]: every hyper-parameter and its default; [`device`]: CPU or CUDA
 //! - [`distributed`]: data-parallel training's ranks and gradient sums (one process, MPI,
 //!   NCCL); [`train::data_parallel`] deals each step's batches to them
@@ -50,16 +48,14 @@ pub mod corpus;
 pub mod decoding;
 pub mod device;
 pub mod distributed;
-pub mod document;
 pub mod hub;
 pub mod infer;
 pub mod input_text;
 pub mod kernels;
 pub mod metrics;
 pub mod model;
-pub mod plot;
 pub mod progress;
-pub mod serve;
+pub mod sentences;
 pub mod small_file;
 pub mod tokenize;
 pub mod train;

@@ -1,12 +1,11 @@
 //! The attention of a sentence pair, for the pictures: the pair run through the model under
 //! teacher forcing, every layer's and head's probabilities collected into the grids that
-//! [`crate::plot`] draws (`transformer attention` and the server's page share this).
+//! the `transformer-plot` crate draws (`transformer attention` and the server's page share this).
 
 use anyhow::bail;
 use candle_core::{Device, Tensor};
 
 use crate::model::{ModelFamily, TeacherForced};
-use crate::plot::{AttentionGrid, HeadMaps};
 use crate::tokenize::{SpecialIds, TextTokenizer, Tokenizers};
 
 /// A source sentence and the target the decoder is fed, as ids with their boundaries.
@@ -42,6 +41,20 @@ impl TeacherForcedPair {
         }
         Ok(())
     }
+}
+
+/// One layer's probabilities, `[head][query][key]`.
+pub type HeadMaps = Vec<Vec<Vec<f32>>>;
+
+/// One kind of attention at every layer and head of one sentence pair.
+pub struct AttentionGrid {
+    pub title: String,
+    /// Row labels: the tokens that attend.
+    pub queries: Vec<String>,
+    /// Column labels: the tokens attended to.
+    pub keys: Vec<String>,
+    /// `(layer number as shown, its maps)` for each layer drawn.
+    pub layers: Vec<(usize, HeadMaps)>,
 }
 
 /// The three kinds of attention of `pair`, for `layers` (1-based; all when empty).

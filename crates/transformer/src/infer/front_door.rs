@@ -27,7 +27,7 @@ use super::translator::{Batching, ConfiguredTranslator, SourceLimit, Translation
 use crate::checkpoint::{self, Checkpoint, Task};
 use crate::config::ComputeType;
 use crate::decoding::vocab_map::VocabularyMap;
-use crate::document::{SentenceBatch, SentenceSplitter};
+use crate::sentences::{SentenceBatch, SentenceSplitter};
 use crate::tokenize::specials::LanguageIds;
 use crate::tokenize::TextTokenizer;
 

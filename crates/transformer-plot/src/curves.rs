@@ -6,7 +6,7 @@ use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
 
 use super::{write_png_atomic, DrawResult};
-use crate::metrics::MetricRecord;
+use transformer::metrics::MetricRecord;
 
 const SIZE: (u32, u32) = (1000, 700);
 const BLEU_COLOR: RGBColor = RGBColor(0, 130, 60);

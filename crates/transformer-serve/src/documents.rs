@@ -16,8 +16,8 @@ use super::error::ApiError;
 use super::file_names::safe_file_name;
 use super::files::{FileStore, SMALL_FILE_BYTES};
 use super::setting_names::ServeSettingNames;
-use crate::document::{DocumentFormat, DocxLimits, Prepared};
-use crate::infer::settings::{self, DecodeRequest};
+use transformer::infer::settings::{self, DecodeRequest};
+use transformer_documents::{DocumentFormat, DocxLimits, Prepared};
 
 /// The parts of a `/translate_file` form this reads.
 #[derive(Default)]
@@ -227,7 +227,7 @@ fn origin(headers: &HeaderMap, state: &Shared) -> String {
 /// Refuses a file with a sentence longer than the model reads (it would come back cut), as
 /// `/translate` refuses such a text.
 fn check_sentence_lengths(
-    translator: &crate::infer::Translator,
+    translator: &transformer::infer::Translator,
     sentences: &[String],
 ) -> anyhow::Result<()> {
     let limit = translator.source_limit();

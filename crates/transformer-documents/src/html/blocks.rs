@@ -6,7 +6,7 @@ use ego_tree::NodeId;
 use scraper::Node;
 
 use super::HtmlJob;
-use crate::document::inline::{InlineBlock, Piece};
+use crate::inline::{InlineBlock, Piece};
 
 /// Elements whose text is never translated: code, styles, scripts, preformatted text.
 const UNTOUCHED: &[&str] = &[

@@ -5,7 +5,7 @@
 use axum::http::header;
 use axum::response::IntoResponse;
 
-const SPEC: &str = include_str!("../../assets/serve/openapi.json");
+const SPEC: &str = include_str!("../assets/serve/openapi.json");
 
 pub async fn spec() -> impl IntoResponse {
     ([(header::CONTENT_TYPE, "application/json")], SPEC)

@@ -17,11 +17,11 @@ use anyhow::Context;
 use rand::RngCore;
 
 use super::file_names::safe_file_name;
-use crate::document::DocumentFormat;
 use directory::{
     file_name, given_dir, is_id, read_record, read_stored, record_name, remove_stored, sweep_dir,
     unix_ms, users_dir, write_private, Record,
 };
+use transformer_documents::DocumentFormat;
 
 mod directory;
 

@@ -6,7 +6,7 @@ use anyhow::bail;
 use quick_xml::events::Event;
 use quick_xml::Writer;
 
-use crate::document::inline::{InlineBlock, Piece};
+use crate::inline::{InlineBlock, Piece};
 
 /// One stretch of a paragraph's text: the `<w:t>` elements of consecutive runs.
 pub(super) struct Block {

@@ -1,15 +1,20 @@
 //! Sentence splitting: the model translates sentences, people send paragraphs. A text is cut
 //! at its line breaks, each line into sentences by Wikimedia's segmenter (`sentencex`, with
 //! per-language abbreviation lists and rules for ordinals such as "3. Mai"), each piece again
-//! where a sentence end is left inside it ([`super::sentence_ends`]: lowercased and
+//! where a sentence end is left inside it ([`sentence_ends`]: lowercased and
 //! pre-tokenized text), and after translation the sentences are put back between the text's
 //! own whitespace and line breaks.
 
+mod language_codes;
+mod marks_at_ends;
+mod segmenter_windows;
+mod sentence_ends;
+
 use std::ops::Range;
 
-use super::marks_at_ends::{inside_brackets, mend};
-use super::segmenter_windows::{windows, WindowCut};
-use super::sentence_ends::{further_starts, marker_len};
+use self::marks_at_ends::{inside_brackets, mend};
+use self::segmenter_windows::{windows, WindowCut};
+use self::sentence_ends::{further_starts, marker_len};
 
 /// How texts are cut into what the model translates.
 #[derive(Debug, Clone)]
@@ -26,7 +31,7 @@ impl SentenceSplitter {
     /// checkpoint that names no source language) gets English rules.
     pub fn new(language: Option<&str>, enabled: bool) -> Self {
         let language = language
-            .map(super::language_codes::language_of)
+            .map(language_codes::language_of)
             .filter(|code| !code.is_empty())
             .unwrap_or_else(|| "en".into());
         Self { language, enabled }
@@ -226,7 +231,7 @@ fn verbatim(parts: &mut Vec<Part>, text: &str) {
 }
 
 #[cfg(test)]
-pub(super) mod tests {
+mod tests {
     use super::*;
 
     pub(crate) fn german() -> SentenceSplitter {

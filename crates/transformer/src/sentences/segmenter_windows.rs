@@ -54,7 +54,7 @@ pub(super) fn windows(line: &str) -> Vec<(Range<usize>, WindowCut)> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::sentences::tests::{german, sentences};
+    use super::super::tests::{german, sentences};
     use super::*;
 
     #[test]

@@ -8,26 +8,12 @@ use plotters::style::colors::colormaps::ViridisRGB;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 use super::DrawResult;
-use crate::atomic_file::write_atomic;
+use transformer::atomic_file::write_atomic;
+pub use transformer::infer::attention::{AttentionGrid, HeadMaps};
 
-/// One layer's probabilities, `[head][query][key]`.
-pub type HeadMaps = Vec<Vec<Vec<f32>>>;
-
-/// One kind of attention at every layer and head of one sentence pair.
-pub struct AttentionGrid {
-    pub title: String,
-    /// Row labels: the tokens that attend.
-    pub queries: Vec<String>,
-    /// Column labels: the tokens attended to.
-    pub keys: Vec<String>,
-    /// `(layer number as shown, its maps)` for each layer drawn.
-    pub layers: Vec<(usize, HeadMaps)>,
-}
-
-impl AttentionGrid {
-    fn heads(&self) -> usize {
-        self.layers.first().map_or(0, |(_, heads)| heads.len())
-    }
+/// How many heads each layer of `grid` has.
+fn heads(grid: &AttentionGrid) -> usize {
+    grid.layers.first().map_or(0, |(_, heads)| heads.len())
 }
 
 const MARGIN: i32 = 24;
@@ -72,7 +58,7 @@ impl Layout {
     }
 
     fn grid_width(&self, grid: &AttentionGrid) -> i32 {
-        let heads = grid.heads() as i32;
+        let heads = heads(grid) as i32;
         LAYER_LABEL_WIDTH
             + self.query_label_width
             + heads * (grid.keys.len() as i32 * self.cell + GAP)
@@ -155,7 +141,7 @@ fn draw_grid(root: &Area, layout: &Layout, grid: &AttentionGrid, top: i32) -> Dr
     );
     let left = MARGIN + LAYER_LABEL_WIDTH + layout.query_label_width;
     let heads_top = top + TITLE_HEIGHT;
-    for head in 0..grid.heads() as i32 {
+    for head in 0..heads(grid) as i32 {
         let x = left + head * (map_w + GAP);
         let style = label.pos(Pos::new(HPos::Center, VPos::Top));
         root.draw(&Text::new(
@@ -188,7 +174,7 @@ fn draw_grid(root: &Area, layout: &Layout, grid: &AttentionGrid, top: i32) -> Dr
     let turned = token
         .transform(FontTransform::Rotate90)
         .pos(Pos::new(HPos::Left, VPos::Center));
-    for head in 0..grid.heads() as i32 {
+    for head in 0..heads(grid) as i32 {
         let x = left + head * (map_w + GAP);
         for (k, key) in grid.keys.iter().enumerate() {
             let at = (x + k as i32 * cell + cell / 2, keys_top);

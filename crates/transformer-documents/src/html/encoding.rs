@@ -2,7 +2,7 @@
 //! as browsers do) and written back in it.
 
 use super::HtmlJob;
-use crate::document::{Extracted, TextJob};
+use crate::{Extracted, TextJob};
 
 /// An HTML file in the encoding it declares, written back in the same encoding (characters
 /// the encoding lacks as numeric character references, the WHATWG encoder's rule).

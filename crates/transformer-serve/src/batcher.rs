@@ -15,11 +15,11 @@ use std::time::{Duration, Instant};
 use tokio::sync::oneshot;
 
 use super::prometheus::ServerCounters;
-use crate::infer::attention::{attention_grids, TeacherForcedPair};
-use crate::infer::settings::DecodeOptions;
-use crate::infer::translator::{ConfiguredTranslator, Translation};
-use crate::infer::Translator;
-use crate::plot::AttentionGrid;
+use transformer::infer::attention::{attention_grids, TeacherForcedPair};
+use transformer::infer::settings::DecodeOptions;
+use transformer::infer::translator::{ConfiguredTranslator, Translation};
+use transformer::infer::Translator;
+use transformer_plot::AttentionGrid;
 
 /// What the model thread answers with: the result, or a message for a 500.
 pub type Reply<T> = oneshot::Receiver<Result<T, String>>;

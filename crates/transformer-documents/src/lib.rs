@@ -7,11 +7,6 @@
 pub mod docx;
 pub mod html;
 pub mod inline;
-mod language_codes;
-mod marks_at_ends;
-mod segmenter_windows;
-mod sentence_ends;
-pub mod sentences;
 mod text;
 
 use std::path::Path;
@@ -19,7 +14,7 @@ use std::path::Path;
 use anyhow::bail;
 
 pub use docx::DocxLimits;
-pub use sentences::{SentenceBatch, SentenceSplitter};
+use transformer::sentences::{SentenceBatch, SentenceSplitter};
 
 /// The texts a document gives to translate, in groups (one per block) that come back
 /// translated in the same shape.

@@ -14,12 +14,12 @@ use serde_json::{json, Value};
 use super::app::{answer, Shared};
 use super::body::{self, Accepts};
 use super::error::ApiError;
-use crate::corpus::normalize_sentence;
-use crate::document::SentenceBatch;
-use crate::infer::settings::DecodeOptions;
-use crate::infer::settings::{self, DecodeRequest};
-use crate::infer::translator::Translation;
-use crate::plot::attention_heatmaps_png;
+use transformer::corpus::normalize_sentence;
+use transformer::infer::settings::DecodeOptions;
+use transformer::infer::settings::{self, DecodeRequest};
+use transformer::infer::translator::Translation;
+use transformer::sentences::SentenceBatch;
+use transformer_plot::attention_heatmaps_png;
 
 /// Longest sentence, in source tokens, whose attention is drawn, and most target tokens
 /// decoded for it: the picture, and the memory it takes, grow with the square of the lengths.

@@ -15,11 +15,12 @@ use super::app::Shared;
 use super::body::{self, Accepts};
 use super::error::ApiError;
 use super::languages::name_of;
-use crate::document::html::HtmlJob;
-use crate::document::{DocumentFormat, Prepared, SentenceBatch, SentenceSplitter};
-use crate::infer::settings::DecodeOptions;
-use crate::infer::settings::{self, DecodeRequest};
-use crate::infer::translator::Translation;
+use transformer::infer::settings::DecodeOptions;
+use transformer::infer::settings::{self, DecodeRequest};
+use transformer::infer::translator::Translation;
+use transformer::sentences::{SentenceBatch, SentenceSplitter};
+use transformer_documents::html::HtmlJob;
+use transformer_documents::{DocumentFormat, Prepared};
 
 /// `/translate`'s fields; others are ignored, as LibreTranslate ignores them.
 #[derive(Debug, Deserialize)]
@@ -149,7 +150,7 @@ struct TextResult {
     text: String,
     alternatives: Vec<String>,
     /// A sentence of it translated to under half the tokens the model's length ratio
-    /// expects (see [`crate::infer::translator::is_short`]).
+    /// expects (see [`transformer::infer::translator::is_short`]).
     short: bool,
 }
 

@@ -11,7 +11,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
 
-use crate::atomic_file::Temporary;
+use transformer::atomic_file::Temporary;
 
 /// How long a file without its record, or a temporary, may lie before a sweep takes it for
 /// the leftover of a server killed between two writes (a live writer finishes within this).
@@ -200,7 +200,7 @@ fn linked_elsewhere(_meta: &std::fs::Metadata) -> bool {
 
 /// Writes `bytes` as `name` in `dir`, atomically, readable by its owner only.
 pub(super) fn write_private(dir: &Path, name: &str, bytes: &[u8]) -> anyhow::Result<()> {
-    crate::atomic_file::write_atomic_with(&dir.join(name), |tmp| {
+    transformer::atomic_file::write_atomic_with(&dir.join(name), |tmp| {
         let mut file = std::fs::OpenOptions::new().write(true).open(tmp)?;
         #[cfg(unix)]
         {

@@ -9,12 +9,12 @@ use std::sync::Once;
 
 use plotters::style::FontStyle;
 
-use crate::atomic_file::write_atomic_with;
+use transformer::atomic_file::write_atomic_with;
 
 pub use attention::{attention_heatmaps_png, write_attention_heatmaps, AttentionGrid, HeadMaps};
 pub use curves::write_training_curves;
 
-const FONT: &[u8] = include_bytes!("../../assets/DejaVuSans.ttf");
+const FONT: &[u8] = include_bytes!("../assets/DejaVuSans.ttf");
 
 type DrawResult = Result<(), Box<dyn std::error::Error>>;
 

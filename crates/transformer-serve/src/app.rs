@@ -12,11 +12,11 @@ use super::files::FileStore;
 use super::languages::{Checked, Languages};
 use super::prometheus::ServerCounters;
 use super::setting_names::ServeSettingNames;
-use crate::document::SentenceSplitter;
-use crate::infer::settings::DecodeOptions;
-use crate::infer::settings::{DecodeRequest, Resolver, SettingNames};
-use crate::infer::translator::Translation;
-use crate::infer::Translator;
+use transformer::infer::settings::DecodeOptions;
+use transformer::infer::settings::{DecodeRequest, Resolver, SettingNames};
+use transformer::infer::translator::Translation;
+use transformer::infer::Translator;
+use transformer::sentences::SentenceSplitter;
 
 /// What a request may ask for.
 #[derive(Debug, Clone, Copy)]

@@ -37,14 +37,14 @@ pub use connections::ConnectionLimits;
 pub use files::FileSettings;
 pub use setting_names::ServeSettingNames;
 
-use crate::document::SentenceSplitter;
-use crate::infer::settings::Resolver;
-use crate::infer::Translator;
 use app::AppState;
 use auth::ApiKey;
 use files::FileStore;
 use languages::{LanguagePair, Languages};
 use prometheus::ServerCounters;
+use transformer::infer::settings::Resolver;
+use transformer::infer::Translator;
+use transformer::sentences::SentenceSplitter;
 
 /// How to serve.
 #[derive(Debug, Clone)]
@@ -96,7 +96,7 @@ pub fn serve(
         .transpose()?;
     let translator = Arc::new(translator);
     let metrics = Arc::new(ServerCounters::new());
-    let device_name = crate::device::describe(translator.device());
+    let device_name = transformer::device::describe(translator.device());
     let (queue, worker) = batcher::queue(translator.clone(), settings.policy, metrics.clone());
     let state = Arc::new(AppState {
         translator,
@@ -205,7 +205,7 @@ fn languages(
             codes: Vec::new(),
         });
     }
-    if crate::checkpoint::hugging_face::is_hugging_face_dir(&checkpoint.dir) {
+    if transformer::checkpoint::hugging_face::is_hugging_face_dir(&checkpoint.dir) {
         anyhow::bail!(
             "{} does not say which languages it translates; pass {setting} (e.g. de and en), \
              or add source_lang and target_lang to its tokenizer_config.json",

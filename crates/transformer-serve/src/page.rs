@@ -4,7 +4,7 @@
 
 use axum::response::Html;
 
-const PAGE: &str = include_str!("../../assets/serve/index.html");
+const PAGE: &str = include_str!("../assets/serve/index.html");
 
 pub async fn index() -> Html<&'static str> {
     Html(PAGE)
