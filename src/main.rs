@@ -1,13 +1,21 @@
 //! The `transformer` binary: parse the command line, run the command, report errors once.
-//! The command line and the glue per command (`cli`, `commands`, and the benchmark's
-//! workloads, `bench`) live here, outside the library, whose surface is the model, its
-//! training and its inference.
+//! Each command is one file of `commands/` (its arguments and its `run`); what several share
+//! is named by what it does (`flags`, `device_choice`, `open_checkpoint`, `errors`, `stdout`,
+//! `stdin_lines`, `output_guard`, `stop_signals`, `progress`), and the benchmark's workloads
+//! are `bench`. The library crates below hold the model, its training and its inference.
 
 mod bench;
-mod cli;
 mod commands;
+mod device_choice;
+mod errors;
+mod flags;
 mod library_log;
+mod open_checkpoint;
+mod output_guard;
 mod progress;
+mod stdin_lines;
+mod stdout;
+mod stop_signals;
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -22,7 +30,7 @@ use transformer_documents as document;
 use transformer_plot as plot;
 use transformer_serve as serve;
 
-use cli::Cli;
+use commands::Cli;
 
 /// The exit status of a command-line usage error, as clap exits on its own.
 const USAGE_ERROR: u8 = 2;
@@ -86,16 +94,16 @@ fn main() -> ExitCode {
     match outcome {
         Ok(()) => ExitCode::SUCCESS,
         // A reader that closed the pipe wants no more output, and no complaint either.
-        Err(e) if e.downcast_ref::<commands::StdoutClosed>().is_some() => ExitCode::SUCCESS,
+        Err(e) if e.downcast_ref::<stdout::StdoutClosed>().is_some() => ExitCode::SUCCESS,
         Err(e) => {
             // One line: candle appends a backtrace to its errors when RUST_BACKTRACE is set.
             let message = format!("{e:#}");
             // Written, not `eprintln!`ed: a closed stderr must not turn an error into a panic.
             let line = message.lines().next().unwrap_or_default();
             let _ = writeln!(std::io::stderr(), "error: {line}{}", advice(&e));
-            if let Some(interrupted) = e.downcast_ref::<commands::Interrupted>() {
+            if let Some(interrupted) = e.downcast_ref::<errors::Interrupted>() {
                 ExitCode::from(interrupted.exit_code)
-            } else if e.downcast_ref::<commands::UsageError>().is_some()
+            } else if e.downcast_ref::<errors::UsageError>().is_some()
                 || e.chain()
                     .any(|c| c.is::<checkpoint::hugging_face::Unrunnable>())
             {

@@ -189,7 +189,7 @@ fn the_sinusoid_table_equals_the_one_pytorch_computed() {
     let theirs = file["src_embed.1.pe"].squeeze(0).unwrap();
     let (max_len, d_model) = theirs.dims2().unwrap();
     assert_eq!((max_len, d_model), (64, 32));
-    let ours = transformer::model::embeddings::sinusoid_table(max_len, d_model, &Device::Cpu)
+    let ours = transformer::model::positions::sinusoid_table(max_len, d_model, &Device::Cpu)
         .unwrap()
         .reshape((max_len, d_model))
         .unwrap();

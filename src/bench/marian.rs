@@ -48,7 +48,7 @@ pub fn marian_decoding(
         n_best: None,
     };
     let options = opened
-        .resolver(Some(Layer::asked(asked, crate::cli::FLAGS)), None)?
+        .resolver(Some(Layer::asked(asked, crate::flags::FLAGS)), None)?
         .defaults();
     let translator = opened.with(options);
     // One sentence first, untimed, to warm up.

@@ -1,32 +1,60 @@
 //! `transformer attention`: translate a sentence (or take `--target`), run the pair through
 //! the model under teacher forcing, and draw every head's attention.
+//!
+//! Its arguments: the sentence, the checkpoint, the layers, the picture.
 
 use std::path::Path;
+use std::path::PathBuf;
 
 use anyhow::{bail, Context};
+use clap::Args;
 
-use super::stdout::print_line;
-use super::UsageError;
 use crate::checkpoint::Task;
-use crate::cli::AttentionArgs;
 use crate::corpus::normalize_sentence;
+use crate::errors::UsageError;
+use crate::flags::{at_least_one, DeviceArgs};
 use crate::infer::attention::{attention_grids, TeacherForcedPair};
 use crate::infer::settings::DecodeOptions;
 use crate::infer::LoadOptions;
 use crate::plot::write_attention_heatmaps;
 use crate::progress::Verbosity;
+use crate::stdout::print_line;
+
+#[derive(Debug, Args)]
+pub struct AttentionArgs {
+    /// The source sentence
+    pub text: String,
+    /// Checkpoint or run directory (default: the latest run under runs/)
+    #[arg(long, value_name = "DIR")]
+    pub checkpoint: Option<PathBuf>,
+    /// Where to write the picture
+    #[arg(long, value_name = "FILE", default_value = "attention.png")]
+    pub out: PathBuf,
+    /// Teacher-force this translation instead of the model's own greedy one
+    #[arg(long, value_name = "TEXT")]
+    pub target: Option<String>,
+    /// Draw only these layers (1-based, comma-separated; default: all)
+    #[arg(long, value_name = "N,...", value_delimiter = ',', value_parser = at_least_one)]
+    pub layers: Vec<usize>,
+    /// What the linear layers compute in: float32, int8 or bfloat16 [default: the
+    /// checkpoint's decode.compute_type, else float32]
+    #[arg(long, value_name = "TYPE", value_parser = crate::config::ComputeType::parse)]
+    pub compute_type: Option<crate::config::ComputeType>,
+    #[command(flatten)]
+    pub device: DeviceArgs,
+}
 
 pub fn run(args: AttentionArgs) -> anyhow::Result<()> {
     check_out_path(&args.out)?;
-    let device = super::device_from(&args.device, Verbosity::Normal)?;
-    let opened = super::open_translator(
+    let device = crate::device_choice::device_from(&args.device, Verbosity::Normal)?;
+    let opened = crate::open_checkpoint::open_translator(
         args.checkpoint.as_deref(),
         &device,
         LoadOptions {
             compute_type: args.compute_type,
             ..LoadOptions::default()
         },
-        super::OnePairLanguages::Refuse,
+        crate::open_checkpoint::OnePairLanguages::Refuse,
     )?;
     if opened.languages().is_some() {
         return Err(UsageError(

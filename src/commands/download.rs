@@ -1,15 +1,28 @@
 //! `transformer download NAME`: a Hub model's files into the Hugging Face cache, without
 //! running it; prints the directory every command then reads (`--checkpoint NAME` finds it
 //! again by name).
+//!
+//! Its arguments: the Hub name.
 
 use std::path::{Path, PathBuf};
 
-use super::stdout::print_line;
-use super::UsageError;
-use crate::cli::DownloadArgs;
-use crate::progress::{DataBars, Verbosity};
+use clap::Args;
 use transformer::checkpoint::hugging_face::MODEL_TYPES;
 use transformer::hub::{self, HubName, HubSettings};
+
+use crate::errors::UsageError;
+use crate::progress::{DataBars, Verbosity};
+use crate::stdout::print_line;
+
+#[derive(Debug, Args)]
+pub struct DownloadArgs {
+    /// The model's name on the Hugging Face Hub: ORG/NAME, optionally @REVISION (a branch, tag
+    /// or commit)
+    pub name: String,
+    /// No progress bars
+    #[arg(long)]
+    pub quiet: bool,
+}
 
 pub fn run(args: DownloadArgs) -> anyhow::Result<()> {
     let Some(name) = HubName::parse(&args.name) else {

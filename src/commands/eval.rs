@@ -1,15 +1,57 @@
 //! `transformer eval`: corpus BLEU and chrF of a checkpoint's translations, or of a hypothesis
 //! file, exactly as sacreBLEU computes them.
+//!
+//! Its arguments: the references, and a hypothesis file or a checkpoint and sources to translate.
 
-use super::stdout::{print_line, warn};
-use super::UsageError;
+use std::path::PathBuf;
+
+use clap::{ArgGroup, Args};
+
 use crate::atomic_file::write_atomic;
-use crate::cli::EvalArgs;
+use crate::errors::UsageError;
+use crate::flags::{DecodeArgs, DeviceArgs};
 use crate::metrics::{
     self, chrf_signature, corpus_bleu, corpus_chrf, read_segments, BleuScore, Case,
 };
 use crate::progress::{SentenceProgress, Verbosity};
 use crate::sentences::{SentenceBatch, SentenceSplitter};
+use crate::stdout::{print_line, warn};
+
+#[derive(Debug, Args)]
+#[command(group(ArgGroup::new("input").required(true).args(["hyp", "src"])))]
+pub struct EvalArgs {
+    /// Reference translations, one per line (plain or .gz; - is stdin)
+    #[arg(long = "ref", value_name = "FILE")]
+    pub reference: PathBuf,
+    /// Score this hypothesis file instead of translating (no model needed; - is stdin)
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["checkpoint", "src"])]
+    pub hyp: Option<PathBuf>,
+    /// Checkpoint or run directory to translate --src with; default: the translation run
+    /// under runs/ written most recently
+    #[arg(long, value_name = "DIR", requires = "src")]
+    pub checkpoint: Option<PathBuf>,
+    /// Source sentences to translate, one per line, aligned with --ref (- is stdin)
+    #[arg(long, value_name = "FILE")]
+    pub src: Option<PathBuf>,
+    /// Also write the translations here
+    #[arg(long, value_name = "FILE")]
+    pub out: Option<PathBuf>,
+    /// Print {"bleu": ..., "signature": ..., ...} instead of sacreBLEU's text lines
+    #[arg(long)]
+    pub json: bool,
+    /// Lowercase hypotheses and references for BLEU (sacreBLEU's -lc; chrF keeps the case)
+    #[arg(long)]
+    pub lowercase: bool,
+    /// Cut each --src line into sentences (the checkpoint's data.source_lang rules),
+    /// translate them and join them back, for sources with several sentences a line
+    /// (Multi30k's lines are one sentence each)
+    #[arg(long, requires = "src")]
+    pub split_sentences: bool,
+    #[command(flatten)]
+    pub decode: DecodeArgs,
+    #[command(flatten)]
+    pub device: DeviceArgs,
+}
 
 pub fn run(args: EvalArgs) -> anyhow::Result<()> {
     let from_stdin = [Some(&args.reference), args.hyp.as_ref(), args.src.as_ref()]
@@ -55,7 +97,7 @@ pub fn run(args: EvalArgs) -> anyhow::Result<()> {
                 .as_deref()
                 .map(|map| ("--vocab-map", map)),
         ];
-        super::output_guard::refuse_output_onto_input(
+        crate::output_guard::refuse_output_onto_input(
             out,
             &inputs.into_iter().flatten().collect::<Vec<_>>(),
         )?;
@@ -97,19 +139,19 @@ pub fn run(args: EvalArgs) -> anyhow::Result<()> {
 }
 
 fn translate_all(args: &EvalArgs, sources: &[String]) -> anyhow::Result<Vec<String>> {
-    let device = super::device_from(&args.device, Verbosity::Normal)?;
-    let opened = super::open_translator(
+    let device = crate::device_choice::device_from(&args.device, Verbosity::Normal)?;
+    let opened = crate::open_checkpoint::open_translator(
         args.checkpoint.as_deref(),
         &device,
         args.decode.settings.load_options(),
-        super::OnePairLanguages::Refuse,
+        crate::open_checkpoint::OnePairLanguages::Refuse,
     )?;
-    super::require_language_pair(&opened)?;
-    let options = super::decode_options(&args.decode.settings, &opened)?;
+    crate::open_checkpoint::require_language_pair(&opened)?;
+    let options = crate::open_checkpoint::decode_options(&args.decode.settings, &opened)?;
     let translator = opened.with(options);
     let loaded = opened.checkpoint();
     if let Some(out) = &args.out {
-        super::output_guard::refuse_output_into_checkpoint(
+        crate::output_guard::refuse_output_into_checkpoint(
             out,
             args.checkpoint.as_deref(),
             &loaded.dir,

@@ -1,15 +1,40 @@
 //! `transformer export --to hf CHECKPOINT --out DIR`: a checkpoint written in another tool's
 //! format (see [`crate::checkpoint::hugging_face::export`]).
-
-use anyhow::bail;
+//!
+//! Its arguments: the checkpoint, the format and where it goes.
 
 use std::path::Path;
+use std::path::PathBuf;
+
+use anyhow::bail;
+use clap::Args;
 
 use crate::checkpoint::{self, hugging_face::export as hf_export};
-use crate::cli::{ExportArgs, ExportFormat};
+
+#[derive(Debug, Args)]
+pub struct ExportArgs {
+    /// Checkpoint or run directory to export
+    pub checkpoint: PathBuf,
+    /// The format to write: hf (a Hugging Face directory: MarianMT, or M2M100 / NLLB-200)
+    #[arg(long = "to", value_enum)]
+    pub to: ExportFormat,
+    /// The directory to write
+    #[arg(long, value_name = "DIR")]
+    pub out: PathBuf,
+    /// Replace DIR when it already exists
+    #[arg(long)]
+    pub overwrite: bool,
+}
+
+/// The formats `export` writes.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum ExportFormat {
+    /// transformers' `from_pretrained` and `ct2-transformers-converter` read it
+    Hf,
+}
 
 pub fn run(args: ExportArgs) -> anyhow::Result<()> {
-    export(args).map_err(super::naming_out_flags)
+    export(args).map_err(crate::errors::naming_out_flags)
 }
 
 fn export(args: ExportArgs) -> anyhow::Result<()> {

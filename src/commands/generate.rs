@@ -1,22 +1,68 @@
 //! `transformer generate`: continues a prompt (or each line of stdin) with a decoder-only
 //! language model, by sampling or beam search.
+//!
+//! Its arguments: the prompt, the language model, sampling or beam search.
+
+use std::path::PathBuf;
 
 use anyhow::Context;
+use clap::Args;
 
-use super::stdin_lines::{BatchEnd, StdinLines};
-use super::stdout::{print_line, warn};
 use crate::checkpoint::{self, Checkpoint, Task};
-use crate::cli::GenerateArgs;
 use crate::decoding::sampling::Sampling;
+use crate::flags::{at_least_one, finite, non_negative, DeviceArgs};
 use crate::infer::settings::{self, DecodeRequest, Layer};
 use crate::infer::text_generator::{Continuation, Continued};
 use crate::progress::Verbosity;
+use crate::stdin_lines::{BatchEnd, StdinLines};
+use crate::stdout::{print_line, warn};
+
+#[derive(Debug, Args)]
+pub struct GenerateArgs {
+    /// Text to continue; without it, the model starts a line of its own; - continues each
+    /// line of stdin, one output line per input line, in batches (prompts of one token
+    /// length are decoded together, each exactly as it would be alone)
+    #[arg(default_value = "", value_name = "PROMPT")]
+    pub prompt: String,
+    /// Language-model checkpoint or run directory (a run's best/, else last/); default: the
+    /// language-model run under runs/ written most recently
+    #[arg(long, value_name = "DIR")]
+    pub checkpoint: Option<PathBuf>,
+    /// Most tokens to add (fewer when the model ends the line or the position table ends)
+    #[arg(long, default_value_t = 100, value_name = "N")]
+    pub max_new: usize,
+    /// Softmax temperature; 0 always takes the most likely token (greedy)
+    #[arg(long, default_value_t = 1.0, value_name = "T", value_parser = non_negative)]
+    pub temperature: f64,
+    /// Draw only among the K most likely tokens
+    #[arg(long, value_name = "K", value_parser = at_least_one)]
+    pub top_k: Option<usize>,
+    /// Seed of the draws: the same seed, prompt and checkpoint give the same text
+    #[arg(long, default_value_t = 0, value_name = "S")]
+    pub seed: u64,
+    /// Beam search with N beams instead of sampling: the continuation the model scores
+    /// highest under the length penalty (N at most the vocabulary's size)
+    #[arg(long, value_name = "N", value_parser = at_least_one,
+          conflicts_with_all = ["temperature", "top_k", "seed"])]
+    pub beam: Option<usize>,
+    /// Length penalty exponent for --beam: scores are divided by ((5 + len) / 6)^alpha
+    /// [default: 1.0]
+    #[arg(long, value_name = "ALPHA", value_parser = finite, allow_negative_numbers = true,
+          requires = "beam")]
+    pub length_penalty: Option<f64>,
+    /// Most prompts from stdin decoded together
+    #[arg(long, default_value_t = 32, value_name = "N", value_parser = at_least_one)]
+    pub batch_size: usize,
+    #[command(flatten)]
+    pub device: DeviceArgs,
+}
 
 pub fn run(args: GenerateArgs) -> anyhow::Result<()> {
-    let device = super::device_from(&args.device, Verbosity::Normal)?;
-    let dir = super::checkpoint_or_latest(args.checkpoint.as_deref(), Task::Continue)?;
+    let device = crate::device_choice::device_from(&args.device, Verbosity::Normal)?;
+    let dir =
+        crate::open_checkpoint::checkpoint_or_latest(args.checkpoint.as_deref(), Task::Continue)?;
     let loaded = checkpoint::load(&dir, &device)?;
-    let generator = super::text_generator(&loaded, &device)?;
+    let generator = crate::open_checkpoint::text_generator(&loaded, &device)?;
     let how = continuation(&args, &loaded)?;
     let max_positions = loaded.model.max_positions();
     if args.prompt != "-" {
@@ -58,9 +104,10 @@ fn continuation(args: &GenerateArgs, loaded: &Checkpoint) -> anyhow::Result<Cont
         length_penalty: args.length_penalty,
         ..DecodeRequest::default()
     };
-    let options = settings::resolver_of(loaded, Some(Layer::asked(asked, crate::cli::FLAGS)), None)
-        .map_err(super::refused)?
-        .defaults();
+    let options =
+        settings::resolver_of(loaded, Some(Layer::asked(asked, crate::flags::FLAGS)), None)
+            .map_err(crate::errors::refused)?
+            .defaults();
     Ok(match options.beam_settings() {
         Some(settings) => Continuation::Beam(settings),
         None => Continuation::Sample(Sampling {
@@ -82,7 +129,7 @@ fn emit(continued: &Continued, prompt: &str, max_positions: usize) -> anyhow::Re
         warn(format_args!(
             "{:?} has {tokens} tokens, more than the model reads; it was continued from its \
              last {} (model.max_len {max_positions}); shorten the prompt",
-            super::truncate_chars(prompt, 40),
+            crate::errors::truncate_chars(prompt, 40),
             max_positions.saturating_sub(1).max(1)
         ));
     }

@@ -1,18 +1,33 @@
 //! `transformer infer-test`: the reference's `inference_test`, `run_tests` times.
+//!
+//! Its arguments: how many untrained models, from which seed.
 
 use candle_core::Tensor;
 use candle_nn::VarMap;
+use clap::Args;
 
-use super::stdout::print_line;
-use crate::cli::InferTestArgs;
 use crate::config::ModelConfig;
 use crate::decoding::{always_wanted, greedy_decode, DecodeInput};
+use crate::flags::DeviceArgs;
 use crate::model::{masks, Model, Prompt, Source, VocabSizes};
 use crate::progress::Verbosity;
+use crate::stdout::print_line;
+
+#[derive(Debug, Args)]
+pub struct InferTestArgs {
+    /// How many freshly initialised models to run
+    #[arg(long, default_value_t = 10, value_name = "N")]
+    pub runs: usize,
+    /// Seed of the first model (run i uses seed + i); random when absent
+    #[arg(long, value_name = "S")]
+    pub seed: Option<u64>,
+    #[command(flatten)]
+    pub device: DeviceArgs,
+}
 
 /// make_model(11, 11, N=2), source 1..10, start symbol 0, nine greedy steps.
 pub fn run(args: InferTestArgs) -> anyhow::Result<()> {
-    let device = super::device_from(&args.device, Verbosity::Normal)?;
+    let device = crate::device_choice::device_from(&args.device, Verbosity::Normal)?;
     let first_seed = args.seed.unwrap_or_else(rand::random);
     let cfg = ModelConfig {
         layers: 2,

@@ -2,16 +2,28 @@
 //! from the clap definitions by clap_mangen: all of them on stdout (`transformer man | man -l
 //! -`), or with `--out-dir DIR` one file per page (`transformer.1`, `transformer-train.1`, ...),
 //! each written atomically.
+//!
+//! Its arguments: where to write the pages instead of stdout.
 
 use std::path::Path;
+use std::path::PathBuf;
 
 use anyhow::Context;
+use clap::Args;
 use clap::CommandFactory;
 use clap_mangen::Man;
 
-use super::stdout;
+use super::Cli;
 use crate::atomic_file::write_atomic;
-use crate::cli::{Cli, ManArgs};
+use crate::stdout;
+
+#[derive(Debug, Args)]
+pub struct ManArgs {
+    /// Write transformer.1 and one transformer-SUBCOMMAND.1 per subcommand into DIR (created
+    /// if missing), each replaced whole, instead of printing them all to stdout
+    #[arg(long, value_name = "DIR")]
+    pub out_dir: Option<PathBuf>,
+}
 
 pub fn run(args: ManArgs) -> anyhow::Result<()> {
     let pages = pages()?;

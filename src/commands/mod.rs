@@ -1,62 +1,170 @@
-//! Glue per subcommand: arguments -> config -> device -> library call -> output.
+//! The commands, one file each holding its arguments (a clap `Args` struct) and its `run`, as
+//! cargo's `src/bin/cargo/commands/`; this file is their table: the parser, each command's
+//! help, and the dispatch.
 
-mod attention;
-mod average;
-mod bench;
-mod completions;
-mod download;
-mod eval;
-mod export;
-mod generate;
-mod infer_test;
-mod man;
-mod output_guard;
-mod plot;
-mod quantize;
-mod sentences;
-mod serve;
-mod stdin_lines;
-mod stdout;
-mod stop_signals;
-mod tokenize;
-mod train;
-mod translate;
+use attention::AttentionArgs;
+use average::AverageArgs;
+use bench::BenchArgs;
+use clap::{Parser, Subcommand};
+use completions::CompletionsArgs;
+use download::DownloadArgs;
+use eval::EvalArgs;
+use export::ExportArgs;
+use generate::GenerateArgs;
+use infer_test::InferTestArgs;
+use man::ManArgs;
+use plot::PlotArgs;
+use quantize::QuantizeArgs;
+use sentences::SentencesArgs;
+use serve::ServeArgs;
+use tokenize::TokenizeArgs;
+use train::TrainArgs;
+use translate::TranslateArgs;
 
-use std::path::{Path, PathBuf};
+pub mod attention;
+pub mod average;
+pub mod bench;
+pub mod completions;
+pub mod download;
+pub mod eval;
+pub mod export;
+pub mod generate;
+pub mod infer_test;
+pub mod man;
+pub mod plot;
+pub mod quantize;
+pub mod sentences;
+pub mod serve;
+pub mod tokenize;
+pub mod train;
+pub mod translate;
 
-use crate::checkpoint::{self, Checkpoint, Task, RUNS_ROOT};
-use crate::cli::{Command, DecodeSettingsArgs, DeviceArgs};
-use crate::device::{select, DeviceError};
-use crate::infer::settings::DecodeOptions;
-use crate::infer::settings::{DecodeRequest, Layer, Refused, Resolver};
-use crate::infer::text_generator::TextGenerator;
-use crate::infer::{LoadOptions, Translator};
-use crate::progress::Verbosity;
-pub use stdout::StdoutClosed;
+#[derive(Debug, Parser)]
+#[command(
+    name = "transformer",
+    version,
+    about = "Train and run The Annotated Transformer's encoder-decoder on Candle"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
 
-/// The environment variable that sends every op down candle's composed path on the CPU too
-/// (`composed`), as a GPU runs it; `fused` or unset is the default.
-pub const KERNELS_VARIABLE: &str = "TRANSFORMER_KERNELS";
-
-/// How an MPI rank that gave up waiting for the others says to resume the run.
-const MPI_RESUME_ADVICE: &str = "resume with `mpirun ... transformer train --resume RUN_DIR`";
-
-/// `error` in the words of a command that reads the checkpoint its CHECKPOINT argument
-/// names and writes `--out` (`quantize`, `average`, `export`): a refused output directory
-/// names `--out` and `--overwrite`, a missing checkpoint the argument.
-fn naming_out_flags(error: anyhow::Error) -> anyhow::Error {
-    if let Some(refused) = error.downcast_ref::<checkpoint::OutRefused>() {
-        return anyhow::anyhow!(refused.worded("--out", "--overwrite"));
-    }
-    if let Some(missing) = error.downcast_ref::<checkpoint::NoCheckpoint>() {
-        return anyhow::anyhow!("{missing}; name a checkpoint or run directory as CHECKPOINT");
-    }
-    error
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Train a translation model and write a checkpoint directory
+    #[command(
+        after_help = "Examples:\n  transformer train --config configs/base.toml\n  \
+                            transformer train --resume runs/base"
+    )]
+    Train(TrainArgs),
+    /// Translate a text, stdin line by line, or a file (.txt, .html, .docx) with a trained
+    /// checkpoint; texts are cut into sentences and put back together
+    #[command(
+        after_help = "Examples:\n  transformer translate \"ich mochte ein bier\"\n  \
+                            transformer translate --checkpoint runs/multi30k-cpu --beam 5 < de.txt\n  \
+                            transformer translate --format html \"<p>Ich <b>mag</b> Bier.</p>\"\n  \
+                            transformer translate --file brief.docx --out letter.docx"
+    )]
+    Translate(TranslateArgs),
+    /// Cut text into sentences as translate and serve do (one per line; a blank line after
+    /// each input line's)
+    #[command(
+        after_help = "Example:\n  echo 'Wir kommen am 3. Mai. Bring z. B. Brot mit.' | transformer sentences --lang de"
+    )]
+    Sentences(SentencesArgs),
+    /// Continue a prompt (or each line of stdin, in batches) with a trained decoder-only
+    /// language model: by sampling, or by the beam search translation uses
+    #[command(
+        after_help = "Examples:\n  transformer generate --checkpoint runs/lm-tiny \"And God said\" \
+                            --temperature 0.8 --top-k 40\n  \
+                            transformer generate --checkpoint runs/lm-tiny --beam 4 - < prompts.txt\n\n\
+                            The decoders are the ones translate runs (one decoding contract for every \
+                            model family): --beam is translate's beam search, and prompts of one token \
+                            length from stdin are decoded as one batch, each exactly as it would be alone."
+    )]
+    Generate(GenerateArgs),
+    /// Score translations with BLEU and chrF exactly as sacreBLEU does
+    #[command(
+        after_help = "Examples:\n  transformer eval --hyp out.en --ref test.en\n  \
+                            transformer eval --checkpoint runs/multi30k-cpu --src test.de.gz \
+                            --ref test.en.gz --beam 5"
+    )]
+    Eval(EvalArgs),
+    /// Average the weights of a run's last kept checkpoints (training.keep_last) into one
+    #[command(after_help = "Example:\n  transformer average runs/multi30k-cpu --last 5")]
+    Average(AverageArgs),
+    /// Print the ids (or pieces) a checkpoint's tokenizer gives each line, as the model reads them
+    #[command(
+        after_help = "Examples:\n  transformer tokenize --checkpoint opus-mt-de-en \"Zwei Hunde spielen.\"\n                        transformer tokenize --checkpoint opus-mt-de-en --target --pieces - < refs.en"
+    )]
+    Tokenize(TokenizeArgs),
+    /// Write a checkpoint as a Hugging Face directory of its family (transformers, CTranslate2)
+    #[command(
+        after_help = "Example:\n  transformer export --to hf runs/opus-mt-de-en-tuned --out de-en-hf\n\n                      The checkpoint must be a MarianMT model or an M2M100 / NLLB-200 one: a Hugging \
+                      Face directory, or a run fine-tuned from one (training.init_from); each is \
+                      written as its family's directory."
+    )]
+    Export(ExportArgs),
+    /// Write a checkpoint's int8 copy (a quarter of the size), which every command loads directly
+    #[command(
+        after_help = "Example:\n  transformer quantize runs/multi30k-cpu/averaged --out runs/multi30k-cpu/int8\n  \
+                      transformer translate --checkpoint runs/multi30k-cpu/int8 \"Zwei Hunde spielen.\"\n\n\
+                      Every linear layer and embedding table is stored as int8 with one scale per \
+                      row; it decodes as --compute-type int8 does from the float checkpoint, with the \
+                      same translations. An int8 checkpoint cannot be trained, averaged or exported: \
+                      keep the float one."
+    )]
+    Quantize(QuantizeArgs),
+    /// Download a model's files from the Hugging Face Hub into its cache, without running it
+    #[command(
+        after_help = "Examples:\n  transformer download Helsinki-NLP/opus-mt-de-en\n  \
+                      transformer translate --checkpoint Helsinki-NLP/opus-mt-de-en \"Ein Hund läuft.\"\n\n\
+                      Every --checkpoint takes a Hub name the same way. The files go to the cache \
+                      Python's tools share (HF_HUB_CACHE, else HF_HOME/hub, else \
+                      ~/.cache/huggingface/hub), checked against the Hub's sizes and hashes. \
+                      HF_ENDPOINT, HF_TOKEN, HF_HUB_OFFLINE=1 (the cache only) and \
+                      HF_HUB_DOWNLOAD_TIMEOUT (seconds) are honoured."
+    )]
+    Download(DownloadArgs),
+    /// Redraw a run's loss.png from its metrics.jsonl
+    #[command(after_help = "Example:\n  transformer plot runs/base --out base-loss.png")]
+    Plot(PlotArgs),
+    /// Draw every attention head (encoder, decoder, encoder-decoder) for one sentence as a PNG
+    #[command(
+        after_help = "Example:\n  transformer attention \"ich mochte ein bier\" --layers 1,6 \
+                            --out attention.png"
+    )]
+    Attention(AttentionArgs),
+    /// Serve translations over HTTP: LibreTranslate's API, a /v1 API and a page at /
+    #[command(
+        after_help = "Examples:\n  transformer serve --checkpoint runs/multi30k-cpu/averaged\n  \
+                            transformer serve --host 0.0.0.0 --port 8080 --api-key \"$KEY\"\n\n\
+                            curl -s localhost:5000/translate -d q='ich mochte ein bier' -d source=de -d target=en"
+    )]
+    Serve(ServeArgs),
+    /// One workload of the speed benchmark (scripts/bench.sh runs them all against PyTorch)
+    #[command(after_help = "Example:\n  transformer bench copy --steps 10")]
+    Bench(BenchArgs),
+    /// The Annotated Transformer's untrained-model demo: greedy decoding with random weights
+    #[command(after_help = "Example:\n  transformer infer-test --runs 10 --seed 1")]
+    InferTest(InferTestArgs),
+    /// Print the shell completion script for bash, zsh, fish, elvish or powershell
+    #[command(
+        after_help = "Examples:\n  transformer completions bash > ~/.local/share/bash-completion/completions/transformer\n  \
+                            transformer completions zsh > ~/.zfunc/_transformer\n  \
+                            transformer completions fish > ~/.config/fish/completions/transformer.fish"
+    )]
+    Completions(CompletionsArgs),
+    /// Print the man page (roff) of transformer and of each subcommand, or write them as files
+    #[command(after_help = "Examples:\n  transformer man | man -l -\n  \
+                            transformer man --out-dir ~/.local/share/man/man1")]
+    Man(ManArgs),
 }
 
 /// Runs one parsed command.
 pub fn run(command: Command) -> anyhow::Result<()> {
-    choose_kernels()?;
+    crate::device_choice::choose_kernels()?;
     match command {
         Command::Train(args) => train::run(args),
         Command::Translate(args) => translate::run(args),
@@ -75,264 +183,5 @@ pub fn run(command: Command) -> anyhow::Result<()> {
         Command::InferTest(args) => infer_test::run(args),
         Command::Completions(args) => completions::run(args),
         Command::Man(args) => man::run(args),
-    }
-}
-
-/// Reads `TRANSFORMER_KERNELS`; a value other than `fused` or `composed` is a usage error.
-fn choose_kernels() -> anyhow::Result<()> {
-    match std::env::var(KERNELS_VARIABLE).as_deref() {
-        Err(std::env::VarError::NotPresent) | Ok("fused") => Ok(()),
-        Ok("composed") => {
-            crate::kernels::use_composed_everywhere();
-            Ok(())
-        }
-        Ok(other) => Err(UsageError(format!(
-            "{KERNELS_VARIABLE}={other:?} is not a kernel choice; use fused or composed, or unset it"
-        ))
-        .into()),
-        Err(std::env::VarError::NotUnicode(_)) => Err(UsageError(format!(
-            "{KERNELS_VARIABLE} is not UTF-8; use fused or composed, or unset it"
-        ))
-        .into()),
-    }
-}
-
-/// A command stopped on request, its work saved; `main` exits with `exit_code` (128 + the
-/// signal, as shells report death by a signal).
-#[derive(Debug)]
-pub struct Interrupted {
-    pub exit_code: u8,
-    pub message: String,
-}
-
-impl std::fmt::Display for Interrupted {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.message)
-    }
-}
-
-impl std::error::Error for Interrupted {}
-
-/// A flag whose value makes no sense for the command (or for the checkpoint it names), found
-/// after parsing; `main` exits with status 2, as for the usage errors clap reports itself.
-#[derive(Debug)]
-pub struct UsageError(pub String);
-
-impl std::fmt::Display for UsageError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for UsageError {}
-
-/// Resolves `--device`; says on stderr which device was chosen and why when the choice was
-/// not the user's own (auto on a CUDA build). Quiet hides the news that a GPU was found,
-/// never that none could be used.
-fn device_from(args: &DeviceArgs, verbosity: Verbosity) -> anyhow::Result<candle_core::Device> {
-    let selected = select(args.device).map_err(|error| match error {
-        DeviceError::CudaUnavailable { ordinal, why } => {
-            anyhow::anyhow!("--device cuda:{ordinal} is not available: {why}; use --device cpu")
-        }
-    })?;
-    let hidden = verbosity == Verbosity::Quiet && selected.note_is_news;
-    if let Some(note) = selected.note.filter(|_| !hidden) {
-        eprintln!("{note}");
-    }
-    Ok(selected.device)
-}
-
-/// The checkpoint a command reads: `--checkpoint` when given, else the newest run of the
-/// `arch` family under runs/, which is then named on stderr so that the user knows which
-/// model answered.
-fn checkpoint_or_latest(given: Option<&Path>, task: Task) -> anyhow::Result<PathBuf> {
-    if let Some(dir) = given {
-        return download::local_or_hub(dir);
-    }
-    let run = checkpoint::latest_run(Path::new(RUNS_ROOT), task)?;
-    eprintln!(
-        "checkpoint: {} (the newest run under {RUNS_ROOT}/; --checkpoint DIR picks another)",
-        checkpoint::resolve(&run)?.display()
-    );
-    Ok(run)
-}
-
-/// What `--source-lang` / `--target-lang` may do to a model of one pair that names its own.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum OnePairLanguages {
-    /// Only name them again: the model translates its pair whatever a flag says.
-    Refuse,
-    /// Rename them (a server's clients then ask for the pair by the flags' codes), with a
-    /// warning.
-    Rename,
-}
-
-/// The translation checkpoint at `given`, or the newest one under runs/ (see
-/// `checkpoint_or_latest`), opened on `device` with `options` (its compute type the
-/// checkpoint's `decode.compute_type` when `None`), its notes said on stderr; a language
-/// model is refused, by name, and a language the model cannot translate in (see
-/// `check_language_flags`) is a usage error naming its flag.
-fn open_translator(
-    given: Option<&Path>,
-    device: &candle_core::Device,
-    options: LoadOptions,
-    one_pair: OnePairLanguages,
-) -> anyhow::Result<Translator> {
-    let dir = checkpoint_or_latest(given, Task::Translate)?;
-    let (source, target) = (options.source_lang.clone(), options.target_lang.clone());
-    let mut translator = Translator::open(
-        &dir,
-        device,
-        LoadOptions {
-            source_lang: None,
-            target_lang: None,
-            ..options
-        },
-    )?;
-    check_language_flags(&translator, source.as_deref(), target.as_deref(), one_pair)?;
-    // A model of one pair keeps its own names (its sentences are cut by its source's rules);
-    // a server renames them only for its clients (`ServeSettings::pair_names`).
-    let data = &translator.checkpoint().config.data;
-    let one_pair_named = translator.languages().is_none();
-    let unless_own = |code: Option<String>, own: &Option<String>| {
-        code.filter(|_| !(one_pair_named && own.is_some()))
-    };
-    let (source_named, target_named) = (
-        unless_own(source, &data.source_lang),
-        unless_own(target, &data.target_lang),
-    );
-    translator.name_languages(source_named.as_deref(), target_named.as_deref())?;
-    for note in translator.notes() {
-        stdout::warn(format_args!("{note}"));
-    }
-    Ok(translator)
-}
-
-/// Refuses `--source-lang` / `--target-lang` that `translator` cannot translate in: a code a
-/// multilingual model lacks, half a pair it cannot complete, or (unless `one_pair` renames)
-/// a language other than the one a model of one pair says it reads or writes (it would
-/// translate into its own language anyway, under another name).
-fn check_language_flags(
-    translator: &Translator,
-    source: Option<&str>,
-    target: Option<&str>,
-    one_pair: OnePairLanguages,
-) -> Result<(), UsageError> {
-    let checkpoint = translator.checkpoint();
-    let data = &checkpoint.config.data;
-    let multilingual = translator.languages().is_some();
-    let flags = [
-        ("--source-lang", source, &data.source_lang),
-        ("--target-lang", target, &data.target_lang),
-    ];
-    for (flag, code, own) in flags {
-        let Some(code) = code else { continue };
-        if multilingual {
-            if let Err(error) = translator.language_ids(code, code) {
-                return Err(UsageError(format!("{flag} {code}: {error}")));
-            }
-        } else if let Some(own) = own.as_deref().filter(|own| !own.eq_ignore_ascii_case(code)) {
-            if one_pair == OnePairLanguages::Rename {
-                stdout::warn(format_args!(
-                    "{flag} {code}: clients call the model's {own} \"{code}\"; {} still \
-                     translates {} to {}",
-                    checkpoint.dir.display(),
-                    data.source_lang.as_deref().unwrap_or("?"),
-                    data.target_lang.as_deref().unwrap_or("?"),
-                ));
-                continue;
-            }
-            return Err(UsageError(format!(
-                "{flag} {code}: {} translates {} to {} only; drop {flag}, or name {own}",
-                checkpoint.dir.display(),
-                data.source_lang.as_deref().unwrap_or("?"),
-                data.target_lang.as_deref().unwrap_or("?"),
-            )));
-        }
-    }
-    let [(source_flag, source, own_source), (target_flag, target, own_target)] = flags;
-    let half = match (source, target) {
-        (Some(_), None) if own_target.is_none() => Some((source_flag, target_flag)),
-        (None, Some(_)) if own_source.is_none() => Some((target_flag, source_flag)),
-        _ => None,
-    };
-    match half {
-        Some((given, missing)) if multilingual => Err(UsageError(format!(
-            "{given} names half a language pair: give {missing} too"
-        ))),
-        _ => Ok(()),
-    }
-}
-
-/// Refuses to translate with a multilingual model before its language pair is named.
-fn require_language_pair(translator: &Translator) -> anyhow::Result<()> {
-    let tokenizers = &translator.checkpoint().tokenizers;
-    match tokenizers.multilingual_tokenizer() {
-        Some(tokenizer) if tokenizers.languages.is_none() => Err(UsageError(format!(
-            "{} is a multilingual model of {} languages: name the pair with --source-lang and \
-             --target-lang (its codes: {})",
-            translator.checkpoint().dir.display(),
-            tokenizer.languages().count(),
-            tokenizer.codes_like("")
-        ))
-        .into()),
-        _ => Ok(()),
-    }
-}
-
-/// A text generator over a loaded checkpoint's model and target tokenizer.
-fn text_generator<'a>(
-    loaded: &'a Checkpoint,
-    device: &'a candle_core::Device,
-) -> anyhow::Result<TextGenerator<'a>> {
-    Ok(TextGenerator {
-        model: loaded.model_for(Task::Continue)?.decoding(),
-        tokenizer: &loaded.tokenizers.tgt,
-        device,
-    })
-}
-
-/// The decoding flags over the checkpoint's `[decode]` settings, resolved and checked by
-/// the one resolver every door uses; a value out of bounds is a usage error that names it.
-fn decode_options(
-    args: &DecodeSettingsArgs,
-    translator: &Translator,
-) -> anyhow::Result<DecodeOptions> {
-    Ok(decode_resolver(args, translator, None)?.defaults())
-}
-
-/// The resolver of a door over `translator`: its checkpoint's `[decode]`, then the flags;
-/// `door_beam` is a server's widest beam.
-fn decode_resolver(
-    args: &DecodeSettingsArgs,
-    translator: &Translator,
-    door_beam: Option<usize>,
-) -> anyhow::Result<Resolver> {
-    let flags = DecodeRequest {
-        beam: args.beam,
-        length_penalty: args.length_penalty,
-        max_len: args.max_len,
-        n_best: None,
-    };
-    translator
-        .resolver(Some(Layer::asked(flags, crate::cli::FLAGS)), door_beam)
-        .map_err(refused)
-}
-
-/// A refused decoding setting as the command reports it: a usage error (status 2) when a
-/// flag asked for it, the file's error (status 1) when the checkpoint's config holds it.
-fn refused(refusal: Refused) -> anyhow::Error {
-    if refusal.in_config {
-        anyhow::Error::msg(refusal.message)
-    } else {
-        UsageError(refusal.message).into()
-    }
-}
-
-/// The first `n` characters of `text`, with an ellipsis when cut.
-pub(crate) fn truncate_chars(text: &str, n: usize) -> String {
-    match text.char_indices().nth(n) {
-        Some((cut, _)) => format!("{}...", &text[..cut]),
-        None => text.to_string(),
     }
 }

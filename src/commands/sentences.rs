@@ -1,10 +1,27 @@
 //! `transformer sentences`: text cut into sentences exactly as `translate` and `serve` cut
 //! it, to see (and measure) where the boundaries fall.
+//!
+//! Its arguments: the text and the language whose rules cut it.
 
-use super::stdin_lines::{BatchEnd, StdinLines};
-use super::stdout::print_line;
-use crate::cli::SentencesArgs;
+use clap::Args;
+
 use crate::sentences::SentenceSplitter;
+use crate::stdin_lines::{BatchEnd, StdinLines};
+use crate::stdout::print_line;
+
+#[derive(Debug, Args)]
+pub struct SentencesArgs {
+    /// Text to cut; without it (or with -), each line of stdin
+    #[arg(value_name = "TEXT")]
+    pub text: Option<String>,
+    /// The language whose rules apply (abbreviations, ordinals): de, en, fr, ...; others
+    /// get English rules
+    #[arg(long, value_name = "CODE")]
+    pub lang: String,
+    /// Print one JSON list of sentences per input line instead
+    #[arg(long)]
+    pub json: bool,
+}
 
 pub fn run(args: SentencesArgs) -> anyhow::Result<()> {
     let splitter = SentenceSplitter::new(Some(&args.lang), true);

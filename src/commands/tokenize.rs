@@ -3,16 +3,43 @@
 //! </s>`, a multilingual model's `--lang` token first), a target (`--target`) as the labels
 //! the decoder predicts (`.. </s>`, after a multilingual model's language token). One line
 //! of space-separated ids per input line; unknown pieces are warned about on stderr.
+//!
+//! Its arguments: the text, the checkpoint, which side, ids or pieces.
 
-use super::stdin_lines::{BatchEnd, StdinLines};
-use super::stdout::{print_line, warn};
-use super::UsageError;
+use std::path::PathBuf;
+
+use clap::Args;
+
 use crate::checkpoint::{self, Task};
-use crate::cli::TokenizeArgs;
+use crate::errors::UsageError;
+use crate::stdin_lines::{BatchEnd, StdinLines};
+use crate::stdout::{print_line, warn};
 use crate::tokenize::Tokenizers;
 
+#[derive(Debug, Args)]
+pub struct TokenizeArgs {
+    /// Text to tokenize; without it (or with -), each line of stdin
+    #[arg(value_name = "TEXT")]
+    pub text: Option<String>,
+    /// Checkpoint or run directory (default: the translation run under runs/ written most
+    /// recently)
+    #[arg(long, value_name = "DIR")]
+    pub checkpoint: Option<PathBuf>,
+    /// Tokenize as a target (reference) sentence instead of a source
+    #[arg(long)]
+    pub target: bool,
+    /// Print the pieces instead of their ids
+    #[arg(long)]
+    pub pieces: bool,
+    /// The text's language, for a multilingual model (M2M100: de; NLLB-200: deu_Latn): its
+    /// token frames the line, as the model's tokenizer frames it
+    #[arg(long, value_name = "CODE")]
+    pub lang: Option<String>,
+}
+
 pub fn run(args: TokenizeArgs) -> anyhow::Result<()> {
-    let dir = super::checkpoint_or_latest(args.checkpoint.as_deref(), Task::Translate)?;
+    let dir =
+        crate::open_checkpoint::checkpoint_or_latest(args.checkpoint.as_deref(), Task::Translate)?;
     let (_, _, mut tokenizers) = checkpoint::load_tokenizers(&dir)?;
     if let Some(tokenizer) = tokenizers.multilingual_tokenizer() {
         let Some(lang) = &args.lang else {

@@ -3,13 +3,18 @@
 //! The run's start (new or resumed) is in `train/start.rs`, what the loop reports and asks to
 //! save reaches the run directory through `train/observer.rs`, and how the run ended is told
 //! in `train/finish.rs`.
+//!
+//! Its arguments: the config, resuming, the run directory, the step limit.
 
+use std::path::PathBuf;
 use std::time::Instant;
 
-use super::stop_signals::StopSignals;
-use crate::cli::{DeviceArgs, TrainArgs};
+use clap::Args;
+
 use crate::distributed;
+use crate::flags::{at_least_one, DeviceArgs};
 use crate::progress::{TrainProgress, Verbosity};
+use crate::stop_signals::StopSignals;
 use crate::train::precision::Precision;
 use finish::{average_at_the_end, averaging_missed, report, show_what_it_learned, still_to_train};
 use observer::CheckpointingObserver;
@@ -19,9 +24,41 @@ mod finish;
 mod observer;
 mod start;
 
+#[derive(Debug, Args)]
+pub struct TrainArgs {
+    /// TOML config; without it, the built-in base config (configs/base.toml)
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Continue the run in RUN_DIR from its last/ checkpoint, exactly where it stopped
+    #[arg(long, value_name = "RUN_DIR", conflicts_with_all = ["config", "out", "seed", "overwrite"])]
+    pub resume: Option<PathBuf>,
+    /// Stop after step N with a checkpoint that --resume continues (for time-limited jobs)
+    #[arg(long, value_name = "N", value_parser = at_least_one)]
+    pub stop_at_step: Option<usize>,
+    /// Run directory (overrides the config's run.dir; default runs/<config name>)
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// Seed for initialisation, dropout and data order (overrides training.seed)
+    #[arg(long, value_name = "S")]
+    pub seed: Option<u64>,
+    /// Replace a checkpoint already in the run directory
+    #[arg(long)]
+    pub overwrite: bool,
+    /// What the passes compute in, over the config's training.dtype (a resumed run's too):
+    /// f32; bf16 (on the CPU, products in bf16 on its bf16 engine, everything else f32; on a
+    /// GPU, the passes in bf16); f16 (GPUs only). Weights and checkpoints stay f32
+    #[arg(long, value_name = "DTYPE", value_parser = crate::config::ComputeDtype::parse)]
+    pub dtype: Option<crate::config::ComputeDtype>,
+    /// No progress output (errors and warnings still go to stderr)
+    #[arg(long, short)]
+    pub quiet: bool,
+    #[command(flatten)]
+    pub device: DeviceArgs,
+}
+
 pub fn run(args: TrainArgs) -> anyhow::Result<()> {
     // Under mpirun, rank 0 alone shows progress and writes the run directory.
-    let collective = distributed::join(super::MPI_RESUME_ADVICE)?;
+    let collective = distributed::join(crate::errors::MPI_RESUME_ADVICE)?;
     let lead = collective.rank() == 0;
     let verbosity = if args.quiet || !lead {
         Verbosity::Quiet
@@ -31,7 +68,7 @@ pub fn run(args: TrainArgs) -> anyhow::Result<()> {
     let device_args = DeviceArgs {
         device: args.device.device.for_local_rank(collective.local_rank()),
     };
-    let device = super::device_from(&device_args, verbosity)?;
+    let device = crate::device_choice::device_from(&device_args, verbosity)?;
     let started = Instant::now();
     // Held to the end: a second `train` into the same run directory is refused.
     let (mut trainer, run_dir, samples, _run_lock) = match &args.resume {

@@ -2,21 +2,73 @@
 //! (.txt, .html, .docx). Texts are cut into sentences (unless --no-sentence-split) and the
 //! translations put back between the text's own whitespace. Lines already waiting on stdin
 //! are decoded together; a line typed at a terminal is translated as soon as it is complete.
+//!
+//! Its arguments: the text, stdin or a file, its format, sentence splitting, decoding.
 
 use std::path::Path;
+use std::path::PathBuf;
 
 use anyhow::Context;
+use clap::Args;
 
-use super::stdin_lines::{BatchEnd, StdinLines};
-use super::stdout::{warn, Results};
-use super::UsageError;
 use crate::atomic_file::write_atomic;
-use crate::cli::{FormatArg, TranslateArgs};
 use crate::document::{DocumentFormat, DocxLimits, Prepared};
+use crate::errors::UsageError;
+use crate::flags::{DecodeArgs, DeviceArgs};
 use crate::infer::translator::{Batching, ConfiguredTranslator, Translation};
 use crate::input_text::{read_at_most, read_path, MOST_INPUT_BYTES};
 use crate::progress::{SentenceProgress, Verbosity};
 use crate::sentences::{SentenceBatch, SentenceSplitter};
+use crate::stdin_lines::{BatchEnd, StdinLines};
+use crate::stdout::{warn, Results};
+
+#[derive(Debug, Args)]
+pub struct TranslateArgs {
+    /// Sentence to translate; without it (or with -), stdin is translated line by line
+    #[arg(value_name = "TEXT")]
+    pub text: Option<String>,
+    /// Checkpoint or run directory (a run's best/, else last/); default: the translation run
+    /// under runs/ written most recently
+    #[arg(long, value_name = "DIR")]
+    pub checkpoint: Option<PathBuf>,
+    /// Print one JSON object per input line, with tokens, ids and log-probabilities (a line of
+    /// several sentences: their tokens one after another)
+    #[arg(long, conflicts_with_all = ["file", "format"])]
+    pub json: bool,
+    /// Translate this file into --out: .txt, .html/.htm or .docx (--format names the format
+    /// of a file with another extension)
+    #[arg(long, value_name = "FILE", requires = "out", conflicts_with = "text")]
+    pub file: Option<PathBuf>,
+    /// Where the translation is written instead of stdout (atomically, when the command is
+    /// done; - is stdout); --file needs it
+    #[arg(long, value_name = "FILE")]
+    pub out: Option<PathBuf>,
+    /// What TEXT, stdin or --file holds: text (line by line), html (one page or fragment:
+    /// the text translated, the markup kept) or docx; default: text, or --file's extension
+    #[arg(long, value_name = "FORMAT")]
+    pub format: Option<FormatArg>,
+    #[command(flatten)]
+    pub split: SplitArgs,
+    #[command(flatten)]
+    pub decode: DecodeArgs,
+    #[command(flatten)]
+    pub device: DeviceArgs,
+}
+
+/// The formats `translate` reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum FormatArg {
+    Text,
+    Html,
+    Docx,
+}
+
+#[derive(Debug, Args)]
+pub struct SplitArgs {
+    /// Translate each line as one sentence, instead of cutting it into sentences first
+    #[arg(long)]
+    pub no_sentence_split: bool,
+}
 
 pub fn run(args: TranslateArgs) -> anyhow::Result<()> {
     // Usage errors first: loading a model takes seconds.
@@ -38,7 +90,7 @@ pub fn run(args: TranslateArgs) -> anyhow::Result<()> {
                 .as_deref()
                 .map(|map| ("--vocab-map", map)),
         );
-        super::output_guard::refuse_output_onto_input(out, &inputs)?;
+        crate::output_guard::refuse_output_onto_input(out, &inputs)?;
     }
     if args.format == Some(FormatArg::Docx) && args.file.is_none() {
         return Err(UsageError(
@@ -46,19 +98,19 @@ pub fn run(args: TranslateArgs) -> anyhow::Result<()> {
         )
         .into());
     }
-    let device = super::device_from(&args.device, Verbosity::Normal)?;
-    let opened = super::open_translator(
+    let device = crate::device_choice::device_from(&args.device, Verbosity::Normal)?;
+    let opened = crate::open_checkpoint::open_translator(
         args.checkpoint.as_deref(),
         &device,
         args.decode.settings.load_options(),
-        super::OnePairLanguages::Refuse,
+        crate::open_checkpoint::OnePairLanguages::Refuse,
     )?;
-    super::require_language_pair(&opened)?;
-    let options = super::decode_options(&args.decode.settings, &opened)?;
+    crate::open_checkpoint::require_language_pair(&opened)?;
+    let options = crate::open_checkpoint::decode_options(&args.decode.settings, &opened)?;
     let translator = opened.with(options);
     let loaded = opened.checkpoint();
     if let Some(out) = &args.out {
-        super::output_guard::refuse_output_into_checkpoint(
+        crate::output_guard::refuse_output_into_checkpoint(
             out,
             args.checkpoint.as_deref(),
             &loaded.dir,
@@ -80,7 +132,7 @@ pub fn run(args: TranslateArgs) -> anyhow::Result<()> {
         return translate_file(&translator, &splitter, batching, &output, file, out, format);
     }
     let out = args.out.as_deref().unwrap_or(Path::new("-"));
-    super::stdout::into_file(out, |results| match (args.format, args.text.as_deref()) {
+    crate::stdout::into_file(out, |results| match (args.format, args.text.as_deref()) {
         (Some(FormatArg::Html), text) => {
             // Read as --file reads an .html file: in the encoding it declares, else UTF-8
             // where it is, else windows-1252 (as browsers guess), and written back in it.
@@ -339,7 +391,7 @@ impl Output<'_> {
             if listed < UNKNOWN_WORDS_LISTED {
                 warn(format_args!(
                     "unknown source word {:?} is translated as <unk>",
-                    super::truncate_chars(word, 40)
+                    crate::errors::truncate_chars(word, 40)
                 ));
             } else if listed == UNKNOWN_WORDS_LISTED {
                 warn(format_args!(
@@ -353,8 +405,8 @@ impl Output<'_> {
                 "{:?} translated to {:?}, under half the length the model gives such a \
                  source (decode.length_ratio); a sentence may be missing: check it, or cut the \
                  text into sentences",
-                super::truncate_chars(&translation.source, 40),
-                super::truncate_chars(&translation.translation, 40),
+                crate::errors::truncate_chars(&translation.source, 40),
+                crate::errors::truncate_chars(&translation.translation, 40),
             ));
         }
         if let Some(limit) = translation.stopped_at_limit {
@@ -362,15 +414,15 @@ impl Output<'_> {
                 "{:?} translated to {:?}, which ran into the limit of {limit} tokens before it \
                  ended: its end is missing; raise --max-len (or decode.max_len), or split long \
                  sentences",
-                super::truncate_chars(&translation.source, 40),
-                super::truncate_chars(&translation.translation, 40),
+                crate::errors::truncate_chars(&translation.source, 40),
+                crate::errors::truncate_chars(&translation.translation, 40),
             ));
         }
         if let Some(tokens) = translation.truncated_from {
             warn(format_args!(
                 "{:?} has {tokens} tokens or more, more than the model reads; only the first \
                  {} were translated ({}); split long sentences",
-                super::truncate_chars(&translation.source, 40),
+                crate::errors::truncate_chars(&translation.source, 40),
                 self.source_limit.tokens,
                 self.source_limit.reason()
             ));

@@ -6,12 +6,12 @@ use std::path::Path;
 
 use super::observer::CheckpointingObserver;
 use crate::checkpoint::{history, BEST_DIR, LAST_DIR};
-use crate::commands::stdout::print_line;
-use crate::commands::stop_signals::signal_name;
-use crate::commands::{Interrupted, UsageError};
 use crate::decoding::sampling::Sampling;
+use crate::errors::{Interrupted, UsageError};
 use crate::infer::text_generator::Continuation;
 use crate::infer::Inference;
+use crate::stdout::print_line;
+use crate::stop_signals::signal_name;
 use crate::train::{Diverged, NonFiniteWeights, RunOutcome, StopReason, Trainer};
 
 /// `training.average_last`: the mean of the newest `wanted` kept checkpoints as `averaged/`,

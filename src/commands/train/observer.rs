@@ -5,10 +5,10 @@
 use std::path::PathBuf;
 
 use crate::checkpoint::{self, history, CheckpointContents, BEST_DIR, LAST_DIR, LOSS_PLOT_FILE};
-use crate::commands::stop_signals::StopSignals;
 use crate::metrics::MetricRecord;
 use crate::plot;
 use crate::progress::TrainProgress;
+use crate::stop_signals::StopSignals;
 use crate::train::{self, CheckpointKind, StepReport, StopReason, TrainObserver, Trainer};
 
 /// Shows progress, writes the run directory whenever the loop asks for a checkpoint, and

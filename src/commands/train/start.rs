@@ -7,8 +7,8 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context};
 
 use super::count;
+use super::TrainArgs;
 use crate::checkpoint::{self, history, DirLock, LockHeld, WhenHeld, BEST_DIR, RUNS_ROOT};
-use crate::cli::TrainArgs;
 use crate::config::{Config, ConfigReadError};
 use crate::distributed::Collective;
 use crate::progress::{DataBars, Verbosity};
@@ -39,7 +39,7 @@ pub(super) fn new_trainer(
     // vocabularies, still to be learned, are counted again when the model is built).
     let no_vocabulary = crate::config::VocabSizes { src: 0, tgt: 0 };
     // (The activations are counted once the corpus says how large a batch can be.)
-    crate::model::memory::refuse_if_too_large_to_train(&config.model, no_vocabulary, 0, device)
+    crate::model::footprint::refuse_if_too_large_to_train(&config.model, no_vocabulary, 0, device)
         .map_err(anyhow::Error::msg)?;
     let run_dir = args
         .out
@@ -64,7 +64,7 @@ pub(super) fn new_trainer(
         );
     }
     checkpoint::refuse_inside_a_run(&run_dir)
-        .map_err(|e| crate::commands::naming_out_flags(e.into()))?;
+        .map_err(|e| crate::errors::naming_out_flags(e.into()))?;
     if lead {
         // Checked now, before the data is read: what a replaced run leaves must be its own.
         check_replaced_run(&run_dir, args.overwrite)?;

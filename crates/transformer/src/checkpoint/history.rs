@@ -101,7 +101,7 @@ pub fn average(
     let history = kept(run_dir)?;
     if history.is_empty() && run_dir.join(super::MODEL_FILE).is_file() {
         // A checkpoint, not a run: say which, and where the checkpoints to average are.
-        let int8 = super::read::holds_int8(run_dir);
+        let int8 = super::read::is_int8_checkpoint(run_dir);
         let weights = run_dir.join(super::MODEL_FILE);
         let from = int8
             .then(|| super::tensor_file::metadata_value(&weights, super::int8_file::QUANTIZED_FROM))

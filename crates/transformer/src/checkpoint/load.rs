@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use anyhow::bail;
 use candle_core::{Device, Tensor};
 
-use super::read::{holds_int8, read_config_and_tokenizers, read_parts, read_weights};
+use super::read::{is_int8_checkpoint, read_config_and_tokenizers, read_parts, read_weights};
 use super::read_as::MatrixForm;
 use super::read_weights::read_tensors;
 use super::strict::{build_model, build_model_as};
@@ -32,7 +32,7 @@ pub fn load_as(
 ) -> anyhow::Result<Checkpoint> {
     let dir = resolve(path)?;
     let (mut config, tokenizers) = read_config_and_tokenizers(&dir)?;
-    let int8_file = holds_int8(&dir);
+    let int8_file = is_int8_checkpoint(&dir);
     // An int8 checkpoint decodes in int8 unless asked otherwise, whatever its config says.
     let default = if int8_file {
         ComputeType::Int8

@@ -28,9 +28,9 @@ pub(super) fn read_parts(
 
 /// Whether the checkpoint in `dir` holds int8 weights (`transformer quantize`'s), from its
 /// weights file's header.
-pub(super) fn holds_int8(dir: &Path) -> bool {
+pub(super) fn is_int8_checkpoint(dir: &Path) -> bool {
     !hugging_face::is_hugging_face_dir(dir)
-        && tensor_file::holds_int8(&dir.join(MODEL_FILE)).unwrap_or(false)
+        && tensor_file::file_holds_int8(&dir.join(MODEL_FILE)).unwrap_or(false)
 }
 
 /// The weights of the checkpoint in `dir`, whose config is `config`, under their module
@@ -49,7 +49,7 @@ pub(super) fn read_weights(
     }
     let path = dir.join(MODEL_FILE);
     tensor_file::check_model_record(&path, &config.model)?;
-    if form != MatrixForm::Stored && !holds_int8(dir) {
+    if form != MatrixForm::Stored && !is_int8_checkpoint(dir) {
         let ours = Arc::new(format::AnnotatedTransformer);
         return read_modules_as(&path, ours, device, form);
     }

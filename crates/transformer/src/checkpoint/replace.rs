@@ -175,7 +175,7 @@ pub fn check(out: &Path, sources: &[&Path], kind: Kind) -> Result<(), OutRefused
             "is not a checkpoint (no {CONFIG_FILE} and {MODEL_FILE})"
         )));
     }
-    let int8 = tensor_file::holds_int8(&out.join(MODEL_FILE));
+    let int8 = tensor_file::file_holds_int8(&out.join(MODEL_FILE));
     match (kind, int8) {
         (Kind::Int8, Some(true)) | (Kind::Float, Some(false)) => Ok(()),
         (Kind::Int8, _) => Err(refuse("holds float weights".into())),

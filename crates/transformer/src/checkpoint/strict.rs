@@ -12,8 +12,8 @@ use candle_nn::{Init, VarBuilder, VarMap};
 
 use super::format::{ByModule, WeightFormat};
 use super::int8_file;
-use crate::config::{ComputeType, Config};
-use crate::model::embeddings::POSITION_TABLE;
+use crate::config::{ComputeType, Config, ModelConfig, VocabSizes};
+use crate::model::positions::POSITION_TABLE;
 use crate::model::weights::scale_name;
 use crate::model::Model;
 use crate::tokenize::Tokenizers;
@@ -200,13 +200,9 @@ pub(super) fn build_model_as(
     let vocab = tokenizers.vocab_sizes();
     let module_names: Vec<String> = weights.tensors.keys().cloned().collect();
     let format = weights.format.clone();
-    build_strictly(
-        weights,
-        device,
-        compute,
-        |vb| Model::new(&config.model, vocab, vb),
-        || names_apart(config, tokenizers, &module_names, &*format),
-    )
+    build_strictly(weights, device, compute, (&config.model, vocab), || {
+        names_apart(config, tokenizers, &module_names, &*format)
+    })
 }
 
 /// As [`build_model_as`] for int8, with every tensor the model was served, as served: the
@@ -227,7 +223,7 @@ pub(super) fn build_model_int8_served(
         device,
         ComputeType::Int8,
         Some(served.clone()),
-        |vb| Model::new(&config.model, vocab, vb),
+        (&config.model, vocab),
         || names_apart(config, tokenizers, &module_names, &*format),
     )?;
     let served = std::mem::take(
@@ -256,13 +252,7 @@ pub fn model_from_tensors(
         path: "(tensors in memory)".into(),
         pending_scales: HashMap::new(),
     };
-    build_strictly(
-        weights,
-        device,
-        compute,
-        |vb| Model::new(config, vocab, vb),
-        || None,
-    )
+    build_strictly(weights, device, compute, (config, vocab), || None)
 }
 
 /// Every tensor the file lacks and every one the model does not have, by the file's names,
@@ -314,26 +304,35 @@ fn names_apart(
 /// Builds a model with `build` over `weights`, then refuses the file's tensors it did not
 /// read (and those its format could not place), by the file's names; `explain_failure` may
 /// give a fuller account of a failed build than its first error.
-fn build_strictly<M>(
+fn build_strictly(
     weights: ByModule,
     device: &Device,
     compute: ComputeType,
-    build: impl FnOnce(VarBuilder) -> candle_core::Result<M>,
+    shape: (&ModelConfig, VocabSizes),
     explain_failure: impl FnOnce() -> Option<String>,
-) -> anyhow::Result<M> {
-    build_strictly_with(weights, device, compute, None, build, explain_failure)
+) -> anyhow::Result<Model> {
+    build_strictly_with(weights, device, compute, None, shape, explain_failure)
 }
 
 /// As [`build_strictly`], keeping every tensor served in `served` when given.
-fn build_strictly_with<M>(
+fn build_strictly_with(
     weights: ByModule,
     device: &Device,
     compute: ComputeType,
     served: Option<ServedLog>,
-    build: impl FnOnce(VarBuilder) -> candle_core::Result<M>,
+    (model_config, vocab): (&ModelConfig, VocabSizes),
     explain_failure: impl FnOnce() -> Option<String>,
-) -> anyhow::Result<M> {
+) -> anyhow::Result<Model> {
     let weights_path = weights.path.clone();
+    let mismatch = |account: String| {
+        anyhow::anyhow!(
+            "{} does not match its config and tokenizers: {account}",
+            weights_path.display()
+        )
+    };
+    // The one check of the model's size on this path: a config no device here could hold is
+    // refused before a tensor is read.
+    crate::model::footprint::refuse_if_too_large(model_config, vocab, device).map_err(mismatch)?;
     let format = weights.format.clone();
     let module_names: Vec<String> = weights.tensors.keys().cloned().collect();
     let (mut backend, requested) = RecordingBackend::new(weights.tensors, format.clone());
@@ -345,13 +344,8 @@ fn build_strictly_with<M>(
     let vb = VarBuilder::from_backend(Box::new(backend), DType::F32, device.clone());
     // The first tensor the build missed, or the whole account of what is missing and left
     // over when there is more to say.
-    let model = build(vb).map_err(|e| {
-        let account = explain_failure().unwrap_or_else(|| e.to_string());
-        anyhow::anyhow!(
-            "{} does not match its config and tokenizers: {account}",
-            weights_path.display()
-        )
-    })?;
+    let model = Model::new(model_config, vocab, vb)
+        .map_err(|e| mismatch(explain_failure().unwrap_or_else(|| e.to_string())))?;
     let requested = requested
         .lock()
         .map_err(|_| anyhow::anyhow!("lock poisoned"))?;

@@ -142,7 +142,7 @@ pub fn dtype_name(dtype: DType) -> &'static str {
 
 /// Whether the safetensors file at `path` holds an `I8` tensor, from its header alone; `None`
 /// when the header cannot be read.
-pub fn holds_int8(path: &Path) -> Option<bool> {
+pub fn file_holds_int8(path: &Path) -> Option<bool> {
     let entries = header(path)?;
     Some(entries.values().any(|entry| entry["dtype"] == "I8"))
 }

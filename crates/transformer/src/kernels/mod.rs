@@ -80,7 +80,10 @@ impl Drop for ComposedOnly {
 }
 
 /// Whether the fused CPU ops run for `tensors`: all f32 on the CPU, and the composed path not
-/// asked for. The one place besides `device.rs` that asks where a tensor lives.
+/// asked for. Model code never asks where a tensor lives; the kernels do (here and in each
+/// op's CPU fast path), as do the code that reads or packs a tensor's bytes in place (the
+/// weight forms' packing, the checkpoint readers and writers), training's choice of precision
+/// and the collectives.
 fn fused_runs(tensors: &[&Tensor]) -> bool {
     !COMPOSED_EVERYWHERE.load(Ordering::Relaxed)
         && !COMPOSED_ON_THIS_THREAD.with(Cell::get)

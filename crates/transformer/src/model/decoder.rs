@@ -8,7 +8,8 @@ use candle_nn::VarBuilder;
 
 use crate::config::ModelConfig;
 use crate::kernels::dropout::Mode;
-use crate::model::attention::{reordered, KeyValueCache, KeyValues, Lineage, MultiHeadedAttention};
+use crate::model::attention::MultiHeadedAttention;
+use crate::model::cache::{reordered, KeyValueCache, KeyValues, Lineage};
 use crate::model::feed_forward::PositionwiseFeedForward;
 use crate::model::step::DecodingState;
 use crate::model::sublayer::{apply_final_norm, final_norm, Norm, SublayerConnection};

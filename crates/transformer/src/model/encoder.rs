@@ -6,7 +6,8 @@ use candle_nn::VarBuilder;
 
 use crate::config::ModelConfig;
 use crate::kernels::dropout::Mode;
-use crate::model::attention::{KeyValueCache, Lineage, MultiHeadedAttention};
+use crate::model::attention::MultiHeadedAttention;
+use crate::model::cache::{KeyValueCache, Lineage};
 use crate::model::feed_forward::PositionwiseFeedForward;
 use crate::model::sublayer::{apply_final_norm, final_norm, Norm, SublayerConnection};
 

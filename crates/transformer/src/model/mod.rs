@@ -13,15 +13,17 @@ pub mod encoder;
 pub mod feed_forward;
 pub mod generator;
 pub mod masks;
+pub mod positions;
 pub mod sublayer;
 // Whole models, one file per family, and what every family does.
 pub mod families;
 pub mod init;
-// What decoding asks of a model; what attention looked like.
+// What decoding asks of a model and the state it keeps; what attention looked like.
 pub mod attention_maps;
+pub mod cache;
 pub mod step;
-// The forms weights take, and the memory they would need.
-pub mod memory;
+// The forms weights take, and the RAM a model would need.
+pub mod footprint;
 pub mod weights;
 
 pub use crate::config::VocabSizes;

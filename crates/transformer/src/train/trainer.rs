@@ -2,35 +2,34 @@
 //! (accumulated over `accumulate` batches, clipped) -> Adam with the Noam rate; validation
 //! loss and BLEU after each epoch; checkpoints handed to an observer. The loop's whole state
 //! (weights, Adam's moments, its position, the dropout stream) can be saved and restored, so
-//! that a resumed run takes exactly the steps the uninterrupted one would have. One
-//! optimiser step lives in `trainer/step.rs`, saving and restoring in `trainer/resume.rs`.
+//! that a resumed run takes exactly the steps the uninterrupted one would have. Saving
+//! and restoring lives in `trainer/resume.rs`.
 
-use candle_core::{Device, Tensor};
+use std::time::Duration;
 
-use super::data::TrainingData;
-use super::data_parallel::{agreed_stop, check_weights_agree};
+use candle_core::{DType, Device, Tensor};
+
+use super::clip::clip_grad_norm;
+use super::data::{TrainingData, ValidationData};
+use super::data_parallel::{agreed_stop, check_weights_agree, share, sum_over_ranks};
 use super::events::{CheckpointKind, StepReport, StopReason};
 use super::loss::LabelSmoothing;
 use super::optimizer::{Adam, AdamSettings};
 use super::outcome::{finite_loss, RunOutcome};
 use super::precision::Precision;
+use super::schedule::rate_of_step;
 use super::state::{DataFingerprint, RunClock, RunPosition};
 use crate::config::Config;
 use crate::distributed::{Collective, SingleProcess};
 use crate::infer::settings::DecodeOptions;
 use crate::infer::settings::{self, DecodeBounds, Layer};
 use crate::infer::Inference;
-use crate::metrics::MetricRecord;
-use crate::model::{DropoutRng, Model, TrainedWeights};
+use crate::metrics::{BleuStatistics, MetricRecord};
+use crate::model::{DropoutRng, Mode, Model, TeacherForced, TrainedWeights};
 use crate::tokenize::SpecialIds;
-use crate::training_data::{EpochPlan, PaddedBatch};
+use crate::training_data::{ordered_batches, EncodedPair, EpochPlan, PaddedBatch};
 
-mod frozen_row;
 pub mod resume;
-mod step;
-mod validation;
-
-use frozen_row::FrozenRow;
 
 /// Receives progress and decides what a checkpoint means (the loop never touches files).
 pub trait TrainObserver {
@@ -87,7 +86,7 @@ impl Trainer {
         collective: Box<dyn Collective>,
     ) -> anyhow::Result<Self> {
         let vocab = data.tokenizers.vocab_sizes();
-        crate::model::memory::refuse_if_too_large_to_train(
+        crate::model::footprint::refuse_if_too_large_to_train(
             &config.model,
             vocab,
             config.training.max_tokens.min(data.largest_batch_tokens()),
@@ -359,5 +358,267 @@ impl Trainer {
     /// Every tensor of the model under its state_dict name: parameters and position tables.
     pub fn named_tensors(&self) -> Vec<(String, Tensor)> {
         self.weights.named_tensors()
+    }
+}
+
+/// A row of an embedding table that training leaves as it is: its gradient is zeroed before
+/// clipping and the optimiser (Adam then never moves it).
+struct FrozenRow {
+    /// The variable's index in the optimiser's order.
+    pub var: usize,
+    /// `(vocab, 1)`: 1 everywhere but the frozen row.
+    pub keep: Tensor,
+}
+
+impl FrozenRow {
+    /// The `<pad>` row of every token table, when the decoder starts from `<pad>` (a MarianMT
+    /// model): transformers builds those tables with `padding_idx`, so that row gets no
+    /// gradient there. Our own vocabularies start from `<s>`, and `<pad>` gets none anyway.
+    fn padding_rows(
+        weights: &TrainedWeights,
+        specials: &SpecialIds,
+        device: &Device,
+    ) -> candle_core::Result<Vec<Self>> {
+        if specials.decoder_start != specials.pad {
+            return Ok(Vec::new());
+        }
+        let mut rows = Vec::new();
+        for (var, name) in weights.names().iter().enumerate() {
+            if !name.ends_with("_embed.0.lut.weight") {
+                continue;
+            }
+            let vocab = weights.vars()[var].dim(0)?;
+            let keep: Vec<f32> = (0..vocab)
+                .map(|id| {
+                    if id == specials.pad as usize {
+                        0.0
+                    } else {
+                        1.0
+                    }
+                })
+                .collect();
+            let keep = Tensor::from_vec(keep, (vocab, 1), device)?;
+            rows.push(Self { var, keep });
+        }
+        Ok(rows)
+    }
+
+    /// Sets the row to zero, as transformers initialises a `padding_idx` row.
+    fn clear(&self, weights: &TrainedWeights) -> candle_core::Result<()> {
+        let var = &weights.vars()[self.var];
+        var.set(&var.as_tensor().broadcast_mul(&self.keep)?)
+    }
+}
+
+impl Trainer {
+    /// One optimiser step on `group`, advancing the position and the metrics.
+    fn train_step(
+        &mut self,
+        group: &[PaddedBatch],
+        total_steps: usize,
+        clock: &RunClock,
+    ) -> anyhow::Result<StepReport> {
+        let (loss, lr) = self.step_at_noam_rate(group)?;
+        let step = self.position.step;
+        let log_every = self.config.training.log_every;
+        let p = &mut self.position;
+        p.steps_in_epoch += 1;
+        p.tokens_seen += group.iter().map(|b| b.ntokens).sum::<usize>();
+        p.epoch_loss_sum += loss;
+        p.log_loss_sum += loss;
+        p.log_steps += 1;
+        p.elapsed_s = clock.elapsed_s();
+        let tokens_per_s = p.tokens_seen as f64 / p.elapsed_s.max(1e-9);
+        if step.is_multiple_of(log_every) {
+            self.metrics.push(MetricRecord::Step {
+                step,
+                epoch: p.epoch,
+                loss: p.log_loss_sum / p.log_steps as f64,
+                lr,
+                tokens_per_s,
+                elapsed_s: p.elapsed_s,
+            });
+            (p.log_loss_sum, p.log_steps) = (0.0, 0);
+        }
+        Ok(StepReport {
+            step,
+            total_steps,
+            epoch: p.epoch,
+            loss,
+            lr,
+            tokens_per_s,
+            elapsed: Duration::try_from_secs_f64(p.elapsed_s).unwrap_or_default(),
+        })
+    }
+
+    /// One optimiser step on `group` (batches whose gradients are summed) at the Noam rate
+    /// of the next step, outside any epoch: for benchmarks. Returns the loss per target token.
+    pub fn step_on(&mut self, group: &[PaddedBatch]) -> anyhow::Result<f64> {
+        Ok(self.step_at_noam_rate(group)?.0)
+    }
+
+    /// The next optimiser step at its Noam rate; returns (loss per target token, rate).
+    fn step_at_noam_rate(&mut self, group: &[PaddedBatch]) -> anyhow::Result<(f64, f64)> {
+        let t = &self.config.training;
+        let step = self.position.step + 1;
+        let lr = rate_of_step(
+            t.schedule,
+            step,
+            self.config.model.d_model,
+            t.lr_factor,
+            t.warmup,
+        );
+        let loss = self.optimizer_step(group, lr, step)?;
+        self.position.step = step;
+        Ok((loss, lr))
+    }
+
+    /// One optimiser step over `group` (accumulated batches); returns the loss per target
+    /// token over the group.
+    fn optimizer_step(
+        &mut self,
+        group: &[PaddedBatch],
+        lr: f64,
+        step: usize,
+    ) -> anyhow::Result<f64> {
+        let group_tokens: usize = group.iter().map(|b| b.ntokens).sum();
+        let mut grads: Vec<Option<Tensor>> = vec![None; self.optimizer.vars().len()];
+        let mut losses = Vec::with_capacity(group.len());
+        self.dropout_rng.begin_step(&self.device, step)?;
+        // The step's view of the weights (in mixed precision, their casts), once for all
+        // its batches.
+        let model = self.weights.for_step(self.precision.step_dtype())?;
+        let _precision = self.precision.scope();
+        let (rank, world) = (self.collective.rank(), self.collective.world());
+        for batch in share(group, rank, world) {
+            let loss = (self.batch_loss_sum(&model, batch, Mode::Train(&self.dropout_rng))?
+                / group_tokens as f64)?;
+            let store = loss.backward()?;
+            for (slot, var) in grads.iter_mut().zip(self.optimizer.vars()) {
+                if let Some(grad) = store.get(var.as_tensor()) {
+                    *slot = Some(match slot.take() {
+                        Some(sum) => (sum + grad)?,
+                        None => grad.clone(),
+                    });
+                }
+            }
+            losses.push(loss.detach());
+        }
+        // The losses are read only now, once the whole step is queued: on a GPU, reading one
+        // waits for the work before it, and reading it before the backward pass would leave
+        // the GPU idle while the host queues that pass. A non-finite loss has by then updated
+        // the weights in memory, but the error below ends the run before any checkpoint.
+        if world > 1 {
+            let mine = match losses.as_slice() {
+                [] => Tensor::zeros((), DType::F32, &self.device)?,
+                _ => Tensor::stack(&losses, 0)?.sum_all()?,
+            };
+            let started = std::time::Instant::now();
+            let (summed, loss) =
+                sum_over_ranks(&*self.collective, grads, self.optimizer.vars(), &mine)?;
+            self.collective_seconds += started.elapsed().as_secs_f64();
+            (grads, losses) = (summed, vec![loss]);
+        }
+        for frozen in &self.frozen_rows {
+            if let Some(grad) = grads[frozen.var].take() {
+                let keep = frozen.keep.to_dtype(grad.dtype())?;
+                grads[frozen.var] = Some(grad.broadcast_mul(&keep)?);
+            }
+        }
+        if let Some(max_norm) = self.config.training.clip_grad_norm {
+            clip_grad_norm(&mut grads, max_norm)?;
+        }
+        self.optimizer.step(&grads, lr)?;
+        let mut total = 0.0;
+        for loss in &losses {
+            total += finite_loss(step, f64::from(loss.to_scalar::<f32>()?))?;
+        }
+        Ok(total)
+    }
+
+    /// Summed label-smoothed KL of one batch through `model` (the trained one, or its
+    /// low-precision casts).
+    fn batch_loss_sum(
+        &self,
+        model: &Model,
+        batch: &PaddedBatch,
+        mode: Mode,
+    ) -> candle_core::Result<Tensor> {
+        let dev = &self.device;
+        let tgt_in = Tensor::from_slice(&batch.tgt_in, (batch.size, batch.tgt_len), dev)?;
+        let tgt_out = Tensor::from_slice(&batch.tgt_out, batch.size * batch.tgt_len, dev)?;
+        let inputs = if model.reads_source() {
+            let src = Tensor::from_slice(&batch.src, (batch.size, batch.src_len), dev)?;
+            TeacherForced::framed(
+                src,
+                tgt_in,
+                self.specials.pad,
+                self.specials.decoder_starts_from_pad(),
+            )?
+        } else {
+            TeacherForced::TargetOnly { ids: tgt_in }
+        };
+        let rows = batch.size * batch.tgt_len;
+        // The loss (a log-softmax over the vocabulary and a sum over the batch) in f32.
+        let logits = model
+            .logits(&inputs, mode)?
+            .reshape((rows, ()))?
+            .to_dtype(DType::F32)?;
+        self.criterion.loss_sum_from_logits(&logits, &tgt_out)
+    }
+}
+
+/// Sentences per batch when translating the validation set for BLEU.
+const VALIDATION_DECODE_BATCH: usize = 64;
+
+impl Trainer {
+    /// Loss per target token over the validation pairs, dropout off. Under `mpirun` each rank
+    /// takes every `world`-th batch and the sums are added over the ranks.
+    fn validation_loss(&self, pairs: &[EncodedPair]) -> anyhow::Result<f64> {
+        let (mut sum, mut tokens) = (0.0, 0usize);
+        let model = self.weights.for_step(self.precision.step_dtype())?;
+        let _precision = self.precision.scope();
+        let batches = ordered_batches(pairs, self.config.training.max_tokens, self.specials.pad);
+        let (rank, world) = (self.collective.rank(), self.collective.world());
+        for batch in batches.iter().skip(rank).step_by(world) {
+            sum += f64::from(
+                self.batch_loss_sum(&model, batch, Mode::Eval)?
+                    .to_scalar::<f32>()?,
+            );
+            tokens += batch.ntokens;
+        }
+        let summed = self.collective.sum_f64(&[sum, tokens as f64])?;
+        Ok(summed[0] / summed[1].max(1.0))
+    }
+
+    /// Corpus BLEU of the validation sources decoded as `[decode]` says (what `translate` and
+    /// `eval` will use by default); none for a language model, which translates nothing.
+    /// Under `mpirun` each rank decodes every `world`-th block of sentences (the blocks one
+    /// process would decode, so each sentence is decoded in the same company) and the BLEU
+    /// statistics are summed: the score is one process's, exactly.
+    fn validation_bleu(&self, valid: &ValidationData) -> anyhow::Result<Option<f64>> {
+        let frozen = self.weights.frozen()?;
+        let Inference::Translation(translator) = self.inference_over(&frozen, self.decode) else {
+            return Ok(None);
+        };
+        let (rank, world) = (self.collective.rank(), self.collective.world());
+        let mut statistics = BleuStatistics::default().to_counts();
+        let blocks = valid
+            .sources
+            .chunks(VALIDATION_DECODE_BATCH)
+            .zip(valid.references.chunks(VALIDATION_DECODE_BATCH));
+        for (sources, references) in blocks.skip(rank).step_by(world) {
+            let hypotheses: Vec<String> = translator
+                .translate_batch(sources)?
+                .into_iter()
+                .map(|t| t.translation)
+                .collect();
+            let block = BleuStatistics::of(&hypotheses, references).to_counts();
+            for (total, count) in statistics.iter_mut().zip(block) {
+                *total += count;
+            }
+        }
+        let summed = self.collective.sum_f64(&statistics)?;
+        Ok(Some(BleuStatistics::from_counts(&summed)?.score().score))
     }
 }

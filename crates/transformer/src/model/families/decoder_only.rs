@@ -15,7 +15,7 @@ use candle_nn::VarBuilder;
 
 use crate::config::ModelConfig;
 use crate::kernels::dropout::Mode;
-use crate::model::attention::{KeyValueCache, Lineage};
+use crate::model::cache::{KeyValueCache, Lineage};
 use crate::model::embeddings::EmbeddingStack;
 use crate::model::encoder::Encoder;
 use crate::model::families::family::{ModelFamily, TeacherForced};

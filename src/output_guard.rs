@@ -3,8 +3,8 @@
 
 use std::path::{Path, PathBuf};
 
-use super::UsageError;
 use crate::checkpoint;
+use crate::errors::UsageError;
 
 /// Refuses an `--out` that is one of the command's input files (`inputs`: each flag and its
 /// file): the output would replace what it is made from.

@@ -156,7 +156,7 @@ fn keep_on_a_stop_signal(
     let target = std::fs::canonicalize(&out).unwrap_or_else(|_| out.clone());
     let on_first = move |signal: i32| {
         let held = written.lock().unwrap_or_else(|e| e.into_inner());
-        let name = super::stop_signals::signal_name(signal);
+        let name = crate::stop_signals::signal_name(signal);
         let kept = held.bytes > 0
             && held.file.sync_all().is_ok()
             && std::fs::rename(&tmp, &target).is_ok();
@@ -169,6 +169,6 @@ fn keep_on_a_stop_signal(
         let _ = writeln!(std::io::stderr(), "stopped by {name}: {said}");
         std::process::exit(128 + signal);
     };
-    super::stop_signals::StopSignals::install(on_first, "nothing more was written")?;
+    crate::stop_signals::StopSignals::install(on_first, "nothing more was written")?;
     Ok(())
 }

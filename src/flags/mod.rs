@@ -1,0 +1,10 @@
+//! The flags several commands share: `--device`, how to decode, and the value parsers that
+//! name the flag and the value they refuse.
+
+mod decode;
+mod device;
+mod values;
+
+pub use decode::{DecodeArgs, DecodeSettingsArgs, FLAGS};
+pub use device::DeviceArgs;
+pub(crate) use values::{at_least_one, finite, non_negative};
