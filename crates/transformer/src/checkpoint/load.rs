@@ -8,7 +8,6 @@ use anyhow::bail;
 use candle_core::{Device, Tensor};
 
 use super::read::{is_int8_checkpoint, read_config_and_tokenizers, read_parts, read_weights};
-use super::read_as::MatrixForm;
 use super::read_weights::read_tensors;
 use super::strict::{build_model, build_model_as};
 use super::{resolve, write, Checkpoint, LAST_DIR, MODEL_FILE, OPTIMIZER_FILE, STATE_FILE};
@@ -66,13 +65,9 @@ pub fn load_as(
             engine.name()
         );
     }
-    // Read in the form the model computes in: no float copy of the whole model is held.
-    let form = match compute {
-        ComputeType::Int8 => MatrixForm::Int8,
-        ComputeType::Bfloat16 => MatrixForm::Bfloat16,
-        ComputeType::Float32 => MatrixForm::Stored,
-    };
-    let weights = read_weights(&dir, &config, device, form)?;
+    // Read in the form the model computes in (float32: as stored): no float copy of the
+    // whole model is held.
+    let weights = read_weights(&dir, &config, device, compute)?;
     let model = build_model_as(&config, &tokenizers, weights, device, compute)?;
     config.decode.compute_type = compute;
     Ok(Checkpoint {

@@ -9,10 +9,10 @@ use anyhow::{bail, Context};
 use candle_core::Device;
 
 use super::format::{self, ByModule};
-use super::read_as::{read_modules_as, MatrixForm};
+use super::read_as::read_modules_as;
 use super::read_weights::read_weights_file;
 use super::{hugging_face, int8_file, tensor_file, CONFIG_FILE, MODEL_FILE};
-use crate::config::{Config, TokenizerKind};
+use crate::config::{ComputeType, Config, TokenizerKind};
 use crate::tokenize::Tokenizers;
 
 /// A checkpoint directory's config, tokenizers and weights (under their module names,
@@ -22,7 +22,7 @@ pub(super) fn read_parts(
     device: &Device,
 ) -> anyhow::Result<(Config, Tokenizers, ByModule)> {
     let (config, tokenizers) = read_config_and_tokenizers(dir)?;
-    let weights = read_weights(dir, &config, device, MatrixForm::Stored)?;
+    let weights = read_weights(dir, &config, device, ComputeType::Float32)?;
     Ok((config, tokenizers, weights))
 }
 
@@ -40,7 +40,7 @@ pub(super) fn read_weights(
     dir: &Path,
     config: &Config,
     device: &Device,
-    form: MatrixForm,
+    form: ComputeType,
 ) -> anyhow::Result<ByModule> {
     if hugging_face::is_hugging_face_dir(dir) {
         let weights = read_hugging_face_weights(dir, config, device, form)?;
@@ -49,7 +49,7 @@ pub(super) fn read_weights(
     }
     let path = dir.join(MODEL_FILE);
     tensor_file::check_model_record(&path, &config.model)?;
-    if form != MatrixForm::Stored && !is_int8_checkpoint(dir) {
+    if form != ComputeType::Float32 && !is_int8_checkpoint(dir) {
         let ours = Arc::new(format::AnnotatedTransformer);
         return read_modules_as(&path, ours, device, form);
     }
@@ -103,7 +103,7 @@ fn read_hugging_face_weights(
     dir: &Path,
     config: &Config,
     device: &Device,
-    form: MatrixForm,
+    form: ComputeType,
 ) -> anyhow::Result<ByModule> {
     let path = hugging_face::weights_file(dir)?;
     let format = Arc::new(hugging_face::MarianFormat {

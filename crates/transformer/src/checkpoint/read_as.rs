@@ -18,18 +18,8 @@ use super::pth_index::PthIndex;
 use super::read_weights::check_tensor;
 use super::strict::is_matrix_name;
 use super::tensor_index::TensorIndex;
+use crate::config::ComputeType;
 use crate::model::weights::scale_name;
-
-/// How the matrices a product reads are read.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum MatrixForm {
-    /// As the file stores them.
-    Stored,
-    /// Quantized per row as they are read.
-    Int8,
-    /// Rounded to bf16 as they are read.
-    Bfloat16,
-}
 
 /// A weights file read tensor by tensor.
 pub(super) trait WeightSource {
@@ -112,7 +102,7 @@ pub(super) fn read_modules_as(
     path: &Path,
     format: Arc<dyn WeightFormat>,
     device: &Device,
-    form: MatrixForm,
+    form: ComputeType,
 ) -> anyhow::Result<ByModule> {
     let damaged = |e: anyhow::Error| {
         anyhow::anyhow!(
@@ -139,7 +129,7 @@ pub(super) fn read_modules_as(
             placed.place(&modules, &file_name, values, scales, &*format, path)?;
             continue;
         }
-        if form == MatrixForm::Int8 && matrix {
+        if form == ComputeType::Int8 && matrix {
             let (values, scales) = source
                 .read_int8_rows(&file_name)
                 .with_context(|| format!("tensor {file_name}"))
@@ -159,7 +149,7 @@ pub(super) fn read_modules_as(
             continue;
         }
         let tensor = match form {
-            MatrixForm::Bfloat16 if matrix => tensor.to_dtype(DType::BF16)?,
+            ComputeType::Bfloat16 if matrix => tensor.to_dtype(DType::BF16)?,
             _ => tensor,
         };
         read.insert(storage, (tensor.clone(), None));

@@ -30,10 +30,9 @@ struct RecordingBackend {
     /// How the file names them, for errors.
     format: Arc<dyn WeightFormat>,
     requested: Arc<Mutex<HashSet<String>>>,
-    /// The model is built for int8: its matrices are served as int8.
-    int8: bool,
-    /// The model is built for bfloat16: its matrices are served as `BF16` tensors.
-    bf16: bool,
+    /// The form the model is built to compute in: int8 serves its matrices as int8,
+    /// bfloat16 as `BF16` tensors, float32 every tensor as the VarBuilder asks.
+    form: ComputeType,
     /// The row scales of float matrices quantized here, until their layer asks for them.
     scales: Mutex<HashMap<String, Tensor>>,
     /// Every tensor served, as served, when asked to keep them (`transformer quantize`).
@@ -50,8 +49,7 @@ impl RecordingBackend {
             tensors: Mutex::new(tensors),
             format,
             requested: requested.clone(),
-            int8: false,
-            bf16: false,
+            form: ComputeType::Float32,
             scales: Mutex::new(HashMap::new()),
             served: None,
         };
@@ -70,23 +68,24 @@ impl RecordingBackend {
             None => {
                 let tensor = self.fetch(name)?;
                 match tensor.dtype() {
-                    DType::U8 if self.int8 || dtype == DType::U8 => tensor,
+                    DType::U8 if self.form == ComputeType::Int8 || dtype == DType::U8 => tensor,
                     DType::U8 => {
                         let scales = self.fetch(&scale_name(name))?;
                         let floats = int8_file::dequantized(&tensor, &scales)?;
-                        match self.bf16 && is_matrix_weight(name, &floats) {
+                        match self.form == ComputeType::Bfloat16 && is_matrix_weight(name, &floats)
+                        {
                             true => floats.to_dtype(DType::BF16)?,
                             false => floats.to_dtype(dtype)?,
                         }
                     }
-                    _ if self.int8 && is_matrix_weight(name, &tensor) => {
+                    _ if self.form == ComputeType::Int8 && is_matrix_weight(name, &tensor) => {
                         let (values, scales) = int8_file::quantized(&tensor)?;
                         if let Ok(mut pending) = self.scales.lock() {
                             pending.insert(scale_name(name), scales);
                         }
                         values
                     }
-                    _ if self.bf16 && is_matrix_weight(name, &tensor) => {
+                    _ if self.form == ComputeType::Bfloat16 && is_matrix_weight(name, &tensor) => {
                         tensor.to_dtype(DType::BF16)?
                     }
                     _ => tensor.to_dtype(dtype)?,
@@ -110,7 +109,7 @@ impl RecordingBackend {
             .lock()
             .map_err(|_| candle_core::Error::Msg("lock poisoned".into()))?;
         // Served in another form, each float weight is freed once its layer has it.
-        let tensor = if self.int8 || self.bf16 {
+        let tensor = if self.form != ComputeType::Float32 {
             tensors.remove(name)
         } else {
             tensors.get(name).cloned()
@@ -338,8 +337,7 @@ fn build_strictly_with(
     let (mut backend, requested) = RecordingBackend::new(weights.tensors, format.clone());
     // Matrices quantized as they were read: their scales wait for their layers.
     backend.scales = std::sync::Mutex::new(weights.pending_scales);
-    backend.int8 = compute == ComputeType::Int8;
-    backend.bf16 = compute == ComputeType::Bfloat16;
+    backend.form = compute;
     backend.served = served;
     let vb = VarBuilder::from_backend(Box::new(backend), DType::F32, device.clone());
     // The first tensor the build missed, or the whole account of what is missing and left

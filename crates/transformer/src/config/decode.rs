@@ -48,7 +48,10 @@ impl DecodeConfig {
     }
 }
 
-/// What decoding's linear layers compute in (CTranslate2's `compute_type`).
+/// The form decoding's matrices are held and multiplied in (CTranslate2's `compute_type`):
+/// the one name for it from the config key and the flag through the loader, which chooses it
+/// once ([`crate::checkpoint::load_as`]) and reads and serves every matrix in it. Float32
+/// reads a file's matrices as stored.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ComputeType {

@@ -18,7 +18,7 @@ use std::sync::{Arc, OnceLock};
 use candle_core::{Result, Tensor, D};
 use candle_nn::{Init, VarBuilder};
 
-use super::served::{fetch_matrix, Served};
+use super::served::{fetch_matrix, ServedMatrix};
 use crate::kernels;
 use crate::kernels::bf16::PackedWeight;
 use crate::kernels::int8::QuantizedMatrix;
@@ -134,9 +134,9 @@ impl Linear {
     ) -> Result<Self> {
         let shape = (out_features, in_features);
         match fetch_matrix(&vb, "weight", shape, Init::Const(0.))? {
-            Served::Int8(matrix) => Self::over_int8(Arc::new(matrix), bias, vb),
-            Served::Bf16(matrix) => Self::over_bf16(Arc::new(matrix), bias, vb),
-            Served::Float(weight) => Self::from_weight(weight, bias, vb),
+            ServedMatrix::Int8(matrix) => Self::over_int8(matrix, bias, vb),
+            ServedMatrix::Bf16(matrix) => Self::over_bf16(matrix, bias, vb),
+            ServedMatrix::Float(weight) => Self::from_weight(weight, bias, vb),
         }
     }
 
@@ -169,10 +169,10 @@ impl Linear {
     /// A layer over an embedding table it shares (`share_embeddings`), in the table's form,
     /// and, with `bias`, its own bias.
     pub fn over_table(table: &Table, bias: bool, vb: VarBuilder) -> Result<Self> {
-        match table {
-            Table::Float(matrix) => Self::from_weight(matrix.clone(), bias, vb),
-            Table::Int8(matrix) => Self::over_int8(matrix.clone(), bias, vb),
-            Table::Bf16(matrix) => Self::over_bf16(matrix.clone(), bias, vb),
+        match table.matrix() {
+            ServedMatrix::Float(matrix) => Self::from_weight(matrix.clone(), bias, vb),
+            ServedMatrix::Int8(matrix) => Self::over_int8(matrix.clone(), bias, vb),
+            ServedMatrix::Bf16(matrix) => Self::over_bf16(matrix.clone(), bias, vb),
         }
     }
 

@@ -8,5 +8,5 @@ mod served;
 pub mod table;
 mod trained;
 
-pub use served::{fetch_matrix, scale_name, Served};
+pub use served::{fetch_matrix, scale_name, ServedMatrix};
 pub use trained::TrainedWeights;

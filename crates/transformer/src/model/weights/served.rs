@@ -7,6 +7,8 @@
 //! them for the bf16 kernels ([`PackedWeight`]); on a GPU it keeps the tensor, which candle
 //! multiplies.
 
+use std::sync::Arc;
+
 use candle_core::{DType, Result, Tensor};
 use candle_nn::{Init, VarBuilder};
 
@@ -18,14 +20,17 @@ pub fn scale_name(name: &str) -> String {
     format!("{name}_scale")
 }
 
-/// The matrix `name` as `vb` serves it: float, or int8 ([`QuantizedMatrix`], with its row
-/// scales [`scale_name`]) when it is served as `U8` values.
-pub enum Served {
+/// A matrix in the form the loader served it: float, int8 ([`QuantizedMatrix`], with its row
+/// scales [`scale_name`]) when it is served as `U8` values, or bf16 packed. The one type of
+/// that form: a linear layer's weight and an embedding table each hold one, and a generator
+/// that shares its table shares it.
+#[derive(Clone)]
+pub enum ServedMatrix {
     /// f32, or bf16 on a GPU.
     Float(Tensor),
-    Int8(QuantizedMatrix),
+    Int8(Arc<QuantizedMatrix>),
     /// bf16 on the CPU, packed.
-    Bf16(PackedWeight),
+    Bf16(Arc<PackedWeight>),
 }
 
 /// The matrix `name` `(out, inp)` in the form `vb` serves it (see the module docs); `init`
@@ -35,7 +40,7 @@ pub fn fetch_matrix(
     name: &str,
     (out, inp): (usize, usize),
     init: Init,
-) -> Result<Served> {
+) -> Result<ServedMatrix> {
     let matrix = vb.get_with_hints((out, inp), name, init)?;
     if matrix.dtype() == DType::BF16 && matrix.device().is_cpu() {
         // Packed from the served values in place: no f32 copy of a large table.
@@ -47,10 +52,12 @@ pub fn fetch_matrix(
         let start = layout.start_offset();
         let values = &storage.as_slice::<half::bf16>()?[start..start + out * inp];
         let bits: &[u16] = half::slice::HalfFloatSliceExt::reinterpret_cast(values);
-        return Ok(Served::Bf16(PackedWeight::from_bf16_rows(bits, out, inp)));
+        return Ok(ServedMatrix::Bf16(Arc::new(PackedWeight::from_bf16_rows(
+            bits, out, inp,
+        ))));
     }
     if matrix.dtype() != DType::U8 {
-        return Ok(Served::Float(matrix));
+        return Ok(ServedMatrix::Float(matrix));
     }
     let scales = vb
         .get_with_hints_dtype(out, &scale_name(name), Init::Const(1.), DType::F32)?
@@ -62,10 +69,10 @@ pub fn fetch_matrix(
     };
     let start = layout.start_offset();
     let bytes = &storage.as_slice::<u8>()?[start..start + out * inp];
-    Ok(Served::Int8(QuantizedMatrix::from_rows(
+    Ok(ServedMatrix::Int8(Arc::new(QuantizedMatrix::from_rows(
         int8::as_signed(bytes),
         scales,
         out,
         inp,
-    )))
+    ))))
 }

@@ -4,21 +4,14 @@
 //! when it serves it so for bfloat16 decoding. A generator
 //! that shares the table (`share_embeddings`) shares whichever form it is.
 
-use std::sync::Arc;
-
 use candle_core::{DType, Result, Tensor};
 use candle_nn::{Init, VarBuilder};
 
-use super::served::{fetch_matrix, Served};
-use crate::kernels::bf16::PackedWeight;
-use crate::kernels::int8::QuantizedMatrix;
+use super::served::{fetch_matrix, ServedMatrix};
 
+/// An embedding table, in the form the loader served it.
 #[derive(Clone)]
-pub enum Table {
-    Float(Tensor),
-    Int8(Arc<QuantizedMatrix>),
-    Bf16(Arc<PackedWeight>),
-}
+pub struct Table(ServedMatrix);
 
 impl Table {
     /// The table `weight` under `vb` (an `nn.Embedding`'s prefix), initialised as
@@ -28,27 +21,28 @@ impl Table {
             mean: 0.,
             stdev: 1.,
         };
-        Ok(match fetch_matrix(&vb, "weight", (vocab, d_model), init)? {
-            Served::Float(table) => Self::Float(table),
-            Served::Int8(matrix) => Self::Int8(Arc::new(matrix)),
-            Served::Bf16(matrix) => Self::Bf16(Arc::new(matrix)),
-        })
+        Ok(Self(fetch_matrix(&vb, "weight", (vocab, d_model), init)?))
+    }
+
+    /// The matrix, in its form.
+    pub fn matrix(&self) -> &ServedMatrix {
+        &self.0
     }
 
     /// `(vocab, d_model)`.
     pub fn dims(&self) -> Result<(usize, usize)> {
-        match self {
-            Self::Float(table) => table.dims2(),
-            Self::Int8(matrix) => Ok((matrix.out_features(), matrix.in_features())),
-            Self::Bf16(matrix) => Ok((matrix.out_features(), matrix.in_features())),
+        match &self.0 {
+            ServedMatrix::Float(table) => table.dims2(),
+            ServedMatrix::Int8(matrix) => Ok((matrix.out_features(), matrix.in_features())),
+            ServedMatrix::Bf16(matrix) => Ok((matrix.out_features(), matrix.in_features())),
         }
     }
 
     /// The float tensor, for a table that is one (what a checkpoint saves).
     pub fn float(&self) -> Option<&Tensor> {
-        match self {
-            Self::Float(table) => Some(table),
-            Self::Int8(_) | Self::Bf16(_) => None,
+        match &self.0 {
+            ServedMatrix::Float(table) => Some(table),
+            ServedMatrix::Int8(_) | ServedMatrix::Bf16(_) => None,
         }
     }
 
@@ -57,8 +51,8 @@ impl Table {
         let mut dims = ids.dims().to_vec();
         let (_, d_model) = self.dims()?;
         dims.push(d_model);
-        let rows = match self {
-            Self::Float(table) => {
+        let rows = match &self.0 {
+            ServedMatrix::Float(table) => {
                 // A GPU's bf16 table gives f32 rows: only products are bf16.
                 let rows = table
                     .index_select(&ids.flatten_all()?, 0)?
@@ -69,12 +63,16 @@ impl Table {
                     (rows * factor)?
                 }
             }
-            Self::Int8(matrix) => gathered(ids, (matrix.out_features(), d_model), |flat| {
-                matrix.rows_dequantized(flat, factor as f32)
-            })?,
-            Self::Bf16(matrix) => gathered(ids, (matrix.out_features(), d_model), |flat| {
-                matrix.rows(flat, factor as f32)
-            })?,
+            ServedMatrix::Int8(matrix) => {
+                gathered(ids, (matrix.out_features(), d_model), |flat| {
+                    matrix.rows_dequantized(flat, factor as f32)
+                })?
+            }
+            ServedMatrix::Bf16(matrix) => {
+                gathered(ids, (matrix.out_features(), d_model), |flat| {
+                    matrix.rows(flat, factor as f32)
+                })?
+            }
         };
         rows.reshape(dims)
     }
