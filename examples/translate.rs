@@ -22,7 +22,7 @@ fn main() -> anyhow::Result<()> {
     };
     let device = select(DeviceRequest::Auto)?.device;
     let translator = Translator::open(checkpoint.as_ref(), &device, LoadOptions::default())?;
-    let options = translator.default_options()?;
+    let options = translator.default_settings()?;
     for translation in translator.translate(&[text.as_str()], &options)? {
         for word in &translation.unknown_words {
             eprintln!("warning: unknown word {word:?} is translated as <unk>");

@@ -8,8 +8,8 @@ use crate::checkpoint::{self, Checkpoint, Task, RUNS_ROOT};
 use crate::commands::download;
 use crate::errors::{refused, UsageError};
 use crate::flags::DecodeSettingsArgs;
-use crate::infer::settings::DecodeOptions;
-use crate::infer::settings::{DecodeRequest, Layer, Resolver};
+use crate::infer::settings::DecodeRequest;
+use crate::infer::settings::DecodeSettings;
 use crate::infer::text_generator::TextGenerator;
 use crate::infer::{LoadOptions, Translator};
 use crate::stdout;
@@ -164,29 +164,22 @@ pub(crate) fn text_generator<'a>(
     })
 }
 
-/// The decoding flags over the checkpoint's `[decode]` settings, resolved and checked by
-/// the one resolver every door uses; a value out of bounds is a usage error that names it.
-pub(crate) fn decode_options(
-    args: &DecodeSettingsArgs,
-    translator: &Translator,
-) -> anyhow::Result<DecodeOptions> {
-    Ok(decode_resolver(args, translator, None)?.defaults())
-}
-
-/// The resolver of a door over `translator`: its checkpoint's `[decode]`, then the flags;
-/// `door_beam` is a server's widest beam.
-pub(crate) fn decode_resolver(
+/// The decoding flags over the checkpoint's `[decode]` settings, settled and checked as
+/// every door's are; `door_beam` is a server's widest beam. A value out of bounds is a usage
+/// error that names it.
+pub(crate) fn decode_settings(
     args: &DecodeSettingsArgs,
     translator: &Translator,
     door_beam: Option<usize>,
-) -> anyhow::Result<Resolver> {
+) -> anyhow::Result<DecodeSettings> {
     let flags = DecodeRequest {
         beam: args.beam,
         length_penalty: args.length_penalty,
         max_len: args.max_len,
         n_best: None,
+        ..DecodeRequest::by(crate::flags::FLAGS)
     };
     translator
-        .resolver(Some(Layer::asked(flags, crate::flags::FLAGS)), door_beam)
+        .decode_settings(Some(flags), door_beam)
         .map_err(refused)
 }

@@ -13,7 +13,7 @@ use transformer::decoding::{
     beam_search, greedy_batch, greedy_decode, incremental_log_probs, teacher_forced_log_probs,
     BeamSettings, Hypothesis,
 };
-use transformer::infer::settings::DecodeOptions;
+use transformer::infer::settings::DecodeSettings;
 use transformer::infer::translator::ConfiguredTranslator;
 use transformer::model::Prompt;
 use transformer::tokenize::specials::EOS_ID;
@@ -124,10 +124,8 @@ fn beam_one_is_greedy() {
 fn a_wider_beam_ends_its_hypothesis_and_scores_at_least_as_well_as_greedy() {
     let loaded = fixture();
     for beam in [2, 5] {
-        let options = DecodeOptions {
-            beam,
-            ..DecodeOptions::default()
-        };
+        let mut options = DecodeSettings::default();
+        options.beam = beam;
         let translator = ConfiguredTranslator {
             model: loaded.model.decoding(),
             tokenizers: &loaded.tokenizers,
@@ -136,7 +134,7 @@ fn a_wider_beam_ends_its_hypothesis_and_scores_at_least_as_well_as_greedy() {
             vocab_map: None,
         };
         let greedy = ConfiguredTranslator {
-            options: DecodeOptions::default(),
+            options: DecodeSettings::default(),
             ..translator
         };
         for sentence in SOURCES {
@@ -145,7 +143,7 @@ fn a_wider_beam_ends_its_hypothesis_and_scores_at_least_as_well_as_greedy() {
             assert_eq!(wide.ids.last(), Some(&EOS_ID), "{sentence}");
             // Beam search ranks by log-prob / ((5 + len) / 6)^alpha; greedy's pick is one of
             // the hypotheses it could have kept.
-            let alpha = DecodeOptions::default().length_penalty;
+            let alpha = DecodeSettings::default().length_penalty;
             let score = |t: &transformer::infer::translator::Translation| {
                 t.log_probs.iter().sum::<f32>() / ((5.0 + t.ids.len() as f32) / 6.0).powf(alpha)
             };
@@ -161,16 +159,18 @@ fn n_best_keeps_the_best_translation_first_and_ranks_the_alternatives_after_it()
         model: loaded.model.decoding(),
         tokenizers: &loaded.tokenizers,
         device: &Device::Cpu,
-        options: DecodeOptions {
-            beam: 4,
-            ..DecodeOptions::default()
+        options: {
+            let mut options = DecodeSettings::default();
+            options.beam = 4;
+            options
         },
         vocab_map: None,
     };
     let three = ConfiguredTranslator {
-        options: DecodeOptions {
-            n_best: 3,
-            ..best_only.options
+        options: {
+            let mut options = best_only.options.clone();
+            options.n_best = 3;
+            options
         },
         ..best_only
     };

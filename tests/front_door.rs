@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use candle_core::Device;
 use common::{succeeded, transformer, translated_ids, FLAGS};
-use transformer::infer::settings::{self, DecodeRequest, Layer};
+use transformer::infer::settings::{self, DecodeRequest};
 use transformer::infer::{LoadOptions, Translator};
 
 const FIXTURE: &str = "tests/fixtures/parity";
@@ -20,7 +20,7 @@ fn opened() -> Translator {
 #[test]
 fn the_library_translates_a_batch_as_the_command_line_translates_each_sentence() {
     let translator = opened();
-    let options = translator.default_options().unwrap();
+    let options = translator.default_settings().unwrap();
     let translations = translator.translate(&SOURCES, &options).unwrap();
     assert_eq!(translations.len(), SOURCES.len());
     let sources: Vec<String> = SOURCES.iter().map(|s| s.to_string()).collect();
@@ -90,20 +90,20 @@ fn a_setting_out_of_bounds_is_refused_naming_where_it_was_asked() {
     let vocab = translator.checkpoint().tokenizers.tgt.vocab_size();
     let asked = DecodeRequest {
         beam: Some(vocab + 1),
-        ..DecodeRequest::default()
+        ..DecodeRequest::by(FLAGS)
     };
     let refused = translator
-        .resolver(Some(Layer::asked(asked, FLAGS)), None)
+        .decode_settings(Some(asked), None)
         .expect_err("a beam wider than the vocabulary is refused");
     assert!(!refused.in_config, "the flag asked for it, not the file");
     assert!(refused.message.contains("--beam"), "{}", refused.message);
     // A door's own widest beam bounds it too.
     let asked = DecodeRequest {
         beam: Some(3),
-        ..DecodeRequest::default()
+        ..DecodeRequest::by(settings::FIELDS)
     };
     let refused = translator
-        .resolver(Some(Layer::asked(asked, settings::FIELDS)), Some(2))
+        .decode_settings(Some(asked), Some(2))
         .expect_err("a beam wider than the door's is refused");
     assert!(refused.message.contains("beam"), "{}", refused.message);
 }
@@ -125,7 +125,7 @@ fn int8_is_asked_for_at_the_door_and_the_model_computes_in_it() {
     } else {
         assert!(translator.notes().iter().any(|n| n.contains("float32")));
     }
-    let options = translator.default_options().unwrap();
+    let options = translator.default_settings().unwrap();
     let translations = translator.translate(&SOURCES, &options).unwrap();
     assert!(translations.iter().all(|t| !t.ids.is_empty()));
 }
@@ -136,7 +136,7 @@ fn int8_is_asked_for_at_the_door_and_the_model_computes_in_it() {
 #[test]
 fn the_library_cuts_a_text_into_sentences_as_the_command_line_does() {
     let translator = opened();
-    let options = translator.default_options().unwrap();
+    let options = translator.default_settings().unwrap();
     let paragraph = "ich mochte ein bier . ich mochte ein cola .\nein bier";
     let whole = translator.translate(&[paragraph], &options).unwrap();
     assert_eq!(whole.len(), 1);

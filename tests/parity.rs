@@ -13,7 +13,7 @@ use candle_core::{Device, Tensor};
 use serde_json::Value;
 use transformer::checkpoint;
 use transformer::decoding::teacher_forced_log_probs;
-use transformer::infer::settings::{DecodeRequest, Layer};
+use transformer::infer::settings::DecodeRequest;
 use transformer::infer::{LoadOptions, Translator};
 use transformer::model::families::encoder_decoder::EncoderDecoder;
 use transformer::model::{masks, Mode};
@@ -122,12 +122,9 @@ fn greedy_decodes_match(fixture: &str) {
         let max_steps = case["max_steps"].as_u64().unwrap() as usize;
         let asked = DecodeRequest {
             max_len: Some(max_steps),
-            ..DecodeRequest::default()
+            ..DecodeRequest::by(FLAGS)
         };
-        let options = translator
-            .resolver(Some(Layer::asked(asked, FLAGS)), None)
-            .unwrap()
-            .defaults();
+        let options = translator.decode_settings(Some(asked), None).unwrap();
         let got = translator
             .translate_sentences(&[source], &options)
             .unwrap()

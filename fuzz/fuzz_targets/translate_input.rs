@@ -12,7 +12,7 @@ use transformer::config::{Config, DataConfig, ModelConfig, TokenizerKind};
 use transformer::corpus::read_corpus;
 use transformer::tokenize::Tokenizers;
 use transformer::model::{make_model, EncoderDecoder, VocabSizes};
-use transformer::infer::translator::{DecodeOptions, ConfiguredTranslator};
+use transformer::infer::translator::{DecodeSettings, ConfiguredTranslator};
 
 struct Fixture {
     model: EncoderDecoder,
@@ -71,10 +71,10 @@ fuzz_target!(|data: &[u8]| {
         tokenizers: &fixture.tokenizers,
         max_positions: fixture.max_len,
         device: &Device::Cpu,
-        options: DecodeOptions {
+        options: DecodeSettings {
             beam: 1 + usize::from(selector / 2 % 3),
             max_len: Some(8),
-            ..DecodeOptions::default()
+            ..DecodeSettings::default()
         },
     };
     let translation = translator.translate(text).expect("any text translates");

@@ -13,7 +13,7 @@ use anyhow::Context;
 use candle_core::Device;
 
 use super::Measurement;
-use crate::infer::settings::{DecodeRequest, Layer};
+use crate::infer::settings::DecodeRequest;
 use crate::infer::{LoadOptions, Translator};
 
 /// Most tokens each translation generates, `</s>` included.
@@ -46,10 +46,9 @@ pub fn marian_decoding(
         length_penalty: Some(1.0),
         max_len: Some(MARIAN_MAX_TOKENS),
         n_best: None,
+        ..DecodeRequest::by(crate::flags::FLAGS)
     };
-    let options = opened
-        .resolver(Some(Layer::asked(asked, crate::flags::FLAGS)), None)?
-        .defaults();
+    let options = opened.decode_settings(Some(asked), None)?;
     let translator = opened.with(options);
     // One sentence first, untimed, to warm up.
     translator.translate(&sources[0])?;

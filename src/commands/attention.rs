@@ -14,7 +14,7 @@ use crate::corpus::normalize_sentence;
 use crate::errors::UsageError;
 use crate::flags::{at_least_one, DeviceArgs};
 use crate::infer::attention::{attention_grids, TeacherForcedPair};
-use crate::infer::settings::DecodeOptions;
+use crate::infer::settings::DecodeSettings;
 use crate::infer::LoadOptions;
 use crate::plot::write_attention_heatmaps;
 use crate::progress::Verbosity;
@@ -84,7 +84,7 @@ pub fn run(args: AttentionArgs) -> anyhow::Result<()> {
             ids
         }
         None => {
-            let translation = opened.with(DecodeOptions::default()).translate(&text)?;
+            let translation = opened.with(DecodeSettings::default()).translate(&text)?;
             print_line(&translation.translation)?;
             translation.ids
         }

@@ -11,7 +11,7 @@ use clap::Args;
 use crate::checkpoint::{self, Checkpoint, Task};
 use crate::decoding::sampling::Sampling;
 use crate::flags::{at_least_one, finite, non_negative, DeviceArgs};
-use crate::infer::settings::{self, DecodeRequest, Layer};
+use crate::infer::settings::{self, DecodeRequest};
 use crate::infer::text_generator::{Continuation, Continued};
 use crate::progress::Verbosity;
 use crate::stdin_lines::{BatchEnd, StdinLines};
@@ -102,12 +102,10 @@ fn continuation(args: &GenerateArgs, loaded: &Checkpoint) -> anyhow::Result<Cont
     let asked = DecodeRequest {
         beam: Some(beam),
         length_penalty: args.length_penalty,
-        ..DecodeRequest::default()
+        ..DecodeRequest::by(crate::flags::FLAGS)
     };
     let options =
-        settings::resolver_of(loaded, Some(Layer::asked(asked, crate::flags::FLAGS)), None)
-            .map_err(crate::errors::refused)?
-            .defaults();
+        settings::settings_of(loaded, Some(asked), None).map_err(crate::errors::refused)?;
     Ok(match options.beam_settings() {
         Some(settings) => Continuation::Beam(settings),
         None => Continuation::Sample(Sampling {

@@ -135,7 +135,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         crate::open_checkpoint::OnePairLanguages::Rename,
     )?;
     let decode =
-        crate::open_checkpoint::decode_resolver(&args.decode, &translator, Some(WIDEST_BEAM))?;
+        crate::open_checkpoint::decode_settings(&args.decode, &translator, Some(WIDEST_BEAM))?;
     let settings = ServeSettings {
         addr: SocketAddr::new(args.host, args.port),
         policy: BatchPolicy {

@@ -106,7 +106,7 @@ pub fn run(args: TranslateArgs) -> anyhow::Result<()> {
         crate::open_checkpoint::OnePairLanguages::Refuse,
     )?;
     crate::open_checkpoint::require_language_pair(&opened)?;
-    let options = crate::open_checkpoint::decode_options(&args.decode.settings, &opened)?;
+    let options = crate::open_checkpoint::decode_settings(&args.decode.settings, &opened, None)?;
     let translator = opened.with(options);
     let loaded = opened.checkpoint();
     if let Some(out) = &args.out {

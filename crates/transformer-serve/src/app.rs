@@ -12,8 +12,7 @@ use super::files::FileStore;
 use super::languages::{Checked, Languages};
 use super::prometheus::ServerCounters;
 use super::setting_names::ServeSettingNames;
-use transformer::infer::settings::DecodeOptions;
-use transformer::infer::settings::{DecodeRequest, Resolver, SettingNames};
+use transformer::infer::settings::{DecodeRequest, DecodeSettings};
 use transformer::infer::translator::Translation;
 use transformer::infer::Translator;
 use transformer::sentences::SentenceSplitter;
@@ -44,7 +43,7 @@ pub struct AppState {
     /// How answers name the settings.
     pub names: ServeSettingNames,
     /// Resolves each request's decoding settings over the checkpoint's and the flags'.
-    pub decode: Resolver,
+    pub decode: DecodeSettings,
     pub max_batch: usize,
     /// The device, as `/health` reports it.
     pub device: String,
@@ -66,8 +65,8 @@ impl AppState {
     pub fn in_languages(
         &self,
         checked: &Checked,
-        options: DecodeOptions,
-    ) -> Result<(DecodeOptions, SentenceSplitter), ApiError> {
+        options: DecodeSettings,
+    ) -> Result<(DecodeSettings, SentenceSplitter), ApiError> {
         if !self.languages.multilingual() {
             return Ok((options, self.splitter.clone()));
         }
@@ -77,24 +76,14 @@ impl AppState {
             .language_ids(&pair.source, &pair.target)
             .map_err(|e| ApiError::bad_request(format!("invalid request: {e:#}")))?;
         let splitter = SentenceSplitter::new(Some(&pair.source), self.splitter.enabled());
-        Ok((
-            DecodeOptions {
-                languages,
-                ..options
-            },
-            splitter,
-        ))
+        Ok((options.with_languages(languages), splitter))
     }
 
-    /// A request's decoding settings, named as its endpoint names them, over the server's;
+    /// A request's decoding settings (named as its endpoint names them) over the server's;
     /// a value out of bounds is a 400 that names it.
-    pub fn decode_options(
-        &self,
-        request: DecodeRequest,
-        names: SettingNames,
-    ) -> Result<DecodeOptions, ApiError> {
+    pub fn decode_settings(&self, request: DecodeRequest) -> Result<DecodeSettings, ApiError> {
         self.decode
-            .resolve(request, names)
+            .ask(request)
             .map_err(|e| ApiError::bad_request(format!("invalid request: {e}")))
     }
 
@@ -122,7 +111,7 @@ impl AppState {
         &self,
         texts: &[String],
         sentences: &[String],
-        options: &DecodeOptions,
+        options: &DecodeSettings,
     ) -> Result<(), ApiError> {
         self.check_count(texts)?;
         for (i, text) in texts.iter().enumerate() {
@@ -208,7 +197,7 @@ impl AppState {
     pub async fn translate(
         &self,
         sentences: Vec<String>,
-        options: DecodeOptions,
+        options: DecodeSettings,
     ) -> Result<Vec<Translation>, ApiError> {
         if sentences.len() > self.queue.capacity() {
             return Err(ApiError::bad_request(format!(

@@ -16,7 +16,7 @@ use tokio::sync::oneshot;
 
 use super::prometheus::ServerCounters;
 use transformer::infer::attention::{attention_grids, TeacherForcedPair};
-use transformer::infer::settings::DecodeOptions;
+use transformer::infer::settings::DecodeSettings;
 use transformer::infer::translator::{ConfiguredTranslator, Translation};
 use transformer::infer::Translator;
 use transformer_plot::AttentionGrid;
@@ -32,14 +32,14 @@ enum Work {
 
 struct TranslateJob {
     sentences: Vec<String>,
-    options: DecodeOptions,
+    options: DecodeSettings,
     reply: oneshot::Sender<Result<Vec<Translation>, String>>,
 }
 
 struct AttentionJob {
     sentence: String,
     layers: Vec<usize>,
-    options: DecodeOptions,
+    options: DecodeSettings,
     reply: oneshot::Sender<Result<(Translation, Vec<AttentionGrid>), String>>,
 }
 
@@ -84,7 +84,7 @@ impl Queue {
     pub fn translate(
         &self,
         sentences: Vec<String>,
-        options: DecodeOptions,
+        options: DecodeSettings,
     ) -> Result<Reply<Vec<Translation>>, Refused> {
         let (reply, answer) = oneshot::channel();
         self.submit(Work::Translate(TranslateJob {
@@ -101,7 +101,7 @@ impl Queue {
         &self,
         sentence: String,
         layers: Vec<usize>,
-        options: DecodeOptions,
+        options: DecodeSettings,
     ) -> Result<Reply<(Translation, Vec<AttentionGrid>)>, Refused> {
         let (reply, answer) = oneshot::channel();
         self.submit(Work::Attention(AttentionJob {
@@ -201,7 +201,7 @@ impl Worker {
     /// `first` and the translation jobs with its decode settings that are held or arrive
     /// within `max_wait`, up to `max_batch` sentences.
     fn gather(&mut self, first: TranslateJob) -> Vec<TranslateJob> {
-        let options = first.options;
+        let options = first.options.clone();
         let mut sentences = first.sentences.len();
         let mut batch = vec![first];
         let mut kept = VecDeque::new();
@@ -240,7 +240,7 @@ impl Worker {
         for job in abandoned {
             self.release(job.sentences.len().max(1));
         }
-        let Some(options) = live.first().map(|job| job.options) else {
+        let Some(options) = live.first().map(|job| job.options.clone()) else {
             return;
         };
         let answers: Vec<Result<Vec<Translation>, String>> =
@@ -266,7 +266,7 @@ impl Worker {
     fn decode_sorted(
         &self,
         jobs: &[TranslateJob],
-        options: DecodeOptions,
+        options: DecodeSettings,
     ) -> Result<Vec<Vec<Option<Translation>>>, String> {
         let translator = self.translator(options);
         let mut order: Vec<(usize, usize, usize)> = jobs
@@ -317,7 +317,7 @@ impl Worker {
         Ok(results)
     }
 
-    fn translator(&self, options: DecodeOptions) -> ConfiguredTranslator<'_> {
+    fn translator(&self, options: DecodeSettings) -> ConfiguredTranslator<'_> {
         self.translator.with(options)
     }
 
@@ -335,7 +335,7 @@ impl Worker {
         &self,
         sentence: &str,
         layers: &[usize],
-        options: DecodeOptions,
+        options: DecodeSettings,
     ) -> anyhow::Result<(Translation, Vec<AttentionGrid>)> {
         let translator = self.translator(options);
         let translation = translator.translate(sentence)?;

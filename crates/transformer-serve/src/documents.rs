@@ -71,8 +71,7 @@ pub async fn translate_file(
             DocumentFormat::all_extensions()
         ))
     })?;
-    let options =
-        state.decode_options(DecodeRequest::default(), settings::LIBRETRANSLATE_FIELDS)?;
+    let options = state.decode_settings(DecodeRequest::by(settings::LIBRETRANSLATE_FIELDS))?;
     let (options, splitter) = state.in_languages(&checked, options)?;
     let shown = safe_file_name(&name);
     let translator = state.translator.clone();
@@ -98,7 +97,7 @@ pub async fn translate_file(
     let chunk = (state.max_batch * 4).max(1);
     let mut translations = Vec::with_capacity(prepared.sentences().len());
     for sentences in prepared.sentences().chunks(chunk) {
-        let done = state.translate(sentences.to_vec(), options).await?;
+        let done = state.translate(sentences.to_vec(), options.clone()).await?;
         translations.extend(done.into_iter().map(|t| t.translation));
     }
     let translated = blocking(files, size, move || prepared.finish(&translations))

@@ -42,7 +42,7 @@ use auth::ApiKey;
 use files::FileStore;
 use languages::{LanguagePair, Languages};
 use prometheus::ServerCounters;
-use transformer::infer::settings::Resolver;
+use transformer::infer::settings::DecodeSettings;
 use transformer::infer::Translator;
 use transformer::sentences::SentenceSplitter;
 
@@ -59,7 +59,7 @@ pub struct ServeSettings {
     /// source language's rules.
     pub pair_names: (Option<String>, Option<String>),
     /// Decoding settings below a request's: the checkpoint's `[decode]`, then the flags.
-    pub decode: Resolver,
+    pub decode: DecodeSettings,
     /// Whether texts are cut into sentences (else each line is one).
     pub sentence_split: bool,
     /// Where and how long translated files are kept; `None`: `/translate_file` is off.

@@ -15,7 +15,7 @@ use super::app::Shared;
 use super::body::{self, Accepts};
 use super::error::ApiError;
 use super::languages::name_of;
-use transformer::infer::settings::DecodeOptions;
+use transformer::infer::settings::DecodeSettings;
 use transformer::infer::settings::{self, DecodeRequest};
 use transformer::infer::translator::Translation;
 use transformer::sentences::{SentenceBatch, SentenceSplitter};
@@ -62,9 +62,9 @@ pub async fn translate(
     // The translation and its alternatives are the n best hypotheses of one beam search.
     let asked = DecodeRequest {
         n_best: (alternatives > 0).then_some(alternatives.saturating_add(1)),
-        ..DecodeRequest::default()
+        ..DecodeRequest::by(settings::LIBRETRANSLATE_FIELDS)
     };
-    let options = state.decode_options(asked, settings::LIBRETRANSLATE_FIELDS)?;
+    let options = state.decode_settings(asked)?;
     let (options, splitter) = state.in_languages(&checked, options)?;
     let results = if html {
         translate_html(&state, &texts, options, &splitter, alternatives).await?
@@ -90,7 +90,7 @@ pub async fn translate(
 async fn translate_html(
     state: &Shared,
     texts: &[String],
-    options: DecodeOptions,
+    options: DecodeSettings,
     splitter: &SentenceSplitter,
     alternatives: usize,
 ) -> Result<Vec<TextResult>, ApiError> {

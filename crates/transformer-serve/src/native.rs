@@ -15,7 +15,7 @@ use super::app::{answer, Shared};
 use super::body::{self, Accepts};
 use super::error::ApiError;
 use transformer::corpus::normalize_sentence;
-use transformer::infer::settings::DecodeOptions;
+use transformer::infer::settings::DecodeSettings;
 use transformer::infer::settings::{self, DecodeRequest};
 use transformer::infer::translator::Translation;
 use transformer::sentences::SentenceBatch;
@@ -85,14 +85,15 @@ pub struct TranslateResponse {
 }
 
 /// The request's decoding settings over the server's, through the one resolver.
-fn options(state: &Shared, request: &TranslateRequest) -> Result<DecodeOptions, ApiError> {
+fn options(state: &Shared, request: &TranslateRequest) -> Result<DecodeSettings, ApiError> {
     let asked = DecodeRequest {
         beam: request.beam,
         length_penalty: request.length_penalty,
         max_len: request.max_len,
         n_best: request.n_best,
+        ..DecodeRequest::by(settings::FIELDS)
     };
-    state.decode_options(asked, settings::FIELDS)
+    state.decode_settings(asked)
 }
 
 /// The key of an `Authorization: Bearer KEY` header (the scheme in any case, RFC 9110
@@ -162,17 +163,13 @@ pub async fn attention(
     )?;
     // The server's decoding, with the target cut where the picture stays a picture, and the
     // request's work bounded as a translation's is.
-    let options = DecodeOptions {
-        max_len: Some(
-            state
-                .decode
-                .defaults()
-                .max_len
-                .unwrap_or(usize::MAX)
-                .min(MAX_ATTENTION_TARGET),
-        ),
-        ..state.decode.defaults()
-    };
+    let mut options = state.decode.clone();
+    options.max_len = Some(
+        options
+            .max_len
+            .unwrap_or(usize::MAX)
+            .min(MAX_ATTENTION_TARGET),
+    );
     let one = std::slice::from_ref(&text);
     state.check_texts(one, one, &options)?;
     let reply = state

@@ -26,7 +26,7 @@
 //!   state that lets a run resume exactly
 //! - [`decoding`]: greedy decoding (the reference's loop and a cached, batched one), beam
 //!   search and sampling, over the decoding contract
-//! - [`infer`]: the one front door (`Translator::open`), the one resolver of decoding
+//! - [`infer`]: the one front door (`Translator::open`), the one place that settles decoding
 //!   settings ([`infer::settings`]); the translator (sentences in, sentences out) and the text
 //!   generator, one or the other as `infer::Inference`
 //! - [`metrics`]: BLEU (6.1) and chrF exactly as sacreBLEU computes them, and a training

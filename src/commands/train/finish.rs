@@ -195,7 +195,7 @@ pub(super) fn report(
 /// After a finished run: the sample sentences translated, or one greedy line of a language
 /// model, on stdout.
 pub(super) fn show_what_it_learned(trainer: &Trainer, samples: &[String]) -> anyhow::Result<()> {
-    match trainer.inference(trainer.decode_options()) {
+    match trainer.inference(trainer.decode_settings()) {
         Inference::Translation(translator) => {
             let translations = translator.translate_batch(samples)?;
             for (source, translation) in samples.iter().zip(translations) {

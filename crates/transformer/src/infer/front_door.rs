@@ -9,7 +9,7 @@
 //! use transformer::infer::{LoadOptions, Translator};
 //! # fn main() -> anyhow::Result<()> {
 //! let translator = Translator::open("runs/base".as_ref(), &candle_core::Device::Cpu, LoadOptions::default())?;
-//! let options = translator.default_options()?;
+//! let options = translator.default_settings()?;
 //! for translation in translator.translate(&["ich mochte ein bier"], &options)? {
 //!     println!("{}", translation.translation);
 //! }
@@ -21,8 +21,7 @@ use std::path::{Path, PathBuf};
 
 use candle_core::Device;
 
-use super::settings::DecodeOptions;
-use super::settings::{resolver_of, Layer, Refused, Resolver};
+use super::settings::{settings_of, DecodeRequest, DecodeSettings, Refused};
 use super::translator::{Batching, ConfiguredTranslator, SourceLimit, Translation};
 use crate::checkpoint::{self, Checkpoint, Task};
 use crate::config::ComputeType;
@@ -125,7 +124,7 @@ impl Translator {
     }
 
     /// A multilingual model's language pair `source` -> `target` as its tokens, for a
-    /// request's [`DecodeOptions::languages`]; an unknown code is an error listing some it
+    /// request's [`DecodeSettings::languages`]; an unknown code is an error listing some it
     /// has. `None` for a model of one language pair.
     pub fn language_ids(&self, source: &str, target: &str) -> anyhow::Result<Option<LanguageIds>> {
         self.checkpoint
@@ -135,24 +134,25 @@ impl Translator {
             .transpose()
     }
 
-    /// The resolver of a door: the checkpoint's `[decode]`, then `asked` (a door's own
-    /// settings: flags, a server's defaults); `door_beam` is the door's widest beam. A
-    /// setting out of bounds is refused, naming where it came from.
-    pub fn resolver(
+    /// The decoding settings of a door: the checkpoint's `[decode]`, then `asked` (a door's
+    /// own settings: flags, a server's defaults); `door_beam` is the door's widest beam. A
+    /// setting out of bounds is refused, naming where it came from; each of the door's
+    /// requests is settled over the result ([`DecodeSettings::ask`]).
+    pub fn decode_settings(
         &self,
-        asked: Option<Layer>,
+        asked: Option<DecodeRequest>,
         door_beam: Option<usize>,
-    ) -> Result<Resolver, Refused> {
-        resolver_of(&self.checkpoint, asked, door_beam)
+    ) -> Result<DecodeSettings, Refused> {
+        settings_of(&self.checkpoint, asked, door_beam)
     }
 
     /// The checkpoint's own decoding settings, checked.
-    pub fn default_options(&self) -> Result<DecodeOptions, Refused> {
-        Ok(self.resolver(None, None)?.defaults())
+    pub fn default_settings(&self) -> Result<DecodeSettings, Refused> {
+        self.decode_settings(None, None)
     }
 
-    /// Decodes with `options` (see [`Self::resolver`] for settings a door asks for).
-    pub fn with(&self, options: DecodeOptions) -> ConfiguredTranslator<'_> {
+    /// Decodes with `options` (see [`Self::decode_settings`] for settings a door asks for).
+    pub fn with(&self, options: DecodeSettings) -> ConfiguredTranslator<'_> {
         ConfiguredTranslator {
             model: self.checkpoint.model.decoding(),
             tokenizers: &self.checkpoint.tokenizers,
@@ -173,11 +173,11 @@ impl Translator {
     pub fn translate(
         &self,
         texts: &[&str],
-        options: &DecodeOptions,
+        options: &DecodeSettings,
     ) -> anyhow::Result<Vec<Translation>> {
         let batch = SentenceBatch::new(&self.sentence_splitter(), texts);
         let translations = self
-            .with(*options)
+            .with(options.clone())
             .translate_all(batch.sentences(), Batching::default())?;
         Ok(texts
             .iter()
@@ -200,10 +200,10 @@ impl Translator {
     pub fn translate_sentences(
         &self,
         sentences: &[&str],
-        options: &DecodeOptions,
+        options: &DecodeSettings,
     ) -> anyhow::Result<Vec<Translation>> {
         let sentences: Vec<String> = sentences.iter().map(|s| s.to_string()).collect();
-        self.with(*options).translate_batch(&sentences)
+        self.with(options.clone()).translate_batch(&sentences)
     }
 
     /// How many tokens of a source are translated (a longer one is cut to them and marked

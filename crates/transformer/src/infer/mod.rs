@@ -22,7 +22,7 @@ use candle_core::Device;
 
 use crate::model::Model;
 use crate::tokenize::Tokenizers;
-use settings::DecodeOptions;
+use settings::DecodeSettings;
 use text_generator::TextGenerator;
 use translator::ConfiguredTranslator;
 
@@ -39,7 +39,7 @@ impl<'a> Inference<'a> {
         model: &'a Model,
         tokenizers: &'a Tokenizers,
         device: &'a Device,
-        options: DecodeOptions,
+        options: DecodeSettings,
     ) -> Self {
         if model.reads_source() {
             Self::Translation(ConfiguredTranslator {

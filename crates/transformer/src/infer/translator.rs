@@ -8,7 +8,7 @@ pub use super::limits::{
     readable_beginning, readable_end, Batching, SourceLimit, DEFAULT_BATCH_SIZE,
     DEFAULT_BATCH_TOKENS, MOST_SOURCE_TOKENS,
 };
-use super::settings::DecodeOptions;
+use super::settings::DecodeSettings;
 pub use super::short_mark::is_short;
 use super::short_mark::is_short_for;
 pub use super::translation::{Alternative, Translation};
@@ -32,7 +32,7 @@ pub struct ConfiguredTranslator<'a> {
     pub model: &'a dyn DecodingModel,
     pub tokenizers: &'a Tokenizers,
     pub device: &'a Device,
-    pub options: DecodeOptions,
+    pub options: DecodeSettings,
     /// Each batch decoded over the target ids its sources allow, when given.
     pub vocab_map: Option<&'a VocabularyMap>,
 }

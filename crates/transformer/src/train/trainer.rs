@@ -21,8 +21,7 @@ use super::schedule::rate_of_step;
 use super::state::{DataFingerprint, RunClock, RunPosition};
 use crate::config::Config;
 use crate::distributed::{Collective, SingleProcess};
-use crate::infer::settings::DecodeOptions;
-use crate::infer::settings::{self, DecodeBounds, Layer};
+use crate::infer::settings::{DecodeRequest, DecodeSettings};
 use crate::infer::Inference;
 use crate::metrics::{BleuStatistics, MetricRecord};
 use crate::model::{DropoutRng, Mode, Model, TeacherForced, TrainedWeights};
@@ -66,7 +65,7 @@ pub struct Trainer {
     /// included), for the benchmark.
     collective_seconds: f64,
     /// `[decode]`, resolved and checked against the model: how validation translates.
-    decode: DecodeOptions,
+    decode: DecodeSettings,
     /// What a step computes in (`training.dtype` on this device).
     precision: Precision,
 }
@@ -96,21 +95,18 @@ impl Trainer {
         let specials = data.tokenizers.specials();
         let seed = config.training.seed;
         let precision = Precision::plan(config.training.dtype, device)?;
-        let bounds = DecodeBounds {
-            target_vocab: vocab.tgt,
-            max_positions: config.model.max_len,
-            door_beam: None,
-            length_normalization: config.decode.length_normalization,
-            end_at_max_len: config.decode.end_at_max_len,
-            renormalize: config.decode.renormalize,
-            length_ratio: config.decode.length_ratio_or_default() as f32,
-        };
         let origin = match config.source_name.as_str() {
             "" => "the config",
             name => name,
         };
-        let decode = settings::resolve(&[Layer::config(&config.decode, origin)], &bounds)
-            .map_err(anyhow::Error::msg)?;
+        let decode = DecodeSettings::settle(
+            &config.decode,
+            vec![DecodeRequest::of_config(&config.decode, origin)],
+            vocab.tgt,
+            config.model.max_len,
+            None,
+        )
+        .map_err(anyhow::Error::msg)?;
         let weights = TrainedWeights::fresh(&config.model, vocab, seed, device)?;
         let t = &config.training;
         let settings = AdamSettings {
@@ -302,17 +298,17 @@ impl Trainer {
     }
 
     /// The translator or text generator over the model as it is now.
-    pub fn inference(&self, options: DecodeOptions) -> Inference<'_> {
+    pub fn inference(&self, options: DecodeSettings) -> Inference<'_> {
         self.inference_over(self.weights.model(), options)
     }
 
-    fn inference_over<'a>(&'a self, model: &'a Model, options: DecodeOptions) -> Inference<'a> {
+    fn inference_over<'a>(&'a self, model: &'a Model, options: DecodeSettings) -> Inference<'a> {
         Inference::of(model, &self.data.tokenizers, &self.device, options)
     }
 
     /// How validation translates: the config's `[decode]`, resolved.
-    pub fn decode_options(&self) -> DecodeOptions {
-        self.decode
+    pub fn decode_settings(&self) -> DecodeSettings {
+        self.decode.clone()
     }
 
     pub fn model(&self) -> &Model {
@@ -598,7 +594,8 @@ impl Trainer {
     /// statistics are summed: the score is one process's, exactly.
     fn validation_bleu(&self, valid: &ValidationData) -> anyhow::Result<Option<f64>> {
         let frozen = self.weights.frozen()?;
-        let Inference::Translation(translator) = self.inference_over(&frozen, self.decode) else {
+        let Inference::Translation(translator) = self.inference_over(&frozen, self.decode.clone())
+        else {
             return Ok(None);
         };
         let (rank, world) = (self.collective.rank(), self.collective.world());

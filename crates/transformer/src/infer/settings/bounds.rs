@@ -1,23 +1,22 @@
 //! The bounds every resolved setting meets (see the parent module's rule), each refused with
-//! the name its layer gives it.
+//! the name its request gives it.
 
-use super::DecodeOptions;
-use super::{DecodeBounds, Layer, Refused};
+use super::decode_settings::Bounds;
+use super::{DecodeRequest, DecodeSettings, Refused};
+use crate::config::LengthNormalization;
 
 /// The length penalty divides scores by ((5 + len) / 6)^alpha: alpha must keep that factor a
 /// finite, non-zero f32 (beam scores are f32) at every length up to the position table, or
 /// every hypothesis scores the same (0 or minus infinity) and the search picks at random.
 pub(super) fn check_length_penalty(
     alpha: f64,
-    layer: Option<&Layer>,
-    bounds: &DecodeBounds,
+    layer: Option<&DecodeRequest>,
+    normalization: LengthNormalization,
+    bounds: &Bounds,
 ) -> Result<f32, Refused> {
     // ln of f32::MAX, less a margin for the scores the factor divides.
     const LARGEST_EXPONENT: f64 = 80.0;
-    let longest = bounds
-        .length_normalization
-        .divisor(bounds.max_positions, 1.0)
-        .max(1.0);
+    let longest = normalization.divisor(bounds.max_positions, 1.0).max(1.0);
     let longest = f64::from(longest).ln();
     let limit = if longest > 0.0 {
         LARGEST_EXPONENT / longest
@@ -39,17 +38,17 @@ pub(super) fn check_length_penalty(
              positions; use a value between -{shown_limit} and {shown_limit} (0 to 2 is the \
              useful range)",
             layer.wrote(layer.names.length_penalty, shown(alpha)),
-            bounds.length_normalization.formula(),
+            normalization.formula(),
             bounds.max_positions
         ),
     ))
 }
 
 pub(super) fn check_n_best(
-    options: &DecodeOptions,
-    n_best_from: Option<&Layer>,
-    beam_from: Option<&Layer>,
-    bounds: &DecodeBounds,
+    options: &DecodeSettings,
+    n_best_from: Option<&DecodeRequest>,
+    beam_from: Option<&DecodeRequest>,
+    bounds: &Bounds,
 ) -> Result<(), Refused> {
     let Some(layer) = n_best_from else {
         return Ok(());
@@ -86,10 +85,10 @@ pub(super) fn check_n_best(
 }
 
 pub(super) fn check_beam(
-    options: &DecodeOptions,
-    beam_from: Option<&Layer>,
-    n_best_from: Option<&Layer>,
-    bounds: &DecodeBounds,
+    options: &DecodeSettings,
+    beam_from: Option<&DecodeRequest>,
+    n_best_from: Option<&DecodeRequest>,
+    bounds: &Bounds,
 ) -> Result<(), Refused> {
     let beam = options.beam;
     // Who asked for this beam: its own setting, or more hypotheses than the beam below.
@@ -132,9 +131,9 @@ pub(super) fn check_beam(
 }
 
 pub(super) fn check_max_len(
-    options: &DecodeOptions,
-    max_len_from: Option<&Layer>,
-    bounds: &DecodeBounds,
+    options: &DecodeSettings,
+    max_len_from: Option<&DecodeRequest>,
+    bounds: &Bounds,
 ) -> Result<(), Refused> {
     let (Some(max_len), Some(layer)) = (options.max_len, max_len_from) else {
         return Ok(());

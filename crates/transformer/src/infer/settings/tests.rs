@@ -10,20 +10,33 @@ const FLAGS: SettingNames = SettingNames {
     n_best: "--n-best",
 };
 
-fn bounds() -> DecodeBounds {
-    DecodeBounds {
-        target_vocab: 10,
-        max_positions: 64,
-        door_beam: None,
-        length_normalization: crate::config::LengthNormalization::Gnmt,
-        end_at_max_len: false,
-        renormalize: false,
-        length_ratio: 1.0,
-    }
+/// `requests` settled on a model of 10 target tokens and 64 positions, behind a door whose
+/// widest beam is `door_beam`.
+fn resolve(
+    requests: &[DecodeRequest],
+    door_beam: Option<usize>,
+) -> Result<DecodeSettings, Refused> {
+    DecodeSettings::settle(
+        &DecodeConfig::default(),
+        requests.to_vec(),
+        10,
+        64,
+        door_beam,
+    )
 }
 
-fn flags(request: DecodeRequest) -> Layer {
-    Layer::asked(request, FLAGS)
+/// A request that sets nothing yet.
+fn asks() -> DecodeRequest {
+    DecodeRequest::by(FLAGS)
+}
+
+/// `request` named as `names` says.
+fn named(request: DecodeRequest, names: SettingNames) -> DecodeRequest {
+    DecodeRequest { names, ..request }
+}
+
+fn flags(request: DecodeRequest) -> DecodeRequest {
+    named(request, FLAGS)
 }
 
 #[test]
@@ -36,34 +49,40 @@ fn each_layer_overrides_the_ones_below_setting_by_setting() {
     };
     let asked = DecodeRequest {
         beam: Some(2),
-        ..DecodeRequest::default()
+        ..asks()
     };
-    let options = resolve(&[Layer::config(&saved, "c.toml"), flags(asked)], &bounds()).unwrap();
+    let options = resolve(
+        &[DecodeRequest::of_config(&saved, "c.toml"), flags(asked)],
+        None,
+    )
+    .unwrap();
     assert_eq!(
         options,
-        DecodeOptions {
+        DecodeSettings {
             beam: 2,
             length_penalty: 0.6,
             max_len: Some(30),
             n_best: 1,
-            ..DecodeOptions::default()
+            ..DecodeSettings::default()
         }
     );
-    assert_eq!(resolve(&[], &bounds()).unwrap(), DecodeOptions::default());
+    assert_eq!(resolve(&[], None).unwrap(), DecodeSettings::default());
 }
 
 #[test]
 fn every_bound_is_refused_by_the_name_its_layer_uses() {
     let too_wide = DecodeRequest {
         beam: Some(13),
-        ..DecodeRequest::default()
+        ..asks()
     };
-    let error = resolve(&[flags(too_wide)], &bounds()).unwrap_err().message;
+    let error = resolve(&[flags(too_wide.clone())], None)
+        .unwrap_err()
+        .message;
     assert!(
         error.starts_with("--beam 13 is more than the 10 target tokens"),
         "{error}"
     );
-    let error = resolve(&[Layer::asked(too_wide, FIELDS)], &bounds())
+    let error = resolve(&[named(too_wide, FIELDS)], None)
         .unwrap_err()
         .message;
     assert!(error.starts_with("beam 13 is more than"), "{error}");
@@ -71,22 +90,18 @@ fn every_bound_is_refused_by_the_name_its_layer_uses() {
         beam: 11,
         ..DecodeConfig::default()
     };
-    let error = resolve(&[Layer::config(&saved, "run/config.toml")], &bounds())
+    let error = resolve(&[DecodeRequest::of_config(&saved, "run/config.toml")], None)
         .unwrap_err()
         .message;
     assert!(
         error.starts_with("decode.beam = 11 in run/config.toml is more"),
         "{error}"
     );
-    let server = DecodeBounds {
-        door_beam: Some(4),
-        ..bounds()
-    };
     let five = DecodeRequest {
         beam: Some(5),
-        ..DecodeRequest::default()
+        ..asks()
     };
-    let error = resolve(&[Layer::asked(five, FIELDS)], &server)
+    let error = resolve(&[named(five, FIELDS)], Some(4))
         .unwrap_err()
         .message;
     assert!(
@@ -95,11 +110,9 @@ fn every_bound_is_refused_by_the_name_its_layer_uses() {
     );
     let huge_alpha = DecodeRequest {
         length_penalty: Some(1e39),
-        ..DecodeRequest::default()
+        ..asks()
     };
-    let error = resolve(&[flags(huge_alpha)], &bounds())
-        .unwrap_err()
-        .message;
+    let error = resolve(&[flags(huge_alpha)], None).unwrap_err().message;
     assert!(
         error.starts_with(
             "--length-penalty 1e39 would take the length penalty ((5 + len) / 6)^alpha out \
@@ -110,9 +123,9 @@ fn every_bound_is_refused_by_the_name_its_layer_uses() {
     );
     let long = DecodeRequest {
         max_len: Some(65),
-        ..DecodeRequest::default()
+        ..asks()
     };
-    let error = resolve(&[flags(long)], &bounds()).unwrap_err().message;
+    let error = resolve(&[flags(long.clone())], None).unwrap_err().message;
     assert!(error.contains("--max-len 65 is more than the model's 64 positions"));
     assert_eq!(
         resolve(
@@ -120,7 +133,7 @@ fn every_bound_is_refused_by_the_name_its_layer_uses() {
                 max_len: Some(64),
                 ..long
             })],
-            &bounds()
+            None
         )
         .unwrap()
         .max_len,
@@ -132,31 +145,29 @@ fn every_bound_is_refused_by_the_name_its_layer_uses() {
 fn more_hypotheses_widen_a_beam_set_below_but_not_the_same_layers() {
     let alternatives = DecodeRequest {
         n_best: Some(3),
-        ..DecodeRequest::default()
+        ..asks()
     };
-    let lt = Layer::asked(alternatives, LIBRETRANSLATE_FIELDS);
-    let options = resolve(std::slice::from_ref(&lt), &bounds()).unwrap();
+    let lt = named(alternatives, LIBRETRANSLATE_FIELDS);
+    let options = resolve(std::slice::from_ref(&lt), None).unwrap();
     assert_eq!((options.beam, options.n_best), (3, 3));
     let wide_default = DecodeConfig {
         beam: 5,
         ..DecodeConfig::default()
     };
-    let options = resolve(&[Layer::config(&wide_default, "c"), lt], &bounds()).unwrap();
+    let options = resolve(&[DecodeRequest::of_config(&wide_default, "c"), lt], None).unwrap();
     assert_eq!((options.beam, options.n_best), (5, 3));
     let both = DecodeRequest {
         beam: Some(2),
         n_best: Some(3),
-        ..DecodeRequest::default()
+        ..asks()
     };
-    let error = resolve(&[Layer::asked(both, FIELDS)], &bounds())
-        .unwrap_err()
-        .message;
+    let error = resolve(&[named(both, FIELDS)], None).unwrap_err().message;
     assert!(error.starts_with("n_best 3 is more than beam 2"), "{error}");
     let many = DecodeRequest {
         n_best: Some(11),
-        ..DecodeRequest::default()
+        ..asks()
     };
-    let error = resolve(&[Layer::asked(many, LIBRETRANSLATE_FIELDS)], &bounds())
+    let error = resolve(&[named(many, LIBRETRANSLATE_FIELDS)], None)
         .unwrap_err()
         .message;
     assert_eq!(
@@ -174,24 +185,26 @@ fn a_bad_value_a_higher_layer_replaces_is_never_checked_and_blame_falls_on_its_l
         max_len: Some(500),
         ..DecodeConfig::default()
     };
-    let config = Layer::config(&saved, "ck/config.toml");
-    let error = resolve(std::slice::from_ref(&config), &bounds()).unwrap_err();
+    let config = DecodeRequest::of_config(&saved, "ck/config.toml");
+    let error = resolve(std::slice::from_ref(&config), None).unwrap_err();
     assert!(error.in_config, "{error}");
     let every_flag = DecodeRequest {
         beam: Some(2),
         length_penalty: Some(0.6),
         max_len: Some(10),
         n_best: None,
+        ..asks()
     };
-    let options = resolve(&[config.clone(), flags(every_flag)], &bounds()).unwrap();
+    let options = resolve(&[config.clone(), flags(every_flag)], None).unwrap();
     assert_eq!((options.beam, options.length_penalty), (2, 0.6));
     let bad_flag = DecodeRequest {
         beam: Some(2),
         length_penalty: Some(0.6),
         max_len: Some(65),
         n_best: None,
+        ..asks()
     };
-    let error = resolve(&[config, flags(bad_flag)], &bounds()).unwrap_err();
+    let error = resolve(&[config, flags(bad_flag)], None).unwrap_err();
     assert!(
         !error.in_config && error.message.starts_with("--max-len 65"),
         "{error}"
