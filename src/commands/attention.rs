@@ -52,9 +52,9 @@ pub fn run(args: AttentionArgs) -> anyhow::Result<()> {
         &device,
         LoadOptions {
             compute_type: args.compute_type,
+            language_names: crate::flags::LANGUAGE_FLAGS,
             ..LoadOptions::default()
         },
-        crate::open_checkpoint::OnePairLanguages::Refuse,
     )?;
     if opened.languages().is_some() {
         return Err(UsageError(

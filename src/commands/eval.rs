@@ -10,6 +10,7 @@ use clap::{ArgGroup, Args};
 use crate::atomic_file::write_atomic;
 use crate::errors::UsageError;
 use crate::flags::{DecodeArgs, DeviceArgs};
+use crate::infer::OnePairLanguages;
 use crate::metrics::{
     self, chrf_signature, corpus_bleu, corpus_chrf, read_segments, BleuScore, Case,
 };
@@ -143,8 +144,7 @@ fn translate_all(args: &EvalArgs, sources: &[String]) -> anyhow::Result<Vec<Stri
     let opened = crate::open_checkpoint::open_translator(
         args.checkpoint.as_deref(),
         &device,
-        args.decode.settings.load_options(),
-        crate::open_checkpoint::OnePairLanguages::Refuse,
+        args.decode.settings.load_options(OnePairLanguages::Refuse),
     )?;
     crate::open_checkpoint::require_language_pair(&opened)?;
     let options = crate::open_checkpoint::decode_settings(&args.decode.settings, &opened, None)?;

@@ -9,6 +9,7 @@ use std::time::Duration;
 use clap::Args;
 
 use crate::flags::{at_least_one, DecodeSettingsArgs, DeviceArgs};
+use crate::infer::OnePairLanguages;
 use crate::progress::Verbosity;
 use crate::serve::{
     serve, BatchPolicy, ConnectionLimits, FileSettings, Limits, ServeSettings, WIDEST_BEAM,
@@ -131,8 +132,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     let translator = crate::open_checkpoint::open_translator(
         args.checkpoint.as_deref(),
         &device,
-        args.decode.load_options(),
-        crate::open_checkpoint::OnePairLanguages::Rename,
+        args.decode.load_options(OnePairLanguages::Rename),
     )?;
     let decode =
         crate::open_checkpoint::decode_settings(&args.decode, &translator, Some(WIDEST_BEAM))?;

@@ -16,6 +16,7 @@ use crate::document::{DocumentFormat, DocxLimits, Prepared};
 use crate::errors::UsageError;
 use crate::flags::{DecodeArgs, DeviceArgs};
 use crate::infer::translator::{Batching, ConfiguredTranslator, Translation};
+use crate::infer::OnePairLanguages;
 use crate::input_text::{read_at_most, read_path, MOST_INPUT_BYTES};
 use crate::progress::{SentenceProgress, Verbosity};
 use crate::sentences::{SentenceBatch, SentenceSplitter};
@@ -102,8 +103,7 @@ pub fn run(args: TranslateArgs) -> anyhow::Result<()> {
     let opened = crate::open_checkpoint::open_translator(
         args.checkpoint.as_deref(),
         &device,
-        args.decode.settings.load_options(),
-        crate::open_checkpoint::OnePairLanguages::Refuse,
+        args.decode.settings.load_options(OnePairLanguages::Refuse),
     )?;
     crate::open_checkpoint::require_language_pair(&opened)?;
     let options = crate::open_checkpoint::decode_settings(&args.decode.settings, &opened, None)?;

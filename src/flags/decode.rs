@@ -6,6 +6,7 @@ use clap::Args;
 
 use super::{at_least_one, finite};
 use crate::config::ComputeType;
+use crate::infer::{LanguageNames, OnePairLanguages};
 
 #[derive(Debug, Args)]
 pub struct DecodeArgs {
@@ -74,16 +75,25 @@ pub struct DecodeSettingsArgs {
 }
 
 impl DecodeSettingsArgs {
-    /// How to open the checkpoint: these flags' compute type and vocabulary map.
-    pub fn load_options(&self) -> crate::infer::LoadOptions {
+    /// How to open the checkpoint: these flags' compute type, vocabulary map and languages,
+    /// which may rename a model of one pair's (a server's clients) or not (`one_pair`).
+    pub fn load_options(&self, one_pair: OnePairLanguages) -> crate::infer::LoadOptions {
         crate::infer::LoadOptions {
             compute_type: self.compute_type,
             vocab_map: self.vocab_map.clone(),
             source_lang: self.source_lang.clone(),
             target_lang: self.target_lang.clone(),
+            one_pair,
+            language_names: LANGUAGE_FLAGS,
         }
     }
 }
+
+/// The language codes as the command line names them, for the library's refusals.
+pub const LANGUAGE_FLAGS: LanguageNames = LanguageNames {
+    source: "--source-lang",
+    target: "--target-lang",
+};
 
 /// The decoding settings as the command line names them, for the resolver's errors.
 pub const FLAGS: crate::infer::settings::SettingNames = crate::infer::settings::SettingNames {

@@ -85,7 +85,7 @@ pub struct ByModule {
     pub quantized_from: Option<String>,
     pub format: Arc<dyn WeightFormat>,
     pub path: PathBuf,
-    /// The row scales of matrices quantized as they were read (`read_as.rs`), by their
+    /// The row scales of matrices quantized as they were read (`read.rs`), by their
     /// names beside their matrices', for the layers that ask: not the file's tensors.
     pub pending_scales: HashMap<String, Tensor>,
 }

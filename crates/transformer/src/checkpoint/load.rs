@@ -7,8 +7,9 @@ use std::path::{Path, PathBuf};
 use anyhow::bail;
 use candle_core::{Device, Tensor};
 
-use super::read::{is_int8_checkpoint, read_config_and_tokenizers, read_parts, read_weights};
-use super::read_weights::read_tensors;
+use super::read::{
+    is_int8_checkpoint, read_config_and_tokenizers, read_parts, read_tensors, read_weights,
+};
 use super::strict::{build_model, build_model_as};
 use super::{resolve, write, Checkpoint, LAST_DIR, MODEL_FILE, OPTIMIZER_FILE, STATE_FILE};
 use crate::config::{ComputeType, Config};

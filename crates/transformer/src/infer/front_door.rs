@@ -21,6 +21,8 @@ use std::path::{Path, PathBuf};
 
 use candle_core::Device;
 
+use super::languages::{checked_pair, require_pair};
+use super::languages::{LanguageNames, LanguageRefused, OnePairLanguages};
 use super::settings::{settings_of, DecodeRequest, DecodeSettings, Refused};
 use super::translator::{Batching, ConfiguredTranslator, SourceLimit, Translation};
 use crate::checkpoint::{self, Checkpoint, Task};
@@ -45,6 +47,11 @@ pub struct LoadOptions {
     pub source_lang: Option<String>,
     /// The target language's code, as `source_lang`.
     pub target_lang: Option<String>,
+    /// What a code may do to a model of one pair that names its own: refuse (the default)
+    /// or rename the pair for a server's clients.
+    pub one_pair: OnePairLanguages,
+    /// What the caller calls the two codes, for refusals and warnings.
+    pub language_names: LanguageNames,
 }
 
 /// A translation model opened for decoding: its checkpoint, its device and its settings.
@@ -52,13 +59,17 @@ pub struct Translator {
     checkpoint: Checkpoint,
     device: Device,
     vocab_map: Option<VocabularyMap>,
+    /// What the opener calls the language codes, for [`Self::require_language_pair`].
+    language_names: LanguageNames,
 }
 
 impl Translator {
     /// Opens the checkpoint at `path` (a checkpoint directory, a run directory whose `best/`
     /// or `last/` is taken, or a Hugging Face MarianMT, M2M100 or NLLB-200 directory) on
-    /// `device`, in the languages `options` names. A language model is refused, by name; so
-    /// is a language a multilingual model lacks.
+    /// `device`, in the languages `options` names. A language model is refused, by name; a
+    /// language the model cannot translate in is a [`LanguageRefused`] (a code a
+    /// multilingual model lacks, half a pair, another language than a model of one pair's
+    /// own unless `options.one_pair` renames, which is said among [`Self::notes`]).
     pub fn open(path: &Path, device: &Device, options: LoadOptions) -> anyhow::Result<Self> {
         let mut checkpoint = checkpoint::load_as(path, device, options.compute_type)?;
         checkpoint.model_for(Task::Translate)?;
@@ -70,12 +81,27 @@ impl Translator {
             checkpoint,
             device: device.clone(),
             vocab_map,
+            language_names: options.language_names,
         };
-        translator.name_languages(
-            options.source_lang.as_deref(),
-            options.target_lang.as_deref(),
+        let pair = checked_pair(
+            &translator.checkpoint,
+            options.source_lang,
+            options.target_lang,
+            options.one_pair,
+            options.language_names,
         )?;
+        translator.name_languages(pair.source.as_deref(), pair.target.as_deref())?;
+        translator
+            .checkpoint
+            .config
+            .notes
+            .splice(0..0, pair.warnings);
         Ok(translator)
+    }
+
+    /// Refuses to translate with a multilingual model before its language pair is named.
+    pub fn require_language_pair(&self) -> Result<(), LanguageRefused> {
+        require_pair(&self.checkpoint, self.language_names)
     }
 
     /// The checkpoint: its directory, config, tokenizers and model.

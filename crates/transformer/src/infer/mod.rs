@@ -9,6 +9,7 @@
 
 pub mod attention;
 mod front_door;
+mod languages;
 mod limits;
 pub mod settings;
 mod short_mark;
@@ -17,6 +18,7 @@ mod translation;
 pub mod translator;
 
 pub use front_door::{LoadOptions, Translator};
+pub use languages::{LanguageNames, LanguageRefused, OnePairLanguages};
 
 use candle_core::Device;
 
