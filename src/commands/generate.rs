@@ -89,7 +89,7 @@ pub fn run(args: GenerateArgs) -> anyhow::Result<()> {
     }
 }
 
-/// Sampling, or with `--beam` the beam search the resolver settles: the flags over the
+/// Sampling, or with `--beam` the beam search the decoding settings settle: the flags over the
 /// checkpoint's `[decode]` (its length penalty stands in for a flag left out).
 fn continuation(args: &GenerateArgs, loaded: &Checkpoint) -> anyhow::Result<Continuation> {
     let Some(beam) = args.beam else {

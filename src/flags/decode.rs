@@ -95,7 +95,7 @@ pub const LANGUAGE_FLAGS: LanguageNames = LanguageNames {
     target: "--target-lang",
 };
 
-/// The decoding settings as the command line names them, for the resolver's errors.
+/// The decoding settings as the command line names them, for their refusals.
 pub const FLAGS: crate::infer::settings::SettingNames = crate::infer::settings::SettingNames {
     beam: "--beam",
     length_penalty: "--length-penalty",

@@ -84,7 +84,7 @@ pub struct TranslateResponse {
     translations: Vec<Translation>,
 }
 
-/// The request's decoding settings over the server's, through the one resolver.
+/// The request's decoding settings, settled over the server's.
 fn options(state: &Shared, request: &TranslateRequest) -> Result<DecodeSettings, ApiError> {
     let asked = DecodeRequest {
         beam: request.beam,

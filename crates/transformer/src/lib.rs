@@ -2,8 +2,8 @@
 //! on Candle, with a trainer and a translator around it.
 //!
 //! Where each part of the paper lives (Figure 1, bottom to top):
-//! - [`model::embeddings`]: embeddings scaled by sqrt(d_model), sinusoidal positions (3.4,
-//!   3.5), and each side's embedding stack
+//! - [`model::embeddings`]: embeddings scaled by sqrt(d_model) (3.4) and each side's
+//!   embedding stack; [`model::positions`]: the sinusoidal positions (3.5)
 //! - [`model::attention`]: scaled dot-product attention and MultiHeadedAttention (3.2, Fig. 2);
 //!   [`model::masks`]: padding and subsequent-position masks (3.2.3)
 //! - [`model::feed_forward`]: the position-wise feed-forward network (3.3)

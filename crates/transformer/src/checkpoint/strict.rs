@@ -330,7 +330,7 @@ fn build_strictly_with(
         )
     };
     // The one check of the model's size on this path: a config no device here could hold is
-    // refused before a tensor is read.
+    // refused before the model is built.
     crate::model::footprint::refuse_if_too_large(model_config, vocab, device).map_err(mismatch)?;
     let format = weights.format.clone();
     let module_names: Vec<String> = weights.tensors.keys().cloned().collect();

@@ -1,9 +1,9 @@
 //! The one front door for inference: a translation checkpoint opened on a device. It owns
 //! what every door (`translate`, `eval`, `attention`, `serve`, the documents path, the
 //! benchmark) used to assemble by hand: the checkpoint of whichever family (our own, a
-//! Hugging Face MarianMT directory), the weight form its compute type asks for, and the
-//! layers under every request's decoding settings (the checkpoint's `[decode]`, named by its
-//! file, and what the model bounds).
+//! Hugging Face MarianMT directory), the weight form its compute type asks for, the language
+//! pair (checked by the library's rule, [`super::languages`]), and the decoding settings under
+//! every request (the checkpoint's `[decode]`, named by its file, and what the model bounds).
 //!
 //! ```no_run
 //! use transformer::infer::{LoadOptions, Translator};

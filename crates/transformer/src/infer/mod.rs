@@ -1,5 +1,5 @@
 //! Inference: text in, text out, over the decoders of [`crate::decoding`] and never a model
-//! family's own type. The settings the decoders run with ([`settings`]: one resolver for
+//! family's own type. The settings the decoders run with ([`settings`]: settled one way for
 //! every door), and the two front ends that take text in and give text out: the [`Translator`] (the one front door:
 //! `Translator::open` a checkpoint, then translate with settings it resolves; `translate`,
 //! `eval`, `attention`, the server and the benchmark all go through it), decoding through a

@@ -10,7 +10,7 @@ use crate::config::LengthNormalization;
 /// every hypothesis scores the same (0 or minus infinity) and the search picks at random.
 pub(super) fn check_length_penalty(
     alpha: f64,
-    layer: Option<&DecodeRequest>,
+    request: Option<&DecodeRequest>,
     normalization: LengthNormalization,
     bounds: &Bounds,
 ) -> Result<f32, Refused> {
@@ -28,16 +28,16 @@ pub(super) fn check_length_penalty(
     }
     // Rounded toward zero, so that the value shown is itself allowed.
     let shown_limit = (limit * 100.0).floor() / 100.0;
-    let Some(layer) = layer else {
+    let Some(request) = request else {
         return Ok(alpha as f32);
     };
     Err(Refused::by(
-        Some(layer),
+        Some(request),
         format!(
             "{} would take the length penalty {} out of f32's range at the model's {} \
              positions; use a value between -{shown_limit} and {shown_limit} (0 to 2 is the \
              useful range)",
-            layer.wrote(layer.names.length_penalty, shown(alpha)),
+            request.wrote(request.names.length_penalty, shown(alpha)),
             normalization.formula(),
             bounds.max_positions
         ),
@@ -45,36 +45,36 @@ pub(super) fn check_length_penalty(
 }
 
 pub(super) fn check_n_best(
-    options: &DecodeSettings,
+    settings: &DecodeSettings,
     n_best_from: Option<&DecodeRequest>,
     beam_from: Option<&DecodeRequest>,
     bounds: &Bounds,
 ) -> Result<(), Refused> {
-    let Some(layer) = n_best_from else {
+    let Some(request) = n_best_from else {
         return Ok(());
     };
-    let n_best = layer.wrote(layer.names.n_best, options.n_best);
-    if options.n_best == 0 {
+    let n_best = request.wrote(request.names.n_best, settings.n_best);
+    if settings.n_best == 0 {
         return Err(Refused::by(
-            Some(layer),
+            Some(request),
             format!("{n_best} must be at least 1"),
         ));
     }
-    if options.n_best > options.beam {
-        // Only a beam the same layer set can be narrower: any other is widened.
-        let beam = beam_from.map_or(format!("the beam {}", options.beam), |l| {
-            l.wrote(l.names.beam, options.beam)
+    if settings.n_best > settings.beam {
+        // Only a beam the same request set can be narrower: any other is widened.
+        let beam = beam_from.map_or(format!("the beam {}", settings.beam), |r| {
+            r.wrote(r.names.beam, settings.beam)
         });
         let widest = bounds
             .door_beam
             .map_or(bounds.target_vocab, |door| door.min(bounds.target_vocab));
-        let fix = if options.beam < widest {
+        let fix = if settings.beam < widest {
             "ask for fewer or widen the beam"
         } else {
             "ask for fewer (the beam is as wide as it can be)"
         };
         return Err(Refused::by(
-            Some(layer),
+            Some(request),
             format!(
                 "{n_best} is more than {beam}: a beam search keeps at most as many hypotheses \
                  as its beam; {fix}"
@@ -85,34 +85,34 @@ pub(super) fn check_n_best(
 }
 
 pub(super) fn check_beam(
-    options: &DecodeSettings,
+    settings: &DecodeSettings,
     beam_from: Option<&DecodeRequest>,
     n_best_from: Option<&DecodeRequest>,
     bounds: &Bounds,
 ) -> Result<(), Refused> {
-    let beam = options.beam;
+    let beam = settings.beam;
     // Who asked for this beam: its own setting, or more hypotheses than the beam below.
-    let (asker, fix, layer) = match (beam_from, n_best_from) {
-        (Some(layer), _) => (layer.wrote(layer.names.beam, beam), None, Some(layer)),
-        (None, Some(layer)) => (
+    let (asker, fix, request) = match (beam_from, n_best_from) {
+        (Some(request), _) => (request.wrote(request.names.beam, beam), None, Some(request)),
+        (None, Some(request)) => (
             format!(
                 "{} needs a beam of {beam} (one hypothesis per beam), and that",
-                layer.name(layer.names.n_best)
+                request.name(request.names.n_best)
             ),
             Some(format!(
                 "ask for fewer ({})",
-                layer.name(layer.names.n_best)
+                request.name(request.names.n_best)
             )),
-            Some(layer),
+            Some(request),
         ),
         (None, None) => (format!("the beam {beam}"), None, None),
     };
     let refuse = |bound: String, most: usize| {
         let fix = fix.clone().unwrap_or_else(|| format!("use at most {most}"));
-        Err(Refused::by(layer, format!("{asker} {bound}; {fix}")))
+        Err(Refused::by(request, format!("{asker} {bound}; {fix}")))
     };
     if beam == 0 {
-        return Err(Refused::by(layer, format!("{asker} must be at least 1")));
+        return Err(Refused::by(request, format!("{asker} must be at least 1")));
     }
     if beam > bounds.target_vocab {
         let vocab = bounds.target_vocab;
@@ -131,23 +131,23 @@ pub(super) fn check_beam(
 }
 
 pub(super) fn check_max_len(
-    options: &DecodeSettings,
+    settings: &DecodeSettings,
     max_len_from: Option<&DecodeRequest>,
     bounds: &Bounds,
 ) -> Result<(), Refused> {
-    let (Some(max_len), Some(layer)) = (options.max_len, max_len_from) else {
+    let (Some(max_len), Some(request)) = (settings.max_len, max_len_from) else {
         return Ok(());
     };
-    let name = layer.wrote(layer.names.max_len, max_len);
+    let name = request.wrote(request.names.max_len, max_len);
     if max_len == 0 {
         return Err(Refused::by(
-            Some(layer),
+            Some(request),
             format!("{name} must be at least 1"),
         ));
     }
     if max_len > bounds.max_positions {
         return Err(Refused::by(
-            Some(layer),
+            Some(request),
             format!(
                 "{name} is more than the model's {} positions (model.max_len); use at most {}",
                 bounds.max_positions, bounds.max_positions
