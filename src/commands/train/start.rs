@@ -82,10 +82,6 @@ pub(super) fn new_trainer(
     let (tokenizers, weights) = initial.unzip();
     let inherited = tokenizers.is_some();
     let (data, samples) = prepare_data(&config, tokenizers, verbosity, lead)?;
-    if config.decode.length_ratio.is_none() {
-        // What marks a translation short, measured on what the model learns from.
-        config.decode.length_ratio = data.length_ratio();
-    }
     if inherited && lead {
         init_from::warn_of_unknown_tokens(&data, &config);
     }

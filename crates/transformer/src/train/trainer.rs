@@ -77,13 +77,19 @@ impl Trainer {
     }
 
     /// As `new`, as one rank of `collective`: every rank starts from the same weights (the
-    /// same seed), and each step's batches are shared out (see `data_parallel`).
+    /// same seed), and each step's batches are shared out (see `data_parallel`). A config
+    /// that sets no `decode.length_ratio` gets the training data's, which marks a translation
+    /// short.
     pub fn joined(
-        config: Config,
+        mut config: Config,
         data: TrainingData,
         device: &Device,
         collective: Box<dyn Collective>,
     ) -> anyhow::Result<Self> {
+        if config.decode.length_ratio.is_none() {
+            // What marks a translation short, measured on what the model learns from.
+            config.decode.length_ratio = data.length_ratio();
+        }
         let vocab = data.tokenizers.vocab_sizes();
         crate::model::footprint::refuse_if_too_large_to_train(
             &config.model,
