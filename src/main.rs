@@ -104,11 +104,15 @@ fn main() -> ExitCode {
             if let Some(interrupted) = e.downcast_ref::<errors::Interrupted>() {
                 ExitCode::from(interrupted.exit_code)
             } else if e.downcast_ref::<errors::UsageError>().is_some()
-                || e.chain()
-                    .any(|c| c.is::<checkpoint::hugging_face::Unrunnable>())
+                || e.chain().any(|c| {
+                    c.is::<checkpoint::hugging_face::Unrunnable>()
+                        || c.is::<infer::LanguageRefused>()
+                })
             {
                 // A model of a family this tool does not run, or without its tokenizer
-                // files, is the user's choice of --checkpoint, as a Hub name's would be.
+                // files, is the user's choice of --checkpoint, as a Hub name's would be; a
+                // language it cannot translate in is the choice of --source-lang or
+                // --target-lang (the library words it with the flags' names).
                 ExitCode::from(USAGE_ERROR)
             } else {
                 ExitCode::FAILURE

@@ -6,12 +6,12 @@ use std::path::{Path, PathBuf};
 
 use crate::checkpoint::{self, Checkpoint, Task, RUNS_ROOT};
 use crate::commands::download;
-use crate::errors::{refused, UsageError};
+use crate::errors::refused;
 use crate::flags::DecodeSettingsArgs;
 use crate::infer::settings::DecodeRequest;
 use crate::infer::settings::DecodeSettings;
 use crate::infer::text_generator::TextGenerator;
-use crate::infer::{LanguageRefused, LoadOptions, Translator};
+use crate::infer::{LoadOptions, Translator};
 use crate::stdout;
 
 /// The checkpoint a command reads: `--checkpoint` when given, else the newest run of the
@@ -33,34 +33,19 @@ pub(crate) fn checkpoint_or_latest(given: Option<&Path>, task: Task) -> anyhow::
 /// `checkpoint_or_latest`), opened on `device` with `options` (its compute type the
 /// checkpoint's `decode.compute_type` when `None`; its language codes checked by the library's
 /// rule, `options.one_pair`), its notes said on stderr; a language model is refused, by name,
-/// and a language the model cannot translate in is a usage error naming its flag.
+/// and a language the model cannot translate in is refused naming its flag (a usage error:
+/// see `main`).
 pub(crate) fn open_translator(
     given: Option<&Path>,
     device: &candle_core::Device,
     options: LoadOptions,
 ) -> anyhow::Result<Translator> {
     let dir = checkpoint_or_latest(given, Task::Translate)?;
-    let translator = Translator::open(&dir, device, options).map_err(language_usage)?;
+    let translator = Translator::open(&dir, device, options)?;
     for note in translator.notes() {
         stdout::warn(format_args!("{note}"));
     }
     Ok(translator)
-}
-
-/// Refuses to translate with a multilingual model before `--source-lang` and `--target-lang`
-/// name its pair: a usage error.
-pub(crate) fn require_language_pair(translator: &Translator) -> anyhow::Result<()> {
-    translator
-        .require_language_pair()
-        .map_err(|refused| UsageError(refused.message).into())
-}
-
-/// A language code the model refused is a usage error (status 2): the flag names it.
-fn language_usage(error: anyhow::Error) -> anyhow::Error {
-    match error.downcast::<LanguageRefused>() {
-        Ok(refused) => UsageError(refused.message).into(),
-        Err(error) => error,
-    }
 }
 
 /// A text generator over a loaded checkpoint's model and target tokenizer.

@@ -1434,16 +1434,7 @@ fn a_full_disk_under_translate_out_keeps_whole_lines_only() {
     let out = disk.0.join("out.txt");
     std::fs::write(&out, "ORIGINAL\n").unwrap();
     // Fill the disk but for a few kilobytes.
-    let mut filler = std::fs::File::create(disk.0.join("filler")).unwrap();
-    while std::io::Write::write_all(&mut filler, &[0u8; 4096]).is_ok() {}
-    drop(filler);
-    let filler_len = std::fs::metadata(disk.0.join("filler")).unwrap().len();
-    std::fs::OpenOptions::new()
-        .write(true)
-        .open(disk.0.join("filler"))
-        .unwrap()
-        .set_len(filler_len - 6 * 1024)
-        .unwrap();
+    disk.fill_leaving(6 * 1024);
     let lines = "ich mochte ein bier\n".repeat(2000);
     let output = transformer()
         .args(["translate", "--device", "cpu", "--checkpoint"])

@@ -313,24 +313,29 @@ fn body_with_prefix_of(part: &str, prefix: &str) -> String {
         .replace("</w:", &format!("</{element}"))
 }
 
+/// The Word file `name` in `dir`, made of the main part `document`, translated into
+/// out.docx: its main part, and what the command said on stderr.
+fn translated_docx(dir: &Path, name: &str, document: &[u8]) -> (String, String) {
+    std::fs::write(dir.join(name), docx(document)).unwrap();
+    let output = succeeded(
+        transformer()
+            .current_dir(dir)
+            .args(["translate", "--device", "cpu", "--checkpoint"])
+            .arg(german_checkpoint())
+            .args(["--file", name, "--out", "out.docx"]),
+    );
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    (
+        document_part(&std::fs::read(dir.join("out.docx")).unwrap()),
+        stderr,
+    )
+}
+
 #[test]
 fn a_docx_is_read_by_namespace_whatever_prefix_it_binds_and_a_foreign_w_is_left_alone() {
     let dir = tempfile::tempdir().unwrap();
-    let translate = |name: &str, document: &str| -> (String, String) {
-        std::fs::write(dir.path().join(name), docx(document.as_bytes())).unwrap();
-        let output = succeeded(
-            transformer()
-                .current_dir(dir.path())
-                .args(["translate", "--device", "cpu", "--checkpoint"])
-                .arg(german_checkpoint())
-                .args(["--file", name, "--out", "out.docx"]),
-        );
-        let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
-        (
-            document_part(&std::fs::read(dir.path().join("out.docx")).unwrap()),
-            stderr,
-        )
-    };
+    let translate =
+        |name: &str, document: &str| translated_docx(dir.path(), name, document.as_bytes());
     let (as_w, w_stderr) = translate("w.docx", BODY);
     assert!(as_w.contains("I want a coke."), "{as_w}");
     for (name, prefix) in [("default.docx", ""), ("ns0.docx", "ns0")] {
@@ -865,20 +870,11 @@ fn empty_texts_comments_and_encodings_of_a_docx_are_read_as_word_means_them() {
             "<w:t>Ich mochte eine Cola.</w:t>",
             "<w:t>Ich mochte <!-- x -->eine Cola.</w:t>",
         );
-    std::fs::write(dir.path().join("odd.docx"), docx(body.as_bytes())).unwrap();
-    let output = succeeded(
-        transformer()
-            .current_dir(dir.path())
-            .args(["translate", "--device", "cpu", "--checkpoint"])
-            .arg(german_checkpoint())
-            .args(["--file", "odd.docx", "--out", "out.docx"]),
-    );
-    let stderr = String::from_utf8_lossy(&output.stderr);
+    let (document, stderr) = translated_docx(dir.path(), "odd.docx", body.as_bytes());
     assert!(
         stderr.contains("translated 3 sentences of odd.docx"),
         "{stderr}"
     );
-    let document = document_part(&std::fs::read(dir.path().join("out.docx")).unwrap());
     assert!(!document.contains("mochte"), "{document}");
     assert!(document.contains("I want a coke."), "{document}");
     let utf16: Vec<u8> = [0xFF, 0xFE]
@@ -915,20 +911,11 @@ fn a_hyperlink_an_insertion_and_a_soft_hyphen_do_not_cut_a_docx_sentence() {
         <w:r><w:rPr><w:rStyle w:val=\"Hyperlink\"/></w:rPr><w:t>eine</w:t></w:r></w:hyperlink>\
         <w:ins w:id=\"1\" w:author=\"x\"><w:r><w:t xml:space=\"preserve\"> Co</w:t></w:r></w:ins>\
         <w:r><w:softHyphen/><w:t>la.</w:t></w:r></w:p></w:body></w:document>";
-    std::fs::write(dir.path().join("marks.docx"), docx(body.as_bytes())).unwrap();
-    let output = succeeded(
-        transformer()
-            .current_dir(dir.path())
-            .args(["translate", "--device", "cpu", "--checkpoint"])
-            .arg(german_checkpoint())
-            .args(["--file", "marks.docx", "--out", "out.docx"]),
-    );
-    let stderr = String::from_utf8_lossy(&output.stderr);
+    let (document, stderr) = translated_docx(dir.path(), "marks.docx", body.as_bytes());
     assert!(
         stderr.contains("translated 1 sentence of marks.docx"),
         "{stderr}"
     );
-    let document = document_part(&std::fs::read(dir.path().join("out.docx")).unwrap());
     let text: String = document
         .split("<w:t")
         .skip(1)

@@ -444,17 +444,7 @@ fn a_full_disk_at_a_checkpoint_names_the_disk_removes_its_partial_save_and_keeps
     let run = disk.0.join("run");
     train(&config, &run, &["--stop-at-step", "5"]);
     // Fill the disk but for a few kilobytes, less than a checkpoint.
-    let mut filler = std::fs::File::create(disk.0.join("filler")).unwrap();
-    let block = vec![0u8; 4096];
-    while std::io::Write::write_all(&mut filler, &block).is_ok() {}
-    drop(filler);
-    let filler_len = std::fs::metadata(disk.0.join("filler")).unwrap().len();
-    std::fs::OpenOptions::new()
-        .write(true)
-        .open(disk.0.join("filler"))
-        .unwrap()
-        .set_len(filler_len - 16 * 1024)
-        .unwrap();
+    disk.fill_leaving(16 * 1024);
     let output = transformer()
         .args(["train", "--device", "cpu", "--resume"])
         .arg(&run)

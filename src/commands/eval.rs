@@ -146,7 +146,7 @@ fn translate_all(args: &EvalArgs, sources: &[String]) -> anyhow::Result<Vec<Stri
         &device,
         args.decode.settings.load_options(OnePairLanguages::Refuse),
     )?;
-    crate::open_checkpoint::require_language_pair(&opened)?;
+    opened.require_language_pair()?;
     let options = crate::open_checkpoint::decode_settings(&args.decode.settings, &opened, None)?;
     let translator = opened.with(options);
     let loaded = opened.checkpoint();

@@ -105,7 +105,7 @@ pub fn run(args: TranslateArgs) -> anyhow::Result<()> {
         &device,
         args.decode.settings.load_options(OnePairLanguages::Refuse),
     )?;
-    crate::open_checkpoint::require_language_pair(&opened)?;
+    opened.require_language_pair()?;
     let options = crate::open_checkpoint::decode_settings(&args.decode.settings, &opened, None)?;
     let translator = opened.with(options);
     let loaded = opened.checkpoint();

@@ -380,6 +380,16 @@ impl SmallDisk {
             .ok()?;
         mounted.status.success().then(|| Self(path.to_path_buf()))
     }
+
+    /// Fills the disk with the file `filler` but for `left` bytes.
+    #[allow(dead_code)] // not every test crate fills a disk
+    pub fn fill_leaving(&self, left: u64) {
+        let path = self.0.join("filler");
+        let mut filler = std::fs::File::create(&path).unwrap();
+        while std::io::Write::write_all(&mut filler, &[0u8; 4096]).is_ok() {}
+        let full = filler.metadata().unwrap().len();
+        filler.set_len(full - left).unwrap();
+    }
 }
 
 impl Drop for SmallDisk {

@@ -64,13 +64,7 @@ impl<M: Clone + PartialEq> InlineBlock<M> {
                         .then(|| find_free(whole, needle, &found))
                         .flatten()
                     {
-                        Some((s, e)) => found.push(Placed {
-                            start: s,
-                            end: e,
-                            mark: mark.clone(),
-                            text: None,
-                            spaced: false,
-                        }),
+                        Some(span) => found.push(Placed::over(span, mark.clone())),
                         None => inserted.push((
                             Anchor::of(&source, start, end, position(last)),
                             mark.clone(),
@@ -102,25 +96,12 @@ impl<M: Clone + PartialEq> InlineBlock<M> {
                 find_similar(whole, &own.join(" "), &found)
             };
             match span {
-                Some((s, e)) => found.push(Placed {
-                    start: s,
-                    end: e,
-                    mark: mark.clone(),
-                    text: None,
-                    spaced: false,
-                }),
+                Some(span) => found.push(Placed::over(span, mark.clone())),
                 None => unplaced.push((position(first), position(last), mark.clone())),
             }
         }
         for (from, to, mark) in unplaced {
-            let (start, end) = same_place(whole, from, to, &found)?;
-            found.push(Placed {
-                start,
-                end,
-                mark,
-                text: None,
-                spaced: false,
-            });
+            found.push(Placed::over(same_place(whole, from, to, &found)?, mark));
         }
         for (anchor, mark, text) in inserted {
             let at = anchor.point_in(whole, &found);

@@ -60,6 +60,19 @@ struct Placed<M> {
     spaced: bool,
 }
 
+impl<M> Placed<M> {
+    /// `mark` over the translation's `start..end`, text the translation already has.
+    fn over((start, end): (usize, usize), mark: M) -> Self {
+        Self {
+            start,
+            end,
+            mark,
+            text: None,
+            spaced: false,
+        }
+    }
+}
+
 /// A block's pieces in reading order, whose text is translated together.
 #[derive(Debug, Clone)]
 pub struct InlineBlock<M> {

@@ -68,7 +68,13 @@ pub fn load_as(
     }
     // Read in the form the model computes in (float32: as stored): no float copy of the
     // whole model is held.
-    let weights = read_weights(&dir, &config, device, compute)?;
+    // An int8 checkpoint's weights are read as stored, whatever the model computes in.
+    let read_form = if int8_file {
+        ComputeType::Float32
+    } else {
+        compute
+    };
+    let weights = read_weights(&dir, &config, device, read_form)?;
     let model = build_model_as(&config, &tokenizers, weights, device, compute)?;
     config.decode.compute_type = compute;
     Ok(Checkpoint {

@@ -45,7 +45,8 @@ pub(super) fn is_int8_checkpoint(dir: &Path) -> bool {
 
 /// The weights of the checkpoint in `dir`, whose config is `config`, under their module
 /// names: its matrices in `form` (converted as the file is read, so that no float copy of
-/// the whole model is held; an int8 checkpoint's as stored).
+/// the whole model is held; float32 reads them as stored, which an int8 checkpoint's must
+/// be).
 pub(super) fn read_weights(
     dir: &Path,
     config: &Config,
@@ -59,7 +60,7 @@ pub(super) fn read_weights(
     }
     let path = dir.join(MODEL_FILE);
     tensor_file::check_model_record(&path, &config.model)?;
-    if form != ComputeType::Float32 && !is_int8_checkpoint(dir) {
+    if form != ComputeType::Float32 {
         let ours = Arc::new(format::AnnotatedTransformer);
         return read_modules_as(&path, ours, device, form);
     }
