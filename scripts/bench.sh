@@ -15,6 +15,15 @@
 #   VMAP=0 scripts/bench.sh          # MarianMT without the vocabulary-map rows
 #   scripts/bench.sh --quick         # this tool's side only, one step of each, untimed:
 #                                    # that every workload still runs (.ci/run uses it)
+#   ISA=avx2 scripts/bench.sh        # every row capped at AVX2 + FMA on both sides (a Zen 3
+#                                    # or an older Intel desktop on any machine): ours with
+#                                    # TRANSFORMER_MAX_ISA and a build whose gemm stops at
+#                                    # AVX2; CTranslate2 with CT2_FORCE_CPU_ISA, PyTorch with
+#                                    # ATEN_CPU_CAPABILITY, both with MKL_ENABLE_INSTRUCTIONS
+#                                    # and ONEDNN_MAX_CPU_ISA; each peer's own verbose log is
+#                                    # checked before timing. ISA=avx2-vnni: an Intel laptop
+#                                    # since Alder Lake. Levels: baseline avx2 avx2-vnni
+#                                    # avx512 avx512-vnni avx512-bf16 amx (kernels::isa)
 #   BASELINE=/tmp/transformer-old PEERS=none scripts/bench.sh
 #                                    # this build against another build of the tool (a
 #                                    # refactor's before and after), interleaved; PEERS=none
@@ -66,6 +75,41 @@ if [ "$PEERS" != none ] && ! "$PYTHON" -c "import torch, safetensors" 2>/dev/nul
 fi
 cargo build --release --quiet
 BIN="${CARGO_TARGET_DIR:-target}/release/transformer"
+
+# The ISA cap (ISA=...), applied to every process of every side.
+ISA="${ISA:-}"
+LEVELS=(baseline avx2 avx2-vnni avx512 avx512-vnni avx512-bf16 amx)
+level() {
+  local i
+  for i in "${!LEVELS[@]}"; do [ "${LEVELS[$i]}" = "$1" ] && { echo "$i"; return; }; done
+  echo "bench: ISA=$1 is not one of: ${LEVELS[*]}" >&2
+  exit 2
+}
+# below LEVEL: whether the cap rules LEVEL out.
+below() { [ -n "$ISA" ] && [ "$(level "$ISA")" -lt "$(level "$1")" ]; }
+if [ -n "$ISA" ]; then
+  level "$ISA" > /dev/null
+  export TRANSFORMER_MAX_ISA="$ISA"
+  case "$ISA" in
+    baseline) ct2=GENERIC aten=default mkl=SSE4_2 onednn=SSE41 ;;
+    avx2) ct2=AVX2 aten=avx2 mkl=AVX2 onednn=AVX2 ;;
+    avx2-vnni) ct2=AVX2 aten=avx2 mkl=AVX2_E1 onednn=AVX2_VNNI ;;
+    avx512) ct2=AVX512 aten=avx512 mkl=AVX512 onednn=AVX512_CORE ;;
+    avx512-vnni) ct2=AVX512 aten=avx512 mkl=AVX512_E1 onednn=AVX512_CORE_VNNI ;;
+    avx512-bf16) ct2=AVX512 aten=avx512 mkl=AVX512_E3 onednn=AVX512_CORE_BF16 ;;
+    amx) ct2=AVX512 aten=avx512 mkl=AVX512_E4 onednn=AVX512_CORE_AMX ;;
+  esac
+  export CT2_FORCE_CPU_ISA="$ct2" ATEN_CPU_CAPABILITY="$aten" MKL_ENABLE_INSTRUCTIONS="$mkl" \
+    ONEDNN_MAX_CPU_ISA="$onednn"
+  # gemm (candle's matrix products) picks AVX-512 by itself where the build has it: below
+  # AVX-512 ours is the build without it, as a CPU without AVX-512 runs the default one.
+  if below avx512; then
+    cargo build --release --quiet --no-default-features
+    cp "$BIN" "$OUT/transformer-gemm-avx2"
+    cargo build --release --quiet
+    BIN="$OUT/transformer-gemm-avx2"
+  fi
+fi
 [ -d data/multi30k ] || scripts/get-multi30k.sh
 "$BIN" bench export-multi30k --device cpu --steps 10 --batches "$OUT/multi30k.safetensors" 2>/dev/null
 
@@ -99,14 +143,42 @@ if [ "$PEERS" != none ] && ! "$CT2_PYTHON" -c "import ctranslate2, safetensors, 
   "$CT2_PYTHON" -m pip install --quiet ctranslate2 safetensors numpy tokenizers
 fi
 
+# Under a cap, each peer's own verbose log says which instructions it chose, before any timing:
+# PyTorch's ATen capability and MKL's, CTranslate2's ISA and MKL's.
+PEER_ISA="$OUT/peer-isa.txt"
+: > "$PEER_ISA"
+if [ -n "$ISA" ] && [ "$PEERS" != none ]; then
+  mkl_line() { { grep -m1 "MKL_VERBOSE oneMKL" || true; } | sed 's/.*architecture //; s/, Lnx.*//'; }
+  torch_cap=$("$PYTHON" -c 'import torch; print(torch.backends.cpu.get_cpu_capability())')
+  torch_mkl=$(MKL_VERBOSE=1 "$PYTHON" -c 'import torch; torch.ones(8, 8) @ torch.ones(8, 8)' | mkl_line)
+  ct2_log=$(CT2_VERBOSE=1 MKL_VERBOSE=1 "$CT2_PYTHON" scripts/bench_ct2.py greedy1 --steps 1 \
+    --threads 1 2>&1)
+  ct2_isa=$(grep -o "Selected ISA: [A-Z0-9]*" <<< "$ct2_log" | sed 's/.*: //')
+  ct2_mkl=$(mkl_line <<< "$ct2_log")
+  {
+    echo "PyTorch: ATen capability $torch_cap; MKL: $torch_mkl"
+    echo "CTranslate2: ISA $ct2_isa; MKL: $ct2_mkl"
+  } | tee "$PEER_ISA" >&2
+  # Below AVX-512 no MKL may say AVX-512; from it up, both must.
+  for mkl in "$torch_mkl" "$ct2_mkl"; do
+    if below avx512; then wrong=$(grep -c "AVX-512" <<< "$mkl" || true); else
+      wrong=$(grep -vc "AVX-512" <<< "$mkl" || true); fi
+    [ -n "$mkl" ] && [ "$wrong" = 0 ] || { echo "bench: MKL did not run capped at $ISA: $mkl" >&2; exit 1; }
+  done
+  [ "${torch_cap,,}" = "$aten" ] || { echo "bench: PyTorch ran at $torch_cap, not $aten" >&2; exit 1; }
+  [ "$ct2_isa" = "$ct2" ] || { echo "bench: CTranslate2 ran at $ct2_isa, not $ct2" >&2; exit 1; }
+fi
+
 workloads="${WORKLOADS:-matmul:200 toy-train:10 copy:10 multi30k:8 greedy1:5 greedy32:1 beam5:1}"
 # The training workloads and matmul in bf16 too (BF16=0 leaves them out): ours with
 # training.dtype = "bf16" (bf16 products on the CPU's engine), PyTorch under torch.autocast.
 BF16="${BF16:-1}"
+# Below AVX512-BF16 both sides would emulate bf16 products: not rows worth timing.
+below avx512-bf16 && BF16=0
 # Where the CPU has AMX, our bf16 rows run on its tiles; the same rows on AVX512-BF16 too
 # (TRANSFORMER_BF16_ENGINE), to measure which engine is faster there.
 AMX=0
-grep -qw amx_bf16 /proc/cpuinfo && grep -qw avx512_bf16 /proc/cpuinfo && AMX=1
+grep -qw amx_bf16 /proc/cpuinfo && grep -qw avx512_bf16 /proc/cpuinfo && ! below amx && AMX=1
 for entry in $workloads; do
   workload="${entry%%:*}"
   steps="${entry##*:}"
@@ -222,4 +294,5 @@ if [ -n "$marian_workloads" ]; then
   done
 fi
 
-python3 scripts/bench_table.py "$RESULTS" --threads "$THREADS"
+python3 scripts/bench_table.py "$RESULTS" --threads "$THREADS" --isa "${ISA:-}" \
+  --peer-isa "$PEER_ISA"

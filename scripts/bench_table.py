@@ -7,6 +7,8 @@ and one with AVX2 + FMA 2 x 8 x 2 = 32. The clock is the nominal one /proc/cpuin
 """
 
 import argparse
+import sys
+import os
 import json
 import platform
 import statistics
@@ -24,12 +26,18 @@ NAMES = {
 }
 
 
-def cpu_peak(threads):
+# The levels of TRANSFORMER_MAX_ISA (kernels::isa), smallest first.
+LEVELS = ["baseline", "avx2", "avx2-vnni", "avx512", "avx512-vnni", "avx512-bf16", "amx"]
+
+
+def cpu_peak(threads, isa):
     info = open("/proc/cpuinfo").read()
     flags = next(l for l in info.splitlines() if l.startswith("flags")).split()
     mhz = float(next(l for l in info.splitlines() if l.startswith("cpu MHz")).split(":")[1])
     model = next(l for l in info.splitlines() if l.startswith("model name")).split(":")[1].strip()
-    per_cycle = 64 if "avx512f" in flags else 32 if "fma" in flags else 8
+    capped = lambda level: isa and LEVELS.index(isa) < LEVELS.index(level)
+    per_cycle = (64 if "avx512f" in flags and not capped("avx512")
+                 else 32 if "fma" in flags and not capped("avx2") else 8)
     vectors = [name for name in ("avx512f", "avx512_vnni", "avx512_bf16", "avx_vnni", "amx_bf16", "amx_int8", "avx2", "fma") if name in flags] or ["no AVX2"]
     return threads * mhz * 1e6 * per_cycle, model, mhz, per_cycle, vectors
 
@@ -74,12 +82,20 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("results")
     parser.add_argument("--threads", type=int, required=True)
+    parser.add_argument("--isa", default="", help="the cap every row ran under (bench.sh ISA=)")
+    parser.add_argument("--peer-isa", help="what the peers' own logs said they ran")
     args = parser.parse_args()
     runs = defaultdict(list)
     for line in open(args.results):
         record = json.loads(line)
         runs[(record["workload"], record["impl"])].append(record)
-    peak, model, mhz, per_cycle, vectors = cpu_peak(args.threads)
+        # Our side says which instructions its kernels and gemm ran: none above the cap.
+        for key in ("isa", "gemm_isa"):
+            ran = record.get(key)
+            if args.isa and ran and LEVELS.index(ran) > LEVELS.index(args.isa):
+                sys.exit(f"bench_table: {record['impl']} {record['workload']} ran {key} {ran} "
+                         f"above the cap {args.isa}")
+    peak, model, mhz, per_cycle, vectors = cpu_peak(args.threads, args.isa)
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
                             text=True).stdout.strip()
     reps = max(len(v) for v in runs.values())
@@ -87,6 +103,13 @@ def main():
           f"{platform.machine()}; median of "
           f"{reps} interleaved runs. Peak: {args.threads} cores x {mhz:.0f} MHz x "
           f"{per_cycle} FLOP/cycle = {peak / 1e9:.0f} GFLOP/s.\n")
+    if args.isa:
+        ours = sorted({f"kernels {r['isa']}, gemm {r['gemm_isa']}" for rs in runs.values()
+                       for r in rs if r.get("isa")})
+        print(f"**Capped at {args.isa}** on both sides. Ours ran: {'; '.join(ours)}.")
+        if args.peer_isa and os.path.getsize(args.peer_isa):
+            print("Peers, from their own logs: " + " ".join(open(args.peer_isa).read().splitlines()))
+        print()
     print("| workload | unit | ours | PyTorch | ours / PyTorch | peak RSS ours | peak RSS PyTorch "
           "| GFLOP/s ours (of peak) | GFLOP/s PyTorch (of peak) |")
     print("|---|---|---:|---:|---:|---:|---:|---:|---:|")

@@ -81,12 +81,34 @@ fn advice(error: &anyhow::Error) -> &'static str {
     }
 }
 
+/// `TRANSFORMER_MAX_ISA` caps this tool's kernels; candle's matrix products (gemm) pick
+/// AVX-512 by themselves in a build with `gemm-avx512`, which a capped measurement must know.
+fn warn_of_an_isa_cap_gemm_ignores() {
+    use kernels::isa;
+    if let Ok(Some(cap)) = isa::requested_cap() {
+        if isa::gemm_isa() > cap {
+            log::warn!(
+                "{}={}: candle's matrix products still use {} in this build; build with \
+                 --no-default-features to cap them too",
+                isa::CAP_VARIABLE,
+                cap.name(),
+                isa::gemm_isa().name()
+            );
+        }
+    }
+}
+
 fn main() -> ExitCode {
     // SAFETY: sets a process-wide allocator option; no allocation is in flight.
     unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, -1) };
     disable_transparent_huge_pages();
     library_log::install();
     let cli = Cli::parse();
+    if let Err(unknown) = kernels::isa::requested_cap() {
+        let _ = writeln!(std::io::stderr(), "error: {unknown}");
+        return ExitCode::from(USAGE_ERROR);
+    }
+    warn_of_an_isa_cap_gemm_ignores();
     // The command runs on one of rayon's threads, not beside them: decoding calls into the pool
     // hundreds of times a second, and a third thread on two cores made every call a hand-over
     // (beam search 15% slower).

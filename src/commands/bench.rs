@@ -181,5 +181,10 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     if !lead {
         return Ok(());
     }
-    print_line(&serde_json::to_string(&measurement)?)
+    // Which instructions ran: our kernels' level under TRANSFORMER_MAX_ISA, and gemm's (which
+    // the cap does not reach; scripts/bench.sh checks the two agree).
+    let mut line = serde_json::to_value(&measurement)?;
+    line["isa"] = crate::kernels::isa::best().name().into();
+    line["gemm_isa"] = crate::kernels::isa::gemm_isa().name().into();
+    print_line(&line.to_string())
 }

@@ -51,7 +51,8 @@ pub fn linear_fixed(
     if weight.track_op() || xs.dim(0)? == 1 {
         return linear_fused::linear(xs, weight, bias);
     }
-    // With AVX-512, W packed once into panels for our kernel; elsewhere gemm over W^T.
+    // With AVX2 + FMA or AVX-512, W packed once into panels for our kernel; elsewhere gemm
+    // over W^T.
     // (A bias being trained is read afresh each time: gemm's path.)
     if PackedF32::runs_here() && !bias.is_some_and(Tensor::track_op) {
         let (matrix, bias) = forms.packed(weight, bias)?;
@@ -68,7 +69,7 @@ pub fn linear_fixed(
 }
 
 /// The forms a fixed weight's products of several rows read, made the first time one asks:
-/// `W` packed into panels for our kernel where the CPU has AVX-512 (with the bias's values),
+/// `W` packed into panels for our kernel where the CPU has AVX2 + FMA (with the bias's values),
 /// else a contiguous `W^T` for gemm.
 #[derive(Default)]
 pub struct FixedForms {
@@ -93,7 +94,8 @@ impl FixedForms {
         let candle_core::Storage::Cpu(cpu) = &*storage else {
             candle_core::bail!("linear: a weight to pack lives on the CPU")
         };
-        let matrix = PackedF32::new(super::contiguous_input(cpu, layout, "linear")?, out, inp);
+        let matrix = PackedF32::new(super::contiguous_input(cpu, layout, "linear")?, out, inp)
+            .ok_or_else(|| candle_core::Error::Msg("linear: no packed kernel runs here".into()))?;
         let bias = bias.map(Tensor::to_vec1::<f32>).transpose()?;
         let (matrix, bias) = self.packed.get_or_init(|| (matrix, bias));
         Ok((matrix, bias.as_deref()))

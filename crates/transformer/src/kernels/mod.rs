@@ -31,6 +31,7 @@ pub mod bf16;
 pub mod dropout;
 mod few_rows;
 pub mod int8;
+pub mod isa;
 pub mod layer_norm;
 mod layer_norm_fused;
 pub mod linear;

@@ -1,6 +1,7 @@
 //! Compiling a kernel's loops for the widest vectors the CPU has, chosen at run time: the
 //! binary is built for baseline x86-64 (SSE2, four lanes) so that it runs everywhere, and
-//! `vectorized!` compiles a function three times (AVX-512, AVX2 + FMA, baseline).
+//! `vectorized!` compiles a function three times (AVX-512, AVX2 + FMA, baseline) and runs the
+//! widest one [`super::isa`] allows.
 
 /// Defines `$name`, whose body is compiled for the best vector extension the CPU has: AVX-512,
 /// AVX2 + FMA, or the baseline. The body may name `FUSED` (whether `mul_add` is one
@@ -20,13 +21,11 @@ macro_rules! vectorized {
                 unsafe fn avx512($($arg: $ty),*) $(-> $ret)? { body::<true>($($arg),*) }
                 #[target_feature(enable = "avx2,fma")]
                 unsafe fn avx2($($arg: $ty),*) $(-> $ret)? { body::<true>($($arg),*) }
-                if std::arch::is_x86_feature_detected!("avx512f") {
+                if $crate::kernels::isa::Isa::Avx512.runs() {
                     // SAFETY: the CPU has the features the function is compiled for.
                     return unsafe { avx512($($arg),*) };
                 }
-                if std::arch::is_x86_feature_detected!("avx2")
-                    && std::arch::is_x86_feature_detected!("fma")
-                {
+                if $crate::kernels::isa::Isa::Avx2.runs() {
                     // SAFETY: as above.
                     return unsafe { avx2($($arg),*) };
                 }

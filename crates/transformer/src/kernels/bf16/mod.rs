@@ -10,7 +10,8 @@
 //! data multiplied in f32 (emulated: the same rounding, f32's speed at best). All read one
 //! layout of `B` ([`pack`]): pairs of consecutive `k` values side by side, the order
 //! `vdpbf16ps` and `tdpbf16ps` take them in. `TRANSFORMER_BF16_ENGINE` (`amx-bf16`,
-//! `avx512-bf16`, `emulated`) picks a slower engine the CPU also has, to compare them.
+//! `avx512-bf16`, `emulated`) picks a slower engine the CPU also has, to compare them;
+//! `TRANSFORMER_MAX_ISA` ([`super::isa`]) below `amx` or `avx512-bf16` rules those out.
 
 #[cfg(target_arch = "x86_64")]
 mod amx;
@@ -123,14 +124,19 @@ fn find_engines() -> Vec<Engine> {
     let mut engines = Vec::new();
     #[cfg(target_arch = "x86_64")]
     {
-        let avx512 = std::arch::is_x86_feature_detected!("avx512f")
-            && std::arch::is_x86_feature_detected!("avx512bf16");
+        use crate::kernels::isa::Isa;
+        let avx512 = Isa::Avx512Bf16.runs();
         let fallback = if avx512 {
             Engine::Avx512Bf16
         } else {
             Engine::Emulated
         };
-        match amx::tiles() {
+        // Under an ISA cap below AMX the tiles are not even asked for.
+        let tiles = match Isa::Amx.runs() {
+            true => amx::tiles(),
+            false => &amx::Tiles::Missing,
+        };
+        match tiles {
             amx::Tiles::Missing => {}
             amx::Tiles::Denied(reason) => log::warn!(
                 "this CPU has AMX-BF16 but {reason}: bf16 products run on {} instead",

@@ -144,14 +144,7 @@ fn pack_panels<const W: usize>(
 /// Whether the CPU converts pairs of lines with `vcvtne2ps2bf16` (AVX512-BF16 and BW).
 /// (Not by way of `engine()`: choosing the engine packs a test product.)
 fn native_pairs() -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        std::arch::is_x86_feature_detected!("avx512f")
-            && std::arch::is_x86_feature_detected!("avx512bw")
-            && std::arch::is_x86_feature_detected!("avx512bf16")
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    false
+    crate::kernels::isa::Isa::Avx512Bf16.runs()
 }
 
 /// Consecutive panels of `W` contiguous lines (`width` lines in all, from `data`'s start,

@@ -3,7 +3,8 @@
 
 use std::ops::Range;
 
-use super::quantize::QuantizedRows;
+use super::super::isa::Isa;
+use super::quantize::{InputBytes, QuantizedRows};
 #[cfg(target_arch = "x86_64")]
 use super::x86;
 use super::QuantizedMatrix;
@@ -18,41 +19,43 @@ pub enum DotKernel {
 }
 
 impl DotKernel {
-    /// The best this CPU has.
+    /// The best this CPU runs under the ISA cap.
     pub fn best() -> Self {
-        #[cfg(target_arch = "x86_64")]
-        {
-            use std::arch::is_x86_feature_detected as has;
-            if has!("avx512f") && has!("avx512bw") && has!("avx512vnni") {
-                return Self::Avx512Vnni;
-            }
-            if has!("avx2") && has!("avxvnni") {
-                return Self::AvxVnni;
-            }
-            if has!("avx2") {
-                return Self::Avx2;
-            }
-        }
-        Self::Portable
+        *Self::available().last().unwrap_or(&Self::Portable)
     }
 
-    /// Every kernel this CPU can run (for the tests).
+    /// Every kernel this CPU runs under the ISA cap, worst first (for the tests).
     pub fn available() -> Vec<Self> {
         let mut kernels = vec![Self::Portable];
-        #[cfg(target_arch = "x86_64")]
-        {
-            use std::arch::is_x86_feature_detected as has;
-            if has!("avx2") {
-                kernels.push(Self::Avx2);
-            }
-            if has!("avx2") && has!("avxvnni") {
-                kernels.push(Self::AvxVnni);
-            }
-            if has!("avx512f") && has!("avx512bw") && has!("avx512vnni") {
-                kernels.push(Self::Avx512Vnni);
-            }
+        if Isa::Avx2.runs() {
+            kernels.push(Self::Avx2);
+        }
+        if Isa::Avx2Vnni.runs() {
+            kernels.push(Self::AvxVnni);
+        }
+        if Isa::Avx512Vnni.runs() {
+            kernels.push(Self::Avx512Vnni);
         }
         kernels
+    }
+
+    /// Outputs per block of the packed layout this kernel reads (one register of i32 sums),
+    /// or None for the plain loop's row-major layout.
+    pub(super) fn block(self) -> Option<usize> {
+        match self {
+            Self::Avx512Vnni => Some(16),
+            Self::AvxVnni | Self::Avx2 => Some(8),
+            Self::Portable => None,
+        }
+    }
+
+    /// How the kernel reads its input rows.
+    pub(super) fn input_bytes(self) -> InputBytes {
+        match self {
+            Self::Avx512Vnni | Self::AvxVnni => InputBytes::Shifted8,
+            Self::Avx2 => InputBytes::Shifted7,
+            Self::Portable => InputBytes::Signed,
+        }
     }
 
     /// For tables of measurements: the instructions' name.
@@ -77,7 +80,7 @@ pub(super) fn integer_dots(
     match w.kernel {
         #[cfg(target_arch = "x86_64")]
         // SAFETY: `best` and `available` offer a kernel only where the CPU has its features.
-        DotKernel::Avx512Vnni => unsafe { x86::dots_packed(inputs, w, range, &mut sums) },
+        DotKernel::Avx512Vnni => unsafe { x86::dots_avx512_vnni(inputs, w, range, &mut sums) },
         #[cfg(target_arch = "x86_64")]
         // SAFETY: as above.
         DotKernel::AvxVnni => unsafe { x86::dots_avx_vnni(inputs, w, range, &mut sums) },

@@ -3,13 +3,17 @@
 //! row is quantized when it arrives, one scale per row; the products are summed in i32 and
 //! scaled back: `y[r][j] = b[j] + s_x[r] s_w[j] sum_k q_x[r][k] q_w[j][k]`.
 //!
-//! The integer dot products run on the best instructions the CPU has, chosen at run time:
-//! AVX-512 VNNI (`vpdpbusd`, 64 bytes a step), AVX-VNNI (the same on 32 bytes), AVX2
-//! (`vpmaddubsw` then `vpmaddwd`), or plain Rust. The VNNI instructions multiply unsigned by
-//! signed bytes, so there the input is shifted by 128 and `128 sum_k q_w[j][k]` taken off
-//! again; AVX2's `vpmaddubsw` would saturate on that, so it multiplies `|q_x|` by `q_w` with
-//! `q_x`'s sign instead. Both give exactly the integer sums the plain loop gives, which the
-//! tests check. Values are kept in [-127, 127] so that no path overflows.
+//! The integer dot products run on the best instructions the CPU has, chosen at run time
+//! under the ISA cap ([`super::isa`]): AVX-512 VNNI (`vpdpbusd`, 64 bytes a step), AVX-VNNI
+//! (the same on 32 bytes), AVX2 (`vpmaddubsw` then `vpmaddwd`), or plain Rust. These
+//! instructions multiply unsigned by signed bytes, so the input is shifted (by 128) and
+//! `128 sum_k q_w[j][k]` taken off again. AVX2's `vpmaddubsw` would saturate on a shift of
+//! 128, so there the input is quantized to [-63, 63] and shifted by 64 (as fbgemm's
+//! `reduce_range`; the BLEU this costs is measured in docs/performance.md). Every kernel
+//! gives exactly the integer sums the plain loop gives on the same quantized input, which the
+//! tests check. Weights are kept in [-127, 127] so that no path overflows. Every SIMD kernel reads the weight packed in blocks of one register's
+//! outputs (16 for AVX-512, 8 for AVX2), so that one load feeds one multiply-add into every
+//! output's sum of a block and no sum is ever added across a register.
 //!
 //! `quantize` turns floats into int8 rows and scales, `dots` picks the instructions and runs
 //! the integer sums (`x86` holds the SIMD kernels); this file owns the weight's layout and
@@ -38,9 +42,6 @@ const ALIGN: usize = 64;
 /// Output rows per parallel task.
 const CHUNK: usize = 64;
 
-/// Outputs per block of the packed layout: one AVX-512 register of i32 sums.
-const BLOCK: usize = 16;
-
 /// A weight `(out, in)` quantized per output row, laid out for the kernel that reads it.
 pub struct QuantizedMatrix {
     out: usize,
@@ -49,15 +50,16 @@ pub struct QuantizedMatrix {
     stride: usize,
     /// The kernel `data` is laid out for.
     kernel: DotKernel,
-    /// Row-major, each row `stride` long, zero-padded; for AVX-512 VNNI packed instead: for
-    /// each block of [`BLOCK`] outputs (the last one padded with zero rows) and each group of
-    /// 4 inputs, the 16 outputs' 4 bytes side by side, so that one 64-byte load feeds one
-    /// `vpdpbusd` that adds to all 16 outputs' sums at once (no horizontal sums).
+    /// For the SIMD kernels, packed: for each block of [`DotKernel::block`] outputs (the
+    /// last one padded with zero rows) and each group of 4 inputs, the block's 4 bytes per
+    /// output side by side, so that one register-wide load feeds one `vpdpbusd` (or AVX2's
+    /// three instructions) that adds to all the block's sums at once. For the plain loop,
+    /// row-major, each row `stride` long, zero-padded.
     data: Vec<i8>,
     /// Row `j` is `scales[j] * data[j]`.
     scales: Vec<f32>,
-    /// `128 sum_k data[j][k]`: what the VNNI paths take off their shifted sums.
-    offsets: Vec<i32>,
+    /// `sum_k data[j][k]`: the kernels take `shift` times it off their shifted sums.
+    weight_sums: Vec<i32>,
 }
 
 impl QuantizedMatrix {
@@ -93,24 +95,24 @@ impl QuantizedMatrix {
             scales.len()
         );
         let stride = inp.div_ceil(ALIGN) * ALIGN;
-        let offsets = (0..out)
+        let weight_sums = (0..out)
             .map(|j| {
-                128 * values[j * inp..(j + 1) * inp]
+                values[j * inp..(j + 1) * inp]
                     .iter()
                     .map(|&q| i32::from(q))
                     .sum::<i32>()
             })
             .collect();
-        if kernel == DotKernel::Avx512Vnni {
+        if let Some(block) = kernel.block() {
             // Packed straight from `values`: no padded copy of a large table on the way.
-            let data = vnni_packed(values, inp, out, stride);
-            return Self::from_parts(kernel, out, inp, data, scales, offsets);
+            let data = packed(values, inp, out, stride, block);
+            return Self::from_parts(kernel, out, inp, data, scales, weight_sums);
         }
         let mut data = vec![0i8; out * stride];
         for j in 0..out {
             data[j * stride..j * stride + inp].copy_from_slice(&values[j * inp..(j + 1) * inp]);
         }
-        Self::from_parts(kernel, out, inp, data, scales, offsets)
+        Self::from_parts(kernel, out, inp, data, scales, weight_sums)
     }
 
     /// From row-major `rows`, in the layout `kernel` reads.
@@ -120,15 +122,14 @@ impl QuantizedMatrix {
         inp: usize,
         rows: Vec<i8>,
         scales: Vec<f32>,
-        offsets: Vec<i32>,
+        weight_sums: Vec<i32>,
     ) -> Self {
         let stride = inp.div_ceil(ALIGN) * ALIGN;
-        let data = if kernel == DotKernel::Avx512Vnni {
-            vnni_packed(&rows, stride, out, stride)
-        } else {
-            rows
+        let data = match kernel.block() {
+            Some(block) => packed(&rows, stride, out, stride, block),
+            None => rows,
         };
-        Self::from_parts(kernel, out, inp, data, scales, offsets)
+        Self::from_parts(kernel, out, inp, data, scales, weight_sums)
     }
 
     /// A matrix whose `data` is already in `kernel`'s layout.
@@ -138,7 +139,7 @@ impl QuantizedMatrix {
         inp: usize,
         data: Vec<i8>,
         scales: Vec<f32>,
-        offsets: Vec<i32>,
+        weight_sums: Vec<i32>,
     ) -> Self {
         Self {
             out,
@@ -147,13 +148,13 @@ impl QuantizedMatrix {
             kernel,
             data,
             scales,
-            offsets,
+            weight_sums: weight_sums,
         }
     }
 
     /// The quantized rows, row-major with rows `stride` long, whatever the layout.
     fn rows(&self) -> Vec<i8> {
-        if self.kernel != DotKernel::Avx512Vnni {
+        if self.kernel.block().is_none() {
             return self.data[..self.out * self.stride].to_vec();
         }
         let mut rows = vec![0i8; self.out * self.stride];
@@ -165,14 +166,14 @@ impl QuantizedMatrix {
 
     /// Row `j`'s `stride` quantized values into `into`, whatever the layout.
     fn copy_row(&self, j: usize, into: &mut [i8]) {
-        if self.kernel != DotKernel::Avx512Vnni {
+        let Some(outputs) = self.kernel.block() else {
             into.copy_from_slice(&self.data[j * self.stride..(j + 1) * self.stride]);
             return;
-        }
+        };
         let groups = self.stride / 4;
-        let (block, lane) = (j / BLOCK, j % BLOCK);
+        let (block, lane) = (j / outputs, j % outputs);
         for (g, four) in into.chunks_exact_mut(4).enumerate() {
-            let at = (block * groups + g) * 4 * BLOCK + lane * 4;
+            let at = (block * groups + g) * 4 * outputs + lane * 4;
             four.copy_from_slice(&self.data[at..at + 4]);
         }
     }
@@ -181,12 +182,12 @@ impl QuantizedMatrix {
     /// restricted to a vocabulary map's candidates); `None` when an id is not a row.
     pub fn selected_rows(&self, ids: &[u32]) -> Option<Self> {
         let mut rows = vec![0i8; ids.len() * self.stride];
-        let (mut scales, mut offsets) = (Vec::with_capacity(ids.len()), Vec::new());
+        let (mut scales, mut weight_sums) = (Vec::with_capacity(ids.len()), Vec::new());
         for (&id, row) in ids.iter().zip(rows.chunks_exact_mut(self.stride)) {
             let j = usize::try_from(id).ok().filter(|&j| j < self.out)?;
             self.copy_row(j, row);
             scales.push(self.scales[j]);
-            offsets.push(self.offsets[j]);
+            weight_sums.push(self.weight_sums[j]);
         }
         Some(Self::laid_out(
             self.kernel,
@@ -194,7 +195,7 @@ impl QuantizedMatrix {
             self.inp,
             rows,
             scales,
-            offsets,
+            weight_sums,
         ))
     }
 
@@ -207,14 +208,14 @@ impl QuantizedMatrix {
                 .all(|p| p.inp == inp && p.kernel == parts[0].kernel),
             "concatenated: input sizes or layouts differ"
         );
-        let (mut rows, mut scales, mut offsets) = (Vec::new(), Vec::new(), Vec::new());
+        let (mut rows, mut scales, mut weight_sums) = (Vec::new(), Vec::new(), Vec::new());
         for part in parts {
             rows.extend(part.rows());
             scales.extend_from_slice(&part.scales);
-            offsets.extend_from_slice(&part.offsets);
+            weight_sums.extend_from_slice(&part.weight_sums);
         }
         let out = parts.iter().map(|p| p.out).sum();
-        Self::laid_out(parts[0].kernel, out, inp, rows, scales, offsets)
+        Self::laid_out(parts[0].kernel, out, inp, rows, scales, weight_sums)
     }
 
     /// The int8 values `(out, inp)` row-major and the row scales: what an int8 checkpoint
@@ -236,12 +237,13 @@ impl QuantizedMatrix {
         for &id in ids {
             let j = usize::try_from(id).ok().filter(|&j| j < self.out)?;
             let scale = self.scales[j] * factor;
-            if self.kernel == DotKernel::Avx512Vnni {
-                let (block, lane) = (j / BLOCK, j % BLOCK);
-                let base = block * groups * 4 * BLOCK + lane * 4;
+            if let Some(outputs) = self.kernel.block() {
+                let (block, lane) = (j / outputs, j % outputs);
+                let base = block * groups * 4 * outputs + lane * 4;
                 out.extend(
-                    (0..self.inp)
-                        .map(|k| f32::from(self.data[base + (k / 4) * 4 * BLOCK + k % 4]) * scale),
+                    (0..self.inp).map(|k| {
+                        f32::from(self.data[base + (k / 4) * 4 * outputs + k % 4]) * scale
+                    }),
                 );
             } else {
                 let row = &self.data[j * self.stride..j * self.stride + self.inp];
@@ -279,9 +281,7 @@ impl QuantizedMatrix {
 
     /// `x W^T + b` for `x` `(rows, inp)` row-major: `(rows, out)`.
     pub fn product(&self, x: &[f32], rows: usize, bias: Option<&[f32]>) -> Vec<f32> {
-        // The VNNI kernels read the input shifted by 128, the others signed.
-        let shifted = matches!(self.kernel, DotKernel::Avx512Vnni | DotKernel::AvxVnni);
-        let inputs = QuantizedRows::of(x, rows, self.inp, self.stride, shifted);
+        let inputs = QuantizedRows::of(x, rows, self.inp, self.stride, self.kernel.input_bytes());
         by_column_ranges(rows, self.out, CHUNK, |range| {
             let sums = integer_dots(&inputs, self, range.clone());
             self.rescaled(&inputs, &sums, range, bias)
@@ -325,19 +325,19 @@ impl QuantizedMatrix {
     }
 }
 
-/// `out` rows of `row_len` values (row-major) in the AVX512-VNNI kernel's layout: blocks of
-/// `BLOCK` rows, each row's values in groups of 4 side by side, rows padded with zeros to
+/// `out` rows of `row_len` values (row-major) in the SIMD kernels' layout: blocks of
+/// `outputs` rows, each row's values in groups of 4 side by side, rows padded with zeros to
 /// `stride`.
-fn vnni_packed(rows: &[i8], row_len: usize, out: usize, stride: usize) -> Vec<i8> {
+fn packed(rows: &[i8], row_len: usize, out: usize, stride: usize, outputs: usize) -> Vec<i8> {
     let groups = stride / 4;
-    let mut packed = vec![0i8; out.div_ceil(BLOCK) * BLOCK * stride];
+    let mut packed = vec![0i8; out.div_ceil(outputs) * outputs * stride];
     for j in 0..out {
-        let (block, lane) = (j / BLOCK, j % BLOCK);
+        let (block, lane) = (j / outputs, j % outputs);
         let row = &rows[j * row_len..(j + 1) * row_len];
         for g in 0..groups {
             let start = (g * 4).min(row_len);
             let group = &row[start..(start + 4).min(row_len)];
-            let at = (block * groups + g) * 4 * BLOCK + lane * 4;
+            let at = (block * groups + g) * 4 * outputs + lane * 4;
             packed[at..at + group.len()].copy_from_slice(group);
         }
     }

@@ -22,16 +22,17 @@ pub fn quantize_rows(w: &[f32], out: usize, inp: usize) -> (Vec<i8>, Vec<f32>) {
     } else {
         w.chunks_exact(inp)
             .zip(values.chunks_exact_mut(inp))
-            .map(|(row, q)| quantize_into(row, q))
+            .map(|(row, q)| quantize_into(row, q, 127.0))
             .collect()
     };
     (values, scales)
 }
 
-/// `row` quantized into `q` by its largest magnitude: returns the scale (1 for a zero row,
+/// `row` quantized into `q` by its largest magnitude, which becomes `limit` (127, or 63 for
+/// AVX2's inputs): returns the scale (1 for a zero row,
 /// NaN for a row holding NaN or an infinity, so that the product says so as float32's would
 /// instead of turning an overflow into plausible numbers).
-fn quantize_into(row: &[f32], q: &mut [i8]) -> f32 {
+fn quantize_into(row: &[f32], q: &mut [i8], limit: f32) -> f32 {
     const ROUNDING: f32 = 12_582_912.0;
     // Plain maps over slices, which the compiler vectorizes: rounding to nearest (even) by
     // adding and taking off 1.5 * 2^23, which leaves no fraction bits, where `round` and
@@ -42,7 +43,7 @@ fn quantize_into(row: &[f32], q: &mut [i8]) -> f32 {
     }
     // A zero row, or one so small that its scale would not be a normal float (and its
     // inverse overflow), is stored as zeros with scale 1.
-    let scale = largest / 127.0;
+    let scale = largest / limit;
     let scale = if scale >= f32::MIN_POSITIVE {
         scale
     } else {
@@ -50,7 +51,7 @@ fn quantize_into(row: &[f32], q: &mut [i8]) -> f32 {
     };
     let inverse = 1.0 / scale;
     for (q, &v) in q.iter_mut().zip(row) {
-        *q = (((v * inverse).clamp(-127.0, 127.0) + ROUNDING) - ROUNDING) as i32 as i8;
+        *q = (((v * inverse).clamp(-limit, limit) + ROUNDING) - ROUNDING) as i32 as i8;
     }
     scale
 }
@@ -79,38 +80,79 @@ fn largest_magnitude(row: &[f32]) -> (f32, bool) {
     (largest.iter().fold(0f32, |m, &v| m.max(v)), finite)
 }
 
-/// Input rows quantized for one product: signed (AVX2, plain) and shifted by 128 (VNNI).
+/// How a kernel reads the input rows' bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum InputBytes {
+    /// Signed, in [-127, 127]: the plain loop.
+    Signed,
+    /// In [-127, 127] plus 128: VNNI's `vpdpbusd` multiplies unsigned bytes by signed ones.
+    Shifted8,
+    /// In [-63, 63] plus 64: AVX2's `vpmaddubsw` saturates its pairs of products at i16, and
+    /// `2 x 127 x 127` fits where `2 x 255 x 127` would not (fbgemm's `reduce_range`). One
+    /// instruction fewer per register than multiplying `|x|` by `w` with `x`'s sign, for
+    /// half a bit of the input's precision.
+    Shifted7,
+}
+
+impl InputBytes {
+    /// The largest magnitude a row is quantized to.
+    fn limit(self) -> f32 {
+        match self {
+            Self::Signed | Self::Shifted8 => 127.0,
+            Self::Shifted7 => 63.0,
+        }
+    }
+
+    /// What is added to every quantized value.
+    pub(super) fn shift(self) -> i32 {
+        match self {
+            Self::Signed => 0,
+            Self::Shifted8 => 128,
+            Self::Shifted7 => 64,
+        }
+    }
+}
+
+/// Input rows quantized for one product: the signed values, and for the SIMD kernels the
+/// same plus `shift` as unsigned bytes.
 pub(super) struct QuantizedRows {
     pub(super) rows: usize,
     pub(super) stride: usize,
     pub(super) signed: Vec<i8>,
     pub(super) shifted: Vec<u8>,
+    /// What `shifted` adds to `signed`: the kernels take `shift sum_k w[j][k]` off again.
+    pub(super) shift: i32,
     pub(super) scales: Vec<f32>,
 }
 
 impl QuantizedRows {
-    /// `x`'s rows quantized, and shifted by 128 as well when the kernel reads them so (the
-    /// signed bytes are then not read again).
-    pub(super) fn of(x: &[f32], rows: usize, inp: usize, stride: usize, shift: bool) -> Self {
+    /// `x`'s rows quantized as `bytes` says.
+    pub(super) fn of(x: &[f32], rows: usize, inp: usize, stride: usize, bytes: InputBytes) -> Self {
         let mut signed = vec![0i8; rows * stride];
         let scales = (0..rows)
             .map(|r| {
                 quantize_into(
                     &x[r * inp..(r + 1) * inp],
                     &mut signed[r * stride..r * stride + inp],
+                    bytes.limit(),
                 )
             })
             .collect();
-        let shifted = if shift {
-            signed.iter().map(|&q| (q as u8) ^ 0x80).collect()
-        } else {
-            Vec::new()
+        let shift = bytes.shift();
+        let shifted = match shift {
+            0 => Vec::new(),
+            // Wrapping: -127..=127 plus 128 (or -63..=63 plus 64) is 1..=255 as a byte.
+            _ => signed
+                .iter()
+                .map(|&q| (q as u8).wrapping_add(shift as u8))
+                .collect(),
         };
         Self {
             rows,
             stride,
             signed,
             shifted,
+            shift,
             scales,
         }
     }

@@ -13,18 +13,22 @@ fn values(n: usize, seed: u32) -> Vec<f32> {
 
 /// Every kernel this CPU has, each on its own layout, gives the plain loop's integer sums
 /// exactly, for sizes that are and are not multiples of a register or a block, for tiles
-/// of rows full and partial, and for the extreme values -127 and 127.
+/// of rows full and partial (every count up to two of the largest tiles, so that every tile
+/// shape of every kernel runs), and for the extreme values -127 and 127.
 #[test]
 fn every_kernel_gives_the_plain_integer_sums() {
-    for (rows, inp, out) in [(1, 512, 70), (3, 37, 130), (11, 100, 64), (17, 64, 21)] {
+    let shapes = [(1, 512, 70), (3, 37, 130), (11, 100, 64), (17, 64, 21)];
+    let every_tile = (1..=17).map(|rows| (rows, 9 + rows, 41 + 3 * rows));
+    for (rows, inp, out) in shapes.into_iter().chain(every_tile) {
         let mut w = values(out * inp, 1);
         w[0] = -5.0; // row 0 reaches -127
         let mut x = values(rows * inp, 2);
         x[1] = 9.0; // row 0 reaches 127
         let plain = QuantizedMatrix::quantize_for(DotKernel::Portable, &w, out, inp);
-        let inputs = QuantizedRows::of(&x, rows, inp, plain.stride, true);
-        let want = integer_dots(&inputs, &plain, 0..out);
         for kernel in DotKernel::available() {
+            // The plain loop on the input as this kernel quantizes it.
+            let inputs = QuantizedRows::of(&x, rows, inp, plain.stride, kernel.input_bytes());
+            let want = integer_dots(&inputs, &plain, 0..out);
             let matrix = QuantizedMatrix::quantize_for(kernel, &w, out, inp);
             assert_eq!(matrix.dequantized(), plain.dequantized(), "{kernel:?}");
             let got = integer_dots(&inputs, &matrix, 3..out);
@@ -48,25 +52,30 @@ fn the_int8_product_is_the_float_product_within_quantization_error() {
     let w = values(out * inp, 3);
     let x = values(rows * inp, 4);
     let bias = values(out, 5);
-    let matrix = QuantizedMatrix::quantize(&w, out, inp);
-    let y = matrix.product(&x, rows, Some(&bias));
-    for r in 0..rows {
-        for j in 0..out {
-            let exact: f32 = (0..inp)
-                .map(|k| x[r * inp + k] * w[j * inp + k])
-                .sum::<f32>()
-                + bias[j];
-            // |x|, |w| <= 1: each product is off by at most (1/127) * 1 (both halves).
-            let bound = inp as f32 / 127.0;
-            let error = (y[r * out + j] - exact).abs();
-            assert!(error < bound * 0.1, "{error} at ({r}, {j}), exact {exact}");
+    for kernel in DotKernel::available() {
+        let matrix = QuantizedMatrix::quantize_for(kernel, &w, out, inp);
+        let y = matrix.product(&x, rows, Some(&bias));
+        for r in 0..rows {
+            for j in 0..out {
+                let exact: f32 = (0..inp)
+                    .map(|k| x[r * inp + k] * w[j * inp + k])
+                    .sum::<f32>()
+                    + bias[j];
+                // |x|, |w| <= 1: each product is off by at most (1/127) * 1 (both halves).
+                let bound = inp as f32 / 127.0;
+                let error = (y[r * out + j] - exact).abs();
+                assert!(
+                    error < bound * 0.1,
+                    "{kernel:?}: {error} at ({r}, {j}), exact {exact}"
+                );
+            }
         }
+        let back = matrix.dequantized();
+        assert!(back
+            .iter()
+            .zip(&w)
+            .all(|(a, b)| (a - b).abs() <= 0.5 / 127.0 + 1e-6));
     }
-    let back = matrix.dequantized();
-    assert!(back
-        .iter()
-        .zip(&w)
-        .all(|(a, b)| (a - b).abs() <= 0.5 / 127.0 + 1e-6));
 }
 
 /// An input row that overflowed gives NaN, as float32's product would, so that decoding
