@@ -148,7 +148,7 @@ impl QuantizedMatrix {
             kernel,
             data,
             scales,
-            weight_sums: weight_sums,
+            weight_sums,
         }
     }
 
