@@ -387,6 +387,36 @@ fn an_unknown_kernel_choice_is_a_usage_error_that_names_the_variable() {
     );
 }
 
+#[test]
+fn an_unknown_isa_cap_is_a_usage_error_that_names_the_variable() {
+    let output = transformer()
+        .env("TRANSFORMER_MAX_ISA", "avx3")
+        .args(["infer-test", "--runs", "1", "--device", "cpu"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert_eq!(
+        stderr.trim(),
+        "error: TRANSFORMER_MAX_ISA=\"avx3\" is not an instruction set; use one of baseline, \
+         avx2, avx2-vnni, avx512, avx512-vnni, avx512-bf16, amx"
+    );
+    // A known level in any spelling runs, and says where gemm is not capped by it.
+    let output = transformer()
+        .env("TRANSFORMER_MAX_ISA", "AVX2")
+        .args(["infer-test", "--runs", "1", "--device", "cpu"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    let gemm_capped = transformer::kernels::isa::gemm_isa() <= transformer::kernels::isa::Isa::Avx2;
+    assert_eq!(
+        !gemm_capped,
+        stderr.contains("candle's matrix products still use"),
+        "{stderr}"
+    );
+}
+
 /// Runs `args` in `dir` with `/dev/zero` as stdin: it must end in one error line naming
 /// `needles`, exit 1, with its memory bounded (an address-space limit of 3 GiB, which an
 /// unbounded read passes within a second).

@@ -10,8 +10,9 @@ use std::path::Path;
 
 use common::{
     fails_naming, multi30k_lines, serve_and_eval_say_the_toy_pair, succeeded, train_tiny,
-    transformer, translated_with_log_probs,
+    transformer, translated_with_log_probs, translated_with_log_probs_under,
 };
+use transformer::kernels::isa::{self as isa, Isa, CAP_VARIABLE};
 
 /// The tolerance int8 keeps to float32's log-probabilities of the same tokens (measured
 /// 0.054 at worst on the fixture below).
@@ -24,22 +25,22 @@ fn int8_translates_as_float32_does_on_most_sentences_within_the_log_prob_toleran
     let checkpoint = Path::new("tests/fixtures/marian-gelu");
     let sources = multi30k_lines("val.de.gz", 40);
     let float = translated_with_log_probs(checkpoint, &sources, &["--compute-type", "float32"]);
-    let int8 = translated_with_log_probs(checkpoint, &sources, &["--compute-type", "int8"]);
-    let mut same = 0;
-    for ((float_ids, float_lp), (int8_ids, int8_lp)) in float.iter().zip(&int8) {
-        if float_ids != int8_ids {
-            continue;
-        }
-        same += 1;
-        for (a, b) in float_lp.iter().zip(int8_lp) {
-            assert!((a - b).abs() < LOG_PROB_TOLERANCE, "{a} vs {b}");
-        }
+    // The best kernel here (at least 60% alike), and AVX2's under the ISA cap, whose inputs
+    // have 7 bits, not 8 (at least half alike: 21 of 40 against 8 bits' 26 when measured;
+    // test2016 BLEU within 0.2 of float32 either way, docs/performance.md).
+    let mut caps = vec![(vec![], 6)];
+    if Isa::Avx2.on_this_cpu() && isa::best() > Isa::Avx2 {
+        caps.push((vec![(CAP_VARIABLE, "avx2")], 5));
     }
-    assert!(
-        same * 10 >= sources.len() * 6,
-        "{same} of {} alike",
-        sources.len()
-    );
+    for (env, tenths) in caps {
+        let int8 = translated_with_log_probs_under(
+            &env,
+            checkpoint,
+            &sources,
+            &["--compute-type", "int8"],
+        );
+        int8_agrees_with_float32(&float, &int8, tenths, &format!("{env:?}"));
+    }
 
     // The toy model says what it learned, in either.
     let tiny = train_tiny(&[]);
@@ -53,6 +54,31 @@ fn int8_translates_as_float32_does_on_most_sentences_within_the_log_prob_toleran
         );
         assert_eq!(String::from_utf8(out.stdout).unwrap(), "i want a beer .\n");
     }
+}
+
+/// At least `tenths` tenths of the translations are the same tokens, and theirs keep to
+/// [`LOG_PROB_TOLERANCE`].
+fn int8_agrees_with_float32(
+    float: &[(Vec<u32>, Vec<f64>)],
+    int8: &[(Vec<u32>, Vec<f64>)],
+    tenths: usize,
+    under: &str,
+) {
+    let sentences = float.len();
+    let mut same = 0;
+    for ((float_ids, float_lp), (int8_ids, int8_lp)) in float.iter().zip(int8) {
+        if float_ids != int8_ids {
+            continue;
+        }
+        same += 1;
+        for (a, b) in float_lp.iter().zip(int8_lp) {
+            assert!((a - b).abs() < LOG_PROB_TOLERANCE, "{a} vs {b}");
+        }
+    }
+    assert!(
+        same * 10 >= sentences * tenths,
+        "under {under}: {same} of {sentences} alike"
+    );
 }
 
 #[test]

@@ -133,8 +133,20 @@ pub fn translated_json(
     sources: &[String],
     flags: &[&str],
 ) -> Vec<serde_json::Value> {
+    translated_json_under(&[], checkpoint, sources, flags)
+}
+
+/// As [`translated_json`], with the variables `env` set for the binary.
+#[allow(dead_code)]
+pub fn translated_json_under(
+    env: &[(&str, &str)],
+    checkpoint: &Path,
+    sources: &[String],
+    flags: &[&str],
+) -> Vec<serde_json::Value> {
     let out = succeeded(
         transformer()
+            .envs(env.iter().copied())
             .args(["translate", "--json", "--checkpoint"])
             .arg(checkpoint)
             .args(flags)
@@ -155,7 +167,18 @@ pub fn translated_with_log_probs(
     sources: &[String],
     flags: &[&str],
 ) -> Vec<(Vec<u32>, Vec<f64>)> {
-    translated_json(checkpoint, sources, flags)
+    translated_with_log_probs_under(&[], checkpoint, sources, flags)
+}
+
+/// As [`translated_with_log_probs`], with the variables `env` set for the binary.
+#[allow(dead_code)]
+pub fn translated_with_log_probs_under(
+    env: &[(&str, &str)],
+    checkpoint: &Path,
+    sources: &[String],
+    flags: &[&str],
+) -> Vec<(Vec<u32>, Vec<f64>)> {
+    translated_json_under(env, checkpoint, sources, flags)
         .into_iter()
         .map(|value| {
             (
