@@ -22,7 +22,7 @@
 #                                    # ATEN_CPU_CAPABILITY, both with MKL_ENABLE_INSTRUCTIONS
 #                                    # and ONEDNN_MAX_CPU_ISA; each peer's own verbose log is
 #                                    # checked before timing. ISA=avx2-vnni: an Intel laptop
-#                                    # since Alder Lake. Levels: baseline avx2 avx2-vnni
+#                                    # since Alder Lake. Levels: avx2 avx2-vnni
 #                                    # avx512 avx512-vnni avx512-bf16 amx (kernels::isa)
 #   BASELINE=/tmp/transformer-old PEERS=none scripts/bench.sh
 #                                    # this build against another build of the tool (a
@@ -67,17 +67,11 @@ BASELINE="${BASELINE:-}"
 PEERS="${PEERS:-all}"
 mkdir -p "$OUT"
 
-if [ "$PEERS" != none ] && ! "$PYTHON" -c "import torch, safetensors" 2>/dev/null; then
-  echo "bench: installing PyTorch into .venv (scripts/requirements.txt)" >&2
-  python3 -m venv .venv
-  .venv/bin/pip install --quiet -r scripts/requirements.txt
-  PYTHON=.venv/bin/python
-fi
-cargo build --release --quiet
-BIN="${CARGO_TARGET_DIR:-target}/release/transformer"
-
-# The ISA cap (ISA=...), applied to every process of every side.
+# The ISA cap (ISA=...), applied to every process of every side; checked before anything is
+# installed or built. Spelled as TRANSFORMER_MAX_ISA takes it (any case, _ for -).
 ISA="${ISA:-}"
+ISA="$(tr 'A-Z_' 'a-z-' <<< "$ISA" | tr -d ' \t')"
+[ "$ISA" = avx-vnni ] && ISA=avx2-vnni
 LEVELS=(baseline avx2 avx2-vnni avx512 avx512-vnni avx512-bf16 amx)
 level() {
   local i
@@ -89,9 +83,24 @@ level() {
 below() { [ -n "$ISA" ] && [ "$(level "$ISA")" -lt "$(level "$1")" ]; }
 if [ -n "$ISA" ]; then
   level "$ISA" > /dev/null
+  if [ "$ISA" = baseline ]; then
+    echo "bench: ISA=baseline cannot cap our side: gemm (candle's matrix products) has no kernels below AVX2 + FMA; the smallest cap is avx2" >&2
+    exit 2
+  fi
+fi
+
+if [ "$PEERS" != none ] && ! "$PYTHON" -c "import torch, safetensors" 2>/dev/null; then
+  echo "bench: installing PyTorch into .venv (scripts/requirements.txt)" >&2
+  python3 -m venv .venv
+  .venv/bin/pip install --quiet -r scripts/requirements.txt
+  PYTHON=.venv/bin/python
+fi
+cargo build --release --quiet
+BIN="${CARGO_TARGET_DIR:-target}/release/transformer"
+
+if [ -n "$ISA" ]; then
   export TRANSFORMER_MAX_ISA="$ISA"
   case "$ISA" in
-    baseline) ct2=GENERIC aten=default mkl=SSE4_2 onednn=SSE41 ;;
     avx2) ct2=AVX2 aten=avx2 mkl=AVX2 onednn=AVX2 ;;
     avx2-vnni) ct2=AVX2 aten=avx2 mkl=AVX2_E1 onednn=AVX2_VNNI ;;
     avx512) ct2=AVX512 aten=avx512 mkl=AVX512 onednn=AVX512_CORE ;;

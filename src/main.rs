@@ -86,13 +86,18 @@ fn advice(error: &anyhow::Error) -> &'static str {
 fn warn_of_an_isa_cap_gemm_ignores() {
     use kernels::isa;
     if let Ok(Some(cap)) = isa::requested_cap() {
-        if isa::gemm_isa() > cap {
+        let gemm = isa::gemm_isa();
+        if gemm > cap {
+            // Only gemm's AVX-512 is a build's choice; below AVX2 it has no plainer kernels.
+            let fix = match gemm > isa::Isa::Avx2 && cap >= isa::Isa::Avx2 {
+                true => "; build with --no-default-features to cap them too",
+                false => " (gemm has no plainer kernels)",
+            };
             log::warn!(
-                "{}={}: candle's matrix products still use {} in this build; build with \
-                 --no-default-features to cap them too",
+                "{}={}: candle's matrix products still use {}{fix}",
                 isa::CAP_VARIABLE,
                 cap.name(),
-                isa::gemm_isa().name()
+                gemm.name(),
             );
         }
     }

@@ -56,9 +56,10 @@ pub fn load_as(
         let engine = crate::kernels::bf16::engine();
         if !engine.is_native() && !crate::kernels::bf16::engine_asked_for() {
             bail!(
-                "compute type bfloat16 needs bf16 products, and this CPU has neither AMX-BF16 \
-                 nor AVX512-BF16: decode in float32, which is faster here (or set \
-                 TRANSFORMER_BF16_ENGINE=emulated to run bfloat16 emulated anyway)"
+                "compute type bfloat16 needs bf16 products, and {}: decode in float32, which is \
+                 faster here (or set TRANSFORMER_BF16_ENGINE=emulated to run bfloat16 emulated \
+                 anyway)",
+                crate::kernels::bf16::no_native_engine()
             );
         }
         log::info!(

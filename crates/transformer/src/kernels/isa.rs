@@ -85,7 +85,11 @@ impl Isa {
         ALL.into_iter()
             .find(|isa| isa.name() == wanted)
             .ok_or_else(|| UnknownIsa {
-                value: value.chars().take(40).collect(),
+                // Shown as given, cut short: an error line, not an echo of anything.
+                value: match value.chars().nth(40) {
+                    Some(_) => format!("{}...", value.chars().take(40).collect::<String>()),
+                    None => value.to_string(),
+                },
             })
     }
 
@@ -111,7 +115,8 @@ pub fn best() -> Isa {
 
 /// The cap `TRANSFORMER_MAX_ISA` sets, if any; an error for a value that names no level.
 pub fn requested_cap() -> Result<Option<Isa>, UnknownIsa> {
-    match std::env::var_os(CAP_VARIABLE).filter(|v| !v.is_empty()) {
+    // Empty or blank is unset, as for the shell's `VAR= command`.
+    match std::env::var_os(CAP_VARIABLE).filter(|v| !v.to_string_lossy().trim().is_empty()) {
         None => Ok(None),
         Some(value) => Isa::parse(&value.to_string_lossy()).map(Some),
     }
@@ -145,6 +150,44 @@ pub fn gemm_isa() -> Isa {
         }
     }
     Isa::Baseline
+}
+
+/// Whether the operating system lets this process use the AMX tiles, asked once: Linux hands
+/// out their state on request (`arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA)`), and a
+/// kernel that refuses (older than 5.16, or a virtual machine that hides AMX) leaves the AMX
+/// kernels unused, never a SIGILL. The reason where it refused. Ask only where the CPU has
+/// AMX-TILE.
+#[cfg(target_arch = "x86_64")]
+pub(crate) fn amx_tile_state() -> &'static Result<(), String> {
+    static ASKED: OnceLock<Result<(), String>> = OnceLock::new();
+    ASKED.get_or_init(request_tile_state)
+}
+
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+fn request_tile_state() -> Result<(), String> {
+    // From arch/x86/include/uapi/asm/prctl.h and the kernel's xstate numbering.
+    const ARCH_REQ_XCOMP_PERM: libc::c_long = 0x1023;
+    const XFEATURE_XTILEDATA: libc::c_long = 18;
+    // SAFETY: arch_prctl with this request takes two integers and writes no memory of ours.
+    let status = unsafe {
+        libc::syscall(
+            libc::SYS_arch_prctl,
+            ARCH_REQ_XCOMP_PERM,
+            XFEATURE_XTILEDATA,
+        )
+    };
+    match status {
+        0 => Ok(()),
+        _ => Err(format!(
+            "the kernel refused its tile state (arch_prctl: {})",
+            std::io::Error::last_os_error()
+        )),
+    }
+}
+
+#[cfg(all(target_arch = "x86_64", not(target_os = "linux")))]
+fn request_tile_state() -> Result<(), String> {
+    Err("its tile state is only asked for on Linux".into())
 }
 
 fn names() -> String {

@@ -33,8 +33,8 @@ impl Precision {
             (ComputeDtype::Bf16, true) => {
                 let engine = bf16::engine();
                 let why = match bf16::available()[0].is_native() {
-                    true => "TRANSFORMER_BF16_ENGINE asks for emulation",
-                    false => "this CPU has no bf16 products (neither AMX-BF16 nor AVX512-BF16)",
+                    true => "TRANSFORMER_BF16_ENGINE asks for emulation".to_string(),
+                    false => bf16::no_native_engine(),
                 };
                 if !engine.is_native() {
                     log::warn!(

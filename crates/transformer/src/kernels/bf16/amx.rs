@@ -9,9 +9,9 @@
 //! pairs of `k` per column: the tile layout `tdpbf16ps` takes), both padded with zeros to whole
 //! tiles, so that the kernel never tests for edges inside its loop.
 //!
-//! Linux hands out the tile state on request: [`tiles`] asks once with
-//! `arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA)`, and a kernel that refuses (older than
-//! 5.16, or a virtual machine that hides AMX) leaves the engine unused, never a SIGILL.
+//! Linux hands out the tile state on request ([`crate::kernels::isa::amx_tile_state`] asks
+//! once), and a kernel that refuses (older than 5.16, or a virtual machine that hides AMX)
+//! leaves the engine unused, never a SIGILL.
 
 use std::arch::asm;
 use std::sync::OnceLock;
@@ -49,38 +49,11 @@ pub(super) fn tiles() -> &'static Tiles {
         if !(amx_bf16 && amx_tile) {
             return Tiles::Missing;
         }
-        match request_tile_state() {
+        match crate::kernels::isa::amx_tile_state() {
             Ok(()) => Tiles::Granted,
-            Err(reason) => Tiles::Denied(reason),
+            Err(reason) => Tiles::Denied(reason.clone()),
         }
     })
-}
-
-#[cfg(target_os = "linux")]
-fn request_tile_state() -> Result<(), String> {
-    // From arch/x86/include/uapi/asm/prctl.h and the kernel's xstate numbering.
-    const ARCH_REQ_XCOMP_PERM: libc::c_long = 0x1023;
-    const XFEATURE_XTILEDATA: libc::c_long = 18;
-    // SAFETY: arch_prctl with this request takes two integers and writes no memory of ours.
-    let status = unsafe {
-        libc::syscall(
-            libc::SYS_arch_prctl,
-            ARCH_REQ_XCOMP_PERM,
-            XFEATURE_XTILEDATA,
-        )
-    };
-    match status {
-        0 => Ok(()),
-        _ => Err(format!(
-            "the kernel refused its tile state (arch_prctl: {})",
-            std::io::Error::last_os_error()
-        )),
-    }
-}
-
-#[cfg(not(target_os = "linux"))]
-fn request_tile_state() -> Result<(), String> {
-    Err("its tile state is only asked for on Linux".into())
 }
 
 /// `c += a b` (`a` `m x k`, `b` `k x n`, `c` `m x n` row-major), the inputs rounded to bf16

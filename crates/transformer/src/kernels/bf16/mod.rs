@@ -83,8 +83,17 @@ pub fn engine() -> Engine {
         match engines.iter().find(|e| e.name() == asked) {
             Some(&engine) => engine,
             None if ALL.iter().any(|e| e.name() == asked) => {
+                use crate::kernels::isa::{self, Isa};
+                let level = match asked.as_str() {
+                    "amx-bf16" => Isa::Amx,
+                    _ => Isa::Avx512Bf16,
+                };
+                let why = match level.on_this_cpu() && !level.runs() {
+                    true => format!("{}={} rules it out", isa::CAP_VARIABLE, isa::cap().name()),
+                    false => format!("this CPU has no {asked}"),
+                };
                 log::warn!(
-                    "{ENGINE_VARIABLE}={asked:?}: this CPU has no {asked} (it has {}); using {}",
+                    "{ENGINE_VARIABLE}={asked:?}: {why} (engines here: {}); using {}",
                     names(engines),
                     best.name()
                 );
@@ -100,6 +109,25 @@ pub fn engine() -> Engine {
             }
         }
     })
+}
+
+/// Why no native engine runs here, for a warning or an error: the CPU has none, or
+/// `TRANSFORMER_MAX_ISA` rules out the ones it has.
+pub fn no_native_engine() -> String {
+    use crate::kernels::isa::{self, Isa};
+    if Isa::Avx512Bf16.on_this_cpu() && !Isa::Avx512Bf16.runs() {
+        return format!(
+            "{}={} rules out this CPU's bf16 products (AVX512-BF16{})",
+            isa::CAP_VARIABLE,
+            isa::cap().name(),
+            if Isa::Amx.on_this_cpu() {
+                ", AMX-BF16"
+            } else {
+                ""
+            }
+        );
+    }
+    "this CPU has no bf16 products (neither AMX-BF16 nor AVX512-BF16)".into()
 }
 
 /// Whether `TRANSFORMER_BF16_ENGINE` chose the engine in use (so emulation was asked for,

@@ -77,6 +77,24 @@ pub(super) fn integer_dots(
     range: Range<usize>,
 ) -> Vec<i32> {
     let mut sums = vec![0i32; inputs.rows * range.len()];
+    #[cfg(target_arch = "x86_64")]
+    if on_tiles(w.kernel, inputs.rows) {
+        let whole = inputs.rows.next_multiple_of(super::amx::ROWS) * inputs.stride;
+        let padded;
+        let inputs = match inputs.shifted.len() >= whole {
+            true => inputs,
+            false => {
+                padded = inputs
+                    .clone()
+                    .padded_to(inputs.rows.next_multiple_of(super::amx::ROWS));
+                &padded
+            }
+        };
+        // SAFETY: `on_tiles` found the tiles usable; `w` is in the AVX-512 VNNI layout and
+        // the inputs are padded to whole tiles.
+        unsafe { super::amx::dots(inputs, w, range, &mut sums) };
+        return sums;
+    }
     match w.kernel {
         #[cfg(target_arch = "x86_64")]
         // SAFETY: `best` and `available` offer a kernel only where the CPU has its features.
@@ -90,6 +108,15 @@ pub(super) fn integer_dots(
         _ => dots_portable(inputs, w, range, &mut sums),
     }
     sums
+}
+
+/// Whether a product of `rows` rows by a matrix laid out for `kernel` runs on the AMX tiles:
+/// AVX-512 VNNI's layout is theirs, and from [`super::amx::MIN_ROWS`] rows they are faster.
+pub(super) fn on_tiles(kernel: DotKernel, rows: usize) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    return kernel == DotKernel::Avx512Vnni && rows >= super::amx::MIN_ROWS && super::amx::runs();
+    #[cfg(not(target_arch = "x86_64"))]
+    false
 }
 
 fn dots_portable(

@@ -19,6 +19,8 @@
 //! the integer sums (`x86` holds the SIMD kernels); this file owns the weight's layout and
 //! the product.
 
+#[cfg(target_arch = "x86_64")]
+mod amx;
 mod dots;
 mod quantize;
 #[cfg(test)]
@@ -31,7 +33,7 @@ use std::ops::Range;
 use super::few_rows::by_column_ranges;
 
 use dots::integer_dots;
-use quantize::QuantizedRows;
+use quantize::{InputBytes, QuantizedRows};
 
 pub use dots::DotKernel;
 pub use quantize::{as_signed, quantize_rows};
@@ -282,6 +284,11 @@ impl QuantizedMatrix {
     /// `x W^T + b` for `x` `(rows, inp)` row-major: `(rows, out)`.
     pub fn product(&self, x: &[f32], rows: usize, bias: Option<&[f32]>) -> Vec<f32> {
         let inputs = QuantizedRows::of(x, rows, self.inp, self.stride, self.kernel.input_bytes());
+        // Padded once here rather than by each task.
+        let inputs = match dots::on_tiles(self.kernel, rows) {
+            true => inputs.padded_to(rows.next_multiple_of(32)),
+            false => inputs,
+        };
         by_column_ranges(rows, self.out, CHUNK, |range| {
             let sums = integer_dots(&inputs, self, range.clone());
             self.rescaled(&inputs, &sums, range, bias)

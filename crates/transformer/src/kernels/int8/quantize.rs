@@ -115,6 +115,7 @@ impl InputBytes {
 
 /// Input rows quantized for one product: the signed values, and for the SIMD kernels the
 /// same plus `shift` as unsigned bytes.
+#[derive(Clone)]
 pub(super) struct QuantizedRows {
     pub(super) rows: usize,
     pub(super) stride: usize,
@@ -126,6 +127,15 @@ pub(super) struct QuantizedRows {
 }
 
 impl QuantizedRows {
+    /// The same rows with the shifted bytes padded to `rows` rows (what the AMX kernel reads
+    /// in whole tiles; the padding's sums are dropped).
+    pub(super) fn padded_to(mut self, rows: usize) -> Self {
+        if self.shifted.len() < rows * self.stride {
+            self.shifted.resize(rows * self.stride, 0);
+        }
+        self
+    }
+
     /// `x`'s rows quantized as `bytes` says.
     pub(super) fn of(x: &[f32], rows: usize, inp: usize, stride: usize, bytes: InputBytes) -> Self {
         let mut signed = vec![0i8; rows * stride];

@@ -142,3 +142,31 @@ fn selected_rows_multiply_as_those_rows_of_the_whole_matrix() {
         assert!(whole.selected_rows(&[70]).is_none());
     }
 }
+
+/// Products of many rows, where the AMX tiles take them on a CPU that has AMX-INT8 (AVX-512
+/// VNNI's registers under a lower cap, which the capped rerun of these tests covers), give
+/// the plain loop's sums: rows around the 16- and 32-row tiles, inputs and outputs off the
+/// tiles' edges, an odd count of 16-output blocks, and a range that starts inside a block.
+#[test]
+fn products_of_many_rows_give_the_plain_integer_sums() {
+    for (rows, inp, out) in [
+        (16, 64, 16),
+        (31, 100, 33),
+        (32, 512, 130),
+        (33, 37, 48),
+        (70, 200, 81),
+    ] {
+        let w = values(out * inp, 6);
+        let x = values(rows * inp, 7);
+        let plain = QuantizedMatrix::quantize_for(DotKernel::Portable, &w, out, inp);
+        for kernel in DotKernel::available() {
+            let inputs = QuantizedRows::of(&x, rows, inp, plain.stride, kernel.input_bytes());
+            let matrix = QuantizedMatrix::quantize_for(kernel, &w, out, inp);
+            for range in [0..out, 5..out] {
+                let want = integer_dots(&inputs, &plain, range.clone());
+                let got = integer_dots(&inputs, &matrix, range.clone());
+                assert_eq!(got, want, "{kernel:?}, {rows} x {inp} x {out}, {range:?}");
+            }
+        }
+    }
+}
