@@ -88,10 +88,13 @@ fn warn_of_an_isa_cap_gemm_ignores() {
     if let Ok(Some(cap)) = isa::requested_cap() {
         let gemm = isa::gemm_isa();
         if gemm > cap {
-            // Only gemm's AVX-512 is a build's choice; below AVX2 it has no plainer kernels.
-            let fix = match gemm > isa::Isa::Avx2 && cap >= isa::Isa::Avx2 {
-                true => "; build with --no-default-features to cap them too",
-                false => " (gemm has no plainer kernels)",
+            // Only gemm's AVX-512 is a build's choice; it has no kernels below AVX2.
+            let fix = match (cap >= isa::Isa::Avx2, gemm > isa::Isa::Avx2) {
+                (true, _) => "; build with --no-default-features to cap them too",
+                (false, true) => {
+                    "; gemm has no kernels below avx2 (--no-default-features brings it to avx2)"
+                }
+                (false, false) => "; gemm has no kernels below avx2",
             };
             log::warn!(
                 "{}={}: candle's matrix products still use {}{fix}",

@@ -92,7 +92,13 @@ pub(super) unsafe fn dots(
     range: Range<usize>,
     sums: &mut [i32],
 ) {
-    debug_assert!(inputs.shifted.len() >= inputs.rows.next_multiple_of(ROWS) * inputs.stride);
+    // The tiles read through raw pointers: what they read is checked here, not per load.
+    assert!(
+        inputs.shifted.len() >= inputs.rows.next_multiple_of(ROWS) * inputs.stride
+            && inputs.stride == w.stride
+            && range.end <= w.out,
+        "amx int8: inputs or range do not fit the matrix"
+    );
     let width = range.len();
     let groups = w.stride / 4;
     let block_bytes = groups * 4 * BLOCK;
