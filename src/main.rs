@@ -83,27 +83,26 @@ fn advice(error: &anyhow::Error) -> &'static str {
 
 /// `TRANSFORMER_MAX_ISA` caps this tool's kernels; candle's matrix products (gemm) pick
 /// AVX-512 by themselves in a build with `gemm-avx512`, which a capped measurement must know.
-fn warn_of_an_isa_cap_gemm_ignores() {
+fn warn_of_an_isa_cap_gemm_ignores(cap: kernels::isa::Isa) {
     use kernels::isa;
-    if let Ok(Some(cap)) = isa::requested_cap() {
-        let gemm = isa::gemm_isa();
-        if gemm > cap {
-            // Only gemm's AVX-512 is a build's choice; it has no kernels below AVX2.
-            let fix = match (cap >= isa::Isa::Avx2, gemm > isa::Isa::Avx2) {
-                (true, _) => "; build with --no-default-features to cap them too",
-                (false, true) => {
-                    "; gemm has no kernels below avx2 (--no-default-features brings it to avx2)"
-                }
-                (false, false) => "; gemm has no kernels below avx2",
-            };
-            log::warn!(
-                "{}={}: candle's matrix products still use {}{fix}",
-                isa::CAP_VARIABLE,
-                cap.name(),
-                gemm.name(),
-            );
-        }
+    let gemm = isa::gemm_isa();
+    if gemm <= cap {
+        return;
     }
+    // Only gemm's AVX-512 is a build's choice; it has no kernels below AVX2.
+    let fix = match (cap >= isa::Isa::Avx2, gemm > isa::Isa::Avx2) {
+        (true, _) => "; build with --no-default-features to cap them too",
+        (false, true) => {
+            "; gemm has no kernels below avx2 (--no-default-features brings it to avx2)"
+        }
+        (false, false) => "; gemm has no kernels below avx2",
+    };
+    log::warn!(
+        "{}={}: candle's matrix products still use {}{fix}",
+        isa::CAP_VARIABLE,
+        cap.name(),
+        gemm.name(),
+    );
 }
 
 fn main() -> ExitCode {
@@ -112,11 +111,14 @@ fn main() -> ExitCode {
     disable_transparent_huge_pages();
     library_log::install();
     let cli = Cli::parse();
-    if let Err(unknown) = kernels::isa::requested_cap() {
-        let _ = writeln!(std::io::stderr(), "error: {unknown}");
-        return ExitCode::from(USAGE_ERROR);
+    match kernels::isa::requested_cap() {
+        Err(unknown) => {
+            let _ = writeln!(std::io::stderr(), "error: {unknown}");
+            return ExitCode::from(USAGE_ERROR);
+        }
+        Ok(Some(cap)) => warn_of_an_isa_cap_gemm_ignores(cap),
+        Ok(None) => {}
     }
-    warn_of_an_isa_cap_gemm_ignores();
     // The command runs on one of rayon's threads, not beside them: decoding calls into the pool
     // hundreds of times a second, and a third thread on two cores made every call a hand-over
     // (beam search 15% slower).

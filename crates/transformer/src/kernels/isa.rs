@@ -152,44 +152,6 @@ pub fn gemm_isa() -> Isa {
     Isa::Baseline
 }
 
-/// Whether the operating system lets this process use the AMX tiles, asked once: Linux hands
-/// out their state on request (`arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA)`), and a
-/// kernel that refuses (older than 5.16, or a virtual machine that hides AMX) leaves the AMX
-/// kernels unused, never a SIGILL. The reason where it refused. Ask only where the CPU has
-/// AMX-TILE.
-#[cfg(target_arch = "x86_64")]
-pub(crate) fn amx_tile_state() -> &'static Result<(), String> {
-    static ASKED: OnceLock<Result<(), String>> = OnceLock::new();
-    ASKED.get_or_init(request_tile_state)
-}
-
-#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
-fn request_tile_state() -> Result<(), String> {
-    // From arch/x86/include/uapi/asm/prctl.h and the kernel's xstate numbering.
-    const ARCH_REQ_XCOMP_PERM: libc::c_long = 0x1023;
-    const XFEATURE_XTILEDATA: libc::c_long = 18;
-    // SAFETY: arch_prctl with this request takes two integers and writes no memory of ours.
-    let status = unsafe {
-        libc::syscall(
-            libc::SYS_arch_prctl,
-            ARCH_REQ_XCOMP_PERM,
-            XFEATURE_XTILEDATA,
-        )
-    };
-    match status {
-        0 => Ok(()),
-        _ => Err(format!(
-            "the kernel refused its tile state (arch_prctl: {})",
-            std::io::Error::last_os_error()
-        )),
-    }
-}
-
-#[cfg(all(target_arch = "x86_64", not(target_os = "linux")))]
-fn request_tile_state() -> Result<(), String> {
-    Err("its tile state is only asked for on Linux".into())
-}
-
 fn names() -> String {
     let names: Vec<_> = ALL.iter().map(|isa| isa.name()).collect();
     names.join(", ")

@@ -26,6 +26,8 @@ mod simd;
 
 pub mod adam;
 mod adam_fused;
+#[cfg(target_arch = "x86_64")]
+mod amx_tiles;
 pub mod attention;
 pub mod bf16;
 pub mod dropout;

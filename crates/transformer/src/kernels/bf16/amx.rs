@@ -9,7 +9,7 @@
 //! pairs of `k` per column: the tile layout `tdpbf16ps` takes), both padded with zeros to whole
 //! tiles, so that the kernel never tests for edges inside its loop.
 //!
-//! Linux hands out the tile state on request ([`crate::kernels::isa::amx_tile_state`] asks
+//! Linux hands out the tile state on request ([`crate::kernels::amx_tiles::state`] asks
 //! once), and a kernel that refuses (older than 5.16, or a virtual machine that hides AMX)
 //! leaves the engine unused, never a SIGILL.
 
@@ -49,7 +49,7 @@ pub(super) fn tiles() -> &'static Tiles {
         if !(amx_bf16 && amx_tile) {
             return Tiles::Missing;
         }
-        match crate::kernels::isa::amx_tile_state() {
+        match crate::kernels::amx_tiles::state() {
             Ok(()) => Tiles::Granted,
             Err(reason) => Tiles::Denied(reason.clone()),
         }
@@ -128,23 +128,6 @@ unsafe fn multiply_rows(
     }
 }
 
-/// The tile configuration: palette 1, tiles 0-7 all 16 rows of 64 bytes.
-#[repr(C, align(64))]
-struct TileConfig([u8; 64]);
-
-static CONFIG: TileConfig = {
-    let mut bytes = [0u8; 64];
-    bytes[0] = 1;
-    let mut tile = 0;
-    while tile < 8 {
-        // colsb[tile] (u16 little-endian at 16 + 2 tile), rows[tile] (at 48 + tile).
-        bytes[16 + 2 * tile] = 64;
-        bytes[48 + tile] = 16;
-        tile += 1;
-    }
-    TileConfig(bytes)
-};
-
 /// Adds `A`'s 32 rows (`a`: row-major pairs, rows `panel_pairs` words apart) times 32 columns
 /// of `B` (`b`: from the first of them in a packed panel, [`NR`] words a pair) to the 32 x 32
 /// block at `c` (rows `c_stride` floats apart), over all `panel_pairs` pairs of `k`.
@@ -189,7 +172,7 @@ pub(super) unsafe fn block(a: &[u32], b: &[u32], panel_pairs: usize, c: *mut f32
             "tilestored [{c16} + {cs}*1], tmm2",
             "tilestored [{c16} + {cs}*1 + 64], tmm3",
             "tilerelease",
-            config = in(reg) CONFIG.0.as_ptr(),
+            config = in(reg) super::super::amx_tiles::CONFIG.0.as_ptr(),
             c = in(reg) c,
             c16 = in(reg) c.add(16 * c_stride),
             cs = in(reg) c_bytes,

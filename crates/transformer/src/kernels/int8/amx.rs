@@ -41,7 +41,7 @@ pub(super) fn runs() -> bool {
         if !Isa::Amx.runs() || (edx >> 24) & 3 != 3 {
             return false;
         }
-        if let Err(reason) = crate::kernels::isa::amx_tile_state() {
+        if let Err(reason) = crate::kernels::amx_tiles::state() {
             log::warn!("this CPU has AMX-INT8 but {reason}: int8 products run on AVX-512 VNNI");
             return false;
         }
@@ -132,23 +132,6 @@ pub(super) unsafe fn dots(
     }
 }
 
-/// The tile configuration: palette 1, tiles 0-7 all 16 rows of 64 bytes.
-#[repr(C, align(64))]
-struct TileConfig([u8; 64]);
-
-static CONFIG: TileConfig = {
-    let mut bytes = [0u8; 64];
-    bytes[0] = 1;
-    let mut tile = 0;
-    while tile < 8 {
-        // colsb[tile] (u16 little-endian at 16 + 2 tile), rows[tile] (at 48 + tile).
-        bytes[16 + 2 * tile] = 64;
-        bytes[48 + tile] = 16;
-        tile += 1;
-    }
-    TileConfig(bytes)
-};
-
 /// `scratch` (32 x 32 i32, row-major) = 32 input rows at `a` (`a_stride` bytes apart) times
 /// two blocks of 16 outputs (`b0`, `b1`, each `steps` tiles of 16 groups, 64 bytes a group),
 /// over `steps * 64` inputs.
@@ -196,7 +179,7 @@ unsafe fn tile_block(
             "tilestored [{c16} + {cs}*1], tmm2",
             "tilestored [{c16} + {cs}*1 + 64], tmm3",
             "tilerelease",
-            config = in(reg) CONFIG.0.as_ptr(),
+            config = in(reg) crate::kernels::amx_tiles::CONFIG.0.as_ptr(),
             c = in(reg) scratch.as_mut_ptr(),
             c16 = in(reg) scratch.as_mut_ptr().add(16 * ROWS),
             cs = in(reg) ROWS * 4,

@@ -79,19 +79,8 @@ pub(super) fn integer_dots(
     let mut sums = vec![0i32; inputs.rows * range.len()];
     #[cfg(target_arch = "x86_64")]
     if on_tiles(w.kernel, inputs.rows) {
-        let whole = inputs.rows.next_multiple_of(super::amx::ROWS) * inputs.stride;
-        let padded;
-        let inputs = match inputs.shifted.len() >= whole {
-            true => inputs,
-            false => {
-                padded = inputs
-                    .clone()
-                    .padded_to(inputs.rows.next_multiple_of(super::amx::ROWS));
-                &padded
-            }
-        };
-        // SAFETY: `on_tiles` found the tiles usable; `w` is in the AVX-512 VNNI layout and
-        // the inputs are padded to whole tiles.
+        // SAFETY: `on_tiles` found the tiles usable; `w` is in the AVX-512 VNNI layout, and
+        // `amx::dots` checks that the inputs hold whole tiles (`prepared` pads them).
         unsafe { super::amx::dots(inputs, w, range, &mut sums) };
         return sums;
     }
@@ -108,6 +97,22 @@ pub(super) fn integer_dots(
         _ => dots_portable(inputs, w, range, &mut sums),
     }
     sums
+}
+
+/// `x`'s rows quantized as `kernel` reads them, padded to whole tiles where the product runs
+/// on them: once per product, before its parallel tasks.
+pub(super) fn prepared(
+    x: &[f32],
+    rows: usize,
+    (inp, stride): (usize, usize),
+    kernel: DotKernel,
+) -> QuantizedRows {
+    let inputs = QuantizedRows::of(x, rows, inp, stride, kernel.input_bytes());
+    #[cfg(target_arch = "x86_64")]
+    if on_tiles(kernel, rows) {
+        return inputs.padded_to(rows.next_multiple_of(super::amx::ROWS));
+    }
+    inputs
 }
 
 /// Whether a product of `rows` rows by a matrix laid out for `kernel` runs on the AMX tiles:

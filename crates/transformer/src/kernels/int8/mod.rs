@@ -32,7 +32,7 @@ use std::ops::Range;
 
 use super::few_rows::by_column_ranges;
 
-use dots::integer_dots;
+use dots::{integer_dots, prepared};
 use quantize::{InputBytes, QuantizedRows};
 
 pub use dots::DotKernel;
@@ -283,12 +283,7 @@ impl QuantizedMatrix {
 
     /// `x W^T + b` for `x` `(rows, inp)` row-major: `(rows, out)`.
     pub fn product(&self, x: &[f32], rows: usize, bias: Option<&[f32]>) -> Vec<f32> {
-        let inputs = QuantizedRows::of(x, rows, self.inp, self.stride, self.kernel.input_bytes());
-        // Padded once here rather than by each task.
-        let inputs = match dots::on_tiles(self.kernel, rows) {
-            true => inputs.padded_to(rows.next_multiple_of(32)),
-            false => inputs,
-        };
+        let inputs = prepared(x, rows, (self.inp, self.stride), self.kernel);
         by_column_ranges(rows, self.out, CHUNK, |range| {
             let sums = integer_dots(&inputs, self, range.clone());
             self.rescaled(&inputs, &sums, range, bias)

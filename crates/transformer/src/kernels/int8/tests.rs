@@ -27,7 +27,7 @@ fn every_kernel_gives_the_plain_integer_sums() {
         let plain = QuantizedMatrix::quantize_for(DotKernel::Portable, &w, out, inp);
         for kernel in DotKernel::available() {
             // The plain loop on the input as this kernel quantizes it.
-            let inputs = QuantizedRows::of(&x, rows, inp, plain.stride, kernel.input_bytes());
+            let inputs = prepared(&x, rows, (inp, plain.stride), kernel);
             let want = integer_dots(&inputs, &plain, 0..out);
             let matrix = QuantizedMatrix::quantize_for(kernel, &w, out, inp);
             assert_eq!(matrix.dequantized(), plain.dequantized(), "{kernel:?}");
@@ -160,7 +160,7 @@ fn products_of_many_rows_give_the_plain_integer_sums() {
         let x = values(rows * inp, 7);
         let plain = QuantizedMatrix::quantize_for(DotKernel::Portable, &w, out, inp);
         for kernel in DotKernel::available() {
-            let inputs = QuantizedRows::of(&x, rows, inp, plain.stride, kernel.input_bytes());
+            let inputs = prepared(&x, rows, (inp, plain.stride), kernel);
             let matrix = QuantizedMatrix::quantize_for(kernel, &w, out, inp);
             for range in [0..out, 5..out] {
                 let want = integer_dots(&inputs, &plain, range.clone());
