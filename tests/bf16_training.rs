@@ -41,7 +41,7 @@ fn copy_trainer(dtype: ComputeDtype) -> Trainer {
     let tokenizers = Tokenizers::learn(&config.data, &[pair]).unwrap();
     assert_eq!(tokenizers.tgt.vocab_size(), 11);
     let data = TrainingData {
-        pairs: EncodedCorpus::from_pairs(&[], IdWidth::U32),
+        pairs: EncodedCorpus::from_pairs(&[], IdWidth::U32).into(),
         tokenizers,
         valid: None,
     };

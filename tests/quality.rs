@@ -63,19 +63,7 @@ fn a_run_with_patience_stops_when_validation_has_not_improved_for_that_many_epoc
     let bleus = epoch_bleus(&run);
     // The rule, applied to what the run logged: the first epoch that is the third in a row
     // without a better BLEU than every epoch before it.
-    let (mut best, mut since) = (f64::NEG_INFINITY, 0);
-    let mut expected = None;
-    for (epoch, &bleu) in bleus.iter().enumerate() {
-        if bleu > best {
-            (best, since) = (bleu, 0);
-        } else {
-            since += 1;
-        }
-        if since == 3 {
-            expected = Some(epoch + 1);
-            break;
-        }
-    }
+    let expected = common::patience_runs_out(&bleus, 3);
     let expected = expected.expect("the toy run plateaus within its 80 epochs");
     assert_eq!(bleus.len(), expected, "{bleus:?}");
     let stderr = String::from_utf8_lossy(&output.stderr);

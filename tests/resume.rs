@@ -57,6 +57,8 @@ fn metrics(run: &Path) -> Vec<Value> {
             let fields = record.as_object_mut().unwrap();
             fields.remove("elapsed_s");
             fields.remove("tokens_per_s");
+            // Where the time went: timings, which differ between runs.
+            fields.remove("time");
             record
         })
         .collect()

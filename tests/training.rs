@@ -37,7 +37,8 @@ fn try_toy_trainer(config: Config) -> anyhow::Result<Trainer> {
         pairs: EncodedCorpus::from_pairs(
             &encode_pairs(&pairs, &tokenizers, 64).unwrap().0,
             IdWidth::U32,
-        ),
+        )
+        .into(),
         tokenizers,
         valid: None,
     };

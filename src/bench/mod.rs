@@ -88,7 +88,7 @@ fn trainer(
     collective: Box<dyn Collective>,
 ) -> anyhow::Result<Trainer> {
     let data = TrainingData {
-        pairs: EncodedCorpus::from_pairs(&[], IdWidth::U32),
+        pairs: EncodedCorpus::from_pairs(&[], IdWidth::U32).into(),
         tokenizers: synthetic_tokenizers(vocab)?,
         valid: None,
     };
@@ -156,7 +156,7 @@ pub fn toy_training(
     let tokenizers = Tokenizers::learn(&config.data, &pairs)?;
     let (encoded, _) = encode_pairs(&pairs, &tokenizers, config.model.max_len)?;
     let data = TrainingData {
-        pairs: EncodedCorpus::from_pairs(&encoded, IdWidth::U32),
+        pairs: EncodedCorpus::from_pairs(&encoded, IdWidth::U32).into(),
         tokenizers,
         valid: None,
     };

@@ -11,8 +11,10 @@ use std::time::Instant;
 
 use clap::Args;
 
+use crate::checkpoint;
 use crate::distributed;
 use crate::flags::{at_least_one, DeviceArgs};
+use crate::metrics::RunPart;
 use crate::progress::{TrainProgress, Verbosity};
 use crate::stop_signals::StopSignals;
 use crate::train::precision::Precision;
@@ -75,6 +77,9 @@ pub fn run(args: TrainArgs) -> anyhow::Result<()> {
         Some(run_dir) => resumed_trainer(run_dir, args.dtype, &device, collective, verbosity)?,
         None => new_trainer(&args, &device, collective, verbosity)?,
     };
+    // Where the time went, from the run's figures before this session to its last.
+    let before = trainer.time_spent();
+    trainer.count_time(RunPart::Start, started.elapsed().as_secs_f64());
     let position = trainer.position().clone();
     let precision = trainer.precision();
     if verbosity == Verbosity::Normal && precision != Precision::F32 {
@@ -109,6 +114,7 @@ pub fn run(args: TrainArgs) -> anyhow::Result<()> {
         // A resumed run's checkpoint stands until this run writes one.
         saved_step: (position.step > 0).then_some(position.step),
         lead,
+        plotted: None,
     };
     let outcome = trainer.run(&mut observer);
     observer.progress.finish();
@@ -117,19 +123,38 @@ pub fn run(args: TrainArgs) -> anyhow::Result<()> {
         // only errors of their own.
         return outcome.map(|_| ());
     }
-    if !report(outcome, &trainer, &observer, &run_dir)? {
-        return Ok(());
+    let ended = report(outcome, &trainer, &observer, &run_dir);
+    let mut averaged = Ok(());
+    if let (Ok(true), Some(wanted)) = (&ended, trainer.config().training.average_last) {
+        let averaging = Instant::now();
+        averaged = average_at_the_end(&run_dir, wanted);
+        trainer.count_time(RunPart::Averaging, averaging.elapsed().as_secs_f64());
     }
-    if let Some(wanted) = trainer.config().training.average_last {
-        average_at_the_end(&run_dir, wanted)?;
-    }
-    eprintln!(
-        "trained {} in {:.1}s; checkpoints in {}",
-        count(trainer.step() - position.step, "step"),
-        started.elapsed().as_secs_f64(),
-        run_dir.display()
+    // The time's record, however the run ended: a run that failed says where its time went
+    // too, and its own error is the one told.
+    let recorded = checkpoint::save_metrics(
+        &run_dir,
+        trainer.record_time(before.wall_s + started.elapsed().as_secs_f64()),
     );
-    show_what_it_learned(&trainer, &samples)
+    let finished = ended?;
+    averaged?;
+    recorded?;
+    let session = trainer.time_spent().since(&before);
+    if finished {
+        eprintln!(
+            "trained {} in {:.1}s; checkpoints in {}",
+            count(trainer.step() - position.step, "step"),
+            session.wall_s,
+            run_dir.display()
+        );
+    }
+    if verbosity == Verbosity::Normal {
+        eprintln!("where the time went: {}", session.summary());
+    }
+    match finished {
+        true => show_what_it_learned(&trainer, &samples),
+        false => Ok(()),
+    }
 }
 
 /// `1 step`, `2 steps`.

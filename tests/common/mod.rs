@@ -420,3 +420,22 @@ impl Drop for SmallDisk {
         let _ = std::process::Command::new("umount").arg(&self.0).status();
     }
 }
+
+/// Where `training.patience` runs out over validation scores (BLEU, higher is better): the
+/// 1-based count of validations at the first one that is the `patience`-th in a row without
+/// a better score than every one before it; `None` if it never does.
+#[allow(dead_code)]
+pub fn patience_runs_out(scores: &[f64], patience: usize) -> Option<usize> {
+    let (mut best, mut since) = (f64::NEG_INFINITY, 0);
+    for (at, &score) in scores.iter().enumerate() {
+        if score > best {
+            (best, since) = (score, 0);
+        } else {
+            since += 1;
+        }
+        if since == patience {
+            return Some(at + 1);
+        }
+    }
+    None
+}

@@ -44,6 +44,19 @@ impl Curves {
                         curves.valid_bleu.push((x, *bleu));
                     }
                 }
+                MetricRecord::Validation {
+                    step,
+                    valid_loss,
+                    valid_bleu,
+                    ..
+                } => {
+                    let x = *step as f64;
+                    curves.valid_loss.push((x, *valid_loss));
+                    if let Some(bleu) = valid_bleu {
+                        curves.valid_bleu.push((x, *bleu));
+                    }
+                }
+                MetricRecord::Run { .. } => {}
             }
         }
         curves

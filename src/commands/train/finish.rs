@@ -182,8 +182,8 @@ pub(super) fn report(
                 run_dir.join(LAST_DIR)
             };
             eprintln!(
-                "stopped early after epoch {epoch}: no better validation score for {patience} \
-                 epochs (training.patience); the checkpoint to use is {}",
+                "stopped early after epoch {epoch}: no better validation score in {patience} \
+                 validations in a row (training.patience); the checkpoint to use is {}",
                 kept.display()
             );
             Ok(true)

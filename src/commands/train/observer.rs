@@ -3,6 +3,7 @@
 //! loop asks for a checkpoint, and passes on requests to stop (a signal, `--stop-at-step`).
 
 use std::path::PathBuf;
+use std::time::{Duration, Instant};
 
 use crate::checkpoint::{self, history, CheckpointContents, BEST_DIR, LAST_DIR, LOSS_PLOT_FILE};
 use crate::metrics::MetricRecord;
@@ -25,12 +26,23 @@ pub(super) struct CheckpointingObserver {
     pub(super) saved_step: Option<usize>,
     /// Rank 0 (or a single process): the one that writes the run directory.
     pub(super) lead: bool,
+    /// When loss.png was last drawn.
+    pub(super) plotted: Option<Instant>,
 }
 
+/// Least time between two drawings of loss.png after epochs: drawing it takes some 20 ms,
+/// which a run of short epochs (the toy's, of one step) would spend after every one.
+const PLOT_EVERY: Duration = Duration::from_secs(10);
+
 impl CheckpointingObserver {
-    /// metrics.jsonl and loss.png, both redrawn from all records so far.
-    fn write_metrics(&self, metrics: &[MetricRecord]) -> anyhow::Result<()> {
+    /// metrics.jsonl, and loss.png redrawn from all records so far when `plot` says so or it
+    /// was drawn more than [`PLOT_EVERY`] ago.
+    fn write_metrics(&mut self, metrics: &[MetricRecord], plot: bool) -> anyhow::Result<()> {
         checkpoint::save_metrics(&self.run_dir, metrics)?;
+        if !plot && self.plotted.is_some_and(|at| at.elapsed() < PLOT_EVERY) {
+            return Ok(());
+        }
+        self.plotted = Some(Instant::now());
         // A picture that cannot be drawn is no reason to stop training.
         let plot_path = self.run_dir.join(LOSS_PLOT_FILE);
         if let Err(e) = plot::write_training_curves(metrics, &plot_path) {
@@ -73,7 +85,7 @@ impl TrainObserver for CheckpointingObserver {
             }
             self.progress.note(&line);
         }
-        self.write_metrics(metrics)
+        self.write_metrics(metrics, false)
     }
 
     fn on_checkpoint(&mut self, trainer: &Trainer, kind: CheckpointKind) -> anyhow::Result<()> {
@@ -117,7 +129,7 @@ impl TrainObserver for CheckpointingObserver {
         if kind == CheckpointKind::Last {
             self.saved_step = Some(trainer.step());
         }
-        self.write_metrics(trainer.metrics())?;
+        self.write_metrics(trainer.metrics(), true)?;
         if kind == CheckpointKind::Best {
             self.progress.note(&format!(
                 "step {}: new best checkpoint in {}",

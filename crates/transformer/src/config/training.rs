@@ -39,8 +39,16 @@ pub struct TrainingConfig {
     /// At the end of a run, the mean of the last this-many kept checkpoints as `averaged/`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub average_last: Option<usize>,
-    /// Early stopping: the run ends after this many epochs without a better validation
-    /// score (BLEU, or the loss where there is no BLEU); absent: every epoch runs.
+    /// Epochs between validations (loss and BLEU on `data.valid`, judged for `best/` and
+    /// `patience`): 1 validates after every epoch.
+    pub validate_every: usize,
+    /// Steps between validations during epochs as well, for long epochs (fairseq's
+    /// `--validate-interval-updates`); absent: only after epochs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub validate_every_steps: Option<usize>,
+    /// Early stopping: the run ends after this many validations in a row without a better
+    /// score (BLEU, or the loss where there is no BLEU): epochs, with the default
+    /// `validate_every`; absent: every epoch runs.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub patience: Option<usize>,
     /// A checkpoint directory whose weights (and tokenizer files) training starts from,
@@ -128,6 +136,8 @@ impl Default for TrainingConfig {
             checkpoint_every: 1000,
             keep_last: 0,
             average_last: None,
+            validate_every: 1,
+            validate_every_steps: None,
             patience: None,
             init_from: None,
             dtype: ComputeDtype::F32,

@@ -159,6 +159,10 @@ fn training_schedule_and_checkpoints(t: &TrainingConfig) -> Check {
     positive("training.warmup", t.warmup)?;
     positive("training.log_every", t.log_every)?;
     positive("training.checkpoint_every", t.checkpoint_every)?;
+    positive("training.validate_every", t.validate_every)?;
+    if let Some(steps) = t.validate_every_steps {
+        positive("training.validate_every_steps", steps)?;
+    }
     if let Some(last) = t.average_last {
         positive("training.average_last", last)?;
         if last > t.keep_last {

@@ -4,11 +4,13 @@
 pub mod bleu;
 pub mod chrf;
 pub mod record;
+pub mod time_spent;
 pub mod tokenizer_13a;
 
 pub use bleu::{corpus_bleu, BleuScore, BleuStatistics};
 pub use chrf::{chrf_signature, corpus_chrf};
 pub use record::MetricRecord;
+pub use time_spent::{RunPart, TimeSpent};
 
 /// The sacreBLEU release whose numbers the committed fixtures pin (tests/fixtures/sacrebleu).
 pub const SACREBLEU_VERSION: &str = "2.6.0";

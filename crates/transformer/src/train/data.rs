@@ -12,7 +12,8 @@ use crate::training_data::{encode_training_corpus, learn_tokenizers, CacheUse, C
 /// Everything the loop trains on.
 pub struct TrainingData {
     /// The training pairs as ids: in memory, or mapped from the corpus cache.
-    pub pairs: EncodedCorpus,
+    /// Shared with the thread that builds batches ahead (see `batch_feed`).
+    pub pairs: std::sync::Arc<EncodedCorpus>,
     pub tokenizers: Tokenizers,
     pub valid: Option<ValidationData>,
 }
@@ -158,7 +159,7 @@ impl TrainingData {
             None => None,
         };
         let data = Self {
-            pairs: prepared.corpus,
+            pairs: prepared.corpus.into(),
             tokenizers,
             valid,
         };

@@ -1,5 +1,6 @@
 //! Training: the loop, the label-smoothing loss, the Noam schedule and Adam.
 
+pub mod batch_feed;
 pub mod clip;
 mod data;
 pub mod data_parallel;

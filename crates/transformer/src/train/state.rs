@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
-use crate::metrics::MetricRecord;
+use crate::metrics::{MetricRecord, TimeSpent};
 use crate::training_data::EncodedCorpus;
 pub(super) use crate::training_data::Fnv1a;
 
@@ -39,6 +39,9 @@ pub struct RunPosition {
     pub epochs_without_improvement: usize,
     #[serde(default)]
     pub stopped_early: bool,
+    /// Where the run's time went so far, across resumes.
+    #[serde(default)]
+    pub time: TimeSpent,
 }
 
 impl RunPosition {
@@ -57,6 +60,7 @@ impl RunPosition {
             best_valid_loss: None,
             epochs_without_improvement: 0,
             stopped_early: false,
+            time: TimeSpent::default(),
         }
     }
 }

@@ -5,10 +5,11 @@
 //! that a resumed run takes exactly the steps the uninterrupted one would have. Saving
 //! and restoring lives in `trainer/resume.rs`.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use candle_core::{DType, Device, Tensor};
 
+use super::batch_feed::{BatchFeed, FeedPlan};
 use super::clip::clip_grad_norm;
 use super::data::{TrainingData, ValidationData};
 use super::data_parallel::{agreed_stop, check_weights_agree, share, sum_over_ranks};
@@ -22,8 +23,9 @@ use super::state::{DataFingerprint, RunClock, RunPosition};
 use crate::config::Config;
 use crate::distributed::{Collective, SingleProcess};
 use crate::infer::settings::{DecodeRequest, DecodeSettings};
+use crate::infer::translator::Batching;
 use crate::infer::Inference;
-use crate::metrics::{BleuStatistics, MetricRecord};
+use crate::metrics::{BleuStatistics, MetricRecord, RunPart, TimeSpent};
 use crate::model::{DropoutRng, Mode, Model, TeacherForced, TrainedWeights};
 use crate::tokenize::SpecialIds;
 use crate::training_data::{ordered_batches, EncodedPair, EpochPlan, PaddedBatch};
@@ -186,55 +188,141 @@ impl Trainer {
     /// Trains from the current position to the end of the configured epochs: a `Last`
     /// checkpoint every `checkpoint_every` steps and at the end, a `Best` one whenever
     /// validation BLEU improves. Stops early, after a `Last` checkpoint, when the observer
-    /// asks to.
+    /// asks to. Each epoch's batches are built ahead on a thread ([`BatchFeed`]), and where
+    /// the time went is kept in the position ([`TimeSpent`]).
     pub fn run(&mut self, observer: &mut dyn TrainObserver) -> anyhow::Result<RunOutcome> {
         let t = self.config.training.clone();
         let total_steps = self.total_steps();
         let clock = RunClock::new(self.position.elapsed_s);
+        let wall = RunClock::new(self.position.time.wall_s);
         while self.position.epoch <= t.epochs {
             let epoch = self.position.epoch;
             // The epoch's batches are cut from the corpus one step's group at a time, so that
             // memory holds one group whatever the corpus's size.
-            let plan = EpochPlan::new(&self.data.pairs, t.max_tokens, (t.seed, epoch - 1));
-            let group_size = t.accumulate * self.collective.world();
-            let groups = plan.len().div_ceil(group_size);
-            while self.position.steps_in_epoch < groups {
-                let first = self.position.steps_in_epoch * group_size;
-                let group: Vec<PaddedBatch> = (first..(first + group_size).min(plan.len()))
-                    .map(|i| {
-                        let pairs = plan.batch_pairs(i);
-                        PaddedBatch::from_corpus(&self.data.pairs, pairs, self.specials.pad)
-                    })
-                    .collect();
-                let report = self.train_step(&group, total_steps, &clock)?;
+            let mut feed = self.timed(RunPart::Batching, |trainer| {
+                BatchFeed::start(
+                    trainer.data.pairs.clone(),
+                    FeedPlan {
+                        max_tokens: t.max_tokens,
+                        seed_and_epoch: (t.seed, epoch - 1),
+                        group_size: t.accumulate * trainer.collective.world(),
+                        first_group: trainer.position.steps_in_epoch,
+                        pad: trainer.specials.pad,
+                    },
+                )
+            })?;
+            while let Some(group) = self.timed(RunPart::Batching, |_| feed.next_group()) {
+                let report = self.timed(RunPart::Steps, |trainer| {
+                    trainer.train_step(&group, total_steps, &clock)
+                })?;
                 observer.on_step(&report);
-                if self.position.step.is_multiple_of(t.checkpoint_every) {
+                let step = self.position.step;
+                if t.validate_every_steps
+                    .is_some_and(|n| step.is_multiple_of(n))
+                {
+                    self.validate_between_epochs(&clock, &wall, observer)?;
+                }
+                if step.is_multiple_of(t.checkpoint_every) {
                     self.check_ranks_agree()?;
-                    observer.on_checkpoint(self, CheckpointKind::Last)?;
+                    self.checkpoint(observer, CheckpointKind::Last, &wall)?;
+                }
+                if let Some(outcome) = self.out_of_patience(observer, &wall)? {
+                    return Ok(outcome);
                 }
                 if let Some(reason) = agreed_stop(&*self.collective, observer.stop_requested())? {
-                    if !self.position.step.is_multiple_of(t.checkpoint_every) {
-                        observer.on_checkpoint(self, CheckpointKind::Last)?;
+                    if !step.is_multiple_of(t.checkpoint_every) {
+                        self.checkpoint(observer, CheckpointKind::Last, &wall)?;
                     }
                     return Ok(RunOutcome::Stopped(reason));
                 }
             }
-            self.end_epoch(&clock, observer)?;
-            if let Some(patience) = t.patience {
-                if self.position.epochs_without_improvement >= patience {
-                    self.position.stopped_early = true;
-                    observer.on_checkpoint(self, CheckpointKind::Last)?;
-                    let epoch = self.position.epoch - 1;
-                    return Ok(RunOutcome::StoppedEarly { epoch, patience });
-                }
+            drop(feed);
+            self.end_epoch(&clock, &wall, observer)?;
+            if let Some(outcome) = self.out_of_patience(observer, &wall)? {
+                return Ok(outcome);
             }
             if let Some(reason) = agreed_stop(&*self.collective, observer.stop_requested())? {
-                observer.on_checkpoint(self, CheckpointKind::Last)?;
+                self.checkpoint(observer, CheckpointKind::Last, &wall)?;
                 return Ok(RunOutcome::Stopped(reason));
             }
         }
-        observer.on_checkpoint(self, CheckpointKind::Last)?;
+        self.checkpoint(observer, CheckpointKind::Last, &wall)?;
         Ok(RunOutcome::Finished)
+    }
+
+    /// `training.patience` validations in a row without a better score: the run ends, after
+    /// a `Last` checkpoint.
+    fn out_of_patience(
+        &mut self,
+        observer: &mut dyn TrainObserver,
+        wall: &RunClock,
+    ) -> anyhow::Result<Option<RunOutcome>> {
+        let Some(patience) = self.config.training.patience else {
+            return Ok(None);
+        };
+        if self.position.epochs_without_improvement < patience || self.position.stopped_early {
+            return Ok(None);
+        }
+        self.position.stopped_early = true;
+        self.checkpoint(observer, CheckpointKind::Last, wall)?;
+        // The epoch that ended last, or the one in progress when a validation between
+        // epochs ran out of patience.
+        let epoch = match self.position.steps_in_epoch {
+            0 => self.position.epoch - 1,
+            _ => self.position.epoch,
+        };
+        Ok(Some(RunOutcome::StoppedEarly { epoch, patience }))
+    }
+
+    /// Asks `observer` for a checkpoint, the time it takes counted as the checkpoints'.
+    fn checkpoint(
+        &mut self,
+        observer: &mut dyn TrainObserver,
+        kind: CheckpointKind,
+        wall: &RunClock,
+    ) -> anyhow::Result<()> {
+        self.position.time.wall_s = wall.elapsed_s();
+        let started = Instant::now();
+        let written = observer.on_checkpoint(self, kind);
+        self.position
+            .time
+            .add(RunPart::Checkpoints, started.elapsed().as_secs_f64());
+        written
+    }
+
+    /// Runs `work` on the trainer, adding its time to `part`.
+    fn timed<T>(&mut self, part: RunPart, work: impl FnOnce(&mut Self) -> T) -> T {
+        let started = Instant::now();
+        let result = work(self);
+        self.position
+            .time
+            .add(part, started.elapsed().as_secs_f64());
+        result
+    }
+
+    /// Adds `seconds` spent outside the loop (start-up, averaging) to the run's time.
+    pub fn count_time(&mut self, part: RunPart, seconds: f64) {
+        self.position.time.add(part, seconds);
+        self.position.time.wall_s += seconds;
+    }
+
+    /// Where the run's time went so far, across resumes.
+    pub fn time_spent(&self) -> TimeSpent {
+        self.position.time
+    }
+
+    /// The run's last metrics record: where its whole time went, `wall_s` in all (start-up
+    /// to now, across resumes). Replaces one an earlier session of the run left, and returns
+    /// every record.
+    pub fn record_time(&mut self, wall_s: f64) -> &[MetricRecord] {
+        self.position.time.wall_s = wall_s;
+        self.metrics
+            .retain(|record| !matches!(record, MetricRecord::Run { .. }));
+        self.metrics.push(MetricRecord::Run {
+            step: self.position.step,
+            time: self.position.time,
+        });
+        &self.metrics
     }
 
     /// Under `mpirun`: fails unless every rank holds the same weights.
@@ -245,27 +333,29 @@ impl Trainer {
         check_weights_agree(&*self.collective, self.weights.vars(), self.position.step)
     }
 
-    /// Validation, the epoch's metrics line, a `Best` checkpoint when BLEU improved, and the
-    /// position moved to the next epoch.
+    /// Validation (every `validate_every` epochs, unless one between epochs just ran), the
+    /// epoch's metrics line, a `Best` checkpoint when BLEU improved, and the position moved
+    /// to the next epoch.
     fn end_epoch(
         &mut self,
         clock: &RunClock,
+        wall: &RunClock,
         observer: &mut dyn TrainObserver,
     ) -> anyhow::Result<()> {
-        let (valid_loss, valid_bleu) = match &self.data.valid {
-            Some(valid) => (
-                // Weights that overflowed in the last step show here first: stop as a diverged
-                // training loss stops, before decoding them.
-                Some(finite_loss(
-                    self.position.step,
-                    self.validation_loss(&valid.pairs)?,
-                )?),
-                self.validation_bleu(valid)?,
-            ),
-            None => (None, None),
+        let t = &self.config.training;
+        let p = &self.position;
+        let due = p.epoch.is_multiple_of(t.validate_every)
+            && !t
+                .validate_every_steps
+                .is_some_and(|n| p.step.is_multiple_of(n));
+        let (valid_loss, valid_bleu) = match due {
+            true => self.validate_now()?,
+            false => (None, None),
         };
+        self.position.elapsed_s = clock.elapsed_s();
+        self.position.time.wall_s = wall.elapsed_s();
+        let improved = self.judge(valid_loss, valid_bleu);
         let p = &mut self.position;
-        p.elapsed_s = clock.elapsed_s();
         let record = MetricRecord::Epoch {
             step: p.step,
             epoch: p.epoch,
@@ -273,7 +363,58 @@ impl Trainer {
             valid_loss,
             valid_bleu,
             elapsed_s: p.elapsed_s,
+            time: Some(p.time),
         };
+        (p.epoch, p.steps_in_epoch, p.epoch_loss_sum) = (p.epoch + 1, 0, 0.0);
+        self.record(observer, record, improved, wall)
+    }
+
+    /// A validation during an epoch (`training.validate_every_steps`), judged as an epoch's.
+    fn validate_between_epochs(
+        &mut self,
+        clock: &RunClock,
+        wall: &RunClock,
+        observer: &mut dyn TrainObserver,
+    ) -> anyhow::Result<()> {
+        let (Some(valid_loss), valid_bleu) = self.validate_now()? else {
+            return Ok(());
+        };
+        self.position.elapsed_s = clock.elapsed_s();
+        let improved = self.judge(Some(valid_loss), valid_bleu);
+        let record = MetricRecord::Validation {
+            step: self.position.step,
+            epoch: self.position.epoch,
+            valid_loss,
+            valid_bleu,
+            elapsed_s: self.position.elapsed_s,
+        };
+        self.record(observer, record, improved, wall)
+    }
+
+    /// The validation loss and BLEU now, each timed; none without validation data.
+    fn validate_now(&mut self) -> anyhow::Result<(Option<f64>, Option<f64>)> {
+        let Some(valid) = &self.data.valid else {
+            return Ok((None, None));
+        };
+        let started = Instant::now();
+        // Weights that overflowed in the last step show here first: stop as a diverged
+        // training loss stops, before decoding them.
+        let loss = finite_loss(self.position.step, self.validation_loss(&valid.pairs)?)?;
+        let loss_s = started.elapsed().as_secs_f64();
+        let bleu = self.validation_bleu(valid)?;
+        let time = &mut self.position.time;
+        time.add(RunPart::ValidationLoss, loss_s);
+        time.add(
+            RunPart::ValidationDecoding,
+            started.elapsed().as_secs_f64() - loss_s,
+        );
+        Ok((Some(loss), bleu))
+    }
+
+    /// Keeps a validation's scores as the best when they are (BLEU where there is one, else
+    /// the loss) and counts validations without improvement; whether BLEU improved.
+    fn judge(&mut self, valid_loss: Option<f64>, valid_bleu: Option<f64>) -> bool {
+        let p = &mut self.position;
         let improved = valid_bleu.filter(|&bleu| p.best_bleu.is_none_or(|best| bleu > best));
         if improved.is_some() {
             p.best_bleu = improved;
@@ -282,7 +423,6 @@ impl Trainer {
         if lower.is_some() {
             p.best_valid_loss = lower;
         }
-        // BLEU judges an epoch where there is one (a translation model), else the loss.
         let better = match valid_bleu {
             Some(_) => improved.is_some(),
             None => lower.is_some(),
@@ -294,11 +434,26 @@ impl Trainer {
                 p.epochs_without_improvement + 1
             };
         }
-        (p.epoch, p.steps_in_epoch, p.epoch_loss_sum) = (p.epoch + 1, 0, 0.0);
+        improved.is_some()
+    }
+
+    /// Keeps `record`, shows it, and writes a `Best` checkpoint when BLEU improved.
+    fn record(
+        &mut self,
+        observer: &mut dyn TrainObserver,
+        record: MetricRecord,
+        improved: bool,
+        wall: &RunClock,
+    ) -> anyhow::Result<()> {
         self.metrics.push(record.clone());
-        observer.on_epoch(&record, &self.metrics)?;
-        if improved.is_some() {
-            observer.on_checkpoint(self, CheckpointKind::Best)?;
+        let started = Instant::now();
+        let written = observer.on_epoch(&record, &self.metrics);
+        self.position
+            .time
+            .add(RunPart::Checkpoints, started.elapsed().as_secs_f64());
+        written?;
+        if improved {
+            self.checkpoint(observer, CheckpointKind::Best, wall)?;
         }
         Ok(())
     }
@@ -570,8 +725,23 @@ impl Trainer {
     }
 }
 
-/// Sentences per batch when translating the validation set for BLEU.
-const VALIDATION_DECODE_BATCH: usize = 64;
+/// How the validation sources are batched for BLEU: large batches of sources of similar
+/// length (sorted, so little padding and few rows finished early), each within a token
+/// budget (sentences x beam x the longest source) that bounds the key/value caches: about
+/// 0.2 GB of them for the base model on the CPU, 1.5 GB on a GPU, whose launches a batch of
+/// 256 rows fills where 64 leave it idle.
+fn validation_batching(device: &Device) -> Batching {
+    match device {
+        Device::Cpu => Batching {
+            sentences: 64,
+            tokens: 8192,
+        },
+        _ => Batching {
+            sentences: 256,
+            tokens: 32_768,
+        },
+    }
+}
 
 impl Trainer {
     /// Loss per target token over the validation pairs, dropout off. Under `mpirun` each rank
@@ -606,17 +776,20 @@ impl Trainer {
         };
         let (rank, world) = (self.collective.rank(), self.collective.world());
         let mut statistics = BleuStatistics::default().to_counts();
-        let blocks = valid
-            .sources
-            .chunks(VALIDATION_DECODE_BATCH)
-            .zip(valid.references.chunks(VALIDATION_DECODE_BATCH));
-        for (sources, references) in blocks.skip(rank).step_by(world) {
+        // Sources by length (in tokens, as encoded for the loss), ties in corpus order.
+        let mut order: Vec<usize> = (0..valid.sources.len()).collect();
+        order.sort_by_key(|&i| valid.pairs.get(i).map_or(0, |pair| pair.src.len()));
+        let batching = validation_batching(&self.device);
+        for block in order.chunks(batching.sentences).skip(rank).step_by(world) {
+            let sources: Vec<String> = block.iter().map(|&i| valid.sources[i].clone()).collect();
+            let references: Vec<String> =
+                block.iter().map(|&i| valid.references[i].clone()).collect();
             let hypotheses: Vec<String> = translator
-                .translate_batch(sources)?
+                .translate_all(&sources, batching)?
                 .into_iter()
                 .map(|t| t.translation)
                 .collect();
-            let block = BleuStatistics::of(&hypotheses, references).to_counts();
+            let block = BleuStatistics::of(&hypotheses, &references).to_counts();
             for (total, count) in statistics.iter_mut().zip(block) {
                 *total += count;
             }
