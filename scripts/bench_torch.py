@@ -21,6 +21,7 @@ import time
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import reference  # noqa: E402
 from reference import (  # noqa: E402
     BOS, PAD, LabelSmoothing, make_model, rate, subsequent_mask, target_mask,
 )
@@ -59,11 +60,28 @@ def forward_flops(n, d, ff, batch, src, tgt, vocab):
     return n * (encoder + decoder) + linear(b * t, d, vocab)
 
 
+# --fast: what people who train on a GPU run, set once by main(): SDPA attention in place of
+# the reference's and AdamW's fused kernel (weight decay 0: Adam's update).
+FAST = False
+
+
+def sdpa_attention(query, key, value, mask=None, dropout=None):
+    """The reference's attention through torch's fused scaled_dot_product_attention."""
+    p = dropout.p if dropout is not None and dropout.training else 0.0
+    out = torch.nn.functional.scaled_dot_product_attention(
+        query, key, value, attn_mask=None if mask is None else mask != 0, dropout_p=p)
+    return out, None
+
+
 def train(name, model, vocab, smoothing, factor, warmup, dims, batches, steps, unit):
     """Times `steps` steps of the reference's training loop on `batches(i)`."""
     n, d, ff = dims
     criterion = LabelSmoothing(vocab, PAD, smoothing)
-    optimizer = torch.optim.Adam(model.parameters(), lr=1.0, betas=(0.9, 0.98), eps=1e-9)
+    if FAST:
+        optimizer = torch.optim.AdamW(model.parameters(), lr=1.0, betas=(0.9, 0.98), eps=1e-9,
+                                      weight_decay=0.0, fused=True)
+    else:
+        optimizer = torch.optim.Adam(model.parameters(), lr=1.0, betas=(0.9, 0.98), eps=1e-9)
     scheduler = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lr_lambda=lambda step: rate(step, d, factor, warmup))
     model.train()
@@ -209,9 +227,16 @@ def main():
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     parser.add_argument("--dtype", default="f32", choices=["f32", "bf16"],
                         help="bf16: the training workloads and matmul under torch.autocast")
+    parser.add_argument("--fast", action="store_true",
+                        help="SDPA attention and fused AdamW (the training workloads)")
+    parser.add_argument("--tf32", action="store_true",
+                        help="let float32 products use TF32 (PyTorch's default is off)")
     args = parser.parse_args()
-    global AUTOCAST_DEVICE, AUTOCAST_ON
-    AUTOCAST_DEVICE, AUTOCAST_ON = args.device, args.dtype == "bf16"
+    global AUTOCAST_DEVICE, AUTOCAST_ON, FAST
+    AUTOCAST_DEVICE, AUTOCAST_ON, FAST = args.device, args.dtype == "bf16", args.fast
+    if FAST:
+        reference.attention = sdpa_attention
+    torch.backends.cuda.matmul.allow_tf32 = args.tf32
     torch.set_num_threads(args.threads)
     torch.set_default_device(args.device)
     torch.manual_seed(0)
@@ -229,7 +254,8 @@ def main():
         # The reference has no batched or beam decoding: a tutorial user decodes the 32
         # sentences one by one with greedy_decode, and that is the baseline for both.
         result = decoding("greedy-32" if args.workload == "greedy32" else "beam5-32", 32)
-    result["precision"] = "autocast bf16" if AUTOCAST_ON else "f32"
+    result["precision"] = ("autocast bf16" if AUTOCAST_ON else "f32") + (
+        " + SDPA + fused AdamW" if FAST else "") + (" (TF32)" if args.tf32 else "")
     print(json.dumps(result))
 
 

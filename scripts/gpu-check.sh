@@ -9,10 +9,12 @@
 # Environment (defaults): DEVICE (cuda), BIN (dist/transformer or dist/transformer.gz),
 # OUT (gpu-check), PYTHON (python3, with torch and safetensors), REPS (3: benchmark repetitions),
 # M30K_SECONDS (120: the Multi30k training run's budget), BENCH (the benchmark workloads),
-# SKIP (sections to leave out, e.g. "bench multi30k").
+# SKIP (sections to leave out, e.g. "bench multi30k"), PAIRS (the benchmark's settings: f32
+# bf16 cuda-fused tf32 on a GPU, f32 on the CPU).
 #
 # Sections: 1 parity (translate --json on the parity fixture within 1e-3 of PyTorch's),
-# 2 base (train configs/base.toml, then translate "ich mochte ein bier"), 3 bench (the speed
+# 2 base (train configs/base.toml, then translate "ich mochte ein bier"), 2c kernels (the fused
+# CUDA kernels against the composed path: `bench check-kernels`), 3 bench (the speed
 # benchmark's workloads next to PyTorch on the same device), 4 multi30k (training for
 # M30K_SECONDS, stopped by SIGINT, tokens/s), 5 nccl (one rank under mpirun, for a binary built
 # with --features nccl). Exit status: the number of failed sections. A section whose binary,
@@ -166,48 +168,82 @@ if ! skipped lowp; then
   fi
 fi
 
-# 3. The speed benchmark on DEVICE, ours against PyTorch's, interleaved.
+# 2c. The fused CUDA kernels (TRANSFORMER_KERNELS=cuda-fused: LayerNorm forward and backward,
+# Adam) against candle's composed ops on DEVICE. They stay opt-in until this passes on a GPU.
+if ! skipped kernels; then
+  section "2c. Fused kernels against the composed path (bench check-kernels)"
+  if TRANSFORMER_KERNELS=cuda-fused "$BIN" bench check-kernels --device "$DEVICE" >> "$REPORT" 2>> "$LOG" \
+      || { [ "$DEVICE" = cpu ] && "$BIN" bench check-kernels --device cpu >> "$REPORT" 2>> "$LOG"; }; then
+    say ""; say "PASS"
+  else
+    fail "a fused kernel differs from the composed path (see above and log.txt)"
+  fi
+fi
+
+# 3. The speed benchmark on DEVICE, ours against PyTorch's, interleaved, in pairs of settings:
+#   f32:        ours f32 against PyTorch eager f32 (TF32 off on both: PyTorch's default);
+#   bf16:       ours with training.dtype bf16 against PyTorch autocast bf16 + SDPA + fused AdamW
+#               (the training workloads and the product);
+#   cuda-fused: ours f32 with TRANSFORMER_KERNELS=cuda-fused against PyTorch eager f32;
+#   tf32:       ours with TRANSFORMER_TF32=on against PyTorch with allow_tf32 (both less exact).
+# PAIRS picks them (default: all four on a GPU, f32 alone on the CPU).
 if ! skipped bench; then
-  section "3. Speed benchmark on $DEVICE ($REPS interleaved runs each)"
-  results="$OUT/bench.jsonl"
-  : > "$results"
   batches="$OUT/multi30k.safetensors"
+  bench_ok=true
   if [[ "$BENCH" == *multi30k* ]] && ! "$BIN" bench export-multi30k --device cpu --steps 10 \
       --batches "$batches" >> "$LOG" 2>&1; then
     say "- multi30k could not run: its batches could not be exported (data/multi30k missing? \
 run scripts/get-multi30k.sh, or set BENCH without it)"
     BENCH="${BENCH//multi30k:8/}"
     bench_ok=false
-  else
-    bench_ok=true
   fi
   # Both sides get the same CPU threads, as in scripts/bench.sh.
-  export RAYON_NUM_THREADS="${RAYON_NUM_THREADS:-$(nproc)}" OMP_NUM_THREADS="${OMP_NUM_THREADS:-$(nproc)}"
-  for entry in $BENCH; do
-    workload="${entry%%:*}"
-    steps="${entry##*:}"
-    for _ in $(seq "$REPS"); do
-      for impl in candle pytorch; do
-        if [ "$impl" = candle ]; then
-          cmd=("$BIN" bench "$workload" --device "$DEVICE" --steps "$steps" --batches "$batches")
-        else
-          cmd=("$PYTHON" scripts/bench_torch.py "$workload" --device "$DEVICE" --steps "$steps"
-               --threads "$(nproc)" --batches "$batches")
-        fi
-        echo 0 > "$OUT/rss.txt"
-        if [ -x /usr/bin/time ]; then timer=(/usr/bin/time -f "%M" -o "$OUT/rss.txt"); else timer=(); fi
-        if line=$("${timer[@]}" "${cmd[@]}" 2>> "$LOG" | tail -n1); then
-          "$PYTHON" -c "import json,sys; r=json.loads(sys.argv[1]); r.update(impl=sys.argv[2], rss_kib=int(open(sys.argv[3]).read().split()[-1])); print(json.dumps(r))" \
-            "$line" "$impl" "$OUT/rss.txt" >> "$results"
-        else
-          say "- $impl $workload failed (see log.txt)"
-          bench_ok=false
-        fi
+  export RAYON_NUM_THREADS="${RAYON_NUM_THREADS:-$(nproc)}"
+  export OMP_NUM_THREADS="${OMP_NUM_THREADS:-$(nproc)}"
+  PAIRS="${PAIRS:-$([ "$DEVICE" = cpu ] && echo f32 || echo "f32 bf16 cuda-fused tf32")}"
+  training_only="matmul toy-train copy multi30k"
+  for pair in $PAIRS; do
+    ours_env=(); ours_flags=(); peer_flags=(); workloads="$BENCH"
+    case "$pair" in
+      f32) ;;
+      bf16) ours_flags=(--dtype bf16); peer_flags=(--dtype bf16 --fast)
+            workloads=$(for e in $BENCH; do [[ " $training_only " == *" ${e%%:*} "* ]] && echo "$e"; done) ;;
+      cuda-fused) ours_env=(TRANSFORMER_KERNELS=cuda-fused)
+            workloads=$(for e in $BENCH; do [[ " $training_only " == *" ${e%%:*} "* ]] && echo "$e"; done) ;;
+      tf32) ours_env=(TRANSFORMER_TF32=on); peer_flags=(--tf32)
+            workloads=$(for e in $BENCH; do [[ " $training_only " == *" ${e%%:*} "* ]] && echo "$e"; done) ;;
+      *) fail "unknown PAIRS entry $pair (f32, bf16, cuda-fused or tf32)"; continue ;;
+    esac
+    section "3 ($pair). Speed on $DEVICE: ours ${ours_env[*]} ${ours_flags[*]} against PyTorch ${peer_flags[*]:-eager f32} ($REPS interleaved runs each)"
+    results="$OUT/bench-$pair.jsonl"
+    : > "$results"
+    for entry in $workloads; do
+      workload="${entry%%:*}"
+      steps="${entry##*:}"
+      for _ in $(seq "$REPS"); do
+        for impl in candle pytorch; do
+          if [ "$impl" = candle ]; then
+            cmd=(env "${ours_env[@]}" "$BIN" bench "$workload" --device "$DEVICE" --steps "$steps"
+                 --batches "$batches" "${ours_flags[@]}")
+          else
+            cmd=("$PYTHON" scripts/bench_torch.py "$workload" --device "$DEVICE" --steps "$steps"
+                 --threads "$(nproc)" --batches "$batches" "${peer_flags[@]}")
+          fi
+          echo 0 > "$OUT/rss.txt"
+          if [ -x /usr/bin/time ]; then timer=(/usr/bin/time -f "%M" -o "$OUT/rss.txt"); else timer=(); fi
+          if line=$("${timer[@]}" "${cmd[@]}" 2>> "$LOG" | tail -n1); then
+            "$PYTHON" -c "import json,sys; r=json.loads(sys.argv[1]); r.update(impl=sys.argv[2], rss_kib=int(open(sys.argv[3]).read().split()[-1])); print(json.dumps(r))" \
+              "$line" "$impl" "$OUT/rss.txt" >> "$results"
+          else
+            say "- $impl $workload failed (see log.txt)"
+            bench_ok=false
+          fi
+        done
       done
     done
+    "$PYTHON" scripts/bench_table.py "$results" --threads "$(nproc)" >> "$REPORT" 2>> "$LOG" \
+      || bench_ok=false
   done
-  "$PYTHON" scripts/bench_table.py "$results" --threads "$(nproc)" >> "$REPORT" 2>> "$LOG" \
-    || bench_ok=false
   if $bench_ok; then say ""; say "PASS"; else fail "benchmark"; fi
 fi
 
@@ -229,11 +265,26 @@ state = json.load(open(f"{run}/last/training_state.json"))["position"]
 print(f"- {state['step']} steps, {state['tokens_seen']} target tokens in {state['elapsed_s']:.0f} s "
       f"of training: {state['tokens_seen'] / max(state['elapsed_s'], 1e-9):.0f} tokens/s; mean loss "
       f"{state['log_loss_sum'] / max(state['log_steps'], 1):.3f} since the last log line")
+time = None
 for line in open(f"{run}/metrics.jsonl"):
     record = json.loads(line)
-    if record["kind"] == "epoch":
+    if record["kind"] == "epoch" and "valid_loss" in record:
         print(f"- epoch {record['epoch']}: valid loss {record['valid_loss']:.3f}, "
               f"BLEU {record.get('valid_bleu') or float('nan'):.2f}")
+    if record["kind"] == "run":
+        time = record["time"]
+# Where the run's wall time went (the run's last record): the steps against the rest.
+if time:
+    wall = max(time["wall_s"], 1e-9)
+    print("\n| part | seconds | share |\n|---|---:|---:|")
+    for part in ["steps_s", "batching_s", "validation_loss_s", "validation_decoding_s",
+                 "checkpoints_s", "averaging_s", "start_s"]:
+        print(f"| {part[:-2].replace('_', ' ')} | {time[part]:.2f} | {100 * time[part] / wall:.1f}% |")
+    print(f"| **outside the steps** | {wall - time['steps_s']:.2f} | "
+          f"**{100 * (wall - time['steps_s']) / wall:.1f}%** (target: at most 10%) |")
+    print(f"- tokens/s over the steps alone: {state['tokens_seen'] / max(time['steps_s'], 1e-9):.0f}")
+else:
+    print("- no time record in metrics.jsonl")
 PY
       then say "PASS"; else fail "the run left no readable training state (see log.txt)"; fi
     else

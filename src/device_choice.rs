@@ -7,24 +7,59 @@ use crate::errors::UsageError;
 use crate::flags::DeviceArgs;
 use crate::progress::Verbosity;
 
-/// The environment variable that sends every op down candle's composed path on the CPU too
-/// (`composed`), as a GPU runs it; `fused` or unset is the default.
+/// The environment variable that chooses the kernels: `fused` or unset, the default (the
+/// CPU's fused ops, candle's composed ops on a GPU); `composed`, candle's composed ops on
+/// the CPU too, as a GPU runs them; `cuda-fused`, the default plus the fused CUDA kernels
+/// (Adam, LayerNorm) on a GPU, not yet checked on one.
 pub const KERNELS_VARIABLE: &str = "TRANSFORMER_KERNELS";
 
-/// Reads `TRANSFORMER_KERNELS`; a value other than `fused` or `composed` is a usage error.
+/// Reads `TRANSFORMER_KERNELS`; any other value is a usage error.
 pub(crate) fn choose_kernels() -> anyhow::Result<()> {
+    const CHOICES: &str = "use fused, composed or cuda-fused, or unset it";
     match std::env::var(KERNELS_VARIABLE).as_deref() {
         Err(std::env::VarError::NotPresent) | Ok("fused") => Ok(()),
         Ok("composed") => {
             crate::kernels::use_composed_everywhere();
             Ok(())
         }
+        Ok("cuda-fused") if cfg!(feature = "cuda") => {
+            crate::kernels::use_cuda_fused();
+            Ok(())
+        }
+        Ok("cuda-fused") => Err(UsageError(format!(
+            "{KERNELS_VARIABLE}=cuda-fused needs a CUDA build (cargo build --release --features \
+             cuda); this one has no CUDA kernels"
+        ))
+        .into()),
         Ok(other) => Err(UsageError(format!(
-            "{KERNELS_VARIABLE}={other:?} is not a kernel choice; use fused or composed, or unset it"
+            "{KERNELS_VARIABLE}={other:?} is not a kernel choice; {CHOICES}"
+        ))
+        .into()),
+        Err(std::env::VarError::NotUnicode(_)) => {
+            Err(UsageError(format!("{KERNELS_VARIABLE} is not UTF-8; {CHOICES}")).into())
+        }
+    }
+}
+
+/// The environment variable that lets float32 products on a GPU use TF32 (`on`); `off` or
+/// unset keeps them exact, as PyTorch's default does.
+pub const TF32_VARIABLE: &str = "TRANSFORMER_TF32";
+
+/// Reads `TRANSFORMER_TF32`; a value other than `on` or `off` is a usage error.
+pub(crate) fn choose_tf32() -> anyhow::Result<()> {
+    match std::env::var(TF32_VARIABLE).as_deref() {
+        Err(std::env::VarError::NotPresent) | Ok("off") | Ok("") => Ok(()),
+        Ok("on") => {
+            crate::device::allow_tf32_products();
+            Ok(())
+        }
+        Ok(other) => Err(UsageError(format!(
+            "{TF32_VARIABLE}={:?} is not a choice; use on or off, or unset it",
+            other.chars().take(40).collect::<String>()
         ))
         .into()),
         Err(std::env::VarError::NotUnicode(_)) => Err(UsageError(format!(
-            "{KERNELS_VARIABLE} is not UTF-8; use fused or composed, or unset it"
+            "{TF32_VARIABLE} is not UTF-8; use on or off, or unset it"
         ))
         .into()),
     }

@@ -383,8 +383,43 @@ fn an_unknown_kernel_choice_is_a_usage_error_that_names_the_variable() {
     assert_eq!(output.status.code(), Some(2), "{stderr}");
     assert_eq!(
         stderr.trim(),
-        "error: TRANSFORMER_KERNELS=\"fast\" is not a kernel choice; use fused or composed, or unset it"
+        "error: TRANSFORMER_KERNELS=\"fast\" is not a kernel choice; use fused, composed or \
+         cuda-fused, or unset it"
     );
+}
+
+/// The fused CUDA kernels are asked for by name; a build without CUDA says it has none, and
+/// TF32 takes on or off.
+#[test]
+fn the_gpu_switches_are_usage_errors_where_they_cannot_apply() {
+    let run = |variable: &str, value: &str| {
+        let output = transformer()
+            .env(variable, value)
+            .args(["infer-test", "--runs", "1", "--device", "cpu"])
+            .output()
+            .unwrap();
+        (
+            output.status.code(),
+            String::from_utf8_lossy(&output.stderr).trim().to_string(),
+        )
+    };
+    if !cfg!(feature = "cuda") {
+        let (code, stderr) = run("TRANSFORMER_KERNELS", "cuda-fused");
+        assert_eq!(code, Some(2), "{stderr}");
+        assert!(
+            stderr.starts_with("error: TRANSFORMER_KERNELS=cuda-fused needs a CUDA build"),
+            "{stderr}"
+        );
+    }
+    let (code, stderr) = run("TRANSFORMER_TF32", "yes");
+    assert_eq!(code, Some(2), "{stderr}");
+    assert_eq!(
+        stderr,
+        "error: TRANSFORMER_TF32=\"yes\" is not a choice; use on or off, or unset it"
+    );
+    // On the CPU, TF32 changes nothing: the demo runs.
+    let (code, stderr) = run("TRANSFORMER_TF32", "on");
+    assert_eq!(code, Some(0), "{stderr}");
 }
 
 #[test]

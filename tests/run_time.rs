@@ -236,8 +236,21 @@ fn patience_counts_validations_between_epochs_too() {
     let expected = expected.expect("the toy run plateaus within its 80 steps");
     assert_eq!(bleus.len(), expected, "{bleus:?}");
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(stderr.contains("stopped early after epoch"), "{stderr}");
+    assert!(stderr.contains("stopped early at step"), "{stderr}");
     assert!(run.join("best/model.safetensors").is_file());
+}
+
+/// Training with `config` fails; its stderr.
+fn refused(config: &Path, run: &Path) -> String {
+    let output = transformer()
+        .args(["train", "--device", "cpu", "--config"])
+        .arg(config)
+        .arg("--out")
+        .arg(run)
+        .output()
+        .unwrap();
+    assert!(!output.status.success(), "{output:?}");
+    String::from_utf8_lossy(&output.stderr).into_owned()
 }
 
 #[test]
@@ -248,18 +261,66 @@ fn a_validation_interval_of_zero_is_refused_by_name() {
         ("training.validate_every_steps", "validate_every_steps = 0"),
     ] {
         let config = write_config(dir.path(), 2, line);
-        let output = transformer()
-            .args(["train", "--device", "cpu", "--config"])
-            .arg(&config)
-            .arg("--out")
-            .arg(dir.path().join("run"))
-            .output()
-            .unwrap();
-        assert!(!output.status.success(), "{output:?}");
-        let stderr = String::from_utf8_lossy(&output.stderr);
+        let stderr = refused(&config, &dir.path().join("run"));
         assert!(
             stderr.contains(key) && stderr.contains("at least 1"),
             "{stderr}"
         );
     }
+}
+
+#[test]
+fn validation_intervals_without_a_validation_set_are_refused_by_name() {
+    let dir = tempfile::tempdir().unwrap();
+    for (key, line) in [
+        ("training.validate_every", "validate_every = 2"),
+        ("training.validate_every_steps", "validate_every_steps = 5"),
+    ] {
+        let config = write_config(dir.path(), 2, line);
+        let text = std::fs::read_to_string(&config)
+            .unwrap()
+            .replace("valid = \"data/toy.tsv\"\n", "");
+        std::fs::write(&config, text).unwrap();
+        let stderr = refused(&config, &dir.path().join("run"));
+        assert!(
+            stderr.contains(key) && stderr.contains("set data.valid"),
+            "{stderr}"
+        );
+    }
+}
+
+#[test]
+fn a_run_stopped_early_between_epochs_names_its_step_and_keeps_its_time_record_on_resume() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(
+        dir.path(),
+        80,
+        "patience = 2\nvalidate_every = 1000\nvalidate_every_steps = 1",
+    );
+    let run = dir.path().join("run");
+    let output = train(&["--out", run.to_str().unwrap(), "--config"], &config);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    // One-step epochs: each validation comes after the epoch's only step, before its end.
+    let line = stderr
+        .lines()
+        .find(|line| line.starts_with("stopped early at step "))
+        .unwrap_or_else(|| panic!("{stderr}"));
+    assert!(
+        line.contains(", during epoch ") && line.contains("in 2 validations in a row"),
+        "{line}"
+    );
+    let before = metrics_of(&run);
+    assert_eq!(before.last().unwrap()["kind"], "run");
+    // Resuming says the same place, and leaves the time record as it was.
+    let resumed = train(&["--resume"], &run);
+    let stderr = String::from_utf8_lossy(&resumed.stderr);
+    let at = line
+        .strip_prefix("stopped early ")
+        .and_then(|rest| rest.split(':').next())
+        .unwrap();
+    assert!(
+        stderr.contains(&format!("stopped early {at} (training.patience)")),
+        "{stderr}"
+    );
+    assert_eq!(metrics_of(&run), before);
 }

@@ -44,6 +44,9 @@ pub enum BenchWorkload {
     /// Under mpirun: --steps sums over the ranks of a gradient buffer the size of
     /// configs/multi30k-cpu.toml's model, alone (the communication of data-parallel training)
     Allreduce,
+    /// Not a timing: the fused kernels (LayerNorm, Adam) against candle's composed ops on
+    /// --device, a line each; fails if any differs (on a GPU, with TRANSFORMER_KERNELS=cuda-fused)
+    CheckKernels,
 }
 
 #[derive(Debug, Args)]
@@ -114,6 +117,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         // Decoding, the batch export and the gradient sum have no precision to choose.
         let why = match args.workload {
             BenchWorkload::ExportMulti30k => "the batch export writes ids",
+            BenchWorkload::CheckKernels => "the kernel check is f32",
             BenchWorkload::Allreduce => "the gradient sum is f32",
             _ => "decoding runs in float32 (--compute-type int8 or bfloat16 for the others)",
         };
@@ -128,6 +132,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         anyhow::bail!("under mpirun only the multi30k and allreduce workloads run");
     }
     let measurement = match args.workload {
+        BenchWorkload::CheckKernels => return check_kernels(&device),
         BenchWorkload::ExportMulti30k => {
             bench::export_multi30k_batches(&args.batches, args.steps + 2)?;
             eprintln!("wrote {}", args.batches.display());
@@ -187,4 +192,38 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     line["isa"] = crate::kernels::isa::best().name().into();
     line["gemm_isa"] = crate::kernels::isa::gemm_isa().name().into();
     print_line(&line.to_string())
+}
+
+/// `bench check-kernels`: each fused kernel against the composed path on `device`, a line
+/// each on stdout; an error naming those that differ.
+fn check_kernels(device: &candle_core::Device) -> anyhow::Result<()> {
+    if device.is_cuda()
+        && std::env::var(crate::device_choice::KERNELS_VARIABLE).as_deref() != Ok("cuda-fused")
+    {
+        eprintln!(
+            "note: {}=cuda-fused is not set, so both sides run candle's composed ops on the GPU",
+            crate::device_choice::KERNELS_VARIABLE
+        );
+    }
+    let checks = crate::kernels::fused_check::check_fused_kernels(device)?;
+    let mut failed = Vec::new();
+    for check in &checks {
+        let verdict = if check.passed() { "PASS" } else { "FAIL" };
+        print_line(&format!(
+            "{verdict} {}: relative difference {:.2e} (tolerance {:.0e})",
+            check.name, check.relative_difference, check.tolerance
+        ))?;
+        if !check.passed() {
+            failed.push(check.name.clone());
+        }
+    }
+    if !failed.is_empty() {
+        anyhow::bail!(
+            "{} of {} fused kernels differ from the composed path on {device:?}: {}",
+            failed.len(),
+            checks.len(),
+            failed.join(", ")
+        );
+    }
+    Ok(())
 }

@@ -165,6 +165,7 @@ pub enum Command {
 /// Runs one parsed command.
 pub fn run(command: Command) -> anyhow::Result<()> {
     crate::device_choice::choose_kernels()?;
+    crate::device_choice::choose_tf32()?;
     match command {
         Command::Train(args) => train::run(args),
         Command::Translate(args) => translate::run(args),

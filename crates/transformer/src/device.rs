@@ -167,6 +167,13 @@ pub fn describe(device: &Device) -> String {
     }
 }
 
+/// Lets float32 matrix products on a GPU use TF32 tensor cores (10-bit mantissas, f32
+/// range), for the rest of the process: faster, less exact. Off by default, as in PyTorch
+/// (`torch.backends.cuda.matmul.allow_tf32`). Nothing changes on the CPU.
+pub fn allow_tf32_products() {
+    candle_core::cuda::set_gemm_reduced_precision_f32(true);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

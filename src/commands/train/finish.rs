@@ -90,9 +90,9 @@ pub(super) fn still_to_train(
     let epochs = trainer.config().training.epochs;
     if position.stopped_early {
         eprintln!(
-            "{} stopped early after epoch {} (training.patience); nothing to resume",
+            "{} stopped early {} (training.patience); nothing to resume",
             run_dir.display(),
-            position.epoch - 1
+            position.stop_point()
         );
         return Ok(false);
     }
@@ -173,7 +173,7 @@ pub(super) fn report(
             );
             Ok(false)
         }
-        Ok(RunOutcome::StoppedEarly { epoch, patience }) => {
+        Ok(RunOutcome::StoppedEarly { patience, .. }) => {
             // A language model has no BLEU, so no best/: its last/ is the one to take.
             let best = run_dir.join(BEST_DIR);
             let kept = if best.is_dir() {
@@ -182,8 +182,13 @@ pub(super) fn report(
                 run_dir.join(LAST_DIR)
             };
             eprintln!(
-                "stopped early after epoch {epoch}: no better validation score in {patience} \
-                 validations in a row (training.patience); the checkpoint to use is {}",
+                "stopped early {}: no better validation score in {} in a row \
+                 (training.patience); the checkpoint to use is {}",
+                trainer.position().stop_point(),
+                match patience {
+                    1 => "1 validation".to_string(),
+                    n => format!("{n} validations"),
+                },
                 kept.display()
             );
             Ok(true)

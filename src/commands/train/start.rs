@@ -197,8 +197,17 @@ pub(super) fn resumed_trainer(
         config.training.dtype = dtype;
     }
     let (data, samples) = prepare_data(&config, Some(saved.tokenizers), verbosity, lead)?;
-    let trainer = Trainer::resume_joined(config, data, device, saved.point, collective)
+    let mut trainer = Trainer::resume_joined(config, data, device, saved.point, collective)
         .with_context(|| format!("cannot resume from {}", saved.dir.display()))?;
+    // The stopped session's time record, when it ended at this checkpoint: it counts what
+    // the checkpoint itself could not (its own writing, averaging), and stays until this
+    // session writes its own. A damaged metrics.jsonl is rewritten below all the same.
+    if let Some(last) = checkpoint::load_metrics(run_dir)
+        .ok()
+        .and_then(|records| records.into_iter().last())
+    {
+        trainer.continue_time_from(last);
+    }
     if lead {
         checkpoint::clear_leftovers(run_dir)?;
     }

@@ -179,8 +179,24 @@ fn training_schedule_and_checkpoints(t: &TrainingConfig) -> Check {
     Ok(())
 }
 
-/// Early stopping judges epochs by the validation set, so it needs one.
+/// Early stopping judges epochs by the validation set, so it needs one; so do validations
+/// asked for more or less often than after every epoch.
 fn training_patience(t: &TrainingConfig, d: &DataConfig) -> Check {
+    let asked = [
+        ("training.validate_every", t.validate_every != 1),
+        (
+            "training.validate_every_steps",
+            t.validate_every_steps.is_some(),
+        ),
+    ];
+    if let (Some((key, _)), None) = (asked.iter().find(|(_, set)| *set), &d.valid) {
+        return Err((
+            key.to_string(),
+            "sets how often the validation set is scored, and there is none; set data.valid \
+             or remove the key"
+                .into(),
+        ));
+    }
     if let Some(patience) = t.patience {
         positive("training.patience", patience)?;
         if d.valid.is_none() {

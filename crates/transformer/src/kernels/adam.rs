@@ -29,6 +29,10 @@ pub fn adam_update(
     if fused_runs(&all) && all.iter().all(|t| t.is_contiguous()) {
         return adam_fused::update_in_place(param.as_tensor(), first, second, grad, step);
     }
+    #[cfg(feature = "cuda")]
+    if super::cuda_fused_runs(&all) && all.iter().all(|t| t.is_contiguous()) {
+        return super::cuda::adam::update_in_place(param.as_tensor(), first, second, grad, step);
+    }
     let (beta1, beta2) = (f64::from(step.beta1), f64::from(step.beta2));
     *first = (first.affine(beta1, 0.)? + grad.affine(1. - beta1, 0.)?)?;
     *second = (second.affine(beta2, 0.)? + grad.sqr()?.affine(1. - beta2, 0.)?)?;

@@ -18,6 +18,10 @@ pub fn layer_norm(xs: &Tensor, gain: &Tensor, bias: &Tensor, kind: NormKind) -> 
     if fused_runs(&[xs, gain, bias]) {
         return layer_norm_fused::layer_norm(xs, gain, bias, kind);
     }
+    #[cfg(feature = "cuda")]
+    if super::cuda_fused_runs(&[xs, gain, bias]) {
+        return super::cuda::layer_norm::layer_norm(xs, gain, bias, kind);
+    }
     normalize_rows(xs, gain, bias, |centered| match kind {
         NormKind::Annotated { eps } => {
             let variance = (centered.sqr()?.sum_keepdim(D::Minus1)? / (size - 1) as f64)?;

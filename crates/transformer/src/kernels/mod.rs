@@ -30,8 +30,11 @@ mod adam_fused;
 mod amx_tiles;
 pub mod attention;
 pub mod bf16;
+#[cfg(feature = "cuda")]
+mod cuda;
 pub mod dropout;
 mod few_rows;
+pub mod fused_check;
 pub mod int8;
 pub mod isa;
 pub mod layer_norm;
@@ -62,6 +65,27 @@ static COMPOSED_EVERYWHERE: AtomicBool = AtomicBool::new(false);
 /// Makes every entry point take the composed path for the rest of the process.
 pub fn use_composed_everywhere() {
     COMPOSED_EVERYWHERE.store(true, Ordering::Relaxed);
+}
+
+/// Set once by the command line (`TRANSFORMER_KERNELS=cuda-fused`); never unset.
+static CUDA_FUSED: AtomicBool = AtomicBool::new(false);
+
+/// Lets the fused CUDA kernels (`kernels/cuda`: Adam, LayerNorm) run on a GPU for the rest of
+/// the process: an opt-in until a GPU has passed their check against the composed path.
+pub fn use_cuda_fused() {
+    CUDA_FUSED.store(true, Ordering::Relaxed);
+}
+
+/// Whether the fused CUDA kernels run for `tensors`: asked for, built with `cuda`, all f32
+/// on a GPU, and the composed path not asked for.
+#[cfg(feature = "cuda")]
+fn cuda_fused_runs(tensors: &[&Tensor]) -> bool {
+    CUDA_FUSED.load(Ordering::Relaxed)
+        && !COMPOSED_EVERYWHERE.load(Ordering::Relaxed)
+        && !COMPOSED_ON_THIS_THREAD.with(Cell::get)
+        && tensors
+            .iter()
+            .all(|t| t.device().is_cuda() && t.dtype() == DType::F32)
 }
 
 /// While the returned guard lives, this thread's entry points take the composed path, on the

@@ -45,6 +45,15 @@ pub struct RunPosition {
 }
 
 impl RunPosition {
+    /// Where a run that stopped early stopped, for messages: `after epoch 7` at an epoch's
+    /// end, `at step 20, during epoch 2` after a validation between epochs.
+    pub fn stop_point(&self) -> String {
+        match self.steps_in_epoch {
+            0 => format!("after epoch {}", self.epoch.saturating_sub(1)),
+            _ => format!("at step {}, during epoch {}", self.step, self.epoch),
+        }
+    }
+
     /// The start of a run.
     pub fn start() -> Self {
         Self {

@@ -11,7 +11,7 @@ use candle_core::{DType, Device, Tensor};
 
 use super::batch_feed::{BatchFeed, FeedPlan};
 use super::clip::clip_grad_norm;
-use super::data::{TrainingData, ValidationData};
+use super::data::TrainingData;
 use super::data_parallel::{agreed_stop, check_weights_agree, share, sum_over_ranks};
 use super::events::{CheckpointKind, StepReport, StopReason};
 use super::loss::LabelSmoothing;
@@ -23,14 +23,14 @@ use super::state::{DataFingerprint, RunClock, RunPosition};
 use crate::config::Config;
 use crate::distributed::{Collective, SingleProcess};
 use crate::infer::settings::{DecodeRequest, DecodeSettings};
-use crate::infer::translator::Batching;
 use crate::infer::Inference;
-use crate::metrics::{BleuStatistics, MetricRecord, RunPart, TimeSpent};
+use crate::metrics::{MetricRecord, RunPart, TimeSpent};
 use crate::model::{DropoutRng, Mode, Model, TeacherForced, TrainedWeights};
 use crate::tokenize::SpecialIds;
-use crate::training_data::{ordered_batches, EncodedPair, EpochPlan, PaddedBatch};
+use crate::training_data::{EpochPlan, PaddedBatch};
 
 pub mod resume;
+mod validation;
 
 /// Receives progress and decides what a checkpoint means (the loop never touches files).
 pub trait TrainObserver {
@@ -304,6 +304,20 @@ impl Trainer {
     pub fn count_time(&mut self, part: RunPart, seconds: f64) {
         self.position.time.add(part, seconds);
         self.position.time.wall_s += seconds;
+    }
+
+    /// Takes over `record`, the last of a stopped session's metrics.jsonl, when it is that
+    /// session's time record at this position's step: its figures (which include the writing
+    /// of the checkpoint resumed from) become the run's so far, and the record is kept.
+    pub fn continue_time_from(&mut self, record: MetricRecord) {
+        if let MetricRecord::Run { step, time } = &record {
+            if *step == self.position.step && time.wall_s >= self.position.time.wall_s {
+                self.position.time = *time;
+                self.metrics
+                    .retain(|record| !matches!(record, MetricRecord::Run { .. }));
+                self.metrics.push(record);
+            }
+        }
     }
 
     /// Where the run's time went so far, across resumes.
@@ -722,79 +736,5 @@ impl Trainer {
             .reshape((rows, ()))?
             .to_dtype(DType::F32)?;
         self.criterion.loss_sum_from_logits(&logits, &tgt_out)
-    }
-}
-
-/// How the validation sources are batched for BLEU: large batches of sources of similar
-/// length (sorted, so little padding and few rows finished early), each within a token
-/// budget (sentences x beam x the longest source) that bounds the key/value caches: about
-/// 0.2 GB of them for the base model on the CPU, 1.5 GB on a GPU, whose launches a batch of
-/// 256 rows fills where 64 leave it idle.
-fn validation_batching(device: &Device) -> Batching {
-    match device {
-        Device::Cpu => Batching {
-            sentences: 64,
-            tokens: 8192,
-        },
-        _ => Batching {
-            sentences: 256,
-            tokens: 32_768,
-        },
-    }
-}
-
-impl Trainer {
-    /// Loss per target token over the validation pairs, dropout off. Under `mpirun` each rank
-    /// takes every `world`-th batch and the sums are added over the ranks.
-    fn validation_loss(&self, pairs: &[EncodedPair]) -> anyhow::Result<f64> {
-        let (mut sum, mut tokens) = (0.0, 0usize);
-        let model = self.weights.for_step(self.precision.step_dtype())?;
-        let _precision = self.precision.scope();
-        let batches = ordered_batches(pairs, self.config.training.max_tokens, self.specials.pad);
-        let (rank, world) = (self.collective.rank(), self.collective.world());
-        for batch in batches.iter().skip(rank).step_by(world) {
-            sum += f64::from(
-                self.batch_loss_sum(&model, batch, Mode::Eval)?
-                    .to_scalar::<f32>()?,
-            );
-            tokens += batch.ntokens;
-        }
-        let summed = self.collective.sum_f64(&[sum, tokens as f64])?;
-        Ok(summed[0] / summed[1].max(1.0))
-    }
-
-    /// Corpus BLEU of the validation sources decoded as `[decode]` says (what `translate` and
-    /// `eval` will use by default); none for a language model, which translates nothing.
-    /// Under `mpirun` each rank decodes every `world`-th block of sentences (the blocks one
-    /// process would decode, so each sentence is decoded in the same company) and the BLEU
-    /// statistics are summed: the score is one process's, exactly.
-    fn validation_bleu(&self, valid: &ValidationData) -> anyhow::Result<Option<f64>> {
-        let frozen = self.weights.frozen()?;
-        let Inference::Translation(translator) = self.inference_over(&frozen, self.decode.clone())
-        else {
-            return Ok(None);
-        };
-        let (rank, world) = (self.collective.rank(), self.collective.world());
-        let mut statistics = BleuStatistics::default().to_counts();
-        // Sources by length (in tokens, as encoded for the loss), ties in corpus order.
-        let mut order: Vec<usize> = (0..valid.sources.len()).collect();
-        order.sort_by_key(|&i| valid.pairs.get(i).map_or(0, |pair| pair.src.len()));
-        let batching = validation_batching(&self.device);
-        for block in order.chunks(batching.sentences).skip(rank).step_by(world) {
-            let sources: Vec<String> = block.iter().map(|&i| valid.sources[i].clone()).collect();
-            let references: Vec<String> =
-                block.iter().map(|&i| valid.references[i].clone()).collect();
-            let hypotheses: Vec<String> = translator
-                .translate_all(&sources, batching)?
-                .into_iter()
-                .map(|t| t.translation)
-                .collect();
-            let block = BleuStatistics::of(&hypotheses, &references).to_counts();
-            for (total, count) in statistics.iter_mut().zip(block) {
-                *total += count;
-            }
-        }
-        let summed = self.collective.sum_f64(&statistics)?;
-        Ok(Some(BleuStatistics::from_counts(&summed)?.score().score))
     }
 }

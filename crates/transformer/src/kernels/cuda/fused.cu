@@ -1,0 +1,133 @@
+// Fused CUDA kernels for training in f32, the GPU's counterparts of the CPU's fused ops
+// (kernels/adam_fused.rs, kernels/layer_norm_fused.rs), compiled to PTX by build.rs with the
+// `cuda` feature and loaded through candle's device. Opt-in (TRANSFORMER_KERNELS=cuda-fused)
+// until a GPU has passed `transformer bench check-kernels --device cuda`.
+
+#include <stdint.h>
+
+// The sum of `v` over the block, in every thread. `shared` holds one float per warp; blocks
+// are whole warps, at most 1024 threads.
+__device__ float block_sum(float v, float* shared) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffff, v, o);
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  __syncthreads();  // the previous call's readers are done with `shared`
+  if (lane == 0) shared[warp] = v;
+  __syncthreads();
+  const int warps = (blockDim.x + 31) >> 5;
+  v = lane < warps ? shared[lane] : 0.f;
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffff, v, o);
+  return v;
+}
+
+// One Adam step (torch.optim.Adam, no weight decay), in place, one pass:
+// m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2;  p -= step_size m / (sqrt(v) scale + eps).
+extern "C" __global__ void adam_f32(const uint64_t n, float* p, float* m, float* v,
+                                    const float* g, const float beta1, const float beta2,
+                                    const float step_size, const float scale, const float eps) {
+  const uint64_t stride = (uint64_t)blockDim.x * gridDim.x;
+  for (uint64_t i = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+    const float gi = g[i];
+    const float mi = fmaf(beta1, m[i], (1.f - beta1) * gi);
+    const float vi = fmaf(beta2, v[i], (1.f - beta2) * gi * gi);
+    m[i] = mi;
+    v[i] = vi;
+    p[i] -= step_size * mi / fmaf(sqrtf(vi), scale, eps);
+  }
+}
+
+// A row's mean and the factor (x - mean) * factor normalises it with: kind 0 is the Annotated
+// Transformer's (unbiased std, eps outside the root), kind 1 torch's (biased variance, eps
+// inside).
+__device__ float2 row_statistics(const float* x, const int size, const int kind,
+                                 const float eps, float* shared) {
+  float s = 0.f;
+  for (int i = threadIdx.x; i < size; i += blockDim.x) s += x[i];
+  const float mean = block_sum(s, shared) / size;
+  float q = 0.f;
+  for (int i = threadIdx.x; i < size; i += blockDim.x) {
+    const float c = x[i] - mean;
+    q += c * c;
+  }
+  const float squares = block_sum(q, shared);
+  const float factor = kind == 0 ? 1.f / (sqrtf(squares / (size - 1)) + eps)
+                                 : rsqrtf(squares / size + eps);
+  return make_float2(mean, factor);
+}
+
+// y = g (x - mean) factor + b, a block per row.
+extern "C" __global__ void layer_norm_f32(const int rows, const int size, const int kind,
+                                          const float eps, const float* x, const float* gain,
+                                          const float* bias, float* y) {
+  __shared__ float shared[32];
+  const int row = blockIdx.x;
+  if (row >= rows) return;
+  const float* xr = x + (size_t)row * size;
+  float* yr = y + (size_t)row * size;
+  const float2 st = row_statistics(xr, size, kind, eps, shared);
+  for (int i = threadIdx.x; i < size; i += blockDim.x)
+    yr[i] = gain[i] * (xr[i] - st.x) * st.y + bias[i];
+}
+
+// dx of each row (a block per row), and each row's statistics for the column sums after.
+extern "C" __global__ void layer_norm_grad_rows_f32(const int rows, const int size,
+                                                    const int kind, const float eps,
+                                                    const float* x, const float* gain,
+                                                    const float* dy, float* dx, float* stats) {
+  __shared__ float shared[32];
+  const int row = blockIdx.x;
+  if (row >= rows) return;
+  const float* xr = x + (size_t)row * size;
+  const float* dyr = dy + (size_t)row * size;
+  float* dxr = dx + (size_t)row * size;
+  const float2 st = row_statistics(xr, size, kind, eps, shared);
+  const float mean = st.x, factor = st.y, n = (float)size;
+  if (threadIdx.x == 0) {
+    stats[2 * row] = mean;
+    stats[2 * row + 1] = factor;
+  }
+  if (kind == 0) {
+    const float d = 1.f / factor, s = d - eps;
+    float dot = 0.f;
+    for (int i = threadIdx.x; i < size; i += blockDim.x) dot += gain[i] * dyr[i] * (xr[i] - mean);
+    dot = block_sum(dot, shared);
+    // s = 0 (a constant row): every c is 0, so the second term is 0.
+    const float coefficient = s > 0.f ? dot / (d * d * (n - 1.f) * s) : 0.f;
+    float dc_sum = 0.f;
+    for (int i = threadIdx.x; i < size; i += blockDim.x)
+      dc_sum += gain[i] * dyr[i] / d - (xr[i] - mean) * coefficient;
+    const float dc_mean = block_sum(dc_sum, shared) / n;
+    for (int i = threadIdx.x; i < size; i += blockDim.x)
+      dxr[i] = gain[i] * dyr[i] / d - (xr[i] - mean) * coefficient - dc_mean;
+  } else {
+    float gs = 0.f, ghs = 0.f;
+    for (int i = threadIdx.x; i < size; i += blockDim.x) {
+      const float u = gain[i] * dyr[i];
+      gs += u;
+      ghs += u * (xr[i] - mean) * factor;
+    }
+    const float g_mean = block_sum(gs, shared) / n;
+    const float gh_mean = block_sum(ghs, shared) / n;
+    for (int i = threadIdx.x; i < size; i += blockDim.x) {
+      const float h = (xr[i] - mean) * factor;
+      dxr[i] = factor * (gain[i] * dyr[i] - g_mean - h * gh_mean);
+    }
+  }
+}
+
+// dg = sum over rows of dy (x - mean) factor and db = sum over rows of dy, a thread per
+// column (consecutive threads read consecutive columns of a row).
+extern "C" __global__ void layer_norm_grad_columns_f32(const int rows, const int size,
+                                                       const float* x, const float* dy,
+                                                       const float* stats, float* dgain,
+                                                       float* dbias) {
+  const int col = blockIdx.x * blockDim.x + threadIdx.x;
+  if (col >= size) return;
+  float dg = 0.f, db = 0.f;
+  for (int row = 0; row < rows; ++row) {
+    const size_t at = (size_t)row * size + col;
+    dg += dy[at] * (x[at] - stats[2 * row]) * stats[2 * row + 1];
+    db += dy[at];
+  }
+  dgain[col] = dg;
+  dbias[col] = db;
+}

@@ -1,0 +1,20 @@
+//! Fused CUDA kernels for training in f32 (`fused.cu`, compiled to PTX by build.rs): Adam in
+//! one launch per parameter, and LayerNorm's forward and backward passes in one and two
+//! launches, where candle's composed ops take about ten each. They run only when asked for
+//! (`TRANSFORMER_KERNELS=cuda-fused`, [`super::use_cuda_fused`]) until a GPU has passed
+//! `transformer bench check-kernels --device cuda`, which compares each with the composed
+//! path on the GPU.
+
+pub(super) mod adam;
+pub(super) mod layer_norm;
+
+/// The kernels' PTX, built for `CUDA_COMPUTE_CAP`, loaded once per device under [`MODULE`]
+/// (`CudaDevice::get_or_load_custom_func`).
+const PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/fused.ptx"));
+const MODULE: &str = "transformer_fused";
+
+/// Threads per block for a kernel that gives a block to each row: whole warps, enough for a
+/// row of 512 or 1024 features at a few elements a thread.
+fn row_block(size: usize) -> u32 {
+    (size.div_ceil(4).next_power_of_two().clamp(32, 256)) as u32
+}
