@@ -201,17 +201,18 @@ run scripts/get-multi30k.sh, or set BENCH without it)"
   export RAYON_NUM_THREADS="${RAYON_NUM_THREADS:-$(nproc)}"
   export OMP_NUM_THREADS="${OMP_NUM_THREADS:-$(nproc)}"
   PAIRS="${PAIRS:-$([ "$DEVICE" = cpu ] && echo f32 || echo "f32 bf16 cuda-fused tf32")}"
-  training_only="matmul toy-train copy multi30k"
+  # The workloads of $BENCH named in $1: the other pairs time what their setting changes.
+  only() { for e in $BENCH; do [[ " $1 " == *" ${e%%:*} "* ]] && echo "$e"; done; }
   for pair in $PAIRS; do
     ours_env=(); ours_flags=(); peer_flags=(); workloads="$BENCH"
     case "$pair" in
       f32) ;;
       bf16) ours_flags=(--dtype bf16); peer_flags=(--dtype bf16 --fast)
-            workloads=$(for e in $BENCH; do [[ " $training_only " == *" ${e%%:*} "* ]] && echo "$e"; done) ;;
+            workloads=$(only "matmul toy-train multi30k") ;;
       cuda-fused) ours_env=(TRANSFORMER_KERNELS=cuda-fused)
-            workloads=$(for e in $BENCH; do [[ " $training_only " == *" ${e%%:*} "* ]] && echo "$e"; done) ;;
+            workloads=$(only "toy-train multi30k") ;;
       tf32) ours_env=(TRANSFORMER_TF32=on); peer_flags=(--tf32)
-            workloads=$(for e in $BENCH; do [[ " $training_only " == *" ${e%%:*} "* ]] && echo "$e"; done) ;;
+            workloads=$(only "matmul multi30k") ;;
       *) fail "unknown PAIRS entry $pair (f32, bf16, cuda-fused or tf32)"; continue ;;
     esac
     section "3 ($pair). Speed on $DEVICE: ours ${ours_env[*]} ${ours_flags[*]} against PyTorch ${peer_flags[*]:-eager f32} ($REPS interleaved runs each)"

@@ -65,7 +65,7 @@ warmup = 50
 TOML
   "$BIN" train --device cpu --config "$work/$name.toml" --out "$work/$name-tuned" 2> "$work/$name.log" > /dev/null
   before=$(sed -n 's/^before training: valid loss \([0-9.]*\).*/\1/p' "$work/$name.log")
-  after=$(tail -n 1 "$work/$name-tuned/metrics.jsonl" | sed -n 's/.*"valid_loss":\([0-9.]*\).*/\1/p')
+  after=$(grep '"kind":"epoch"' "$work/$name-tuned/metrics.jsonl" | tail -n 1 | sed -n 's/.*"valid_loss":\([0-9.]*\).*/\1/p')
   echo "fine-tuning $fixture ($source -> $target): valid loss $before -> $after"
   if ! awk -v b="$before" -v a="$after" 'BEGIN { exit !(b != "" && a != "" && a < b) }'; then
     echo "fine-tuning $fixture did not lower the validation loss" >&2

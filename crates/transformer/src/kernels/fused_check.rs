@@ -6,8 +6,11 @@
 use candle_core::{DType, Device, Result, Tensor, Var};
 
 use super::adam::{adam_update, AdamStep};
+use super::attention::scaled_dot_product;
 use super::composed_only;
+use super::dropout::{DropoutRng, Mode};
 use super::layer_norm::{layer_norm, NormKind};
+use super::residual::{relu_dropout, residual_dropout};
 
 /// One fused op against the composed path: the largest difference of its outputs and
 /// gradients, relative to (1 + their largest magnitude), and whether it is within tolerance.
@@ -24,8 +27,9 @@ impl KernelCheck {
     }
 }
 
-/// Checks LayerNorm (both kinds, forward and backward) and Adam (three steps) on `device`
-/// against the composed path. The fused path runs where [`super::fused_runs`] or, on a GPU,
+/// Checks LayerNorm (both kinds), attention (padding and causal masks, with and without
+/// dropout), the residual and ReLU dropouts (forward and backward, each) and Adam (three
+/// steps) on `device` against the composed path. The fused path runs where [`super::fused_runs`] or, on a GPU,
 /// [`super::use_cuda_fused`] lets it; otherwise both sides are the composed one.
 pub fn check_fused_kernels(device: &Device) -> Result<Vec<KernelCheck>> {
     let mut checks = Vec::new();
@@ -42,6 +46,8 @@ pub fn check_fused_kernels(device: &Device) -> Result<Vec<KernelCheck>> {
             )?);
         }
     }
+    checks.extend(attention_checks(device)?);
+    checks.extend(dropout_checks(device)?);
     checks.push(adam_check(device)?);
     Ok(checks)
 }
@@ -57,27 +63,50 @@ fn relative_difference(pairs: &[(Tensor, Tensor)]) -> Result<f32> {
     Ok(worst)
 }
 
-/// The output and the gradients of x, gain and bias for a random weighting of the output.
-fn layer_norm_outputs(
-    inputs: &[Var; 3],
+/// `op`'s output and the gradients of `inputs` for a random weighting of the output.
+fn outputs_and_gradients(
+    inputs: &[Var],
     weighting: &Tensor,
-    kind: NormKind,
+    op: &dyn Fn() -> Result<Tensor>,
 ) -> Result<Vec<Tensor>> {
-    let out = layer_norm(
-        inputs[0].as_tensor(),
-        inputs[1].as_tensor(),
-        inputs[2].as_tensor(),
-        kind,
-    )?;
+    let out = op()?;
     let grads = (&out * weighting)?.sum_all()?.backward()?;
     let mut outputs = vec![out.detach()];
     for var in inputs {
-        let grad = grads.get(var.as_tensor()).ok_or_else(|| {
-            candle_core::Error::Msg("layer norm: an input got no gradient".into())
-        })?;
+        let grad = grads
+            .get(var.as_tensor())
+            .ok_or_else(|| candle_core::Error::Msg("an input got no gradient".into()))?;
         outputs.push(grad.clone());
     }
     Ok(outputs)
+}
+
+/// `op` on the fused path and on the composed one: its output and the gradients of `inputs`,
+/// compared. `op` draws its dropout from a fresh stream each time (the same draws on both).
+fn compare(
+    name: String,
+    inputs: &[Var],
+    tolerance: f32,
+    op: &dyn Fn() -> Result<Tensor>,
+) -> Result<KernelCheck> {
+    let probe = op()?;
+    let weighting = Tensor::randn(0f32, 1f32, probe.shape(), probe.device())?;
+    let fused = outputs_and_gradients(inputs, &weighting, op)?;
+    let composed = {
+        let _composed = composed_only();
+        outputs_and_gradients(inputs, &weighting, op)?
+    };
+    Ok(KernelCheck {
+        name,
+        relative_difference: relative_difference(
+            &fused.into_iter().zip(composed).collect::<Vec<_>>(),
+        )?,
+        tolerance,
+    })
+}
+
+fn random_var(shape: &[usize], mean: f32, device: &Device) -> Result<Var> {
+    Var::from_tensor(&Tensor::randn(mean, 1f32, shape, device)?)
 }
 
 fn layer_norm_check(
@@ -86,25 +115,99 @@ fn layer_norm_check(
     (rows, size): (usize, usize),
     device: &Device,
 ) -> Result<KernelCheck> {
-    let random = |shape: &[usize], mean: f32| Tensor::randn(mean, 1f32, shape, device);
     let inputs = [
-        Var::from_tensor(&random(&[rows, size], 0.5)?)?,
-        Var::from_tensor(&random(&[size], 1.0)?)?,
-        Var::from_tensor(&random(&[size], 0.0)?)?,
+        random_var(&[rows, size], 0.5, device)?,
+        random_var(&[size], 1.0, device)?,
+        random_var(&[size], 0.0, device)?,
     ];
-    let weighting = random(&[rows, size], 0.0)?;
-    let fused = layer_norm_outputs(&inputs, &weighting, kind)?;
-    let composed = {
-        let _composed = composed_only();
-        layer_norm_outputs(&inputs, &weighting, kind)?
+    let op = || {
+        layer_norm(
+            inputs[0].as_tensor(),
+            inputs[1].as_tensor(),
+            inputs[2].as_tensor(),
+            kind,
+        )
     };
-    Ok(KernelCheck {
-        name: name.to_string(),
-        relative_difference: relative_difference(
-            &fused.into_iter().zip(composed).collect::<Vec<_>>(),
+    compare(name.to_string(), &inputs, 1e-4, &op)
+}
+
+/// A fresh dropout stream of one seed, begun at step 1: on a GPU it seeds the device's
+/// generator, so that both paths draw the same masks.
+fn fresh_stream(device: &Device) -> Result<DropoutRng> {
+    let rng = DropoutRng::new(57);
+    rng.begin_step(device, 1)?;
+    Ok(rng)
+}
+
+/// Attention with a padding mask (one query row sees no key at all) and a causal one, with
+/// and without dropout: the values and the gradients of Q, K and V.
+fn attention_checks(device: &Device) -> Result<Vec<KernelCheck>> {
+    let (batch, heads, len, d_k) = (2, 4, 9, 16);
+    let inputs = [
+        random_var(&[batch, heads, len, d_k], 0.0, device)?,
+        random_var(&[batch, heads, len, d_k], 0.0, device)?,
+        random_var(&[batch, heads, len, d_k], 0.0, device)?,
+    ];
+    let mut padding = vec![1u8; batch * len];
+    padding[len - 3..len].fill(0);
+    padding[len..].fill(0);
+    let padding = Tensor::from_vec(padding, (batch, 1, 1, len), device)?;
+    let causal: Vec<u8> = (0..len * len)
+        .map(|at| u8::from(at % len <= at / len))
+        .collect();
+    let causal = Tensor::from_vec(causal, (1, 1, len, len), device)?;
+    let mut checks = Vec::new();
+    for (what, mask) in [("padding mask", &padding), ("causal mask", &causal)] {
+        for p in [0.0, 0.1] {
+            let op = || {
+                let rng = fresh_stream(device)?;
+                let [q, k, v] = &inputs;
+                let (out, _) = scaled_dot_product(
+                    q.as_tensor(),
+                    k.as_tensor(),
+                    v.as_tensor(),
+                    Some(mask),
+                    p,
+                    Mode::Train(&rng),
+                )?;
+                Ok(out)
+            };
+            let name = format!("attention, {what}, dropout {p}");
+            checks.push(compare(name, &inputs, 1e-4, &op)?);
+        }
+    }
+    Ok(checks)
+}
+
+/// The residual sum with dropout and the ReLU with dropout.
+fn dropout_checks(device: &Device) -> Result<Vec<KernelCheck>> {
+    let shape = [3, 7, 64];
+    let inputs = [
+        random_var(&shape, 0.0, device)?,
+        random_var(&shape, 0.0, device)?,
+    ];
+    let residual = || {
+        let rng = fresh_stream(device)?;
+        residual_dropout(
+            inputs[0].as_tensor(),
+            inputs[1].as_tensor(),
+            0.1,
+            Mode::Train(&rng),
+        )
+    };
+    let relu = || {
+        let rng = fresh_stream(device)?;
+        relu_dropout(inputs[1].as_tensor(), 0.1, Mode::Train(&rng))
+    };
+    Ok(vec![
+        compare(
+            "residual + dropout, 3x7x64".into(),
+            &inputs,
+            1e-5,
+            &residual,
         )?,
-        tolerance: 1e-4,
-    })
+        compare("dropout(relu), 3x7x64".into(), &inputs[1..], 1e-5, &relu)?,
+    ])
 }
 
 /// Three Adam steps from one start, fused and composed: the weights and both moments.
@@ -153,7 +256,7 @@ mod tests {
     #[test]
     fn every_fused_kernel_matches_the_composed_path_on_the_cpu() {
         let checks = check_fused_kernels(&Device::Cpu).unwrap();
-        assert_eq!(checks.len(), 7);
+        assert_eq!(checks.len(), 13);
         for check in &checks {
             assert!(check.passed(), "{check:?}");
         }

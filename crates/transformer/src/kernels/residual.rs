@@ -22,6 +22,10 @@ const CHUNK: usize = 1 << 15;
 
 /// `xs + dropout(sublayer_out)`, both `(..., d_model)` of one shape.
 pub fn residual_dropout(xs: &Tensor, sublayer_out: &Tensor, p: f64, mode: Mode) -> Result<Tensor> {
+    #[cfg(feature = "cuda")]
+    if matches!(mode, Mode::Train(_)) && p > 0.0 && super::cuda_fused_runs(&[xs, sublayer_out]) {
+        return super::cuda::dropout::dropout_sum(xs, sublayer_out, p, false);
+    }
     match mode {
         Mode::Train(rng) if p > 0.0 && fused_runs(&[xs, sublayer_out]) => {
             let mask = Mask::draw(rng.keeps(sublayer_out.elem_count(), p), p);
@@ -40,6 +44,10 @@ pub fn residual_dropout(xs: &Tensor, sublayer_out: &Tensor, p: f64, mode: Mode) 
 
 /// `dropout(max(0, hidden))`, the feed-forward network's activation.
 pub fn relu_dropout(hidden: &Tensor, p: f64, mode: Mode) -> Result<Tensor> {
+    #[cfg(feature = "cuda")]
+    if matches!(mode, Mode::Train(_)) && p > 0.0 && super::cuda_fused_runs(&[hidden]) {
+        return super::cuda::dropout::dropout_sum(hidden, hidden, p, true);
+    }
     match mode {
         Mode::Train(rng) if p > 0.0 && fused_runs(&[hidden]) => {
             let mask = Mask::draw(rng.keeps(hidden.elem_count(), p), p);

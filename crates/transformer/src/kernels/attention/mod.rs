@@ -57,6 +57,17 @@ pub fn scaled_dot_product(
     };
     let scores =
         (round(query)?.matmul(&round(key)?.t()?)? / (d_k as f64).sqrt())?.to_dtype(DType::F32)?;
+    #[cfg(feature = "cuda")]
+    if let (Mode::Train(_), true) = (
+        mode,
+        tracked && super::cuda_fused_runs(&[query, key, value]),
+    ) {
+        if mask.is_none_or(|mask| mask.dtype() == DType::U8) {
+            // The mask, softmax and dropout in one launch (its backward in one more).
+            let dropped = super::cuda::attention::probabilities(&scores, mask, dropout_p)?;
+            return Ok((dropped.matmul(value)?, None));
+        }
+    }
     let scores = match mask {
         Some(mask) => masked_fill(&scores, mask, MASKED_SCORE)?,
         None => scores,

@@ -131,3 +131,127 @@ extern "C" __global__ void layer_norm_grad_columns_f32(const int rows, const int
   dgain[col] = dg;
   dbias[col] = db;
 }
+
+// Dropout's factor for a uniform draw u in [0, 1): kept (times 1 / (1 - p)) when u >= p, as
+// the composed path's `rand(...).ge(p)` decides; 1 without dropout (p = 0).
+__device__ __forceinline__ float keep_factor(const float* u, size_t at, float p, float scale) {
+  return p > 0.f ? (u[at] >= p ? scale : 0.f) : 1.f;
+}
+
+// The mask's byte for score (row, col) of a (batch, heads, q_len, k_len) block, read through
+// the mask's strides (0 where it broadcasts); every score is allowed without a mask.
+struct MaskStrides {
+  int64_t batch, head, query, key;
+};
+
+__device__ __forceinline__ bool allowed(const uint8_t* mask, const MaskStrides strides,
+                                        int heads, int q_len, int row, int col) {
+  if (mask == nullptr) return true;
+  const int64_t b = row / (heads * q_len), h = (row / q_len) % heads, i = row % q_len;
+  return mask[b * strides.batch + h * strides.head + i * strides.query + col * strides.key] != 0;
+}
+
+// The attention's probabilities after dropout: softmax over each row of the scores with
+// masked scores set to -1e9 (as the reference's masked_fill), times dropout's factor. A block
+// per row. `strides` are the mask's, in elements (ignored without a mask).
+// Score (row, col) as the softmax reads it: -1e9 where the mask forbids it.
+__device__ __forceinline__ float masked_score(const float* s, const uint8_t* mask,
+                                              const MaskStrides strides, int heads, int q_len,
+                                              int row, int col) {
+  return allowed(mask, strides, heads, q_len, row, col) ? s[col] : -1e9f;
+}
+
+// The maximum of `v` over the block, in every thread (as block_sum).
+__device__ float block_max(float v, float* shared) {
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffff, v, o));
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  __syncthreads();
+  if (lane == 0) shared[warp] = v;
+  __syncthreads();
+  const int warps = (blockDim.x + 31) >> 5;
+  v = lane < warps ? shared[lane] : -INFINITY;
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffff, v, o));
+  return v;
+}
+
+// A row's softmax statistics: its largest masked score and the sum of exp(score - largest).
+__device__ float2 softmax_statistics(const float* s, const uint8_t* mask,
+                                     const MaskStrides strides, int heads, int q_len, int row,
+                                     int k_len, float* shared) {
+  float peak = -INFINITY;
+  for (int j = threadIdx.x; j < k_len; j += blockDim.x)
+    peak = fmaxf(peak, masked_score(s, mask, strides, heads, q_len, row, j));
+  peak = block_max(peak, shared);
+  float total = 0.f;
+  for (int j = threadIdx.x; j < k_len; j += blockDim.x)
+    total += expf(masked_score(s, mask, strides, heads, q_len, row, j) - peak);
+  return make_float2(peak, block_sum(total, shared));
+}
+
+extern "C" __global__ void attention_softmax_f32(const int rows, const int k_len, const int heads,
+                                                 const int q_len, const float* scores,
+                                                 const uint8_t* mask, const MaskStrides strides,
+                                                 const float* u, const float p, const float scale,
+                                                 float* out) {
+  __shared__ float shared[32];
+  const int row = blockIdx.x;
+  if (row >= rows) return;
+  const float* s = scores + (size_t)row * k_len;
+  const float2 st = softmax_statistics(s, mask, strides, heads, q_len, row, k_len, shared);
+  for (int j = threadIdx.x; j < k_len; j += blockDim.x) {
+    const size_t at = (size_t)row * k_len + j;
+    const float prob = expf(masked_score(s, mask, strides, heads, q_len, row, j) - st.x) / st.y;
+    out[at] = prob * keep_factor(u, at, p, scale);
+  }
+}
+
+// The scores' gradient from the dropped probabilities' one: the probabilities recomputed from
+// the scores, dp = grad * factor, ds = prob * (dp - sum(dp * prob)). A block per row.
+extern "C" __global__ void attention_softmax_grad_f32(const int rows, const int k_len,
+                                                      const int heads, const int q_len,
+                                                      const float* scores, const uint8_t* mask,
+                                                      const MaskStrides strides, const float* u,
+                                                      const float p, const float scale,
+                                                      const float* grad, float* dscores) {
+  __shared__ float shared[32];
+  const int row = blockIdx.x;
+  if (row >= rows) return;
+  const float* s = scores + (size_t)row * k_len;
+  const float2 st = softmax_statistics(s, mask, strides, heads, q_len, row, k_len, shared);
+  float dot = 0.f;
+  for (int j = threadIdx.x; j < k_len; j += blockDim.x) {
+    const size_t at = (size_t)row * k_len + j;
+    const float prob = expf(masked_score(s, mask, strides, heads, q_len, row, j) - st.x) / st.y;
+    dot += prob * grad[at] * keep_factor(u, at, p, scale);
+  }
+  dot = block_sum(dot, shared);
+  for (int j = threadIdx.x; j < k_len; j += blockDim.x) {
+    const size_t at = (size_t)row * k_len + j;
+    const float prob = expf(masked_score(s, mask, strides, heads, q_len, row, j) - st.x) / st.y;
+    dscores[at] = prob * (grad[at] * keep_factor(u, at, p, scale) - dot);
+  }
+}
+
+// out = x + y * factor (a sublayer's residual with its dropout), or, with relu = 1,
+// out = max(0, y) * factor (the feed-forward's middle; x unused).
+extern "C" __global__ void dropout_sum_f32(const uint64_t n, const int relu, const float* x,
+                                           const float* y, const float* u, const float p,
+                                           const float scale, float* out) {
+  const uint64_t stride = (uint64_t)blockDim.x * gridDim.x;
+  for (uint64_t i = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+    const float factor = keep_factor(u, i, p, scale);
+    out[i] = relu ? fmaxf(y[i], 0.f) * factor : x[i] + y[i] * factor;
+  }
+}
+
+// The gradient through dropout (and, with relu = 1, the ReLU before it, from its input y):
+// dy = grad * factor (* [y > 0]).
+extern "C" __global__ void dropout_grad_f32(const uint64_t n, const int relu, const float* y,
+                                            const float* u, const float p, const float scale,
+                                            const float* grad, float* dy) {
+  const uint64_t stride = (uint64_t)blockDim.x * gridDim.x;
+  for (uint64_t i = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+    const float through = relu && !(y[i] > 0.f) ? 0.f : 1.f;
+    dy[i] = grad[i] * keep_factor(u, i, p, scale) * through;
+  }
+}

@@ -6,7 +6,7 @@
 use candle_core::backend::BackendStorage;
 use candle_core::cuda_backend::cudarc::driver::{LaunchConfig, PushKernelArg};
 use candle_core::cuda_backend::WrapErr;
-use candle_core::{CpuStorage, CudaStorage, CustomOp3, Layout, Result, Shape, Tensor};
+use candle_core::{CudaStorage, CustomOp3, Layout, Result, Shape, Tensor};
 
 use super::super::layer_norm_fused::NormKind;
 
@@ -41,10 +41,6 @@ fn elements<'a>(
     Ok(storage.as_cuda_slice::<f32>()?.slice(start..end))
 }
 
-fn on_the_cpu<T>() -> Result<T> {
-    candle_core::bail!("cuda layer norm: given tensors on the CPU")
-}
-
 struct Forward(NormKind);
 
 impl CustomOp3 for Forward {
@@ -52,17 +48,7 @@ impl CustomOp3 for Forward {
         "cuda-layer-norm"
     }
 
-    fn cpu_fwd(
-        &self,
-        _: &CpuStorage,
-        _: &Layout,
-        _: &CpuStorage,
-        _: &Layout,
-        _: &CpuStorage,
-        _: &Layout,
-    ) -> Result<(CpuStorage, Shape)> {
-        on_the_cpu()
-    }
+    gpu_only_cpu_fwd!("cuda layer norm");
 
     fn cuda_fwd(
         &self,
@@ -132,17 +118,7 @@ impl CustomOp3 for Backward {
         "cuda-layer-norm-grad"
     }
 
-    fn cpu_fwd(
-        &self,
-        _: &CpuStorage,
-        _: &Layout,
-        _: &CpuStorage,
-        _: &Layout,
-        _: &CpuStorage,
-        _: &Layout,
-    ) -> Result<(CpuStorage, Shape)> {
-        on_the_cpu()
-    }
+    gpu_only_cpu_fwd!("cuda layer norm");
 
     fn cuda_fwd(
         &self,

@@ -1,11 +1,33 @@
 //! Fused CUDA kernels for training in f32 (`fused.cu`, compiled to PTX by build.rs): Adam in
-//! one launch per parameter, and LayerNorm's forward and backward passes in one and two
-//! launches, where candle's composed ops take about ten each. They run only when asked for
+//! one launch per parameter; LayerNorm's forward and backward passes in one and two launches;
+//! attention's mask, softmax and dropout in one each way; a sublayer's residual with its
+//! dropout, and the feed-forward's ReLU with its dropout, in one each way; where candle's
+//! composed ops take six to twenty. They run only when asked for
 //! (`TRANSFORMER_KERNELS=cuda-fused`, [`super::use_cuda_fused`]) until a GPU has passed
 //! `transformer bench check-kernels --device cuda`, which compares each with the composed
 //! path on the GPU.
 
+/// `CustomOp3::cpu_fwd` for an op that runs on a GPU only: its entry point never hands it
+/// tensors on the CPU, and says so if it were.
+macro_rules! gpu_only_cpu_fwd {
+    ($what:literal) => {
+        fn cpu_fwd(
+            &self,
+            _: &candle_core::CpuStorage,
+            _: &candle_core::Layout,
+            _: &candle_core::CpuStorage,
+            _: &candle_core::Layout,
+            _: &candle_core::CpuStorage,
+            _: &candle_core::Layout,
+        ) -> candle_core::Result<(candle_core::CpuStorage, candle_core::Shape)> {
+            candle_core::bail!(concat!($what, ": given tensors on the CPU"))
+        }
+    };
+}
+
 pub(super) mod adam;
+pub(super) mod attention;
+pub(super) mod dropout;
 pub(super) mod layer_norm;
 
 /// The kernels' PTX, built for `CUDA_COMPUTE_CAP`, loaded once per device under [`MODULE`]
