@@ -70,8 +70,9 @@ pub fn use_composed_everywhere() {
 /// Set once by the command line (`TRANSFORMER_KERNELS=cuda-fused`); never unset.
 static CUDA_FUSED: AtomicBool = AtomicBool::new(false);
 
-/// Lets the fused CUDA kernels (`kernels/cuda`: Adam, LayerNorm) run on a GPU for the rest of
-/// the process: an opt-in until a GPU has passed their check against the composed path.
+/// Lets the fused CUDA kernels (`kernels/cuda`: Adam, LayerNorm, attention's softmax with its
+/// mask and dropout, the residual and ReLU dropouts) run on a GPU for the rest of the process:
+/// an opt-in until a GPU has passed their check against the composed path.
 pub fn use_cuda_fused() {
     CUDA_FUSED.store(true, Ordering::Relaxed);
 }

@@ -65,7 +65,7 @@ pub fn scaled_dot_product(
         if mask.is_none_or(|mask| mask.dtype() == DType::U8) {
             // The mask, softmax and dropout in one launch (its backward in one more).
             let dropped = super::cuda::attention::probabilities(&scores, mask, dropout_p)?;
-            return Ok((dropped.matmul(value)?, None));
+            return Ok((round(&dropped)?.matmul(&round(value)?)?, None));
         }
     }
     let scores = match mask {

@@ -124,9 +124,14 @@ impl Softmax {
             }
         }
         let (scores_ptr, _scores) = address!(scores, sl, f32, &stream);
-        let (mask_ptr, _mask) = address!(mask, ml, u8, &stream);
+        // Without a mask the scores stand in for it (f32): never read, so no address taken.
+        let mask_address = if self.masked {
+            Some(address!(mask, ml, u8, &stream))
+        } else {
+            None
+        };
+        let mask_ptr = mask_address.as_ref().map_or(0, |(ptr, _lent)| *ptr);
         let (uniform_ptr, _uniform) = address!(uniform, ul, f32, &stream);
-        let mask_ptr = if self.masked { mask_ptr } else { 0 };
         let strides = self.strides(ml)?;
         // SAFETY: written whole by the kernel before it is read.
         let out = unsafe { device.alloc::<f32>(count)? };

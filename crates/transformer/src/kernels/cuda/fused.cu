@@ -114,19 +114,37 @@ extern "C" __global__ void layer_norm_grad_rows_f32(const int rows, const int si
   }
 }
 
-// dg = sum over rows of dy (x - mean) factor and db = sum over rows of dy, a thread per
-// column (consecutive threads read consecutive columns of a row).
+// dg = sum over rows of dy (x - mean) factor and db = sum over rows of dy, in two passes so
+// that a few hundred columns still fill the GPU: each block (x: 128 columns, y: a chunk of
+// `chunk_rows` rows) writes its chunk's sums to `partial` (chunks x 2 x size); then
+// layer_norm_grad_sum_chunks_f32 adds the chunks up, in order (deterministic).
 extern "C" __global__ void layer_norm_grad_columns_f32(const int rows, const int size,
-                                                       const float* x, const float* dy,
-                                                       const float* stats, float* dgain,
-                                                       float* dbias) {
+                                                       const int chunk_rows, const float* x,
+                                                       const float* dy, const float* stats,
+                                                       float* partial) {
   const int col = blockIdx.x * blockDim.x + threadIdx.x;
   if (col >= size) return;
+  const int first = blockIdx.y * chunk_rows;
+  const int last = min(rows, first + chunk_rows);
   float dg = 0.f, db = 0.f;
-  for (int row = 0; row < rows; ++row) {
+  for (int row = first; row < last; ++row) {
     const size_t at = (size_t)row * size + col;
     dg += dy[at] * (x[at] - stats[2 * row]) * stats[2 * row + 1];
     db += dy[at];
+  }
+  partial[((size_t)blockIdx.y * 2) * size + col] = dg;
+  partial[((size_t)blockIdx.y * 2 + 1) * size + col] = db;
+}
+
+extern "C" __global__ void layer_norm_grad_sum_chunks_f32(const int chunks, const int size,
+                                                          const float* partial, float* dgain,
+                                                          float* dbias) {
+  const int col = blockIdx.x * blockDim.x + threadIdx.x;
+  if (col >= size) return;
+  float dg = 0.f, db = 0.f;
+  for (int chunk = 0; chunk < chunks; ++chunk) {
+    dg += partial[((size_t)chunk * 2) * size + col];
+    db += partial[((size_t)chunk * 2 + 1) * size + col];
   }
   dgain[col] = dg;
   dbias[col] = db;
@@ -151,9 +169,6 @@ __device__ __forceinline__ bool allowed(const uint8_t* mask, const MaskStrides s
   return mask[b * strides.batch + h * strides.head + i * strides.query + col * strides.key] != 0;
 }
 
-// The attention's probabilities after dropout: softmax over each row of the scores with
-// masked scores set to -1e9 (as the reference's masked_fill), times dropout's factor. A block
-// per row. `strides` are the mask's, in elements (ignored without a mask).
 // Score (row, col) as the softmax reads it: -1e9 where the mask forbids it.
 __device__ __forceinline__ float masked_score(const float* s, const uint8_t* mask,
                                               const MaskStrides strides, int heads, int q_len,
@@ -188,6 +203,9 @@ __device__ float2 softmax_statistics(const float* s, const uint8_t* mask,
   return make_float2(peak, block_sum(total, shared));
 }
 
+// The attention's probabilities after dropout: softmax over each row of the scores with
+// masked scores set to -1e9 (as the reference's masked_fill), times dropout's factor. A block
+// per row. `strides` are the mask's, in elements (ignored without a mask).
 extern "C" __global__ void attention_softmax_f32(const int rows, const int k_len, const int heads,
                                                  const int q_len, const float* scores,
                                                  const uint8_t* mask, const MaskStrides strides,
@@ -228,7 +246,11 @@ extern "C" __global__ void attention_softmax_grad_f32(const int rows, const int 
   for (int j = threadIdx.x; j < k_len; j += blockDim.x) {
     const size_t at = (size_t)row * k_len + j;
     const float prob = expf(masked_score(s, mask, strides, heads, q_len, row, j) - st.x) / st.y;
-    dscores[at] = prob * (grad[at] * keep_factor(u, at, p, scale) - dot);
+    // Zero where the mask replaced the score by its fill, as the composed path's where_cond
+    // (a fully masked row's uniform probabilities depend on no score).
+    dscores[at] = allowed(mask, strides, heads, q_len, row, j)
+                      ? prob * (grad[at] * keep_factor(u, at, p, scale) - dot)
+                      : 0.f;
   }
 }
 

@@ -1,7 +1,7 @@
 //! LayerNorm on a GPU in f32: the forward pass as one launch (`layer_norm_f32`, a block per
-//! row) and its backward pass as two (`layer_norm_grad_rows_f32` for dx and each row's
-//! statistics, `layer_norm_grad_columns_f32` for the gain's and bias's sums), with the CPU's
-//! fused op's formulas (see `kernels/layer_norm_fused.rs`).
+//! row) and its backward pass as three (`layer_norm_grad_rows_f32` for dx and each row's
+//! statistics, then the gain's and bias's sums over chunks of rows and the chunks added up),
+//! with the CPU's fused op's formulas (see `kernels/layer_norm_fused.rs`).
 
 use candle_core::backend::BackendStorage;
 use candle_core::cuda_backend::cudarc::driver::{LaunchConfig, PushKernelArg};
@@ -18,6 +18,14 @@ pub(in crate::kernels) fn layer_norm(
     bias: &Tensor,
     kind: NormKind,
 ) -> Result<Tensor> {
+    let size = xs.dim(candle_core::D::Minus1)?;
+    if gain.dims1()? != size || bias.dims1()? != size {
+        candle_core::bail!(
+            "layer norm: gain {:?} and bias {:?} for {size} features",
+            gain.dims(),
+            bias.dims()
+        )
+    }
     xs.contiguous()?
         .apply_op3(&gain.contiguous()?, &bias.contiguous()?, Forward(kind))
 }
@@ -113,6 +121,10 @@ impl CustomOp3 for Forward {
 /// The backward node over (x, gain, dy): `dx | dgain | dbias` packed into one flat tensor.
 struct Backward(NormKind);
 
+/// Rows a block of the gain's and bias's sums adds up: some 16 chunks for a batch of 4,000
+/// rows, 64 blocks with 512 features.
+const COLUMN_CHUNK_ROWS: usize = 256;
+
 impl CustomOp3 for Backward {
     fn name(&self) -> &'static str {
         "cuda-layer-norm-grad"
@@ -164,20 +176,48 @@ impl CustomOp3 for Backward {
             // SAFETY: x, dy and dx cover rows x size f32s, gain size, stats 2 x rows.
             unsafe { builder.launch(config) }.w()?;
         }
+        // The gain's and bias's sums: partial sums over chunks of rows (enough blocks to fill
+        // the GPU), then the chunks added up in order.
+        let chunk_rows = COLUMN_CHUNK_ROWS;
+        let chunks = rows.div_ceil(chunk_rows).max(1);
+        // SAFETY: written whole by the first kernel below before the second reads it.
+        let partial = unsafe { device.alloc::<f32>(chunks * 2 * size)? };
         {
-            let dgain = packed.slice(count..count + size);
-            let dbias = packed.slice(count + size..count + 2 * size);
             let func = device.get_or_load_custom_func(
                 "layer_norm_grad_columns_f32",
                 super::MODULE,
                 super::PTX,
             )?;
             let mut builder = func.builder();
+            let chunk_arg = chunk_rows as i32;
             builder.arg(&rows_arg);
             builder.arg(&size_arg);
+            builder.arg(&chunk_arg);
             builder.arg(&x);
             builder.arg(&dy);
             builder.arg(&stats);
+            builder.arg(&partial);
+            let config = LaunchConfig {
+                grid_dim: (size.div_ceil(128) as u32, chunks as u32, 1),
+                block_dim: (128, 1, 1),
+                shared_mem_bytes: 0,
+            };
+            // SAFETY: x and dy cover rows x size f32s, stats 2 x rows, partial chunks x 2 x size.
+            unsafe { builder.launch(config) }.w()?;
+        }
+        {
+            let dgain = packed.slice(count..count + size);
+            let dbias = packed.slice(count + size..count + 2 * size);
+            let func = device.get_or_load_custom_func(
+                "layer_norm_grad_sum_chunks_f32",
+                super::MODULE,
+                super::PTX,
+            )?;
+            let mut builder = func.builder();
+            let chunks_arg = chunks as i32;
+            builder.arg(&chunks_arg);
+            builder.arg(&size_arg);
+            builder.arg(&partial);
             builder.arg(&dgain);
             builder.arg(&dbias);
             let config = LaunchConfig {
@@ -185,7 +225,8 @@ impl CustomOp3 for Backward {
                 block_dim: (128, 1, 1),
                 shared_mem_bytes: 0,
             };
-            // SAFETY: as above; dgain and dbias are disjoint views of `packed`.
+            // SAFETY: partial covers chunks x 2 x size f32s; dgain and dbias are disjoint
+            // views of `packed`, size f32s each.
             unsafe { builder.launch(config) }.w()?;
         }
         Ok((
