@@ -17,7 +17,8 @@ pub const KERNELS_VARIABLE: &str = "TRANSFORMER_KERNELS";
 pub(crate) fn choose_kernels() -> anyhow::Result<()> {
     const CHOICES: &str = "use fused, composed or cuda-fused, or unset it";
     match std::env::var(KERNELS_VARIABLE).as_deref() {
-        Err(std::env::VarError::NotPresent) | Ok("fused") => Ok(()),
+        // Blank counts as unset, as for TRANSFORMER_MAX_ISA and TRANSFORMER_TF32.
+        Err(std::env::VarError::NotPresent) | Ok("fused") | Ok("") => Ok(()),
         Ok("composed") => {
             crate::kernels::use_composed_everywhere();
             Ok(())
@@ -32,7 +33,8 @@ pub(crate) fn choose_kernels() -> anyhow::Result<()> {
         ))
         .into()),
         Ok(other) => Err(UsageError(format!(
-            "{KERNELS_VARIABLE}={other:?} is not a kernel choice; {CHOICES}"
+            "{KERNELS_VARIABLE}={} is not a kernel choice; {CHOICES}",
+            shown(other)
         ))
         .into()),
         Err(std::env::VarError::NotUnicode(_)) => {
@@ -54,14 +56,23 @@ pub(crate) fn choose_tf32() -> anyhow::Result<()> {
             Ok(())
         }
         Ok(other) => Err(UsageError(format!(
-            "{TF32_VARIABLE}={:?} is not a choice; use on or off, or unset it",
-            other.chars().take(40).collect::<String>()
+            "{TF32_VARIABLE}={} is not a choice; use on or off, or unset it",
+            shown(other)
         ))
         .into()),
         Err(std::env::VarError::NotUnicode(_)) => Err(UsageError(format!(
             "{TF32_VARIABLE} is not UTF-8; use on or off, or unset it"
         ))
         .into()),
+    }
+}
+
+/// A variable's value as a message quotes it: at most 40 characters, then `...`.
+fn shown(value: &str) -> String {
+    const MOST: usize = 40;
+    match value.char_indices().nth(MOST) {
+        Some((cut, _)) => format!("{:?}...", &value[..cut]),
+        None => format!("{value:?}"),
     }
 }
 

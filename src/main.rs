@@ -4,6 +4,16 @@
 //! `stdin_lines`, `output_guard`, `stop_signals`, `progress`), and the benchmark's workloads
 //! are `bench`. The library crates below hold the model, its training and its inference.
 
+/// `eprintln!` that never panics: a closed or full stderr (`2>&1 | head`, `2>/dev/full`) loses
+/// the message, never the run (std's panics when the write fails). Defined before the modules,
+/// so that theirs is this one.
+macro_rules! eprintln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
 mod bench;
 mod commands;
 mod device_choice;

@@ -820,3 +820,24 @@ fn html_on_stdin_in_another_encoding_is_read_as_a_file_would_be() {
     assert!(output.stdout.starts_with(b"<p>"), "{:?}", output.stdout);
     assert!(!String::from_utf8_lossy(&output.stderr).contains("error"));
 }
+
+/// A full or closed stderr (`2>/dev/full`, `2>&1 | head -1`) loses the messages, not the run:
+/// no panic, the run trained and saved.
+#[test]
+fn a_full_stderr_loses_the_messages_not_the_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("run");
+    let full = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/full")
+        .unwrap();
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_transformer"))
+        .args(["train", "--device", "cpu", "--config", "configs/tiny.toml", "--out"])
+        .arg(&run)
+        .stderr(full)
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    assert!(run.join("last/model.safetensors").is_file());
+    assert!(String::from_utf8_lossy(&output.stdout).contains("i want a beer ."));
+}

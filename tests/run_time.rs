@@ -306,7 +306,7 @@ fn a_run_stopped_early_between_epochs_names_its_step_and_keeps_its_time_record_o
         .find(|line| line.starts_with("stopped early at step "))
         .unwrap_or_else(|| panic!("{stderr}"));
     assert!(
-        line.contains(", during epoch ") && line.contains("in 2 validations in a row"),
+        line.contains(", in epoch ") && line.contains("in the last 2 validations"),
         "{line}"
     );
     let before = metrics_of(&run);

@@ -182,11 +182,11 @@ pub(super) fn report(
                 run_dir.join(LAST_DIR)
             };
             eprintln!(
-                "stopped early {}: no better validation score in {} in a row \
+                "stopped early {}: no better validation score in the last {} \
                  (training.patience); the checkpoint to use is {}",
                 trainer.position().stop_point(),
                 match patience {
-                    1 => "1 validation".to_string(),
+                    1 => "validation".to_string(),
                     n => format!("{n} validations"),
                 },
                 kept.display()

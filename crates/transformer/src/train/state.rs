@@ -46,11 +46,11 @@ pub struct RunPosition {
 
 impl RunPosition {
     /// Where a run that stopped early stopped, for messages: `after epoch 7` at an epoch's
-    /// end, `at step 20, during epoch 2` after a validation between epochs.
+    /// end, `at step 20, in epoch 2` after a validation between epochs.
     pub fn stop_point(&self) -> String {
         match self.steps_in_epoch {
             0 => format!("after epoch {}", self.epoch.saturating_sub(1)),
-            _ => format!("at step {}, during epoch {}", self.step, self.epoch),
+            _ => format!("at step {}, in epoch {}", self.step, self.epoch),
         }
     }
 
