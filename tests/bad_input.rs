@@ -832,7 +832,14 @@ fn a_full_stderr_loses_the_messages_not_the_run() {
         .open("/dev/full")
         .unwrap();
     let output = std::process::Command::new(env!("CARGO_BIN_EXE_transformer"))
-        .args(["train", "--device", "cpu", "--config", "configs/tiny.toml", "--out"])
+        .args([
+            "train",
+            "--device",
+            "cpu",
+            "--config",
+            "configs/tiny.toml",
+            "--out",
+        ])
         .arg(&run)
         .stderr(full)
         .output()
