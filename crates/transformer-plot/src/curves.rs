@@ -35,31 +35,28 @@ impl Curves {
                     valid_bleu,
                     ..
                 } => {
-                    let x = *step as f64;
-                    curves.train_epochs.push((x, *train_loss));
-                    if let Some(loss) = valid_loss {
-                        curves.valid_loss.push((x, *loss));
-                    }
-                    if let Some(bleu) = valid_bleu {
-                        curves.valid_bleu.push((x, *bleu));
-                    }
+                    curves.train_epochs.push((*step as f64, *train_loss));
+                    curves.validation(*step, *valid_loss, *valid_bleu);
                 }
                 MetricRecord::Validation {
                     step,
                     valid_loss,
                     valid_bleu,
                     ..
-                } => {
-                    let x = *step as f64;
-                    curves.valid_loss.push((x, *valid_loss));
-                    if let Some(bleu) = valid_bleu {
-                        curves.valid_bleu.push((x, *bleu));
-                    }
-                }
+                } => curves.validation(*step, Some(*valid_loss), *valid_bleu),
                 MetricRecord::Run { .. } => {}
             }
         }
         curves
+    }
+}
+
+impl Curves {
+    /// A validation's points at `step`, whether it came after an epoch or between epochs.
+    fn validation(&mut self, step: usize, loss: Option<f64>, bleu: Option<f64>) {
+        let x = step as f64;
+        self.valid_loss.extend(loss.map(|loss| (x, loss)));
+        self.valid_bleu.extend(bleu.map(|bleu| (x, bleu)));
     }
 }
 

@@ -3,8 +3,6 @@
 //! the run's clock is, written with every epoch's metrics.jsonl record and the run's last, and
 //! told in the summary line, so that time outside the steps is seen rather than guessed.
 
-use std::time::Instant;
-
 use serde::{Deserialize, Serialize};
 
 /// Seconds spent in each part of a run. The parts do not overlap; `wall_s` is the run's
@@ -54,14 +52,6 @@ impl TimeSpent {
     /// Adds `seconds` to `part`.
     pub fn add(&mut self, part: RunPart, seconds: f64) {
         *self.part_mut(part) += seconds;
-    }
-
-    /// Runs `work`, adding its time to `part`.
-    pub fn timed<T>(&mut self, part: RunPart, work: impl FnOnce() -> T) -> T {
-        let started = Instant::now();
-        let result = work();
-        self.add(part, started.elapsed().as_secs_f64());
-        result
     }
 
     pub fn part(&self, part: RunPart) -> f64 {

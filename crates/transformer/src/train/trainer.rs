@@ -282,12 +282,9 @@ impl Trainer {
         wall: &RunClock,
     ) -> anyhow::Result<()> {
         self.position.time.wall_s = wall.elapsed_s();
-        let started = Instant::now();
-        let written = observer.on_checkpoint(self, kind);
-        self.position
-            .time
-            .add(RunPart::Checkpoints, started.elapsed().as_secs_f64());
-        written
+        self.timed(RunPart::Checkpoints, |trainer| {
+            observer.on_checkpoint(trainer, kind)
+        })
     }
 
     /// Runs `work` on the trainer, adding its time to `part`.
@@ -310,14 +307,22 @@ impl Trainer {
     /// session's time record at this position's step: its figures (which include the writing
     /// of the checkpoint resumed from) become the run's so far, and the record is kept.
     pub fn continue_time_from(&mut self, record: MetricRecord) {
-        if let MetricRecord::Run { step, time } = &record {
-            if *step == self.position.step && time.wall_s >= self.position.time.wall_s {
-                self.position.time = *time;
-                self.metrics
-                    .retain(|record| !matches!(record, MetricRecord::Run { .. }));
-                self.metrics.push(record);
+        if let MetricRecord::Run { step, time } = record {
+            if step == self.position.step && time.wall_s >= self.position.time.wall_s {
+                self.position.time = time;
+                self.replace_time_record();
             }
         }
+    }
+
+    /// The run's time record, at the end of its metrics, in place of any earlier one.
+    fn replace_time_record(&mut self) {
+        self.metrics
+            .retain(|record| !matches!(record, MetricRecord::Run { .. }));
+        self.metrics.push(MetricRecord::Run {
+            step: self.position.step,
+            time: self.position.time,
+        });
     }
 
     /// Where the run's time went so far, across resumes.
@@ -330,12 +335,7 @@ impl Trainer {
     /// every record.
     pub fn record_time(&mut self, wall_s: f64) -> &[MetricRecord] {
         self.position.time.wall_s = wall_s;
-        self.metrics
-            .retain(|record| !matches!(record, MetricRecord::Run { .. }));
-        self.metrics.push(MetricRecord::Run {
-            step: self.position.step,
-            time: self.position.time,
-        });
+        self.replace_time_record();
         &self.metrics
     }
 
@@ -410,6 +410,7 @@ impl Trainer {
         let Some(valid) = &self.data.valid else {
             return Ok((None, None));
         };
+        // Both parts are timed here: `valid` borrows the trainer that `timed` would lend.
         let started = Instant::now();
         // Weights that overflowed in the last step show here first: stop as a diverged
         // training loss stops, before decoding them.
@@ -460,12 +461,9 @@ impl Trainer {
         wall: &RunClock,
     ) -> anyhow::Result<()> {
         self.metrics.push(record.clone());
-        let started = Instant::now();
-        let written = observer.on_epoch(&record, &self.metrics);
-        self.position
-            .time
-            .add(RunPart::Checkpoints, started.elapsed().as_secs_f64());
-        written?;
+        self.timed(RunPart::Checkpoints, |trainer| {
+            observer.on_epoch(&record, &trainer.metrics)
+        })?;
         if improved {
             self.checkpoint(observer, CheckpointKind::Best, wall)?;
         }

@@ -3,9 +3,7 @@
 //! for writing, so the first moment's op asks the second moment's, which asks the weight's,
 //! and the innermost launches the kernel with all three.
 
-use candle_core::cuda_backend::cudarc::driver::{
-    DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg,
-};
+use candle_core::cuda_backend::cudarc::driver::{DevicePtr, DevicePtrMut, PushKernelArg};
 use candle_core::cuda_backend::WrapErr;
 use candle_core::{
     backend::BackendStorage, CpuStorage, CudaStorage, InplaceOp1, InplaceOp2, Layout, Result,
@@ -151,15 +149,9 @@ impl InplaceOp2 for Update {
         builder.arg(&step_size);
         builder.arg(&inv_sqrt_bias_correction2);
         builder.arg(&eps);
-        let blocks = n.div_ceil(256).clamp(1, 4096) as u32;
-        let config = LaunchConfig {
-            grid_dim: (blocks, 1, 1),
-            block_dim: (256, 1, 1),
-            shared_mem_bytes: 0,
-        };
         // SAFETY: the four addresses each cover `n` f32s of a live, contiguous tensor (checked
         // by adam_update), and the lent storages stay borrowed until the launch is queued.
-        unsafe { builder.launch(config) }.w()?;
+        unsafe { builder.launch(super::elementwise(n as usize)) }.w()?;
         Ok(())
     }
 }

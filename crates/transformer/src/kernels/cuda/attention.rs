@@ -7,7 +7,7 @@
 //! draws (`Tensor::rand` on the device's seeded generator), so both paths train the same run.
 
 use candle_core::backend::BackendStorage;
-use candle_core::cuda_backend::cudarc::driver::{DeviceRepr, LaunchConfig, PushKernelArg};
+use candle_core::cuda_backend::cudarc::driver::{DeviceRepr, PushKernelArg};
 use candle_core::cuda_backend::WrapErr;
 use candle_core::{CudaStorage, CustomOp3, DType, Layout, Result, Shape, Tensor};
 
@@ -156,14 +156,9 @@ impl Softmax {
             builder.arg(grad_ptr);
         }
         builder.arg(&out);
-        let config = LaunchConfig {
-            grid_dim: (rows.max(1) as u32, 1, 1),
-            block_dim: (super::row_block(k_len), 1, 1),
-            shared_mem_bytes: 0,
-        };
         // SAFETY: the scores, draws, gradient and output each cover rows x k_len f32s, and
         // the mask's strides stay inside its storage (a broadcast of a tensor it holds).
-        unsafe { builder.launch(config) }.w()?;
+        unsafe { builder.launch(super::per_row(rows as usize, k_len)) }.w()?;
         Ok(CudaStorage::wrap_cuda_slice(out, device))
     }
 }

@@ -5,7 +5,7 @@
 //! six launches forward (four for dropout's mask, the product, the sum or the ReLU).
 
 use candle_core::backend::BackendStorage;
-use candle_core::cuda_backend::cudarc::driver::{DevicePtr, LaunchConfig, PushKernelArg};
+use candle_core::cuda_backend::cudarc::driver::{DevicePtr, PushKernelArg};
 use candle_core::cuda_backend::WrapErr;
 use candle_core::{CudaStorage, CustomOp3, Layout, Result, Shape, Tensor};
 
@@ -115,17 +115,8 @@ impl DropoutSum {
         builder.arg(&self.scale);
         builder.arg(&out);
         // SAFETY: x, y and u each cover `n` f32s of live contiguous tensors, lent by the caller.
-        unsafe { builder.launch(elementwise(n)) }.w()?;
+        unsafe { builder.launch(super::elementwise(n)) }.w()?;
         Ok(CudaStorage::wrap_cuda_slice(out, device.clone()))
-    }
-}
-
-/// A grid for `n` elements, each thread striding over several when there are many.
-fn elementwise(n: usize) -> LaunchConfig {
-    LaunchConfig {
-        grid_dim: (n.div_ceil(256).clamp(1, 4096) as u32, 1, 1),
-        block_dim: (256, 1, 1),
-        shared_mem_bytes: 0,
     }
 }
 
@@ -168,7 +159,7 @@ impl CustomOp3 for DropoutGrad {
         builder.arg(&g);
         builder.arg(&out);
         // SAFETY: y, u and g each cover `n` f32s of live contiguous tensors, lent above.
-        unsafe { builder.launch(elementwise(n)) }.w()?;
+        unsafe { builder.launch(super::elementwise(n)) }.w()?;
         Ok((
             CudaStorage::wrap_cuda_slice(out, device),
             yl.shape().clone(),

@@ -4,7 +4,7 @@
 //! with the CPU's fused op's formulas (see `kernels/layer_norm_fused.rs`).
 
 use candle_core::backend::BackendStorage;
-use candle_core::cuda_backend::cudarc::driver::{LaunchConfig, PushKernelArg};
+use candle_core::cuda_backend::cudarc::driver::PushKernelArg;
 use candle_core::cuda_backend::WrapErr;
 use candle_core::{CudaStorage, CustomOp3, Layout, Result, Shape, Tensor};
 
@@ -86,11 +86,7 @@ impl CustomOp3 for Forward {
         builder.arg(&gain);
         builder.arg(&bias);
         builder.arg(&out);
-        let config = LaunchConfig {
-            grid_dim: (rows.max(1) as u32, 1, 1),
-            block_dim: (super::row_block(size), 1, 1),
-            shared_mem_bytes: 0,
-        };
+        let config = super::per_row(rows as usize, size);
         // SAFETY: every pointer covers rows x size (or size) f32s, as checked by the caller.
         unsafe { builder.launch(config) }.w()?;
         Ok((
@@ -168,11 +164,7 @@ impl CustomOp3 for Backward {
             builder.arg(&dy);
             builder.arg(&dx);
             builder.arg(&stats);
-            let config = LaunchConfig {
-                grid_dim: (rows.max(1) as u32, 1, 1),
-                block_dim: (super::row_block(size), 1, 1),
-                shared_mem_bytes: 0,
-            };
+            let config = super::per_row(rows, size);
             // SAFETY: x, dy and dx cover rows x size f32s, gain size, stats 2 x rows.
             unsafe { builder.launch(config) }.w()?;
         }
@@ -197,11 +189,7 @@ impl CustomOp3 for Backward {
             builder.arg(&dy);
             builder.arg(&stats);
             builder.arg(&partial);
-            let config = LaunchConfig {
-                grid_dim: (size.div_ceil(128) as u32, chunks as u32, 1),
-                block_dim: (128, 1, 1),
-                shared_mem_bytes: 0,
-            };
+            let config = super::per_column(size, chunks);
             // SAFETY: x and dy cover rows x size f32s, stats 2 x rows, partial chunks x 2 x size.
             unsafe { builder.launch(config) }.w()?;
         }
@@ -220,11 +208,7 @@ impl CustomOp3 for Backward {
             builder.arg(&partial);
             builder.arg(&dgain);
             builder.arg(&dbias);
-            let config = LaunchConfig {
-                grid_dim: (size.div_ceil(128) as u32, 1, 1),
-                block_dim: (128, 1, 1),
-                shared_mem_bytes: 0,
-            };
+            let config = super::per_column(size, 1);
             // SAFETY: partial covers chunks x 2 x size f32s; dgain and dbias are disjoint
             // views of `packed`, size f32s each.
             unsafe { builder.launch(config) }.w()?;

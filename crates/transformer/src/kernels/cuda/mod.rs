@@ -30,13 +30,41 @@ pub(super) mod attention;
 pub(super) mod dropout;
 pub(super) mod layer_norm;
 
+use candle_core::cuda_backend::cudarc::driver::LaunchConfig;
+
 /// The kernels' PTX, built for `CUDA_COMPUTE_CAP`, loaded once per device under [`MODULE`]
 /// (`CudaDevice::get_or_load_custom_func`).
 const PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/fused.ptx"));
 const MODULE: &str = "transformer_fused";
 
-/// Threads per block for a kernel that gives a block to each row: whole warps, enough for a
-/// row of 512 or 1024 features at a few elements a thread.
-fn row_block(size: usize) -> u32 {
-    (size.div_ceil(4).next_power_of_two().clamp(32, 256)) as u32
+/// A block per row of `width` elements: whole warps, enough for a row of 512 or 1024
+/// features at a few elements a thread.
+fn per_row(rows: usize, width: usize) -> LaunchConfig {
+    LaunchConfig {
+        grid_dim: (rows.max(1) as u32, 1, 1),
+        block_dim: (
+            (width.div_ceil(4).next_power_of_two().clamp(32, 256)) as u32,
+            1,
+            1,
+        ),
+        shared_mem_bytes: 0,
+    }
+}
+
+/// A thread per column of `width`, times `chunks` blocks of rows.
+fn per_column(width: usize, chunks: usize) -> LaunchConfig {
+    LaunchConfig {
+        grid_dim: (width.div_ceil(128) as u32, chunks as u32, 1),
+        block_dim: (128, 1, 1),
+        shared_mem_bytes: 0,
+    }
+}
+
+/// A grid for `n` elements, each thread striding over several when there are many.
+fn elementwise(n: usize) -> LaunchConfig {
+    LaunchConfig {
+        grid_dim: (n.div_ceil(256).clamp(1, 4096) as u32, 1, 1),
+        block_dim: (256, 1, 1),
+        shared_mem_bytes: 0,
+    }
 }
