@@ -243,15 +243,7 @@ if [ "$PEERS" = none ] || [ "$marian_workloads" = none ]; then marian_workloads=
 if [ -n "$marian_workloads" ]; then
   MARIAN_DIR="$OUT/marian-bench"
   MARIAN_CT2="$OUT/marian-bench-ct2"
-  if [ ! -f "$MARIAN_DIR/model.safetensors" ]; then
-    echo "bench: making the OPUS-MT-shaped model in $MARIAN_DIR" >&2
-    "$PYTHON" scripts/make_marian_fixture.py --bench "$MARIAN_DIR" >&2
-    rm -rf "$MARIAN_CT2"
-  fi
-  if [ ! -f "$MARIAN_CT2/model.bin" ]; then
-    "$(dirname "$PYTHON")/ct2-transformers-converter" --model "$MARIAN_DIR" \
-      --output_dir "$MARIAN_CT2" --force > /dev/null 2>&1
-  fi
+  scripts/make-marian-bench.sh "$OUT" "$PYTHON"
   # The int8 models as each engine stores them: `transformer quantize`, and CTranslate2's
   # converter with --quantization int8 (remade whenever the float model is newer).
   MARIAN_INT8="$OUT/marian-bench-int8"

@@ -1,12 +1,15 @@
-"""The peers' side of the speed benchmark's MarianMT workloads (scripts/bench.sh runs it next
-to `transformer bench marian-*`): the benchmark's OPUS-MT-shaped directory
-(scripts/make_marian_fixture.py --bench) translating the first sentences of Multi30k's
-test2016, at most 64 tokens each, in CTranslate2 float32 (converted by its own
-ct2-transformers-converter) or in transformers' generate():
+"""The Python side of the speed benchmark's MarianMT workloads (scripts/bench.sh and
+scripts/bench-python.sh run it next to `transformer bench marian-*`): the benchmark's
+OPUS-MT-shaped directory (scripts/make_marian_fixture.py --bench) translating the first
+sentences of Multi30k's test2016, at most 64 tokens each, in CTranslate2 float32 (converted
+by its own ct2-transformers-converter), in transformers' generate(), or in this project's
+Python package (`import transformer`, python/):
 
     python scripts/bench_marian.py ct2 greedy1 --model DIR --ct2-model CT2DIR --steps 8
     python scripts/bench_marian.py hf beam4 --model DIR --threads 2
     python scripts/bench_marian.py ct2 greedy32 --model DIR --ct2-model CT2DIR --vmap CT2DIR/vmap.txt
+    python scripts/bench_marian.py py greedy32 --model DIR --threads 2
+    python scripts/bench_marian.py py call --model DIR --steps 2000   # an empty call's cost
 
 Prints one JSON measurement (tokens generated per timed second), as `transformer bench` does.
 Each engine runs in its own process (a PyTorch thread pool slows CTranslate2 down).
@@ -19,7 +22,8 @@ import os
 import time
 
 MAX_TOKENS = 64
-NAMES = {"greedy1": "marian-greedy-1", "greedy32": "marian-greedy-32", "beam4": "marian-beam4-32"}
+NAMES = {"greedy1": "marian-greedy-1", "greedy32": "marian-greedy-32", "beam4": "marian-beam4-32",
+         "call": "python-empty-call"}
 
 
 def sources(count):
@@ -27,9 +31,9 @@ def sources(count):
         return [next(f).rstrip("\n") for _ in range(count)]
 
 
-def measure(workload, seconds, tokens):
+def measure(workload, seconds, tokens, unit="tokens", sentences=None):
     print(json.dumps({"workload": NAMES[workload], "seconds": seconds, "work": float(tokens),
-                      "unit": "tokens", "flops": 0.0}))
+                      "unit": unit, "flops": 0.0, "sentences": sentences}))
 
 
 def ct2(args, texts):
@@ -58,7 +62,40 @@ def ct2(args, texts):
     run(texts[:1])
     started = time.perf_counter()
     tokens = sum(run(batch) for batch in batches)
-    measure(args.workload, time.perf_counter() - started, tokens)
+    measure(args.workload, time.perf_counter() - started, tokens, sentences=len(texts))
+
+
+def py(args, texts):
+    # The package decodes on rayon's pool, which takes its size from here when it starts.
+    os.environ["RAYON_NUM_THREADS"] = str(args.threads)
+    import transformer
+    translator = transformer.Translator(args.model, device="cpu",
+                                        compute_type=args.compute_type,
+                                        vocab_map=args.vmap)
+    if args.workload == "call":
+        # What crossing the boundary costs with no sentence: arguments read, settings
+        # settled, the GIL released and taken back, an empty list built.
+        translator.translate([])
+        started = time.perf_counter()
+        for _ in range(args.steps):
+            translator.translate([])
+        measure(args.workload, time.perf_counter() - started, args.steps, unit="calls")
+        return
+    batches = [[t] for t in texts] if args.workload == "greedy1" else [texts]
+    beam = 4 if args.workload == "beam4" else 1
+
+    def run(batch):
+        # As `transformer bench marian-*` decodes: each text one sentence, a neutral length
+        # penalty, at most 64 tokens.
+        results = translator.translate(batch, beam=beam, max_len=MAX_TOKENS, length_penalty=1.0,
+                                       sentence_split=False)
+        [r.translation for r in results]
+        return sum(len(r.ids) for r in results)
+
+    run(texts[:1])
+    started = time.perf_counter()
+    tokens = sum(run(batch) for batch in batches)
+    measure(args.workload, time.perf_counter() - started, tokens, sentences=len(texts))
 
 
 def hf(args, texts):
@@ -86,19 +123,21 @@ def hf(args, texts):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("engine", choices=["ct2", "hf"])
+    parser.add_argument("engine", choices=["ct2", "hf", "py"])
     parser.add_argument("workload", choices=sorted(NAMES))
     parser.add_argument("--model", required=True)
     parser.add_argument("--ct2-model")
     parser.add_argument("--steps", type=int, default=8, help="sentences for greedy1")
     parser.add_argument("--threads", type=int, default=os.cpu_count())
     parser.add_argument("--compute-type", default="float32", choices=["float32", "int8"],
-                        help="CTranslate2's compute type (ct2 only)")
-    parser.add_argument("--vmap", help="decode over this vocabulary map (ct2 only; it must be "
-                                       "the vmap.txt in --ct2-model)")
+                        help="the compute type (ct2 and py)")
+    parser.add_argument("--vmap", help="decode over this vocabulary map (ct2: it must be the "
+                                       "vmap.txt in --ct2-model; py)")
     args = parser.parse_args()
+    if args.workload == "call" and args.engine != "py":
+        raise SystemExit("the call workload measures the Python package (py) only")
     texts = sources(args.steps if args.workload == "greedy1" else 32)
-    {"ct2": ct2, "hf": hf}[args.engine](args, texts)
+    {"ct2": ct2, "hf": hf, "py": py}[args.engine](args, texts)
 
 
 if __name__ == "__main__":

@@ -14,7 +14,7 @@ use crate::progress::Verbosity;
 pub const KERNELS_VARIABLE: &str = "TRANSFORMER_KERNELS";
 
 /// Reads `TRANSFORMER_KERNELS`; any other value is a usage error.
-pub(crate) fn choose_kernels() -> anyhow::Result<()> {
+pub fn choose_kernels() -> anyhow::Result<()> {
     const CHOICES: &str = "use fused, composed or cuda-fused, or unset it";
     match std::env::var(KERNELS_VARIABLE).as_deref() {
         // Blank counts as unset, as for TRANSFORMER_MAX_ISA and TRANSFORMER_TF32.
@@ -48,7 +48,7 @@ pub(crate) fn choose_kernels() -> anyhow::Result<()> {
 pub const TF32_VARIABLE: &str = "TRANSFORMER_TF32";
 
 /// Reads `TRANSFORMER_TF32`; a value other than `on` or `off` is a usage error.
-pub(crate) fn choose_tf32() -> anyhow::Result<()> {
+pub fn choose_tf32() -> anyhow::Result<()> {
     match std::env::var(TF32_VARIABLE).as_deref() {
         Err(std::env::VarError::NotPresent) | Ok("off") | Ok("") => Ok(()),
         Ok("on") => {
@@ -79,10 +79,7 @@ fn shown(value: &str) -> String {
 /// Resolves `--device`; says on stderr which device was chosen and why when the choice was
 /// not the user's own (auto on a CUDA build). Quiet hides the news that a GPU was found,
 /// never that none could be used.
-pub(crate) fn device_from(
-    args: &DeviceArgs,
-    verbosity: Verbosity,
-) -> anyhow::Result<candle_core::Device> {
+pub fn device_from(args: &DeviceArgs, verbosity: Verbosity) -> anyhow::Result<candle_core::Device> {
     let selected = select(args.device).map_err(|error| match error {
         DeviceError::CudaUnavailable { ordinal, why } => {
             anyhow::anyhow!("--device cuda:{ordinal} is not available: {why}; use --device cpu")

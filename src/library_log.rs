@@ -5,19 +5,17 @@ use std::io::Write;
 
 use log::{Level, LevelFilter, Log, Metadata, Record};
 
-/// The crates whose records are shown: the library, and this binary.
-const OURS: &str = "transformer";
+/// The crates whose records are shown: the core (`transformer`) and every crate of the
+/// workspace (`transformer_serve`, `transformer_cli`, the Python package's, ...).
+fn is_ours(krate: &str) -> bool {
+    krate == "transformer" || krate.starts_with("transformer_")
+}
 
 struct Stderr;
 
 impl Log for Stderr {
     fn enabled(&self, metadata: &Metadata) -> bool {
-        metadata.level() <= Level::Info
-            && metadata
-                .target()
-                .split("::")
-                .next()
-                .is_some_and(|krate| krate == OURS)
+        metadata.level() <= Level::Info && metadata.target().split("::").next().is_some_and(is_ours)
     }
 
     fn log(&self, record: &Record) {
@@ -41,5 +39,25 @@ pub fn install() {
     static LOGGER: Stderr = Stderr;
     if log::set_logger(&LOGGER).is_ok() {
         log::set_max_level(LevelFilter::Info);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_ours;
+
+    #[test]
+    fn every_workspace_crates_records_are_shown_and_no_other_crates() {
+        for ours in [
+            "transformer",
+            "transformer_serve",
+            "transformer_cli",
+            "transformer_documents",
+        ] {
+            assert!(is_ours(ours), "{ours}");
+        }
+        for theirs in ["tokenizers", "hyper", "transformers", "candle_core"] {
+            assert!(!is_ours(theirs), "{theirs}");
+        }
     }
 }

@@ -17,7 +17,7 @@ use crate::stdout;
 /// The checkpoint a command reads: `--checkpoint` when given, else the newest run of the
 /// `arch` family under runs/, which is then named on stderr so that the user knows which
 /// model answered.
-pub(crate) fn checkpoint_or_latest(given: Option<&Path>, task: Task) -> anyhow::Result<PathBuf> {
+pub fn checkpoint_or_latest(given: Option<&Path>, task: Task) -> anyhow::Result<PathBuf> {
     if let Some(dir) = given {
         return download::local_or_hub(dir);
     }
@@ -35,7 +35,7 @@ pub(crate) fn checkpoint_or_latest(given: Option<&Path>, task: Task) -> anyhow::
 /// rule, `options.one_pair`), its notes said on stderr; a language model is refused, by name,
 /// and a language the model cannot translate in is refused naming its flag (a usage error:
 /// see `main`).
-pub(crate) fn open_translator(
+pub fn open_translator(
     given: Option<&Path>,
     device: &candle_core::Device,
     options: LoadOptions,
@@ -63,7 +63,7 @@ pub(crate) fn text_generator<'a>(
 /// The decoding flags over the checkpoint's `[decode]` settings, settled and checked as
 /// every door's are; `door_beam` is a server's widest beam. A value out of bounds is a usage
 /// error that names it.
-pub(crate) fn decode_settings(
+pub fn decode_settings(
     args: &DecodeSettingsArgs,
     translator: &Translator,
     door_beam: Option<usize>,

@@ -8,10 +8,7 @@ use crate::errors::UsageError;
 
 /// Refuses an `--out` that is one of the command's input files (`inputs`: each flag and its
 /// file): the output would replace what it is made from.
-pub(super) fn refuse_output_onto_input(
-    out: &Path,
-    inputs: &[(&str, &Path)],
-) -> Result<(), UsageError> {
+pub fn refuse_output_onto_input(out: &Path, inputs: &[(&str, &Path)]) -> Result<(), UsageError> {
     use std::os::unix::fs::MetadataExt;
     let Ok(written) = std::fs::metadata(out) else {
         return Ok(());
@@ -34,7 +31,7 @@ pub(super) fn refuse_output_onto_input(
 /// read from (`loaded`), the run around it, or what `--checkpoint` named (`given`): writing it
 /// would damage the model it is made with, or its run. A link is refused where it lies (a
 /// Hub snapshot's files are links into its blobs) and where it points.
-pub(super) fn refuse_output_into_checkpoint(
+pub fn refuse_output_into_checkpoint(
     out: &Path,
     given: Option<&Path>,
     loaded: &Path,

@@ -4,9 +4,13 @@
 //! save reaches the run directory through `train/observer.rs`, and how the run ended is told
 //! in `train/finish.rs`.
 //!
-//! Its arguments: the config, resuming, the run directory, the step limit.
+//! Its arguments: the config, resuming, the run directory, the step limit. [`run_for`] is
+//! the same run for a program (the Python package): stopped through a flag it sets, told of
+//! each step, and answered with what the run did.
 
 use std::path::PathBuf;
+use std::sync::atomic::AtomicI32;
+use std::sync::Arc;
 use std::time::Instant;
 
 use clap::Args;
@@ -14,12 +18,13 @@ use clap::Args;
 use crate::checkpoint;
 use crate::distributed;
 use crate::flags::{at_least_one, DeviceArgs};
-use crate::metrics::RunPart;
+use crate::metrics::{MetricRecord, RunPart};
 use crate::progress::{TrainProgress, Verbosity};
 use crate::stop_signals::StopSignals;
 use crate::train::precision::Precision;
+use crate::train::StepReport;
 use finish::{average_at_the_end, averaging_missed, report, show_what_it_learned, still_to_train};
-use observer::CheckpointingObserver;
+use observer::{CheckpointingObserver, StopSource};
 use start::{new_trainer, resumed_trainer};
 
 mod finish;
@@ -56,9 +61,68 @@ pub struct TrainArgs {
     pub quiet: bool,
     #[command(flatten)]
     pub device: DeviceArgs,
+    /// A config given as TOML text instead of a file (a program's), and the name its
+    /// messages call it by; never a flag.
+    #[arg(skip)]
+    pub config_text: Option<ConfigText>,
+}
+
+/// A config given as text, and what messages call it.
+#[derive(Debug, Clone)]
+pub struct ConfigText {
+    pub toml: String,
+    pub name: String,
+}
+
+/// Who runs the training and how it hears of it: the command line (SIGINT and SIGTERM stop
+/// it, the sample translations are shown on stdout at the end) or a program, which stops it
+/// through a flag and is told of each step.
+#[derive(Default)]
+pub struct Caller {
+    /// Set to a signal's number to stop after the step under way, saving a checkpoint;
+    /// `None` listens for SIGINT and SIGTERM, as the command does.
+    pub stop: Option<Arc<AtomicI32>>,
+    /// Told of each step and of each record written to metrics.jsonl.
+    pub progress: Option<ProgressEar>,
+    /// Translate the sample sentences on stdout at the end, as the command does.
+    pub show_samples: bool,
+}
+
+/// A caller's ear for the run's progress.
+pub type ProgressEar = Box<dyn FnMut(Progress<'_>) + Send>;
+
+/// What a [`Caller`] is told while the run goes on.
+pub enum Progress<'a> {
+    Step(&'a StepReport),
+    /// An epoch's or a validation's record, as metrics.jsonl has it.
+    Record(&'a MetricRecord),
+}
+
+/// What a run did, for a program: where it is, whether it finished, and its records.
+#[derive(Debug, Clone)]
+pub struct TrainReport {
+    pub run_dir: PathBuf,
+    /// The step the run stands at (of `total_steps`).
+    pub step: usize,
+    pub total_steps: usize,
+    /// It trained all its epochs or stopped early (training.patience); false when stopped
+    /// at `--stop-at-step`.
+    pub finished: bool,
+    /// Its metrics.jsonl records, the whole run's.
+    pub records: Vec<MetricRecord>,
 }
 
 pub fn run(args: TrainArgs) -> anyhow::Result<()> {
+    let caller = Caller {
+        show_samples: true,
+        ..Caller::default()
+    };
+    run_for(args, caller).map(|_| ())
+}
+
+/// `transformer train` for `caller`: the same run, its errors the command's (an interrupted
+/// run's is [`crate::errors::Interrupted`], after its checkpoint is saved).
+pub fn run_for(args: TrainArgs, caller: Caller) -> anyhow::Result<TrainReport> {
     // Under mpirun, rank 0 alone shows progress and writes the run directory.
     let collective = distributed::join(crate::errors::MPI_RESUME_ADVICE)?;
     let lead = collective.rank() == 0;
@@ -92,11 +156,19 @@ pub fn run(args: TrainArgs) -> anyhow::Result<()> {
              (training.average_last); averaging them now",
             run_dir.display()
         );
-        return average_at_the_end(&run_dir, wanted);
+        average_at_the_end(&run_dir, wanted)?;
+        return Ok(report_of(&trainer, run_dir, true));
     }
     if !still_to_train(&trainer, &run_dir, args.stop_at_step)? {
-        return Ok(());
+        return Ok(report_of(&trainer, run_dir, true));
     }
+    let stop = match caller.stop {
+        Some(flag) => StopSource::Flag(flag),
+        None => StopSource::Signals(StopSignals::install(
+            |_| {},
+            "the step under way was not saved (a checkpoint written before it stands)",
+        )?),
+    };
     let mut observer = CheckpointingObserver {
         progress: TrainProgress::new(
             trainer.total_steps(),
@@ -105,10 +177,8 @@ pub fn run(args: TrainArgs) -> anyhow::Result<()> {
             verbosity,
         ),
         run_dir: run_dir.clone(),
-        signals: StopSignals::install(
-            |_| {},
-            "the step under way was not saved (a checkpoint written before it stands)",
-        )?,
+        stop,
+        told: caller.progress,
         stop_at_step: args.stop_at_step,
         step: position.step,
         // A resumed run's checkpoint stands until this run writes one.
@@ -121,7 +191,7 @@ pub fn run(args: TrainArgs) -> anyhow::Result<()> {
     if !lead {
         // Rank 0 says how the run ended (its exit status is the job's); the others report
         // only errors of their own.
-        return outcome.map(|_| ());
+        return outcome.map(|_| report_of(&trainer, run_dir, false));
     }
     let ended = report(outcome, &trainer, &observer, &run_dir);
     let mut averaged = Ok(());
@@ -151,9 +221,20 @@ pub fn run(args: TrainArgs) -> anyhow::Result<()> {
     if verbosity == Verbosity::Normal {
         eprintln!("where the time went: {}", session.summary());
     }
-    match finished {
-        true => show_what_it_learned(&trainer, &samples),
-        false => Ok(()),
+    if finished && caller.show_samples {
+        show_what_it_learned(&trainer, &samples)?;
+    }
+    Ok(report_of(&trainer, run_dir, finished))
+}
+
+/// What `trainer`'s run in `run_dir` did.
+fn report_of(trainer: &crate::train::Trainer, run_dir: PathBuf, finished: bool) -> TrainReport {
+    TrainReport {
+        run_dir,
+        step: trainer.step(),
+        total_steps: trainer.total_steps(),
+        finished,
+        records: trainer.metrics().to_vec(),
     }
 }
 

@@ -34,7 +34,7 @@ impl DecodeArgs {
 }
 
 /// How to decode, each over the checkpoint's `[decode]` setting.
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, Args)]
 pub struct DecodeSettingsArgs {
     /// Beam size; 1 is greedy decoding (at most the target vocabulary's size) [default: the
     /// checkpoint's decode.beam (a MarianMT directory's num_beams), else 1]
@@ -105,7 +105,7 @@ pub const FLAGS: crate::infer::settings::SettingNames = crate::infer::settings::
 
 /// A language code as LibreTranslate's clients send it (`de`, `pt-BR`) or NLLB-200 spells it
 /// (`deu_Latn`).
-fn language_code(text: &str) -> Result<String, String> {
+pub fn language_code(text: &str) -> Result<String, String> {
     let well_formed = (2..=16).contains(&text.len())
         && text
             .chars()

@@ -5,6 +5,6 @@ mod decode;
 mod device;
 mod values;
 
-pub use decode::{DecodeArgs, DecodeSettingsArgs, FLAGS, LANGUAGE_FLAGS};
+pub use decode::{language_code, DecodeArgs, DecodeSettingsArgs, FLAGS, LANGUAGE_FLAGS};
 pub use device::DeviceArgs;
-pub(crate) use values::{at_least_one, finite, non_negative};
+pub use values::{at_least_one, finite, non_negative};

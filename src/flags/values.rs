@@ -1,7 +1,7 @@
 //! Value parsers for numeric flags: clap names the flag and the value they refuse.
 
 /// A whole number of at least 1, for sizes where 0 would mean no work.
-pub(crate) fn at_least_one(text: &str) -> Result<usize, String> {
+pub fn at_least_one(text: &str) -> Result<usize, String> {
     match text.parse::<usize>() {
         Ok(0) => Err("must be at least 1".into()),
         Ok(n) => Ok(n),
@@ -10,7 +10,7 @@ pub(crate) fn at_least_one(text: &str) -> Result<usize, String> {
 }
 
 /// Any finite number, negative ones included.
-pub(crate) fn finite(text: &str) -> Result<f64, String> {
+pub fn finite(text: &str) -> Result<f64, String> {
     match text.parse::<f64>() {
         Ok(x) if x.is_finite() => Ok(x),
         _ => Err(format!("{text:?} is not a finite number")),
@@ -18,7 +18,7 @@ pub(crate) fn finite(text: &str) -> Result<f64, String> {
 }
 
 /// A finite number of at least 0.
-pub(crate) fn non_negative(text: &str) -> Result<f64, String> {
+pub fn non_negative(text: &str) -> Result<f64, String> {
     match finite(text)? {
         x if x >= 0.0 => Ok(x),
         _ => Err("must be 0 or more".into()),

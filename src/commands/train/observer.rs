@@ -3,8 +3,11 @@
 //! loop asks for a checkpoint, and passes on requests to stop (a signal, `--stop-at-step`).
 
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use super::{Progress, ProgressEar};
 use crate::checkpoint::{self, history, CheckpointContents, BEST_DIR, LAST_DIR, LOSS_PLOT_FILE};
 use crate::metrics::MetricRecord;
 use crate::plot;
@@ -17,7 +20,9 @@ use crate::train::{self, CheckpointKind, StepReport, StopReason, TrainObserver, 
 pub(super) struct CheckpointingObserver {
     pub(super) progress: TrainProgress,
     pub(super) run_dir: PathBuf,
-    pub(super) signals: StopSignals,
+    pub(super) stop: StopSource,
+    /// The caller's ear for each step and record, if it has one.
+    pub(super) told: Option<ProgressEar>,
     pub(super) stop_at_step: Option<usize>,
     /// The step the loop last reported.
     pub(super) step: usize,
@@ -28,6 +33,26 @@ pub(super) struct CheckpointingObserver {
     pub(super) lead: bool,
     /// When loss.png was last drawn.
     pub(super) plotted: Option<Instant>,
+}
+
+/// Where a request to stop comes from.
+pub(crate) enum StopSource {
+    /// SIGINT or SIGTERM, as the command listens for them.
+    Signals(StopSignals),
+    /// A caller's flag: 0 until it asks, then the signal it stands for.
+    Flag(Arc<AtomicI32>),
+}
+
+impl StopSource {
+    fn received(&self) -> Option<i32> {
+        match self {
+            Self::Signals(signals) => signals.received(),
+            Self::Flag(flag) => match flag.load(Ordering::SeqCst) {
+                0 => None,
+                signal => Some(signal),
+            },
+        }
+    }
 }
 
 /// Least time between two drawings of loss.png after epochs: drawing it takes some 20 ms,
@@ -56,10 +81,13 @@ impl TrainObserver for CheckpointingObserver {
     fn on_step(&mut self, report: &StepReport) {
         self.step = report.step;
         self.progress.update(report);
+        if let Some(told) = &mut self.told {
+            told(Progress::Step(report));
+        }
     }
 
     fn stop_requested(&self) -> Option<StopReason> {
-        if let Some(signal) = self.signals.received() {
+        if let Some(signal) = self.stop.received() {
             return Some(StopReason::Signal(signal));
         }
         self.stop_at_step
@@ -68,6 +96,9 @@ impl TrainObserver for CheckpointingObserver {
     }
 
     fn on_epoch(&mut self, record: &MetricRecord, metrics: &[MetricRecord]) -> anyhow::Result<()> {
+        if let Some(told) = &mut self.told {
+            told(Progress::Record(record));
+        }
         if !self.lead {
             return Ok(());
         }

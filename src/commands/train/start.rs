@@ -11,6 +11,7 @@ use super::TrainArgs;
 use crate::checkpoint::{self, history, DirLock, LockHeld, WhenHeld, BEST_DIR, RUNS_ROOT};
 use crate::config::{Config, ConfigReadError};
 use crate::distributed::Collective;
+use crate::errors::UsageError;
 use crate::progress::{DataBars, Verbosity};
 use crate::tokenize::Tokenizers;
 use crate::train::init_from;
@@ -25,9 +26,21 @@ pub(super) fn new_trainer(
     collective: Box<dyn Collective>,
     verbosity: Verbosity,
 ) -> anyhow::Result<(Trainer, PathBuf, Vec<String>, Option<DirLock>)> {
-    let (mut config, name) = match &args.config {
-        Some(path) => (load_config(path)?, config_name(path)),
-        None => (Config::builtin_base()?, "base".into()),
+    let (mut config, name) = match (&args.config_text, &args.config) {
+        (Some(given), _) => {
+            let config = Config::parse(&given.toml, &given.name)?;
+            // Text has no file name to call the run by.
+            if args.out.is_none() && config.run.dir.is_none() {
+                return Err(UsageError(format!(
+                    "{} names no run directory: give the run's directory (out), or set run.dir",
+                    given.name
+                ))
+                .into());
+            }
+            (config, "run".into())
+        }
+        (None, Some(path)) => (load_config(path)?, config_name(path)),
+        (None, None) => (Config::builtin_base()?, "base".into()),
     };
     if let Some(dtype) = args.dtype {
         config.training.dtype = dtype;

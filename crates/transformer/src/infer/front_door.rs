@@ -28,7 +28,7 @@ use super::translator::{Batching, ConfiguredTranslator, SourceLimit, Translation
 use crate::checkpoint::{self, Checkpoint, Task};
 use crate::config::ComputeType;
 use crate::decoding::vocab_map::VocabularyMap;
-use crate::sentences::{SentenceBatch, SentenceSplitter};
+use crate::sentences::SentenceSplitter;
 use crate::tokenize::specials::LanguageIds;
 use crate::tokenize::TextTokenizer;
 
@@ -201,22 +201,11 @@ impl Translator {
         texts: &[&str],
         options: &DecodeSettings,
     ) -> anyhow::Result<Vec<Translation>> {
-        let batch = SentenceBatch::new(&self.sentence_splitter(), texts);
-        let translations = self
-            .with(options.clone())
-            .translate_all(batch.sentences(), Batching::default())?;
-        Ok(texts
-            .iter()
-            .enumerate()
-            .map(|(i, text)| {
-                let joined = batch.join_with(i, |n| translations[n].translation.as_str());
-                let own = batch
-                    .sentence_range(i)
-                    .map(|n| translations[n].clone())
-                    .collect();
-                Translation::concatenate(text, joined, own)
-            })
-            .collect())
+        self.with(options.clone()).translate_texts(
+            texts,
+            &self.sentence_splitter(),
+            Batching::default(),
+        )
     }
 
     /// Translates `sentences` as they are, each read as one sentence, batched in one call, in

@@ -18,6 +18,7 @@ use crate::decoding::{
     always_wanted, beam_search, greedy_batch, BeamSettings, DecodeInput, Hypothesis, StillWanted,
 };
 use crate::model::{masks, DecodingModel, Prompt, Source};
+use crate::sentences::{SentenceBatch, SentenceSplitter};
 use crate::tokenize::{SpecialIds, Tokenizers};
 
 /// A sentence read for the model: its framed ids (`None` for an empty source, which is not
@@ -69,6 +70,33 @@ impl ConfiguredTranslator<'_> {
         batching: Batching,
     ) -> anyhow::Result<Vec<Translation>> {
         self.translate_all_observed(sentences, batching, &mut |_| {})
+    }
+
+    /// Translates `texts`, one translation each, in order: each text is cut into sentences by
+    /// `splitter`, the sentences of all texts are decoded in batches as `batching` bounds them,
+    /// and each text is put back together between its own whitespace, its translation's
+    /// tokens, ids and log-probabilities its sentences' one after another (see
+    /// [`Translation::concatenate`]).
+    pub fn translate_texts<S: AsRef<str>>(
+        &self,
+        texts: &[S],
+        splitter: &SentenceSplitter,
+        batching: Batching,
+    ) -> anyhow::Result<Vec<Translation>> {
+        let batch = SentenceBatch::new(splitter, texts);
+        let translations = self.translate_all(batch.sentences(), batching)?;
+        Ok(texts
+            .iter()
+            .enumerate()
+            .map(|(i, text)| {
+                let joined = batch.join_with(i, |n| translations[n].translation.as_str());
+                let own = batch
+                    .sentence_range(i)
+                    .map(|n| translations[n].clone())
+                    .collect();
+                Translation::concatenate(text.as_ref(), joined, own)
+            })
+            .collect())
     }
 
     /// [`Self::translate_all`], telling `done` how many sentences each batch finished (for a

@@ -75,19 +75,45 @@ impl BleuStatistics {
 
     /// The statistics of `hypotheses` against one reference each (same length, same order).
     pub fn of(hypotheses: &[String], references: &[String]) -> Self {
+        let references: Vec<[&str; 1]> = references.iter().map(|r| [r.as_str()]).collect();
+        Self::of_references(hypotheses, &references)
+    }
+
+    /// The statistics of `hypotheses` against any number of references each (`references[i]`
+    /// are segment i's), as sacreBLEU counts several: each n-gram matched up to its most
+    /// frequent count in any one reference, and the reference length the one closest to the
+    /// hypothesis's (the shorter of two as close).
+    pub fn of_references<'a, R: AsRef<[&'a str]>>(hypotheses: &[String], references: &[R]) -> Self {
         let mut stats = Self::default();
-        for (hyp, reference) in hypotheses.iter().zip(references) {
+        for (hyp, references) in hypotheses.iter().zip(references) {
             let hyp = tokenize_13a(python_rstrip(hyp));
-            let reference = tokenize_13a(python_rstrip(reference));
             let hyp_tokens = python_split(&hyp);
-            let ref_tokens = python_split(&reference);
+            let mut most_in_a_reference: HashMap<Vec<&str>, usize> = HashMap::new();
+            let tokenized: Vec<String> = references
+                .as_ref()
+                .iter()
+                .map(|reference| tokenize_13a(python_rstrip(reference)))
+                .collect();
+            let mut closest_len: Option<usize> = None;
+            for reference in &tokenized {
+                let ref_tokens = python_split(reference);
+                let len = ref_tokens.len();
+                let distance = |l: usize| l.abs_diff(hyp_tokens.len());
+                closest_len = Some(match closest_len {
+                    Some(best) if (distance(best), best) <= (distance(len), len) => best,
+                    _ => len,
+                });
+                for (ngram, count) in ngram_counts(&ref_tokens) {
+                    let most = most_in_a_reference.entry(ngram).or_insert(0);
+                    *most = (*most).max(count);
+                }
+            }
             stats.hyp_len += hyp_tokens.len();
-            stats.ref_len += ref_tokens.len();
-            let ref_counts = ngram_counts(&ref_tokens);
+            stats.ref_len += closest_len.unwrap_or(0);
             for (ngram, count) in ngram_counts(&hyp_tokens) {
                 let n = ngram.len() - 1;
                 stats.total[n] += count;
-                if let Some(&in_ref) = ref_counts.get(&ngram) {
+                if let Some(&in_ref) = most_in_a_reference.get(&ngram) {
                     stats.correct[n] += count.min(in_ref);
                 }
             }

@@ -16,23 +16,62 @@ pub fn chrf_signature() -> String {
 
 /// Corpus chrF2 in [0, 100].
 pub fn corpus_chrf(hypotheses: &[String], references: &[String]) -> f64 {
-    // Per order: hypothesis n-grams, reference n-grams, matches; summed over the corpus.
-    let mut statistics = [[0usize; 3]; CHAR_ORDER];
-    for (hyp, reference) in hypotheses.iter().zip(references) {
-        let (hyp, reference) = (without_whitespace(hyp), without_whitespace(reference));
-        let (hyp, reference) = (char_ngrams(&hyp), char_ngrams(&reference));
-        for (order, (h, r)) in hyp.iter().zip(&reference).enumerate() {
-            let hyp_count: usize = h.values().sum();
-            let matches: usize = h
-                .iter()
-                .map(|(gram, &count)| r.get(gram).map_or(0, |&rc| count.min(rc)))
-                .sum();
-            statistics[order][0] += if r.is_empty() { 0 } else { hyp_count };
-            statistics[order][1] += r.values().sum::<usize>();
-            statistics[order][2] += matches;
+    let references: Vec<[&str; 1]> = references.iter().map(|r| [r.as_str()]).collect();
+    corpus_chrf_references(hypotheses, &references)
+}
+
+/// Per order: hypothesis n-grams, reference n-grams, matches.
+type Statistics = [[usize; 3]; CHAR_ORDER];
+
+/// Corpus chrF2 against any number of references each (`references[i]` are segment i's), as
+/// sacreBLEU scores several: each segment counts with the reference it scores best against
+/// (the first of those that score alike).
+pub fn corpus_chrf_references<'a, R: AsRef<[&'a str]>>(
+    hypotheses: &[String],
+    references: &[R],
+) -> f64 {
+    let mut corpus: Statistics = [[0; 3]; CHAR_ORDER];
+    for (hyp, references) in hypotheses.iter().zip(references) {
+        let hyp = without_whitespace(hyp);
+        let hyp = char_ngrams(&hyp);
+        let mut best: Option<(f64, Statistics)> = None;
+        for reference in references.as_ref() {
+            let reference = without_whitespace(reference);
+            let statistics = segment_statistics(&hyp, &char_ngrams(&reference));
+            let score = f_score(&statistics);
+            if best.as_ref().is_none_or(|(best, _)| score > *best) {
+                best = Some((score, statistics));
+            }
+        }
+        for (total, segment) in corpus
+            .iter_mut()
+            .zip(best.map(|(_, s)| s).unwrap_or_default())
+        {
+            for (t, s) in total.iter_mut().zip(segment) {
+                *t += s;
+            }
         }
     }
-    f_score(&statistics)
+    f_score(&corpus)
+}
+
+/// One segment's statistics against one reference.
+fn segment_statistics(
+    hyp: &[HashMap<&str, usize>],
+    reference: &[HashMap<&str, usize>],
+) -> Statistics {
+    let mut statistics = [[0; 3]; CHAR_ORDER];
+    for (order, (h, r)) in hyp.iter().zip(reference).enumerate() {
+        let hyp_count: usize = h.values().sum();
+        let matches: usize = h
+            .iter()
+            .map(|(gram, &count)| r.get(gram).map_or(0, |&rc| count.min(rc)))
+            .sum();
+        statistics[order][0] = if r.is_empty() { 0 } else { hyp_count };
+        statistics[order][1] = r.values().sum::<usize>();
+        statistics[order][2] = matches;
+    }
+    statistics
 }
 
 fn without_whitespace(line: &str) -> String {
@@ -61,7 +100,7 @@ fn char_ngrams(joined: &str) -> Vec<HashMap<&str, usize>> {
 }
 
 /// sacreBLEU's `CHRF._compute_f_score` without eps smoothing.
-fn f_score(statistics: &[[usize; 3]; CHAR_ORDER]) -> f64 {
+fn f_score(statistics: &Statistics) -> f64 {
     let factor = BETA * BETA;
     let (mut avg_precision, mut avg_recall, mut effective_order) = (0.0, 0.0, 0usize);
     for &[n_hyp, n_ref, n_match] in statistics {

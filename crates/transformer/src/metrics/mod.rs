@@ -8,7 +8,7 @@ pub mod time_spent;
 pub mod tokenizer_13a;
 
 pub use bleu::{corpus_bleu, BleuScore, BleuStatistics};
-pub use chrf::{chrf_signature, corpus_chrf};
+pub use chrf::{chrf_signature, corpus_chrf, corpus_chrf_references};
 pub use record::MetricRecord;
 pub use time_spent::{RunPart, TimeSpent};
 
@@ -23,7 +23,7 @@ pub enum Case {
 }
 
 impl Case {
-    fn signature(self) -> &'static str {
+    pub fn signature(self) -> &'static str {
         match self {
             Self::Mixed => "mixed",
             Self::Lower => "lc",

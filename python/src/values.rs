@@ -1,0 +1,104 @@
+//! Values across the boundary: a config given as a dict becomes TOML text for the config
+//! reader (which checks it as it checks a file), and JSON records become Python objects.
+
+use pyo3::prelude::*;
+use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
+
+use crate::errors::wrong_type;
+
+/// `dict` (the sections of a config file, as `tomllib.load` gives them) as TOML text.
+pub fn toml_of(dict: &Bound<'_, PyDict>) -> PyResult<String> {
+    let table = table_of(dict, "")?;
+    toml::to_string(&table).map_err(|e| wrong_type(format!("config: {e}")))
+}
+
+fn table_of(dict: &Bound<'_, PyDict>, prefix: &str) -> PyResult<toml::Table> {
+    let mut table = toml::Table::new();
+    for (key, value) in dict.iter() {
+        let Ok(key) = key.extract::<String>() else {
+            return Err(wrong_type(format!(
+                "config{}: keys must be str, not {}",
+                if prefix.is_empty() {
+                    String::new()
+                } else {
+                    format!(" {prefix}")
+                },
+                key.get_type().name()?
+            )));
+        };
+        let dotted = if prefix.is_empty() {
+            key.clone()
+        } else {
+            format!("{prefix}.{key}")
+        };
+        table.insert(key, value_of(&value, &dotted)?);
+    }
+    Ok(table)
+}
+
+fn value_of(value: &Bound<'_, PyAny>, key: &str) -> PyResult<toml::Value> {
+    if value.is_instance_of::<PyBool>() {
+        return Ok(toml::Value::Boolean(value.extract()?));
+    }
+    if value.is_instance_of::<PyInt>() {
+        let number: i64 = value.extract().map_err(|_| {
+            wrong_type(format!("config key {key}: {value} does not fit in 64 bits"))
+        })?;
+        return Ok(toml::Value::Integer(number));
+    }
+    if value.is_instance_of::<PyFloat>() {
+        return Ok(toml::Value::Float(value.extract()?));
+    }
+    if value.is_instance_of::<PyString>() {
+        return Ok(toml::Value::String(value.extract()?));
+    }
+    if let Ok(dict) = value.cast::<PyDict>() {
+        return Ok(toml::Value::Table(table_of(dict, key)?));
+    }
+    if value.is_instance_of::<PyList>() || value.is_instance_of::<PyTuple>() {
+        let items: Vec<Bound<'_, PyAny>> = value.extract()?;
+        let items = items
+            .iter()
+            .enumerate()
+            .map(|(i, item)| value_of(item, &format!("{key}[{i}]")))
+            .collect::<PyResult<_>>()?;
+        return Ok(toml::Value::Array(items));
+    }
+    // A path (pathlib.Path) is a config's file name.
+    if let Ok(path) = value.extract::<std::path::PathBuf>() {
+        return Ok(toml::Value::String(path.display().to_string()));
+    }
+    Err(wrong_type(format!(
+        "config key {key}: a {} is not a config value (use bool, int, float, str, list or dict)",
+        value.get_type().name()?
+    )))
+}
+
+/// A JSON value as the Python object `json.loads` would give.
+pub fn python_of<'py>(py: Python<'py>, value: &serde_json::Value) -> PyResult<Bound<'py, PyAny>> {
+    use serde_json::Value;
+    Ok(match value {
+        Value::Null => py.None().into_bound(py),
+        Value::Bool(b) => PyBool::new(py, *b).to_owned().into_any(),
+        Value::Number(n) => match (n.as_i64(), n.as_u64()) {
+            (Some(i), _) => i.into_pyobject(py)?.into_any(),
+            (None, Some(u)) => u.into_pyobject(py)?.into_any(),
+            _ => n.as_f64().unwrap_or(f64::NAN).into_pyobject(py)?.into_any(),
+        },
+        Value::String(s) => PyString::new(py, s).into_any(),
+        Value::Array(items) => {
+            let list = PyList::empty(py);
+            for item in items {
+                list.append(python_of(py, item)?)?;
+            }
+            list.into_any()
+        }
+        Value::Object(fields) => {
+            let dict = PyDict::new(py);
+            for (key, item) in fields {
+                dict.set_item(key, python_of(py, item)?)?;
+            }
+            dict.into_any()
+        }
+    })
+}

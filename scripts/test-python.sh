@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# The Python package (python/) from outside: `pip install ./python` from the clone into a
+# fresh venv, then imported and run there without the source tree; the wheel as `maturin build
+# --release` makes it; and the pytest suite (python/tests) against the binary, with pytest,
+# sacreBLEU and python-docx from PyPI in a venv under ~/.cache that later runs reuse. Both
+# builds go to the target directory the other builds use, so only the package's own crate and
+# PyO3 are compiled.
+#
+#   BIN=target/release/transformer scripts/test-python.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+repo=$(pwd)
+BIN="$(realpath "${BIN:-${CARGO_TARGET_DIR:-target}/release/transformer}")"
+VENV="${PYTHON_VENV:-$HOME/.cache/transformer/venv-python}"
+if ! "$VENV/bin/python" -c "import maturin, pytest, sacrebleu, docx" 2>/dev/null; then
+  python3 -m venv "$VENV"
+  "$VENV/bin/pip" install --quiet maturin pytest sacrebleu python-docx
+fi
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+# What a user types in a clone: the package built and installed, then used from elsewhere.
+python3 -m venv "$work/fresh"
+"$work/fresh/bin/pip" install --quiet ./python
+(
+  cd "$work"
+  "$work/fresh/bin/python" - "$repo/tests/fixtures/parity" "$BIN" <<'PY'
+import subprocess, sys, transformer
+checkpoint, binary = sys.argv[1], sys.argv[2]
+assert not transformer.__file__.startswith(checkpoint.rsplit("/tests/", 1)[0]), transformer.__file__
+ours = transformer.Translator(checkpoint).translate("ich mochte ein bier").translation
+theirs = subprocess.run([binary, "translate", "--checkpoint", checkpoint, "ich mochte ein bier"],
+                        capture_output=True, text=True, check=True).stdout.strip()
+assert ours == theirs, (ours, theirs)
+print(f"fresh venv: transformer {transformer.__version__} from {transformer.__file__}: {ours!r}")
+PY
+)
+
+# The wheel maturin makes, into the test venv, and the tests.
+"$VENV/bin/maturin" build --release --locked --quiet -m python/Cargo.toml -o "$work/wheels"
+"$VENV/bin/pip" install --quiet --force-reinstall "$work"/wheels/*.whl
+TRANSFORMER_BIN="$BIN" "$VENV/bin/python" -m pytest -q -p no:cacheprovider python/tests
