@@ -4,7 +4,9 @@
 //! gives sacreBLEU's BLEU and chrF; [`errors`] turns the library's errors into Python's
 //! exceptions with the command line's messages. No model logic lives here.
 
+mod arguments;
 mod errors;
+mod pool;
 mod scoring;
 mod training;
 mod translation;

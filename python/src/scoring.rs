@@ -6,6 +6,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyString;
 use transformer::metrics::{self, BleuStatistics, Case, SACREBLEU_VERSION};
 
+use crate::arguments::{strings, text_of};
 use crate::errors::{usage, wrong_type};
 
 /// A corpus BLEU score and the counts behind it, in sacreBLEU's names.
@@ -141,14 +142,7 @@ fn corpus(
     hypotheses: &Bound<'_, PyAny>,
     references: &Bound<'_, PyAny>,
 ) -> PyResult<(Vec<String>, Vec<Vec<String>>, String)> {
-    if hypotheses.is_instance_of::<PyString>() {
-        return Err(wrong_type(
-            "hypotheses must be a list of str (one per segment), not a str",
-        ));
-    }
-    let hypotheses: Vec<String> = hypotheses
-        .extract()
-        .map_err(|_| wrong_type("hypotheses must be a list of str (one per segment)"))?;
+    let hypotheses = strings(hypotheses, "hypotheses", "one per segment")?;
     let streams: Vec<Bound<'_, PyAny>> = match references.is_instance_of::<PyString>() {
         true => Vec::new(),
         false => references.extract().unwrap_or_default(),
@@ -163,9 +157,7 @@ fn corpus(
     }
     let mut segments: Vec<Vec<String>> = vec![Vec::new(); hypotheses.len()];
     for (k, stream) in streams.iter().enumerate() {
-        let stream: Vec<Option<String>> = stream
-            .extract()
-            .map_err(|_| wrong_type(format!("references[{k}] must be a list of str (or None)")))?;
+        let stream = reference_stream(stream, k)?;
         if stream.len() != hypotheses.len() {
             return Err(usage(format!(
                 "references[{k}] has {} segments and hypotheses has {}: each stream needs one \
@@ -196,4 +188,20 @@ fn corpus(
         nrefs
     };
     Ok((hypotheses, segments, nrefs))
+}
+
+/// `references[k]`: a list of str or None, one per hypothesis.
+fn reference_stream(stream: &Bound<'_, PyAny>, k: usize) -> PyResult<Vec<Option<String>>> {
+    let name = format!("references[{k}]");
+    let not_a_stream = || wrong_type(format!("{name} must be a list of str (or None)"));
+    let items: Vec<Bound<'_, PyAny>> = stream.extract().map_err(|_| not_a_stream())?;
+    items
+        .iter()
+        .enumerate()
+        .map(|(i, item)| match item.cast::<PyString>() {
+            Ok(text) => text_of(text, &format!("{name}[{i}]")).map(Some),
+            Err(_) if item.is_none() => Ok(None),
+            Err(_) => Err(not_a_stream()),
+        })
+        .collect()
 }

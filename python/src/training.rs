@@ -7,7 +7,6 @@
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::{mpsc, Arc};
-use std::time::Duration;
 
 use pyo3::exceptions::PyKeyboardInterrupt;
 use pyo3::prelude::*;
@@ -20,11 +19,10 @@ use transformer_cli::commands::train::{
 };
 use transformer_cli::flags::{at_least_one, DeviceArgs};
 
+use crate::arguments::number;
 use crate::errors::{guarded, usage, wrong_type};
+use crate::pool::{pool, POLL};
 use crate::values::{python_of, toml_of};
-
-/// How often the calling thread looks for Ctrl-C and progress while the run goes on.
-const POLL: Duration = Duration::from_millis(50);
 
 /// The signal a KeyboardInterrupt stands for, as the run reports it.
 const SIGINT: i32 = 2;
@@ -53,17 +51,17 @@ pub struct PyTrainResult {
 
 #[pymethods]
 impl PyTrainResult {
-    fn __repr__(&self) -> String {
+    fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
         let bleu = self
             .valid_bleu
             .map_or(String::new(), |b| format!(", valid_bleu={b:.2}"));
-        format!(
-            "TrainResult(run_dir={:?}, step={}/{}, finished={}{bleu})",
-            self.run_dir.display().to_string(),
+        let run_dir = crate::translation::python_repr(py, &self.run_dir.display().to_string())?;
+        Ok(format!(
+            "TrainResult(run_dir={run_dir}, step={}/{}, finished={}{bleu})",
             self.step,
             self.total_steps,
             if self.finished { "True" } else { "False" }
-        )
+        ))
     }
 }
 
@@ -138,7 +136,7 @@ pub fn train(
     config: Option<&Bound<'_, PyAny>>,
     out: Option<PathBuf>,
     resume: Option<PathBuf>,
-    seed: Option<u64>,
+    seed: Option<&Bound<'_, PyAny>>,
     overwrite: bool,
     stop_at_step: Option<&Bound<'_, PyAny>>,
     dtype: Option<&str>,
@@ -196,22 +194,8 @@ pub fn train(
                 .map_err(|why| usage(format!("invalid value '{text}' for dtype: {why}")))
         })
         .transpose()?;
-    let stop_at_step =
-        match stop_at_step {
-            None => None,
-            Some(value) if value.is_instance_of::<pyo3::types::PyInt>() => {
-                let text = value.str()?.to_string();
-                Some(at_least_one(&text).map_err(|why| {
-                    usage(format!("invalid value '{text}' for stop_at_step: {why}"))
-                })?)
-            }
-            Some(value) => {
-                return Err(wrong_type(format!(
-                    "stop_at_step must be an int, not {}",
-                    value.get_type().name()?
-                )))
-            }
-        };
+    let stop_at_step = number("stop_at_step", stop_at_step, at_least_one)?;
+    let seed = number("seed", seed, crate::arguments::seed)?;
     let args = TrainArgs {
         config: config_path,
         resume,
@@ -224,6 +208,9 @@ pub fn train(
         device: DeviceArgs { device },
         config_text,
     };
+    // A run directory that is not there is a missing file, as a missing checkpoint is.
+    let resume_missing = args.resume.as_ref().is_some_and(|dir| !dir.exists());
+    let pool = pool()?;
     let stop = Arc::new(AtomicI32::new(0));
     let (events, received) = mpsc::channel();
     // Only this thread reads it; the lock lets the wait run with the GIL released.
@@ -242,8 +229,8 @@ pub fn train(
         let run = scope.spawn(|| {
             guarded(|| {
                 crate::read_environment()?;
-                // As the command: on one of rayon's threads, not beside them.
-                rayon::scope(|_| run_for(args, caller))
+                // As the command: on one of the pool's threads, not beside them.
+                pool.install(|| run_for(args, caller))
             })
         });
         loop {
@@ -294,17 +281,28 @@ pub fn train(
     };
     if let Some(error) = callback_error {
         if let Err(stopped) = &outcome {
+            // The run's message says where it stopped and where its checkpoint is, but blames
+            // a signal: a stop by the exception is said as such.
+            let stopped = stopped.value(py).to_string();
+            let place = stopped
+                .split_once(" at step ")
+                .map_or(stopped.as_str(), |(_, p)| p);
             crate::say(&format!(
-                "on_progress raised an exception; {}",
-                stopped.value(py)
+                "on_progress raised an exception; stopped at step {place}"
             ));
         }
         return Err(error);
     }
     match (outcome, interrupt) {
-        (Ok(report), _) => result_of(py, report),
+        // A Ctrl-C as the run was ending is not lost: the run is whole, and the interrupt is
+        // raised as Python would have raised it a moment later.
+        (Ok(_), Some(interrupt)) => Err(interrupt),
+        (Ok(report), None) => result_of(py, report),
         // The run's own message (where its checkpoint is) as a KeyboardInterrupt.
         (Err(stopped), Some(_)) => Err(PyKeyboardInterrupt::new_err(stopped.value(py).to_string())),
+        (Err(error), None) if resume_missing => Err(
+            pyo3::exceptions::PyFileNotFoundError::new_err(error.value(py).to_string()),
+        ),
         (Err(error), None) => Err(error),
     }
 }

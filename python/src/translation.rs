@@ -53,11 +53,17 @@ impl PyTranslation {
         &self.translation
     }
 
-    fn __repr__(&self) -> String {
+    fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
         let score = self
             .score
             .map_or(String::new(), |s| format!(", score={s:.4}"));
         let short = if self.short { ", short=True" } else { "" };
-        format!("Translation({:?}{score}{short})", self.translation)
+        let text = python_repr(py, &self.translation)?;
+        Ok(format!("Translation({text}{score}{short})"))
     }
+}
+
+/// `text` as Python's `repr` writes it.
+pub fn python_repr(py: Python<'_>, text: &str) -> PyResult<String> {
+    Ok(pyo3::types::PyString::new(py, text).repr()?.to_string())
 }

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use pyo3::prelude::*;
 use pyo3::types::{PyList, PyString};
 use transformer::config::ComputeType;
+use transformer::decoding::StillWanted;
 use transformer::device::DeviceRequest;
 use transformer::infer::translator::{Batching, ConfiguredTranslator, Translation};
 use transformer::infer::{OnePairLanguages, Translator};
@@ -18,8 +19,10 @@ use transformer_cli::output_guard::{refuse_output_into_checkpoint, refuse_output
 use transformer_cli::progress::Verbosity;
 use transformer_documents::{DocumentFormat, DocxLimits, Prepared};
 
-use crate::errors::{guarded, usage, wrong_type};
-use crate::translation::PyTranslation;
+use crate::arguments::{number, parsed, strings, text_of};
+use crate::errors::usage;
+use crate::pool::interruptible;
+use crate::translation::{python_repr, PyTranslation};
 
 /// A translation model opened for decoding.
 #[pyclass(frozen, name = "Translator", module = "transformer")]
@@ -65,19 +68,18 @@ impl PyTranslator {
                 .map(|code| parsed("target_lang", &code, language_code))
                 .transpose()?,
         };
-        let inner = py.detach(|| {
-            guarded(|| {
-                crate::read_environment()?;
-                let device = transformer_cli::device_choice::device_from(
-                    &DeviceArgs { device },
-                    Verbosity::Normal,
-                )?;
-                open_translator(
-                    Some(&checkpoint),
-                    &device,
-                    settings.load_options(OnePairLanguages::Refuse),
-                )
-            })
+        // On the pool, as decoding: loading may run its loops (int8 quantization).
+        let inner = interruptible(py, |_| {
+            crate::read_environment()?;
+            let device = transformer_cli::device_choice::device_from(
+                &DeviceArgs { device },
+                Verbosity::Normal,
+            )?;
+            open_translator(
+                Some(&checkpoint),
+                &device,
+                settings.load_options(OnePairLanguages::Refuse),
+            )
         })?;
         let compute_type = asked_type.unwrap_or(inner.checkpoint().config.decode.compute_type);
         Ok(Self {
@@ -139,19 +141,16 @@ impl PyTranslator {
             target_lang,
             sentence_split,
         };
-        let done = py.detach(|| {
-            guarded(|| {
-                let (translator, splitter) = self.configured(request.clone())?;
-                // As the command: on one of rayon's threads, not beside them.
-                rayon::scope(|_| match html {
-                    true => {
-                        translate_html(&translator, &splitter, batching, &texts).map(Done::Html)
-                    }
-                    false => translator
-                        .translate_texts(&texts, &splitter, batching)
-                        .map(Done::Texts),
-                })
-            })
+        // As the command: on one of the pool's threads, not beside them.
+        let done = interruptible(py, |still_wanted| {
+            let (translator, splitter) = self.configured(request)?;
+            match html {
+                true => translate_html(&translator, &splitter, batching, &texts, still_wanted)
+                    .map(Done::Html),
+                false => translator
+                    .translate_texts(&texts, &splitter, batching, still_wanted)
+                    .map(Done::Texts),
+            }
         })?;
         let mut results: Vec<Bound<'py, PyAny>> = match done {
             Done::Html(pages) => pages
@@ -212,15 +211,13 @@ impl PyTranslator {
             target_lang: None,
             sentence_split: true,
         };
-        py.detach(|| {
-            guarded(|| {
-                let (translator, splitter) = self.configured(request)?;
-                // As the command guards --out: never onto the input, never into the model.
-                refuse_output_onto_input(&out, &[("--file", &path)])?;
-                let loaded = &self.inner.checkpoint().dir;
-                refuse_output_into_checkpoint(&out, Some(&self.given), loaded)?;
-                rayon::scope(|_| translate_file(&translator, &splitter, &path, &out, format))
-            })
+        interruptible(py, |still_wanted| {
+            let (translator, splitter) = self.configured(request)?;
+            // As the command guards --out: never onto the input, never into the model.
+            refuse_output_onto_input(&out, &[("--file", &path)])?;
+            let loaded = &self.inner.checkpoint().dir;
+            refuse_output_into_checkpoint(&out, Some(&self.given), loaded)?;
+            translate_file(&translator, &splitter, &path, &out, format, still_wanted)
         })
     }
 
@@ -260,13 +257,14 @@ impl PyTranslator {
         self.inner.notes().to_vec()
     }
 
-    fn __repr__(&self) -> String {
-        format!(
-            "Translator({:?}, device={:?}, compute_type={:?})",
-            self.inner.checkpoint().dir.display().to_string(),
-            self.device(),
-            self.compute_type()
-        )
+    fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
+        let checkpoint = self.inner.checkpoint().dir.display().to_string();
+        Ok(format!(
+            "Translator({}, device={}, compute_type={})",
+            python_repr(py, &checkpoint)?,
+            python_repr(py, &self.device())?,
+            python_repr(py, self.compute_type())?
+        ))
     }
 }
 
@@ -300,7 +298,13 @@ impl PyTranslator {
             // A multilingual model: the call's pair, or the one it was opened with.
             Some(_) => match (&source, &target) {
                 (Some(source), Some(target)) => {
-                    settings.languages = self.inner.language_ids(source, target)?;
+                    // A code the model lacks is the caller's choice, as the flag's is.
+                    let pair = self.inner.language_ids(source, target);
+                    settings.languages = pair.map_err(|e| {
+                        transformer_cli::errors::UsageError(format!(
+                            "source_lang {source:?}, target_lang {target:?}: {e:#}"
+                        ))
+                    })?;
                 }
                 _ => self.inner.require_language_pair()?,
             },
@@ -336,6 +340,7 @@ fn translate_html(
     splitter: &SentenceSplitter,
     batching: Batching,
     pages: &[String],
+    still_wanted: StillWanted,
 ) -> anyhow::Result<Vec<String>> {
     let prepared = pages
         .iter()
@@ -355,7 +360,7 @@ fn translate_html(
         .flat_map(|page| page.sentences().iter().cloned())
         .collect();
     let translations: Vec<String> = translator
-        .translate_all(&sentences, batching)?
+        .translate_all_while(&sentences, batching, still_wanted, &mut |_| {})?
         .into_iter()
         .map(|t| t.translation)
         .collect();
@@ -378,6 +383,7 @@ fn translate_file(
     path: &Path,
     out: &Path,
     format: DocumentFormat,
+    still_wanted: StillWanted,
 ) -> anyhow::Result<usize> {
     let name = path.display().to_string();
     let bytes = read_path(path, MOST_INPUT_BYTES)
@@ -385,7 +391,12 @@ fn translate_file(
     let prepared = Prepared::new(format.parse(bytes, &name, DocxLimits::default())?, splitter);
     let count = prepared.document_sentences();
     let translations: Vec<String> = translator
-        .translate_all(prepared.sentences(), Batching::default())?
+        .translate_all_while(
+            prepared.sentences(),
+            Batching::default(),
+            still_wanted,
+            &mut |_| {},
+        )?
         .into_iter()
         .map(|t| t.translation)
         .collect();
@@ -413,49 +424,8 @@ fn asked(
 
 /// `texts` as a list of str, and whether it was one str.
 fn text_list(texts: &Bound<'_, PyAny>) -> PyResult<(Vec<String>, bool)> {
-    if let Ok(one) = texts.cast::<PyString>() {
-        return Ok((vec![one.extract::<String>()?], true));
-    }
-    match texts.extract::<Vec<String>>() {
-        Ok(list) => Ok((list, false)),
-        Err(_) => Err(wrong_type(format!(
-            "texts must be a str or a list of str, not {}",
-            texts.get_type().name()?
-        ))),
-    }
-}
-
-/// `value` of the setting `name` read by the command line's own parser for its flag, so
-/// that it is refused for the same reason.
-fn parsed<T>(name: &str, value: &str, parse: impl Fn(&str) -> Result<T, String>) -> PyResult<T> {
-    parse(value).map_err(|why| usage(format!("invalid value '{value}' for {name}: {why}")))
-}
-
-/// A number argument, `None` when left out, checked by the flag's parser: an int (or
-/// anything with `__index__`, as numpy's) or a float, as Python writes it.
-fn number<T>(
-    name: &str,
-    value: Option<&Bound<'_, PyAny>>,
-    parse: impl Fn(&str) -> Result<T, String>,
-) -> PyResult<Option<T>> {
-    let Some(value) = value else {
-        return Ok(None);
-    };
-    // bool is an int in Python; beam=True is a mistake, not 1.
-    let text = if value.is_instance_of::<pyo3::types::PyBool>() {
-        None
-    } else if let Ok(whole) = value.extract::<i128>() {
-        Some(whole.to_string())
-    } else if value.extract::<f64>().is_ok() {
-        Some(value.str()?.to_string())
-    } else {
-        None
-    };
-    match text {
-        Some(text) => parsed(name, &text, parse).map(Some),
-        None => Err(wrong_type(format!(
-            "{name} must be a number, not {}",
-            value.get_type().name()?
-        ))),
+    match texts.cast::<PyString>() {
+        Ok(one) => Ok((vec![text_of(one, "texts")?], true)),
+        Err(_) => Ok((strings(texts, "texts", "or a str")?, false)),
     }
 }

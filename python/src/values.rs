@@ -6,13 +6,17 @@ use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
 
 use crate::errors::wrong_type;
 
+/// Deepest nesting a config dict may have: a config file has three levels, and a dict that
+/// holds itself would otherwise recurse until the stack ran out.
+const MOST_DEPTH: usize = 32;
+
 /// `dict` (the sections of a config file, as `tomllib.load` gives them) as TOML text.
 pub fn toml_of(dict: &Bound<'_, PyDict>) -> PyResult<String> {
-    let table = table_of(dict, "")?;
+    let table = table_of(dict, "", 0)?;
     toml::to_string(&table).map_err(|e| wrong_type(format!("config: {e}")))
 }
 
-fn table_of(dict: &Bound<'_, PyDict>, prefix: &str) -> PyResult<toml::Table> {
+fn table_of(dict: &Bound<'_, PyDict>, prefix: &str, depth: usize) -> PyResult<toml::Table> {
     let mut table = toml::Table::new();
     for (key, value) in dict.iter() {
         let Ok(key) = key.extract::<String>() else {
@@ -31,12 +35,19 @@ fn table_of(dict: &Bound<'_, PyDict>, prefix: &str) -> PyResult<toml::Table> {
         } else {
             format!("{prefix}.{key}")
         };
-        table.insert(key, value_of(&value, &dotted)?);
+        table.insert(key, value_of(&value, &dotted, depth + 1)?);
     }
     Ok(table)
 }
 
-fn value_of(value: &Bound<'_, PyAny>, key: &str) -> PyResult<toml::Value> {
+fn value_of(value: &Bound<'_, PyAny>, key: &str, depth: usize) -> PyResult<toml::Value> {
+    if depth > MOST_DEPTH {
+        return Err(crate::errors::usage(format!(
+            "config key {}...: nested more than {MOST_DEPTH} deep (does a dict or list hold \
+             itself?)",
+            key.chars().take(60).collect::<String>()
+        )));
+    }
     if value.is_instance_of::<PyBool>() {
         return Ok(toml::Value::Boolean(value.extract()?));
     }
@@ -53,16 +64,23 @@ fn value_of(value: &Bound<'_, PyAny>, key: &str) -> PyResult<toml::Value> {
         return Ok(toml::Value::String(value.extract()?));
     }
     if let Ok(dict) = value.cast::<PyDict>() {
-        return Ok(toml::Value::Table(table_of(dict, key)?));
+        return Ok(toml::Value::Table(table_of(dict, key, depth)?));
     }
     if value.is_instance_of::<PyList>() || value.is_instance_of::<PyTuple>() {
         let items: Vec<Bound<'_, PyAny>> = value.extract()?;
         let items = items
             .iter()
             .enumerate()
-            .map(|(i, item)| value_of(item, &format!("{key}[{i}]")))
+            .map(|(i, item)| value_of(item, &format!("{key}[{i}]"), depth + 1))
             .collect::<PyResult<_>>()?;
         return Ok(toml::Value::Array(items));
+    }
+    // numpy's numbers: an int by `__index__`, a float by `__float__`.
+    if let Ok(number) = value.extract::<i64>() {
+        return Ok(toml::Value::Integer(number));
+    }
+    if let Ok(number) = value.extract::<f64>() {
+        return Ok(toml::Value::Float(number));
     }
     // A path (pathlib.Path) is a config's file name.
     if let Ok(path) = value.extract::<std::path::PathBuf>() {

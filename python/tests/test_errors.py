@@ -91,7 +91,7 @@ def test_config_mistakes(binary, tmp_path):
 
 
 def test_runs_that_cannot_be_resumed_or_replaced(binary, tiny_run, tmp_path):
-    with pytest.raises(Exception) as raised:
+    with pytest.raises(FileNotFoundError) as raised:
         transformer.train(resume=tmp_path / "nothing", quiet=True)
     same_error(raised, binary, "train", "--resume", tmp_path / "nothing")
     with pytest.raises(RuntimeError) as raised:
@@ -113,7 +113,7 @@ def test_environment_settings_are_checked(binary, tiny_run):
 
 def test_wrong_types_are_type_errors(tiny_run):
     translator = transformer.Translator(tiny_run)
-    with pytest.raises(TypeError, match="texts must be a str or a list of str, not int"):
+    with pytest.raises(TypeError, match=r"texts must be a list of str \(or a str\), not int"):
         translator.translate(5)
     with pytest.raises(TypeError, match="beam must be a number, not bool"):
         translator.translate("x", beam=True)
@@ -136,3 +136,68 @@ def test_a_file_is_never_translated_onto_itself_or_into_the_model(binary, tiny_r
     same_error(raised, binary, "translate", "--checkpoint", tiny_run, "--file", text, "--out",
                vocabulary)
     assert vocabulary.read_bytes() == before
+
+
+def test_odd_python_values_are_refused_by_name(tiny_run, tmp_path):
+    translator = transformer.Translator(tiny_run)
+    with pytest.raises(ValueError, match=r"texts\[1\] is not valid Unicode"):
+        translator.translate(["ok", "\ud800"])
+    with pytest.raises(ValueError, match="texts is not valid Unicode"):
+        translator.translate("\ud800")
+    with pytest.raises(TypeError, match=r"texts\[1\] must be a str, not int"):
+        translator.translate(["ok", 3])
+    with pytest.raises(ValueError, match=r"invalid value '1{400}' for beam: .* is not a whole number"):
+        translator.translate("x", beam=int("1" * 400))
+
+    class Index:
+        def __index__(self):
+            return 2
+    assert translator.translate("ich mochte ein bier", beam=Index()).translation
+    with pytest.raises(ValueError, match="invalid value '-1' for seed"):
+        transformer.train("configs/tiny.toml", out=tmp_path / "r", seed=-1, quiet=True)
+    with pytest.raises(TypeError, match="stop_at_step must be a number, not bool"):
+        transformer.train("configs/tiny.toml", out=tmp_path / "r", stop_at_step=True)
+    with pytest.raises(ValueError, match="source_lang \"de\", target_lang \"zzz_Zzzz\""):
+        transformer.Translator(FIXTURES / "nllb-tiny").translate(
+            "Hallo", source_lang="de", target_lang="zzz_Zzzz")
+
+
+def test_a_config_dict_that_holds_itself_is_refused_not_a_crash(tmp_path):
+    itself = {}
+    itself["again"] = itself
+    with pytest.raises(ValueError, match="nested more than 32 deep"):
+        transformer.train({"training": itself}, out=tmp_path / "r")
+    deep = inner = {}
+    for _ in range(20000):
+        inner["x"] = {}
+        inner = inner["x"]
+    with pytest.raises(ValueError, match="nested more than 32 deep"):
+        transformer.train({"training": deep}, out=tmp_path / "r")
+
+
+def test_two_runs_into_one_directory_in_one_process_are_refused(tmp_path):
+    import threading
+    import tomllib
+    config = tomllib.loads((FIXTURES.parents[1] / "configs" / "tiny.toml").read_text())
+    config["data"]["train"] = str(FIXTURES.parents[1] / "data" / "toy.tsv")
+    config["training"]["epochs"] = 2000
+    started, errors = threading.Event(), []
+
+    def first():
+        def progress(event):
+            started.set()
+        try:
+            transformer.train(config, out=tmp_path / "run", quiet=True, on_progress=progress,
+                              stop_at_step=400)
+        except Exception as error:  # noqa: BLE001 - reported below
+            errors.append(error)
+
+    thread = threading.Thread(target=first)
+    thread.start()
+    assert started.wait(60)
+    with pytest.raises(RuntimeError, match="is being trained by another run of this process"):
+        transformer.train(config, out=tmp_path / "run", quiet=True, overwrite=True)
+    thread.join()
+    assert not errors
+    # Once the first is done, the directory is free again.
+    assert transformer.train(resume=tmp_path / "run", quiet=True, stop_at_step=401).step == 401

@@ -3,8 +3,14 @@ log-probabilities), for our own model, the MarianMT fixtures and the multilingua
 ids transformers' generate() also gave), in every compute type, from 8 threads at once."""
 
 import json
+import os
+import signal
 import struct
+import subprocess
+import sys
+import textwrap
 import threading
+import time
 
 import pytest
 
@@ -179,3 +185,42 @@ def test_a_word_file_equals_the_binary(binary, tiny_run, tmp_path):
     paragraph = "ich mochte ein bier. ich mochte ein cola."
     assert translated.paragraphs[0].text == translator.translate(paragraph).translation
     assert translated.paragraphs[0].text != paragraph
+
+
+def test_a_forked_child_translates_after_its_parent_has(tiny_run):
+    translator = transformer.Translator(tiny_run)
+    want = translator.translate("ich mochte ein bier").translation
+    read, write = os.pipe()
+    child = os.fork()
+    if child == 0:  # pragma: no cover - the child reports through the pipe
+        try:
+            signal.alarm(60)
+            got = transformer.Translator(tiny_run).translate("ich mochte ein bier").translation
+            again = translator.translate("ich mochte ein bier").translation
+            os.write(write, f"{got}|{again}".encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    _, status = os.waitpid(child, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert os.read(read, 1000).decode() == f"{want}|{want}"
+
+
+def test_ctrl_c_stops_a_long_translation(tiny_run):
+    script = textwrap.dedent(f"""
+        import sys, transformer
+        translator = transformer.Translator({str(tiny_run)!r})
+        print("decoding", flush=True)
+        translator.translate(["ich mochte ein bier " * 2000] * 400)
+        print("finished", flush=True)
+    """)
+    child = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+    assert child.stdout.readline().strip() == "decoding"
+    time.sleep(0.5)
+    child.send_signal(signal.SIGINT)
+    # The whole decode takes minutes; the interrupt stops it at its next step.
+    out, err = child.communicate(timeout=60)
+    assert child.returncode == -signal.SIGINT, err
+    assert "finished" not in out
+    assert err.strip().splitlines()[-1] == "KeyboardInterrupt"

@@ -3,6 +3,7 @@
 //! its run directory locked against a second `train` and cleared of leftovers.
 
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 
 use anyhow::{bail, Context};
 
@@ -25,7 +26,7 @@ pub(super) fn new_trainer(
     device: &candle_core::Device,
     collective: Box<dyn Collective>,
     verbosity: Verbosity,
-) -> anyhow::Result<(Trainer, PathBuf, Vec<String>, Option<DirLock>)> {
+) -> anyhow::Result<(Trainer, PathBuf, Vec<String>, Option<RunLock>)> {
     let (mut config, name) = match (&args.config_text, &args.config) {
         (Some(given), _) => {
             let config = Config::parse(&given.toml, &given.name)?;
@@ -116,16 +117,58 @@ pub(super) fn new_trainer(
     Ok((trainer, run_dir, samples, run_lock))
 }
 
+/// The run directories this process is training. The directory lock lets its own process in
+/// again (a run's saves take it inside the run's), so a second run into one from the same
+/// process (another thread of a program, the Python package's `train`) is refused here.
+static TRAINING: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+
+/// A run directory held for one run: its lock against other processes, and its place among
+/// the runs of this process.
+pub(super) struct RunLock {
+    _dir: DirLock,
+    _claim: Claim,
+}
+
+/// A run directory's place among [`TRAINING`], given up when dropped.
+struct Claim(PathBuf);
+
+impl Drop for Claim {
+    fn drop(&mut self) {
+        let mut training = TRAINING.lock().unwrap_or_else(|e| e.into_inner());
+        training.retain(|dir| *dir != self.0);
+    }
+}
+
 /// The run directory's lock, which a second `train` into it is refused by.
-fn lock_run(run_dir: &Path) -> anyhow::Result<DirLock> {
-    DirLock::acquire(run_dir, WhenHeld::REFUSE).map_err(|e| match e.downcast::<LockHeld>() {
-        Ok(held) => anyhow::anyhow!(
-            "{} is being trained by another process ({}); let it finish or stop it, or train \
-             into another directory with --out DIR",
-            run_dir.display(),
-            held.holder
-        ),
-        Err(e) => e,
+fn lock_run(run_dir: &Path) -> anyhow::Result<RunLock> {
+    let key = std::path::absolute(run_dir).unwrap_or_else(|_| run_dir.to_path_buf());
+    {
+        let mut training = TRAINING.lock().unwrap_or_else(|e| e.into_inner());
+        if training.contains(&key) {
+            bail!(
+                "{} is being trained by another run of this process; let it finish, or train \
+                 into another directory with --out DIR",
+                run_dir.display()
+            );
+        }
+        training.push(key.clone());
+    }
+    // Given up with the lock, or at once if the lock cannot be had.
+    let claim = Claim(key);
+    let dir = DirLock::acquire(run_dir, WhenHeld::REFUSE).map_err(|e| {
+        match e.downcast::<LockHeld>() {
+            Ok(held) => anyhow::anyhow!(
+                "{} is being trained by another process ({}); let it finish or stop it, or train \
+                 into another directory with --out DIR",
+                run_dir.display(),
+                held.holder
+            ),
+            Err(e) => e,
+        }
+    })?;
+    Ok(RunLock {
+        _dir: dir,
+        _claim: claim,
     })
 }
 
@@ -200,7 +243,7 @@ pub(super) fn resumed_trainer(
     device: &candle_core::Device,
     collective: Box<dyn Collective>,
     verbosity: Verbosity,
-) -> anyhow::Result<(Trainer, PathBuf, Vec<String>, Option<DirLock>)> {
+) -> anyhow::Result<(Trainer, PathBuf, Vec<String>, Option<RunLock>)> {
     let lead = collective.rank() == 0;
     let run_lock = lead.then(|| lock_run(run_dir)).transpose()?;
     let saved = checkpoint::load_for_resume(run_dir, device)?;

@@ -205,6 +205,7 @@ impl Translator {
             texts,
             &self.sentence_splitter(),
             Batching::default(),
+            &crate::decoding::always_wanted,
         )
     }
 

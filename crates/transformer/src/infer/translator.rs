@@ -76,15 +76,17 @@ impl ConfiguredTranslator<'_> {
     /// `splitter`, the sentences of all texts are decoded in batches as `batching` bounds them,
     /// and each text is put back together between its own whitespace, its translation's
     /// tokens, ids and log-probabilities its sentences' one after another (see
-    /// [`Translation::concatenate`]).
+    /// [`Translation::concatenate`]). Decoding stops with an error at the first step where `still_wanted` says no.
     pub fn translate_texts<S: AsRef<str>>(
         &self,
         texts: &[S],
         splitter: &SentenceSplitter,
         batching: Batching,
+        still_wanted: StillWanted,
     ) -> anyhow::Result<Vec<Translation>> {
         let batch = SentenceBatch::new(splitter, texts);
-        let translations = self.translate_all(batch.sentences(), batching)?;
+        let translations =
+            self.translate_all_while(batch.sentences(), batching, still_wanted, &mut |_| {})?;
         Ok(texts
             .iter()
             .enumerate()
@@ -108,6 +110,18 @@ impl ConfiguredTranslator<'_> {
         batching: Batching,
         done: &mut dyn FnMut(usize),
     ) -> anyhow::Result<Vec<Translation>> {
+        self.translate_all_while(sentences, batching, &always_wanted, done)
+    }
+
+    /// [`Self::translate_all_observed`], stopping with an error at the first decoding step
+    /// where `still_wanted` says no (a caller interrupted: Ctrl-C in Python).
+    pub fn translate_all_while(
+        &self,
+        sentences: &[String],
+        batching: Batching,
+        still_wanted: StillWanted,
+        done: &mut dyn FnMut(usize),
+    ) -> anyhow::Result<Vec<Translation>> {
         let specials = self.specials()?;
         let mut translations = Vec::with_capacity(sentences.len());
         let mut batch: Vec<ReadSource> = Vec::new();
@@ -118,7 +132,7 @@ impl ConfiguredTranslator<'_> {
             let count = batch.len();
             let last = *first + count - 1;
             let translated = self
-                .translate_read(std::mem::take(batch), &specials, &always_wanted)
+                .translate_read(std::mem::take(batch), &specials, still_wanted)
                 .with_context(|| format!("translating source lines {first}-{last}"))?;
             done(count);
             translations.extend(translated);

@@ -118,5 +118,7 @@ fn f_score(statistics: &Statistics) -> f64 {
     if avg_precision + avg_recall == 0.0 {
         return 0.0;
     }
-    100.0 * (1.0 + factor) * avg_precision * avg_recall / (factor * avg_precision + avg_recall)
+    // In sacreBLEU's order, so that the score is its own to the last bit.
+    let score = (1.0 + factor) * avg_precision * avg_recall / (factor * avg_precision + avg_recall);
+    100.0 * score
 }
