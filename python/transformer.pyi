@@ -9,12 +9,14 @@ argument or config, ``FileNotFoundError`` for a missing file or checkpoint,
 
 import os
 import pathlib
-from typing import Any, Callable, Dict, List, Literal, Optional, Sequence, Union, overload
+from typing import Any, Callable, Dict, List, Literal, Optional, Sequence, Union, final, overload
 
 __version__: str
+__all__ = ["__version__", "BleuScore", "ChrfScore", "TrainResult", "Translation", "Translator", "bleu", "chrf", "train"]
 
 _Path = Union[str, "os.PathLike[str]"]
 
+@final
 class Translation:
     """The translation of one text: its sentences' translations put back together between
     the text's own whitespace, their tokens one after another. ``str()`` is the translation."""
@@ -40,6 +42,7 @@ class Translation:
     unknown_words: List[str]
     """Source words the vocabulary lacks, read as ``<unk>``."""
 
+@final
 class Translator:
     """A translation model opened for decoding, as ``transformer translate --checkpoint``
     opens it. Calls release the GIL while they decode, so Python threads can share one
@@ -55,15 +58,15 @@ class Translator:
     ``"eng_Latn"``), which each call may change.
     """
 
-    def __init__(
-        self,
+    def __new__(
+        cls,
         checkpoint: _Path,
         device: str = "auto",
         compute_type: str = "default",
         vocab_map: Optional[_Path] = None,
         source_lang: Optional[str] = None,
         target_lang: Optional[str] = None,
-    ) -> None: ...
+    ) -> "Translator": ...
     @overload
     def translate(
         self,
@@ -79,7 +82,15 @@ class Translator:
         sentence_split: bool = True,
         batch_size: Optional[int] = None,
         batch_tokens: Optional[int] = None,
-    ) -> Translation: ...
+    ) -> Translation:
+        """Translates ``texts`` (a str, or a list of them): each is cut into sentences
+        (unless ``sentence_split=False``), the sentences of all are decoded in batches of at
+        most ``batch_size`` sentences and ``batch_tokens`` tokens, and each text is put back
+        together. A str gives one result, a list a list. ``beam=1`` is greedy decoding;
+        ``beam``, ``max_len`` and ``length_penalty`` default to the checkpoint's
+        ``[decode]`` settings. ``format="html"`` reads each text as an HTML page or fragment
+        and returns the translated markup."""
+
     @overload
     def translate(
         self,
@@ -128,14 +139,6 @@ class Translator:
         batch_size: Optional[int] = None,
         batch_tokens: Optional[int] = None,
     ) -> List[str]: ...
-    def translate(self, texts: Any, **settings: Any) -> Any:
-        """Translates ``texts`` (a str, or a list of them): each is cut into sentences
-        (unless ``sentence_split=False``), the sentences of all are decoded in batches of at
-        most ``batch_size`` sentences and ``batch_tokens`` tokens, and each text is put back
-        together. A str gives one result, a list a list. ``beam=1`` is greedy decoding;
-        ``beam``, ``max_len`` and ``length_penalty`` default to the checkpoint's
-        ``[decode]`` settings. ``format="html"`` reads each text as an HTML page or fragment
-        and returns the translated markup."""
     def translate_file(
         self,
         path: _Path,
@@ -165,6 +168,7 @@ class Translator:
     def notes(self) -> List[str]:
         """What opening it noticed (said on stderr too)."""
 
+@final
 class TrainResult:
     """What a training run did."""
 
@@ -212,6 +216,7 @@ def train(
     Ctrl-C stops the run the same way and raises ``KeyboardInterrupt``; ``train(resume=...)``
     continues it."""
 
+@final
 class BleuScore:
     """A corpus BLEU score and the counts behind it, in sacreBLEU's names; ``str()`` is
     sacreBLEU's line."""
@@ -231,6 +236,7 @@ class BleuScore:
     """sacreBLEU's signature of the settings (``nrefs:1|case:mixed|eff:no|tok:13a|...``)."""
     def __float__(self) -> float: ...
 
+@final
 class ChrfScore:
     """A corpus chrF2 score; ``str()`` is sacreBLEU's line."""
 

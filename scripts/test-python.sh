@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The Python package (python/) from outside: `pip install ./python` from the clone into a
 # fresh venv, then imported and run there without the source tree; the wheel as `maturin build
-# --release` makes it; and the pytest suite (python/tests) against the binary, with pytest,
-# sacreBLEU and python-docx from PyPI in a venv under ~/.cache that later runs reuse. Both
+# --release` makes it; its type stubs against the module (mypy's stubtest); and the pytest
+# suite (python/tests) against the binary, with pytest, sacreBLEU, python-docx and mypy from
+# PyPI in a venv under ~/.cache that later runs reuse. Both
 # builds go to the target directory the other builds use, so only the package's own crate and
 # PyO3 are compiled.
 #
@@ -12,9 +13,9 @@ cd "$(dirname "$0")/.."
 repo=$(pwd)
 BIN="$(realpath "${BIN:-${CARGO_TARGET_DIR:-target}/release/transformer}")"
 VENV="${PYTHON_VENV:-$HOME/.cache/transformer/venv-python}"
-if ! "$VENV/bin/python" -c "import maturin, pytest, sacrebleu, docx" 2>/dev/null; then
+if ! "$VENV/bin/python" -c "import maturin, pytest, sacrebleu, docx, mypy" 2>/dev/null; then
   python3 -m venv "$VENV"
-  "$VENV/bin/pip" install --quiet maturin pytest sacrebleu python-docx
+  "$VENV/bin/pip" install --quiet maturin pytest sacrebleu python-docx mypy
 fi
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -39,4 +40,9 @@ PY
 # The wheel maturin makes, into the test venv, and the tests.
 "$VENV/bin/maturin" build --release --locked --quiet -m python/Cargo.toml -o "$work/wheels"
 "$VENV/bin/pip" install --quiet --force-reinstall "$work"/wheels/*.whl
+# The type stubs against the module itself (mypy's stubtest: every name, every signature),
+# and checked as mypy --strict reads them. The classes are PyO3's: final, with no stub of the
+# native submodule.
+(cd "$work" && "$VENV/bin/python" -m mypy.stubtest --ignore-disjoint-bases --ignore-missing-stub transformer)
+"$VENV/bin/python" -m mypy --strict --no-incremental python/transformer.pyi
 TRANSFORMER_BIN="$BIN" "$VENV/bin/python" -m pytest -q -p no:cacheprovider python/tests

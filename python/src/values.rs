@@ -10,13 +10,24 @@ use crate::errors::wrong_type;
 /// holds itself would otherwise recurse until the stack ran out.
 const MOST_DEPTH: usize = 32;
 
+/// Most values a config dict may hold, counted as written out: a config file has about a
+/// hundred, and a dict that holds one sub-dict twice at each of 25 levels would write out
+/// tens of millions.
+const MOST_VALUES: usize = 100_000;
+
 /// `dict` (the sections of a config file, as `tomllib.load` gives them) as TOML text.
 pub fn toml_of(dict: &Bound<'_, PyDict>) -> PyResult<String> {
-    let table = table_of(dict, "", 0)?;
+    let mut count = 0;
+    let table = table_of(dict, "", 0, &mut count)?;
     toml::to_string(&table).map_err(|e| wrong_type(format!("config: {e}")))
 }
 
-fn table_of(dict: &Bound<'_, PyDict>, prefix: &str, depth: usize) -> PyResult<toml::Table> {
+fn table_of(
+    dict: &Bound<'_, PyDict>,
+    prefix: &str,
+    depth: usize,
+    count: &mut usize,
+) -> PyResult<toml::Table> {
     let mut table = toml::Table::new();
     for (key, value) in dict.iter() {
         let Ok(key) = key.extract::<String>() else {
@@ -35,12 +46,24 @@ fn table_of(dict: &Bound<'_, PyDict>, prefix: &str, depth: usize) -> PyResult<to
         } else {
             format!("{prefix}.{key}")
         };
-        table.insert(key, value_of(&value, &dotted, depth + 1)?);
+        table.insert(key, value_of(&value, &dotted, depth + 1, count)?);
     }
     Ok(table)
 }
 
-fn value_of(value: &Bound<'_, PyAny>, key: &str, depth: usize) -> PyResult<toml::Value> {
+fn value_of(
+    value: &Bound<'_, PyAny>,
+    key: &str,
+    depth: usize,
+    count: &mut usize,
+) -> PyResult<toml::Value> {
+    *count += 1;
+    if *count > MOST_VALUES {
+        return Err(crate::errors::usage(format!(
+            "the config dict holds more than {MOST_VALUES} values (does one dict appear in \
+             it many times?)"
+        )));
+    }
     if depth > MOST_DEPTH {
         return Err(crate::errors::usage(format!(
             "config key {}...: nested more than {MOST_DEPTH} deep (does a dict or list hold \
@@ -64,14 +87,14 @@ fn value_of(value: &Bound<'_, PyAny>, key: &str, depth: usize) -> PyResult<toml:
         return Ok(toml::Value::String(value.extract()?));
     }
     if let Ok(dict) = value.cast::<PyDict>() {
-        return Ok(toml::Value::Table(table_of(dict, key, depth)?));
+        return Ok(toml::Value::Table(table_of(dict, key, depth, count)?));
     }
     if value.is_instance_of::<PyList>() || value.is_instance_of::<PyTuple>() {
         let items: Vec<Bound<'_, PyAny>> = value.extract()?;
         let items = items
             .iter()
             .enumerate()
-            .map(|(i, item)| value_of(item, &format!("{key}[{i}]"), depth + 1))
+            .map(|(i, item)| value_of(item, &format!("{key}[{i}]"), depth + 1, count))
             .collect::<PyResult<_>>()?;
         return Ok(toml::Value::Array(items));
     }

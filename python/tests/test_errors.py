@@ -173,6 +173,12 @@ def test_a_config_dict_that_holds_itself_is_refused_not_a_crash(tmp_path):
         inner = inner["x"]
     with pytest.raises(ValueError, match="nested more than 32 deep"):
         transformer.train({"training": deep}, out=tmp_path / "r")
+    # Shallow, but one dict twice at each of 25 levels would be 2**25 values written out.
+    shared = {"v": 1}
+    for _ in range(25):
+        shared = {"a": shared, "b": shared}
+    with pytest.raises(ValueError, match="holds more than 100000 values"):
+        transformer.train({"training": {"x": shared}}, out=tmp_path / "r")
 
 
 def test_two_runs_into_one_directory_in_one_process_are_refused(tmp_path):
@@ -195,8 +201,11 @@ def test_two_runs_into_one_directory_in_one_process_are_refused(tmp_path):
     thread = threading.Thread(target=first)
     thread.start()
     assert started.wait(60)
-    with pytest.raises(RuntimeError, match="is being trained by another run of this process"):
-        transformer.train(config, out=tmp_path / "run", quiet=True, overwrite=True)
+    (tmp_path / "link").symlink_to(tmp_path / "run")
+    # However the directory is spelled: as it is, through `..`, through a link.
+    for spelled in [tmp_path / "run", tmp_path / ".." / tmp_path.name / "run", tmp_path / "link"]:
+        with pytest.raises(RuntimeError, match="is being trained by another run of this process"):
+            transformer.train(config, out=spelled, quiet=True, overwrite=True)
     thread.join()
     assert not errors
     # Once the first is done, the directory is free again.

@@ -141,20 +141,6 @@ impl Drop for Claim {
 
 /// The run directory's lock, which a second `train` into it is refused by.
 fn lock_run(run_dir: &Path) -> anyhow::Result<RunLock> {
-    let key = std::path::absolute(run_dir).unwrap_or_else(|_| run_dir.to_path_buf());
-    {
-        let mut training = TRAINING.lock().unwrap_or_else(|e| e.into_inner());
-        if training.contains(&key) {
-            bail!(
-                "{} is being trained by another run of this process; let it finish, or train \
-                 into another directory with --out DIR",
-                run_dir.display()
-            );
-        }
-        training.push(key.clone());
-    }
-    // Given up with the lock, or at once if the lock cannot be had.
-    let claim = Claim(key);
     let dir = DirLock::acquire(run_dir, WhenHeld::REFUSE).map_err(|e| {
         match e.downcast::<LockHeld>() {
             Ok(held) => anyhow::anyhow!(
@@ -166,10 +152,36 @@ fn lock_run(run_dir: &Path) -> anyhow::Result<RunLock> {
             Err(e) => e,
         }
     })?;
+    // Its parent exists now: the key is the directory however it is spelled (`..`, a link).
+    let key = run_key(run_dir);
+    let mut training = TRAINING.lock().unwrap_or_else(|e| e.into_inner());
+    if training.contains(&key) {
+        bail!(
+            "{} is being trained by another run of this process; let it finish, or train into \
+             another directory with --out DIR",
+            run_dir.display()
+        );
+    }
+    training.push(key.clone());
     Ok(RunLock {
         _dir: dir,
-        _claim: claim,
+        _claim: Claim(key),
     })
+}
+
+/// `run_dir` with its links and `..` resolved: the directory itself where it exists, else its
+/// parent (which the lock has made) and its name.
+fn run_key(run_dir: &Path) -> PathBuf {
+    if let Ok(resolved) = std::fs::canonicalize(run_dir) {
+        return resolved;
+    }
+    let absolute = std::path::absolute(run_dir).unwrap_or_else(|_| run_dir.to_path_buf());
+    match (absolute.parent(), absolute.file_name()) {
+        (Some(parent), Some(name)) => std::fs::canonicalize(parent)
+            .map(|parent| parent.join(name))
+            .unwrap_or(absolute),
+        _ => absolute,
+    }
 }
 
 /// Refuses a run directory whose best/, averaged/ or checkpoints/ would be removed (see
