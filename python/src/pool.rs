@@ -42,6 +42,19 @@ pub fn pool() -> PyResult<Arc<ThreadPool>> {
     Ok(pool)
 }
 
+/// Waits up to [`POLL`], with the GIL released, for what `receiver` is sent: all that arrived
+/// (nothing when the time ran out), or `None` once its sender is gone and nothing is left.
+pub fn arrived<M: Send>(py: Python<'_>, receiver: &Mutex<mpsc::Receiver<M>>) -> Option<Vec<M>> {
+    py.detach(|| {
+        let receiver = receiver.lock().ok()?;
+        match receiver.recv_timeout(POLL) {
+            Ok(first) => Some(std::iter::once(first).chain(receiver.try_iter()).collect()),
+            Err(mpsc::RecvTimeoutError::Timeout) => Some(Vec::new()),
+            Err(mpsc::RecvTimeoutError::Disconnected) => None,
+        }
+    })
+}
+
 /// Runs `work` on the pool with the GIL released, while this thread looks for Ctrl-C: a
 /// KeyboardInterrupt tells `work` it is no longer wanted (decoding stops at its next step) and
 /// is raised once it has stopped. On another thread than Python's main one, it just waits.
@@ -55,37 +68,33 @@ pub fn interruptible<T: Send>(
     // Only this thread reads it; the lock lets the wait run with the GIL released.
     let receiver = Mutex::new(receiver);
     let mut interrupt = None;
-    let outcome = pool.in_place_scope(|scope| {
-        let cancelled = &cancelled;
-        scope.spawn(move |_| {
-            let still_wanted = || !cancelled.load(Ordering::Relaxed);
-            // The receiver waits for this; it is gone only if the caller is.
-            let _ = sender.send(guarded(|| work(&still_wanted)));
-        });
-        loop {
-            let waited = py.detach(|| match receiver.lock() {
-                Ok(receiver) => receiver.recv_timeout(POLL),
-                Err(_) => Err(mpsc::RecvTimeoutError::Disconnected),
+    let outcome =
+        pool.in_place_scope(|scope| {
+            let cancelled = &cancelled;
+            scope.spawn(move |_| {
+                let still_wanted = || !cancelled.load(Ordering::Relaxed);
+                // The receiver waits for this; it is gone only if the caller is.
+                let _ = sender.send(guarded(|| work(&still_wanted)));
             });
-            match waited {
-                Ok(result) => break result,
-                Err(mpsc::RecvTimeoutError::Timeout) => {
-                    if interrupt.is_none() {
-                        if let Err(error) = py.check_signals() {
-                            interrupt = Some(error);
-                            cancelled.store(true, Ordering::Relaxed);
+            loop {
+                match arrived(py, &receiver) {
+                    // One message: the answer.
+                    Some(mut answer) if !answer.is_empty() => break answer.swap_remove(0),
+                    Some(_) => {
+                        if interrupt.is_none() {
+                            if let Err(error) = py.check_signals() {
+                                interrupt = Some(error);
+                                cancelled.store(true, Ordering::Relaxed);
+                            }
                         }
                     }
-                }
-                Err(mpsc::RecvTimeoutError::Disconnected) => {
-                    break Err(PyRuntimeError::new_err(
+                    None => break Err(PyRuntimeError::new_err(
                         "internal error (a bug in transformer, please report it): the decoding \
                          job ended without an answer",
-                    ))
+                    )),
                 }
             }
-        }
-    });
+        });
     match interrupt {
         Some(interrupt) => Err(interrupt),
         None => outcome,

@@ -21,7 +21,7 @@ use transformer_cli::flags::{at_least_one, DeviceArgs};
 
 use crate::arguments::number;
 use crate::errors::{guarded, usage, wrong_type};
-use crate::pool::{pool, POLL};
+use crate::pool::{arrived, pool};
 use crate::values::{python_of, toml_of};
 
 /// The signal a KeyboardInterrupt stands for, as the run reports it.
@@ -55,7 +55,7 @@ impl PyTrainResult {
         let bleu = self
             .valid_bleu
             .map_or(String::new(), |b| format!(", valid_bleu={b:.2}"));
-        let run_dir = crate::translation::python_repr(py, &self.run_dir.display().to_string())?;
+        let run_dir = crate::values::python_repr(py, &self.run_dir.display().to_string())?;
         Ok(format!(
             "TrainResult(run_dir={run_dir}, step={}/{}, finished={}{bleu})",
             self.step,
@@ -235,14 +235,8 @@ pub fn train(
         });
         loop {
             let ended = run.is_finished();
-            let arrived: Vec<Event> = py.detach(|| {
-                let Ok(received) = received.lock() else {
-                    return Vec::new();
-                };
-                let first = received.recv_timeout(POLL).ok();
-                first.into_iter().chain(received.try_iter()).collect()
-            });
-            for event in arrived {
+            // Nothing more once the run is over and its sender gone.
+            for event in arrived(py, &received).unwrap_or_default() {
                 let (Some(callback), None) = (&on_progress, &callback_error) else {
                     continue;
                 };

@@ -58,12 +58,7 @@ impl PyTranslation {
             .score
             .map_or(String::new(), |s| format!(", score={s:.4}"));
         let short = if self.short { ", short=True" } else { "" };
-        let text = python_repr(py, &self.translation)?;
+        let text = crate::values::python_repr(py, &self.translation)?;
         Ok(format!("Translation({text}{score}{short})"))
     }
-}
-
-/// `text` as Python's `repr` writes it.
-pub fn python_repr(py: Python<'_>, text: &str) -> PyResult<String> {
-    Ok(pyo3::types::PyString::new(py, text).repr()?.to_string())
 }

@@ -22,7 +22,8 @@ use transformer_documents::{DocumentFormat, DocxLimits, Prepared};
 use crate::arguments::{number, parsed, strings, text_of};
 use crate::errors::usage;
 use crate::pool::interruptible;
-use crate::translation::{python_repr, PyTranslation};
+use crate::translation::PyTranslation;
+use crate::values::python_repr;
 
 /// A translation model opened for decoding.
 #[pyclass(frozen, name = "Translator", module = "transformer")]
@@ -269,7 +270,6 @@ impl PyTranslator {
 }
 
 /// What one call asks for, checked.
-#[derive(Clone)]
 struct Request {
     asked: DecodeSettingsArgs,
     source_lang: Option<String>,

@@ -17,35 +17,27 @@ const MOST_VALUES: usize = 100_000;
 
 /// `dict` (the sections of a config file, as `tomllib.load` gives them) as TOML text.
 pub fn toml_of(dict: &Bound<'_, PyDict>) -> PyResult<String> {
-    let mut count = 0;
-    let table = table_of(dict, "", 0, &mut count)?;
+    let table = table_of(dict, None, 0, &mut 0)?;
     toml::to_string(&table).map_err(|e| wrong_type(format!("config: {e}")))
 }
 
+/// `dict`'s keys and values as a TOML table; `prefix` is its own dotted key (`None` at the top).
 fn table_of(
     dict: &Bound<'_, PyDict>,
-    prefix: &str,
+    prefix: Option<&str>,
     depth: usize,
     count: &mut usize,
 ) -> PyResult<toml::Table> {
     let mut table = toml::Table::new();
     for (key, value) in dict.iter() {
         let Ok(key) = key.extract::<String>() else {
+            let within = prefix.map_or(String::new(), |p| format!(" {p}"));
             return Err(wrong_type(format!(
-                "config{}: keys must be str, not {}",
-                if prefix.is_empty() {
-                    String::new()
-                } else {
-                    format!(" {prefix}")
-                },
+                "config{within}: keys must be str, not {}",
                 key.get_type().name()?
             )));
         };
-        let dotted = if prefix.is_empty() {
-            key.clone()
-        } else {
-            format!("{prefix}.{key}")
-        };
+        let dotted = prefix.map_or(key.clone(), |p| format!("{p}.{key}"));
         table.insert(key, value_of(&value, &dotted, depth + 1, count)?);
     }
     Ok(table)
@@ -87,7 +79,7 @@ fn value_of(
         return Ok(toml::Value::String(value.extract()?));
     }
     if let Ok(dict) = value.cast::<PyDict>() {
-        return Ok(toml::Value::Table(table_of(dict, key, depth, count)?));
+        return Ok(toml::Value::Table(table_of(dict, Some(key), depth, count)?));
     }
     if value.is_instance_of::<PyList>() || value.is_instance_of::<PyTuple>() {
         let items: Vec<Bound<'_, PyAny>> = value.extract()?;
@@ -142,4 +134,9 @@ pub fn python_of<'py>(py: Python<'py>, value: &serde_json::Value) -> PyResult<Bo
             dict.into_any()
         }
     })
+}
+
+/// `text` as Python's `repr` writes it.
+pub fn python_repr(py: Python<'_>, text: &str) -> PyResult<String> {
+    Ok(PyString::new(py, text).repr()?.to_string())
 }

@@ -34,7 +34,7 @@ impl DecodeArgs {
 }
 
 /// How to decode, each over the checkpoint's `[decode]` setting.
-#[derive(Debug, Clone, Args)]
+#[derive(Debug, Args)]
 pub struct DecodeSettingsArgs {
     /// Beam size; 1 is greedy decoding (at most the target vocabulary's size) [default: the
     /// checkpoint's decode.beam (a MarianMT directory's num_beams), else 1]
