@@ -20,25 +20,34 @@ fi
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
-# What a user types in a clone: the package built and installed, then used from elsewhere.
-python3 -m venv "$work/fresh"
-"$work/fresh/bin/pip" install --quiet ./python
-(
-  cd "$work"
-  "$work/fresh/bin/python" - "$repo/tests/fixtures/parity" "$BIN" <<'PY'
+# The package in a fresh venv, used from outside the clone: it imports from the venv, and
+# translates as the binary does.
+used_from_elsewhere() {
+  (
+    cd "$work"
+    "$1/bin/python" - "$repo/tests/fixtures/parity" "$BIN" "$2" <<'PY'
 import subprocess, sys, transformer
-checkpoint, binary = sys.argv[1], sys.argv[2]
+checkpoint, binary, how = sys.argv[1:4]
 assert not transformer.__file__.startswith(checkpoint.rsplit("/tests/", 1)[0]), transformer.__file__
 ours = transformer.Translator(checkpoint).translate("ich mochte ein bier").translation
 theirs = subprocess.run([binary, "translate", "--checkpoint", checkpoint, "ich mochte ein bier"],
                         capture_output=True, text=True, check=True).stdout.strip()
 assert ours == theirs, (ours, theirs)
-print(f"fresh venv: transformer {transformer.__version__} from {transformer.__file__}: {ours!r}")
+print(f"{how}: transformer {transformer.__version__} from {transformer.__file__}: {ours!r}")
 PY
-)
+  )
+}
 
-# The wheel maturin makes, into the test venv, and the tests.
+# What a user types in a clone: the package built and installed.
+python3 -m venv "$work/fresh"
+"$work/fresh/bin/pip" install --quiet ./python
+used_from_elsewhere "$work/fresh" "pip install ./python"
+
+# The wheel maturin makes, alone in another fresh venv, and in the test venv for the tests.
 "$VENV/bin/maturin" build --release --locked --quiet -m python/Cargo.toml -o "$work/wheels"
+python3 -m venv "$work/wheel-only"
+"$work/wheel-only/bin/pip" install --quiet --no-index "$work"/wheels/*.whl
+used_from_elsewhere "$work/wheel-only" "the wheel alone"
 "$VENV/bin/pip" install --quiet --force-reinstall "$work"/wheels/*.whl
 # The type stubs against the module itself (mypy's stubtest: every name, every signature),
 # and checked as mypy --strict reads them. The classes are PyO3's: final, with no stub of the
